@@ -1,0 +1,49 @@
+"""brainmem: a persistent brain for one AI agent, in a single SQLite file.
+
+>>> from brainmem import Brain
+>>> with Brain(":memory:") as brain:
+...     _ = brain.add("User prefers dark mode.", type="semantic", tags=["ui"])
+...     [h.trace.content for h in brain.search("dark mode")]
+['User prefers dark mode.']
+"""
+
+from __future__ import annotations
+
+from .brain import Brain, Hits
+from .errors import (
+    BrainFileError,
+    BrainmemError,
+    InvalidInput,
+    NotABrainFile,
+    NotFound,
+    QueryError,
+    QuotaExceeded,
+    ReadOnlyBrain,
+    SchemaTooNew,
+    StorageError,
+    VersionConflict,
+)
+from .model import Hit, Trace
+from .policy import Policy
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "Brain",
+    "Hit",
+    "Hits",
+    "Policy",
+    "Trace",
+    "BrainmemError",
+    "BrainFileError",
+    "InvalidInput",
+    "NotABrainFile",
+    "NotFound",
+    "QueryError",
+    "QuotaExceeded",
+    "ReadOnlyBrain",
+    "SchemaTooNew",
+    "StorageError",
+    "VersionConflict",
+    "__version__",
+]

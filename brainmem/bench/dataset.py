@@ -1,0 +1,89 @@
+"""The neutral shape every recall benchmark is loaded into.
+
+Each dataset (LongMemEval, LoCoMo, the embedded synthetic one) has its own file
+format and its own retrieval protocol. The loaders translate them into these few
+dataclasses so that the runner (:mod:`brainmem.bench.recall`) and the scorer
+(:mod:`brainmem.bench.metrics`) never look at a dataset's raw JSON. A
+:class:`Haystack` is what goes into one brain: LongMemEval gives every question
+its own haystack, LoCoMo one per conversation, the synthetic set a single one.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+
+__all__ = ["Dataset", "Document", "Haystack", "Question", "utc_timestamp"]
+
+
+@dataclass(frozen=True)
+class Document:
+    """One unit of memory: becomes one trace in brainmem and one row in the baseline.
+
+    ``doc_id`` is the id the dataset's protocol scores against (e.g. LongMemEval's
+    ``<session_id>_<turn_index+1>``); ``episode`` is the conversation/session the
+    document came from; ``created_at`` is UTC unix seconds.
+    """
+
+    doc_id: str
+    text: str
+    episode: str
+    created_at: float
+
+
+@dataclass(frozen=True)
+class Question:
+    """One query with its gold evidence.
+
+    ``evidence`` holds the ``doc_id`` values that answer the question (empty when the
+    dataset gives none, which some protocols count as a hit). ``query_time`` is the
+    UTC unix time at which the question is asked, so that time-dependent ranking
+    (forgetting, recency) sees the dataset's clock, not the wall clock.
+    """
+
+    qid: str
+    text: str
+    category: str
+    query_time: float
+    evidence: tuple[str, ...]
+
+
+@dataclass
+class Haystack:
+    """The documents of one brain and the questions asked of it."""
+
+    hid: str
+    documents: list[Document]
+    questions: list[Question]
+
+
+@dataclass
+class Dataset:
+    """A loaded benchmark.
+
+    ``protocol`` selects the scorer (``"longmemeval"``, ``"locomo"`` or
+    ``"synthetic"``); ``categories`` fixes the display order of the per-category
+    results; ``notes`` counts questions skipped or specially handled, by reason,
+    so a report can say how many were evaluated and why the others were not.
+    """
+
+    name: str
+    protocol: str
+    haystacks: list[Haystack]
+    categories: tuple[str, ...]
+    notes: dict[str, int] = field(default_factory=dict)
+
+    @property
+    def n_questions(self) -> int:
+        return sum(len(h.questions) for h in self.haystacks)
+
+    @property
+    def n_documents(self) -> int:
+        return sum(len(h.documents) for h in self.haystacks)
+
+
+def utc_timestamp(dt: datetime) -> float:
+    """Unix seconds of ``dt``, reading a naive datetime as UTC (the datasets carry no zone)."""
+    if dt.tzinfo is None:
+        dt = dt.replace(tzinfo=timezone.utc)
+    return dt.timestamp()

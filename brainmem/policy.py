@@ -1,0 +1,101 @@
+"""Every tunable constant of the engine, in one frozen dataclass.
+
+A :class:`Policy` reaches the engine only through ``Brain(path, policy=...)``.
+Change one field with :func:`dataclasses.replace`::
+
+    from dataclasses import replace
+    brain = Brain("agent.brain", policy=replace(Policy(), prune_threshold=0.01))
+
+Defaults are chosen by the recall benchmark (``brainmem bench recall``): forgetting
+must never cost recall of what still matters, so strength only nudges ranking.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+DAY = 86_400.0
+
+
+def _default_stability_base() -> dict[str, float]:
+    # Seconds until R falls to 1/e with importance 0. Facts and skills are meant to
+    # last; episodes fade in months; working memory within days.
+    return {
+        "episodic": 30 * DAY,
+        "semantic": 365 * DAY,
+        "procedural": 365 * DAY,
+        "prospective": 90 * DAY,
+        "working": 2 * DAY,
+    }
+
+
+@dataclass(frozen=True)
+class Policy:
+    """Tunable constants. Every field has a documented default."""
+
+    # --- limits -------------------------------------------------------------
+    #: Largest content accepted, in UTF-8 bytes (64 KiB).
+    max_content_bytes: int = 65_536
+    #: Largest number of tags per trace, and of characters per tag.
+    max_tags: int = 64
+    max_tag_chars: int = 128
+    #: Longest key (key-value face), in characters.
+    max_key_chars: int = 256
+
+    # --- decay (DESIGN §5) ----------------------------------------------------
+    #: Initial stability per type, seconds.
+    stability_base: dict[str, float] = field(default_factory=_default_stability_base)
+    #: ``stability = base[type] * (1 + importance_factor * importance)``.
+    importance_factor: float = 2.0
+    #: Reinforcement: stability *= 1 + growth * (1 - R) / (1 + diminishing * recalls).
+    reinforce_growth: float = 1.5
+    reinforce_diminishing: float = 0.2
+    #: Minimum relative stability gain per recall (so recall never lowers it).
+    reinforce_min_gain: float = 0.05
+    #: S0 moves this fraction of the way to 1 on every recall.
+    strength_creep: float = 0.1
+    #: Ignored feedback multiplies stability by (1 - ignore_penalty).
+    ignore_penalty: float = 0.05
+
+    # --- ranking (DESIGN §6) --------------------------------------------------
+    #: How many BM25 candidates are re-ranked per requested hit (at least 50).
+    candidate_factor: int = 5
+    min_candidates: int = 50
+    #: Weights of the gentle factors; relevance stays first.
+    weight_strength: float = 0.1
+    weight_recency: float = 0.1
+    weight_importance: float = 0.1
+    weight_activation: float = 0.2
+    #: Recency half-life in seconds for the recency factor.
+    recency_half_life: float = 90 * DAY
+    #: BM25 column weights: content, tags, cue.
+    bm25_weights: tuple[float, float, float] = (1.0, 0.5, 1.0)
+    #: At most this many distinct query terms are used (longer queries are cut).
+    max_query_terms: int = 64
+
+    # --- graph (DESIGN §7) ----------------------------------------------------
+    spread_decay: float = 0.5
+    spread_depth: int = 2
+    spread_threshold: float = 0.05
+    spread_seeds: int = 5
+    #: Weight of the ``episode_next`` edge written between consecutive traces of an episode.
+    episode_edge_weight: float = 1.0
+
+    # --- consolidation (DESIGN §8) -------------------------------------------
+    prune_threshold: float = 0.05
+    #: Per-scope live-trace capacity enforced by prune (None: off).
+    capacity: int | None = None
+    merge_threshold: float = 0.95
+    compact_age: float = 7 * DAY
+    compact_min_retrievals: int = 3
+    lease_seconds: float = 300.0
+
+    # --- quotas (issue: quotas and limits) ------------------------------------
+    #: Per-scope maximum of live traces on write (None: unlimited).
+    quota: int | None = None
+    #: "refuse" raises QuotaExceeded; "evict" soft-deletes the weakest unpinned.
+    quota_policy: str = "refuse"
+
+    def stability_for(self, type: str, importance: float) -> float:
+        """Initial stability of a trace of ``type`` with ``importance``."""
+        return self.stability_base[type] * (1.0 + self.importance_factor * importance)

@@ -1,0 +1,109 @@
+"""Turn what a user or agent types into a safe FTS5 expression (DESIGN §6 step 1).
+
+Two modes:
+
+* **FTS5 syntax** is honoured when the text uses an explicit operator (``AND``,
+  ``OR``, ``NOT``, ``NEAR(``, quotes, ``*``, ``^``, ``+``, parentheses or a
+  ``column:`` filter), parses with :mod:`apsw.fts5query` and names only indexed
+  columns. Plain words are *not* read as FTS5's implicit AND, because agents ask
+  questions, and an AND of every word of a question rarely matches anything.
+* **Natural language** otherwise: the text is split with the same ``unicode61``
+  tokenizer the index uses, stopwords are dropped (unless nothing else is left),
+  and the remaining words become quoted phrases OR-joined with
+  :func:`apsw.fts5query.to_query_string`. BM25 then rewards traces matching more,
+  rarer words.
+
+Nothing a user types reaches SQLite unquoted. Text with no searchable word raises
+:class:`~brainmem.errors.QueryError` with a hint.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+import apsw
+import apsw.fts5query as fq
+
+from .errors import QueryError
+
+#: Columns of ``traces_fts`` a column filter may name.
+FTS_COLUMNS = ("content", "tags", "cue")
+
+# English function words that carry no topic. Dropping them keeps OR-queries from
+# matching every trace on "the" or "what".
+STOPWORDS = frozenset(
+    """
+    a about above after again against all am an and any are aren as at be because been
+    before being below between both but by can cannot could couldn d did didn do does
+    doesn doing don down during each few for from further had hadn has hasn have haven
+    having he her here hers herself him himself his how i if in into is isn it its itself
+    just ll m me might more most mustn my myself no nor not now o of off on once only or
+    other ought our ours ourselves out over own re s same shall shan she should shouldn so
+    some such t than that the their theirs them themselves then there these they this
+    those through to too under until up us ve very was wasn we were weren what when where
+    which while who whom why will with won would wouldn y you your yours yourself
+    yourselves tell remember know recall please also get got ever
+    """.split()
+)
+
+# An explicit FTS5 operator or syntax character: only then is FTS5 syntax tried.
+_SYNTAX = re.compile(r'\b(?:AND|OR|NOT)\b|NEAR\(|["*^+()]|\b\w+\s*:|[{}]')
+
+
+@dataclass(frozen=True)
+class CompiledQuery:
+    """A MATCH expression and the words it searches for (for explain and baselines)."""
+
+    expression: str
+    terms: tuple[str, ...]
+    syntax: bool  # True when the user's FTS5 syntax was used as given
+
+
+class QueryCompiler:
+    """Compiles queries with the tokenizer of one connection."""
+
+    def __init__(self, db: apsw.Connection, max_terms: int = 64) -> None:
+        self._tokenize = db.fts5_tokenizer("unicode61", ["remove_diacritics", "2"])
+        self.max_terms = max_terms
+
+    def words(self, text: str) -> list[str]:
+        """Lower-cased words of ``text`` in order, as the index sees them."""
+        data = text.encode("utf-8", "replace")
+        tokens = self._tokenize(data, apsw.FTS5_TOKENIZE_QUERY, None, include_offsets=False)
+        return [tok[0] for tok in tokens]
+
+    def terms(self, text: str) -> list[str]:
+        """Distinct content words of ``text`` (stopwords dropped unless nothing is left)."""
+        words = list(dict.fromkeys(self.words(text)))
+        content = [w for w in words if w not in STOPWORDS]
+        return (content or words)[: self.max_terms]
+
+    def compile(self, text: str) -> CompiledQuery:
+        if not isinstance(text, str):
+            raise QueryError(f"query must be a string, not {type(text).__name__}")
+        if _SYNTAX.search(text):
+            parsed = _parse_fts5(text)
+            if parsed is not None:
+                return CompiledQuery(fq.to_query_string(parsed), tuple(self.terms(text)), True)
+        terms = self.terms(text)
+        if not terms:
+            raise QueryError(
+                f"the query {text[:40]!r} has no searchable words",
+                "use letters or digits, e.g. 'dark mode'",
+            )
+        phrases = [fq.PHRASE(t) for t in terms]
+        expression = fq.to_query_string(fq.OR(phrases) if len(phrases) > 1 else phrases[0])
+        return CompiledQuery(expression, tuple(terms), False)
+
+
+def _parse_fts5(text: str) -> fq.QUERY | None:
+    """The parsed query if ``text`` is valid FTS5 over our columns, else None."""
+    try:
+        parsed = fq.parse_query_string(text)
+    except (fq.ParseError, ValueError, TypeError):
+        return None
+    for _parents, node in fq.walk(parsed):
+        if isinstance(node, fq.COLUMNFILTER) and not set(node.columns) <= set(FTS_COLUMNS):
+            return None
+    return parsed

@@ -1,0 +1,245 @@
+"""The brain file's schema: an ordered list of migrations keyed by ``user_version``.
+
+``PRAGMA application_id`` marks a file as a brain; ``PRAGMA user_version`` is the
+number of migrations applied. :func:`migrate` applies the missing ones on open, all
+in one transaction, so an interrupted upgrade leaves the old version intact. Add a
+new migration by appending a function; never edit one that has shipped (tests keep
+files built by each earlier version and upgrade them).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import apsw
+
+from .errors import NotABrainFile, SchemaTooNew
+
+#: 'BRMM' — marks a SQLite file as a brainmem brain.
+APPLICATION_ID = 0x42524D4D
+
+
+def _v1_traces(db: apsw.Connection) -> None:
+    """Traces, their tags, the live-only FTS5 index, retrievals and meta."""
+    db.execute(
+        """
+        CREATE TABLE traces (
+            rid              INTEGER PRIMARY KEY,
+            id               TEXT NOT NULL UNIQUE,
+            content          TEXT NOT NULL,
+            content_hash     TEXT NOT NULL,
+            type             TEXT NOT NULL,
+            scope            TEXT NOT NULL,
+            scope_id         TEXT NOT NULL DEFAULT '',
+            episode          TEXT,
+            key              TEXT,
+            tags             TEXT NOT NULL DEFAULT '[]',
+            strength         REAL NOT NULL,
+            stability        REAL NOT NULL,
+            importance       REAL NOT NULL,
+            pinned           INTEGER NOT NULL DEFAULT 0,
+            created_at       REAL NOT NULL,
+            updated_at       REAL NOT NULL,
+            last_accessed_at REAL NOT NULL,
+            access_count     INTEGER NOT NULL DEFAULT 0,
+            expires_at       REAL,
+            version          INTEGER NOT NULL DEFAULT 1,
+            deleted_at       REAL,
+            merged_into      TEXT,
+            metadata         TEXT NOT NULL DEFAULT '{}'
+        );
+        CREATE INDEX traces_dedup ON traces(content_hash, type, scope, scope_id)
+            WHERE deleted_at IS NULL;
+        CREATE INDEX traces_scope ON traces(scope, scope_id, type) WHERE deleted_at IS NULL;
+        CREATE INDEX traces_episode ON traces(episode, created_at) WHERE episode IS NOT NULL;
+        CREATE INDEX traces_created ON traces(created_at);
+        CREATE INDEX traces_deleted ON traces(deleted_at) WHERE deleted_at IS NOT NULL;
+
+        CREATE TABLE trace_tags (
+            rid INTEGER NOT NULL REFERENCES traces(rid) ON DELETE CASCADE,
+            tag TEXT NOT NULL,
+            PRIMARY KEY (tag, rid)
+        ) WITHOUT ROWID;
+        CREATE INDEX trace_tags_rid ON trace_tags(rid);
+
+        -- The FTS index reads its content from this view, so even an FTS 'rebuild'
+        -- indexes live traces only.
+        CREATE VIEW traces_live AS
+            SELECT rid, content, tags FROM traces WHERE deleted_at IS NULL;
+        CREATE VIRTUAL TABLE traces_fts USING fts5(
+            content, tags,
+            content='traces_live', content_rowid='rid',
+            tokenize='porter unicode61 remove_diacritics 2'
+        );
+        CREATE TRIGGER traces_fts_insert AFTER INSERT ON traces
+            WHEN new.deleted_at IS NULL BEGIN
+            INSERT INTO traces_fts(rowid, content, tags) VALUES (new.rid, new.content, new.tags);
+        END;
+        CREATE TRIGGER traces_fts_delete AFTER DELETE ON traces
+            WHEN old.deleted_at IS NULL BEGIN
+            INSERT INTO traces_fts(traces_fts, rowid, content, tags)
+                VALUES ('delete', old.rid, old.content, old.tags);
+        END;
+        -- One trigger, two statements in order: FTS5 must forget the old row before
+        -- it indexes the new one (separate triggers fire in an unspecified order).
+        CREATE TRIGGER traces_fts_update AFTER UPDATE OF content, tags, deleted_at ON traces BEGIN
+            INSERT INTO traces_fts(traces_fts, rowid, content, tags)
+                SELECT 'delete', old.rid, old.content, old.tags WHERE old.deleted_at IS NULL;
+            INSERT INTO traces_fts(rowid, content, tags)
+                SELECT new.rid, new.content, new.tags WHERE new.deleted_at IS NULL;
+        END;
+
+        CREATE TABLE retrievals (
+            id      INTEGER PRIMARY KEY,
+            query   TEXT NOT NULL,
+            at      REAL NOT NULL,
+            results TEXT NOT NULL  -- JSON list of [trace_id, rank, score]
+        );
+        CREATE INDEX retrievals_at ON retrievals(at);
+
+        CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL) WITHOUT ROWID;
+        """
+    )
+
+
+def _v2_graph(db: apsw.Connection) -> None:
+    """The co-activation graph, retrieval feedback, consolidation log and lease."""
+    db.execute(
+        """
+        CREATE TABLE edges (
+            src        TEXT NOT NULL,
+            dst        TEXT NOT NULL,
+            kind       TEXT NOT NULL,
+            weight     REAL NOT NULL CHECK (weight >= 0 AND weight <= 1),
+            updated_at REAL NOT NULL,
+            PRIMARY KEY (src, dst, kind)
+        ) WITHOUT ROWID;
+        CREATE INDEX edges_dst ON edges(dst, kind);
+
+        -- Append-only; reflect's strengthen step replays rows past its watermark.
+        CREATE TABLE feedback (
+            id           INTEGER PRIMARY KEY,
+            retrieval_id INTEGER NOT NULL REFERENCES retrievals(id) ON DELETE CASCADE,
+            trace_id     TEXT NOT NULL,
+            used         INTEGER NOT NULL,
+            at           REAL NOT NULL
+        );
+        CREATE INDEX feedback_retrieval ON feedback(retrieval_id);
+
+        CREATE TABLE consolidation_log (
+            id          INTEGER PRIMARY KEY,
+            started_at  REAL NOT NULL,
+            finished_at REAL NOT NULL,
+            now         REAL NOT NULL,
+            status      TEXT NOT NULL,
+            report      TEXT NOT NULL
+        );
+
+        CREATE TABLE leases (
+            name       TEXT PRIMARY KEY,
+            owner      TEXT NOT NULL,
+            expires_at REAL NOT NULL
+        ) WITHOUT ROWID;
+        """
+    )
+
+
+def _v3_faces(db: apsw.Connection) -> None:
+    """Columns for the key-value face, working and prospective memory; cue joins the index.
+
+    The FTS table is rebuilt with a third column, ``cue``, so a prospective trace is
+    found when its cue matches a query.
+    """
+    db.execute(
+        """
+        ALTER TABLE traces ADD COLUMN task_id TEXT;
+        ALTER TABLE traces ADD COLUMN due_at REAL;
+        ALTER TABLE traces ADD COLUMN cue TEXT;
+
+        DROP TRIGGER traces_fts_insert;
+        DROP TRIGGER traces_fts_delete;
+        DROP TRIGGER traces_fts_update;
+        DROP TABLE traces_fts;
+        DROP VIEW traces_live;
+        CREATE VIEW traces_live AS
+            SELECT rid, content, tags, cue FROM traces WHERE deleted_at IS NULL;
+        CREATE VIRTUAL TABLE traces_fts USING fts5(
+            content, tags, cue,
+            content='traces_live', content_rowid='rid',
+            tokenize='porter unicode61 remove_diacritics 2'
+        );
+        INSERT INTO traces_fts(traces_fts) VALUES ('rebuild');
+        CREATE TRIGGER traces_fts_insert AFTER INSERT ON traces
+            WHEN new.deleted_at IS NULL BEGIN
+            INSERT INTO traces_fts(rowid, content, tags, cue)
+                VALUES (new.rid, new.content, new.tags, new.cue);
+        END;
+        CREATE TRIGGER traces_fts_delete AFTER DELETE ON traces
+            WHEN old.deleted_at IS NULL BEGIN
+            INSERT INTO traces_fts(traces_fts, rowid, content, tags, cue)
+                VALUES ('delete', old.rid, old.content, old.tags, old.cue);
+        END;
+        CREATE TRIGGER traces_fts_update AFTER UPDATE OF content, tags, cue, deleted_at ON traces BEGIN
+            INSERT INTO traces_fts(traces_fts, rowid, content, tags, cue)
+                SELECT 'delete', old.rid, old.content, old.tags, old.cue WHERE old.deleted_at IS NULL;
+            INSERT INTO traces_fts(rowid, content, tags, cue)
+                SELECT new.rid, new.content, new.tags, new.cue WHERE new.deleted_at IS NULL;
+        END;
+
+        CREATE UNIQUE INDEX traces_key ON traces(scope, scope_id, key)
+            WHERE key IS NOT NULL AND deleted_at IS NULL;
+        CREATE INDEX traces_task ON traces(task_id) WHERE task_id IS NOT NULL;
+        CREATE INDEX traces_due ON traces(due_at) WHERE due_at IS NOT NULL AND deleted_at IS NULL;
+        """
+    )
+
+
+#: Migration ``i`` takes a file from ``user_version == i`` to ``i + 1``.
+MIGRATIONS: list[Callable[[apsw.Connection], None]] = [_v1_traces, _v2_graph, _v3_faces]
+SCHEMA_VERSION = len(MIGRATIONS)
+
+
+def inspect(db: apsw.Connection) -> tuple[bool, int]:
+    """(is_blank, user_version) of an open file, refusing foreign or newer files.
+
+    Reads only: a file that is refused is never modified.
+    """
+    app_id = db.pragma("application_id")
+    version = db.pragma("user_version")
+    tables = db.execute("SELECT count(*) FROM sqlite_schema").get
+    if app_id == 0 and version == 0 and tables == 0:
+        return True, 0
+    if app_id != APPLICATION_ID:
+        raise NotABrainFile(
+            "not a brainmem brain: a SQLite database of another application "
+            f"(application_id {app_id:#x}); it was left unchanged"
+        )
+    if version > SCHEMA_VERSION:
+        raise SchemaTooNew(
+            f"brain schema version {version} is newer than this brainmem supports "
+            f"({SCHEMA_VERSION}); upgrade brainmem"
+        )
+    return False, version
+
+
+def migrate(db: apsw.Connection, upto: int = SCHEMA_VERSION) -> int:
+    """Apply missing migrations (up to ``upto``) in one transaction; return the version.
+
+    The check is repeated under the write lock so two processes opening a blank or
+    old file at once do not both migrate it.
+    """
+    _, version = inspect(db)
+    if version >= upto:
+        return version
+    db.execute("BEGIN IMMEDIATE")
+    try:
+        _, version = inspect(db)
+        for step in MIGRATIONS[version:upto]:
+            step(db)
+        db.pragma("application_id", APPLICATION_ID)
+        db.pragma("user_version", max(version, upto))
+        db.execute("COMMIT")
+    except BaseException:
+        db.execute("ROLLBACK")
+        raise
+    return max(version, upto)
