@@ -10,6 +10,7 @@
 from __future__ import annotations
 
 from .brain import Brain, Hits
+from .consolidation import ReflectReport
 from .errors import (
     BrainFileError,
     BrainmemError,
@@ -25,6 +26,7 @@ from .errors import (
 )
 from .model import Hit, Trace
 from .policy import Policy
+from .tools import ToolContext
 
 __version__ = "0.1.0"
 
@@ -33,6 +35,8 @@ __all__ = [
     "Hit",
     "Hits",
     "Policy",
+    "ReflectReport",
+    "ToolContext",
     "Trace",
     "BrainmemError",
     "BrainFileError",

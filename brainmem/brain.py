@@ -22,11 +22,13 @@ import contextlib
 import logging
 import threading
 import time
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
-from . import decay, graph, retrieval
-from .errors import InvalidInput, NotFound, VersionConflict
+from . import decay, faces, graph, retrieval
+from .consolidation import ReflectReport
+from .errors import InvalidInput, NotFound, QuotaExceeded, VersionConflict
+from .faces import Listing, ListItem, Reading
 from .model import (
     DEFAULT_SCOPE,
     DEFAULT_SCOPE_ID,
@@ -106,6 +108,8 @@ class Brain:
         self._compiler = QueryCompiler(self._store.db, self.policy.max_query_terms)
         self._lock = threading.RLock()
         self._subscribers: list[tuple[Subscriber, frozenset[str]]] = []
+        #: "delete" payloads of traces a quota removed inside the current write (faces)
+        self._side_deletes: list[dict[str, Any]] = []
 
     # --- lifecycle --------------------------------------------------------------------
 
@@ -158,6 +162,14 @@ class Brain:
 
     def _build(self, item: Mapping[str, Any], now: float) -> Trace:
         """Validate one trace's arguments and build the Trace (not yet stored)."""
+        if len(item) == 1 and "content" in item:
+            # fast path (add_many of plain strings): every other field at its default
+            content = check_content(item["content"], self.policy.max_content_bytes)
+            return Trace(
+                id=new_id(), content=content, content_hash=content_hash(content),
+                stability=self.policy.stability_for(DEFAULT_TYPE, 0.5), importance=0.5,
+                created_at=now, updated_at=now, last_accessed_at=now,
+            )
         unknown = set(item) - ADD_FIELDS
         if unknown:
             raise InvalidInput(f"unknown field(s): {', '.join(sorted(unknown))}")
@@ -235,55 +247,106 @@ class Brain:
                 raise type(exc)(f"item {index}: {exc}") from None
             except TypeError:
                 raise InvalidInput(f"item {index}: must be a string or a mapping of fields") from None
-        with self._lock, self._store.write():
-            result, fresh = self._insert_batch(built, at)
+        with self._lock:
+            with self._store.write():
+                self._side_deletes = []
+                result, fresh = self._insert_batch(built, at)
+            side, self._side_deletes = self._side_deletes, []
+        for payload in side:  # traces a quota evicted to make room
+            self._emit("delete", payload)
         for trace in fresh:
             self._emit("add", {"id": trace.id, "trace": trace})
         return result
 
     def _insert_batch(self, built: list[Trace], at: float) -> tuple[list[Trace], list[Trace]]:
+        """Dedup, check keys and insert ``built`` inside the caller's transaction.
+
+        Hot path of ``add_many``: duplicates already in the brain are found with one
+        chunked lookup up front (``Store.find_duplicates``), not one query per trace.
+        Each episode's previous trace is looked up before the batch's own rows are
+        written, so consecutive traces of one batch link in batch order.
+        """
         store = self._store
-        seen: dict[tuple[str, str, str, str], Trace] = {}
+        seen = store.find_duplicates((t.content_hash, t.type, t.scope, t.scope_id) for t in built)
+        # New rows are written in chunks after the loop (Store.insert_many, ~3x faster);
+        # with a quota, the hook must see every earlier row of the batch in the table.
+        rows_visible_to_hook = self.policy.quota is not None
+        pending: list[Trace] = []
         result: list[Trace] = []
         fresh: list[Trace] = []
+        fresh_ids: set[str] = set()
+        keys: set[tuple[str, str, str]] = set()
+        tails: dict[str, str | None] = {}
         reinforced: dict[str, Trace] = {}
         for trace in built:
             ident = (trace.content_hash, trace.type, trace.scope, trace.scope_id)
-            existing = seen.get(ident) or store.find_duplicate(*ident)
+            existing = seen.get(ident)
+            if trace.key is not None and (existing is None or existing.key != trace.key):
+                # faces: a key names a slot, so a keyed trace is deduplicated only against
+                # the same key holding the same value (an idempotent add), never another trace
+                holder = store.find_key(trace.key, trace.scope, trace.scope_id)
+                same = holder is not None and (holder.content_hash, holder.type) == ident[:2]
+                existing = holder if same else None
             if existing is not None:
-                if existing.id not in {t.id for t in fresh}:
+                if existing.id not in fresh_ids:
                     reinforced[existing.id] = existing
-                seen[ident] = existing
                 result.append(existing)
                 continue
-            if trace.key is not None and store.find_key(trace.key, trace.scope, trace.scope_id):
-                raise InvalidInput(f"key {trace.key!r} is already used in this scope (use put to overwrite)")
+            if trace.key is not None:
+                scoped_key = (trace.key, trace.scope, trace.scope_id)
+                if scoped_key in keys or store.find_key(*scoped_key):
+                    raise InvalidInput(f"key {trace.key!r} is already used in this scope (use put to overwrite)")
+                keys.add(scoped_key)
+            if trace.episode is not None and trace.episode not in tails:
+                tails[trace.episode] = store.episode_tail(trace.episode, trace.created_at)
+            if rows_visible_to_hook and pending:
+                store.insert_many(pending)
+                pending.clear()
             self._before_insert(trace, at)
-            store.insert(trace)
+            pending.append(trace)
             seen[ident] = trace
             fresh.append(trace)
+            fresh_ids.add(trace.id)
             result.append(trace)
-        self._link_episodes(fresh, at)
+        store.insert_many(pending)
+        self._link_episodes(fresh, at, tails)
         self._reinforce(list(reinforced.values()), at)
+        if reinforced:
+            # hand back duplicates as they are now (reinforced), not as they were found
+            now_ = {t.id: t for t in store.get_many(list(reinforced), include_deleted=True)}
+            result = [now_.get(t.id, t) for t in result]
         return result, fresh
 
     def _before_insert(self, trace: Trace, at: float) -> None:
-        """Hook run inside the write transaction before a new trace is stored."""
+        """Hook run inside the write transaction before a new trace is stored.
 
-    def _link_episodes(self, fresh: Sequence[Trace], at: float) -> None:
-        """Write ``episode_next`` edges from each episode's previous trace to the new one."""
-        last: dict[str, str | None] = {}
+        Enforces ``Policy.quota`` (see :meth:`_enforce_quota`); free when quota is None.
+        With a quota, ``add_many`` writes each earlier row of the batch before calling
+        this; without one, rows are written in chunks after every hook ran.
+        """
+        if self.policy.quota is not None:
+            self._enforce_quota(trace, at)
+
+    def _link_episodes(self, fresh: Sequence[Trace], at: float,
+                       tails: dict[str, str | None] | None = None) -> None:
+        """Write ``episode_next`` edges from each episode's previous trace to the new one.
+
+        ``tails`` maps an episode to its latest trace before this batch (looked up
+        here when missing, excluding the batch's own traces).
+        """
+        last: dict[str, str | None] = dict(tails or {})
+        batch = {t.id for t in fresh}
         edges = []
         for trace in fresh:
             if trace.episode is None:
                 continue
             if trace.episode not in last:
                 previous = self._store.execute(
-                    "SELECT id FROM traces WHERE episode = ? AND deleted_at IS NULL AND id != ? "
-                    "AND created_at <= ? ORDER BY created_at DESC, rid DESC LIMIT 1",
-                    (trace.episode, trace.id, trace.created_at),
-                ).fetchone()
-                last[trace.episode] = previous[0] if previous else None
+                    "SELECT id FROM traces WHERE episode = ? AND deleted_at IS NULL "
+                    "AND created_at <= ? ORDER BY created_at DESC, rid DESC",
+                    (trace.episode, trace.created_at),
+                )
+                last[trace.episode] = next((r[0] for r in previous if r[0] not in batch), None)
             prev = last[trace.episode]
             if prev is not None:
                 edges.append((prev, trace.id, "episode_next", self.policy.episode_edge_weight))
@@ -471,13 +534,18 @@ class Brain:
         now: TimeLike | None = None,
         reinforce: bool = True,
         explain: bool = False,
+        scopes: Sequence[tuple[str, str]] | None = None,
     ) -> Hits:
-        """Best live traces for ``query``; see :mod:`brainmem.retrieval` for the ranking."""
+        """Best live traces for ``query``; see :mod:`brainmem.retrieval` for the ranking.
+
+        ``scopes`` confines the search to these (scope, scope_id) pairs (scoped tools).
+        """
         if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= 1000:
             raise InvalidInput(f"limit must be an integer in [1, 1000], not {limit!r}")
         at = self.now(now)
         filters = self._filters(type=type, scope=scope, scope_id=scope_id, tags=tags, episode=episode,
                                 since=since, until=until, now=at)
+        filters.scopes = None if scopes is None else [tuple(pair) for pair in scopes]
         with self._lock:
             ranked = retrieval.search(self._store, self._compiler, self.policy, query, filters, limit,
                                       at, explain)
@@ -536,17 +604,407 @@ class Brain:
         with self._lock, self._store.read():
             return self._store.stats()
 
+    # --- consolidation: reflect, graph summary, consolidation log (issue 3) -------------
+
+    def reflect(self, now: TimeLike | None = None,
+                progress: Callable[[str, int, int], None] | None = None) -> ReflectReport:
+        """Run the six-step consolidation once (see :mod:`brainmem.consolidation`).
+
+        ``progress(step, done, total)`` is called before each step and once at the end
+        (``"done"``). If another process is consolidating this file, returns at once
+        with ``status == "skipped"``. Subscribers get a ``reflect`` event.
+        """
+        from . import consolidation
+
+        at = self.now(now)
+        with self._lock:
+            report = consolidation.run(self._store, self.policy, at, clock=self.clock,
+                                       llm=self.llm, progress=progress)
+        self._emit("reflect", report.to_dict())
+        return report
+
+    def graph_summary(self, top: int = 5) -> dict[str, Any]:
+        """Nodes, edges by kind and the ``top`` largest co-activation/derivation clusters."""
+        if isinstance(top, bool) or not isinstance(top, int) or not 0 <= top <= 1000:
+            raise InvalidInput(f"top must be an integer in [0, 1000], not {top!r}")
+        with self._lock, self._store.read():
+            return graph.summary(self._store, top)
+
+    def reflect_log(self, limit: int = 20) -> list[dict[str, Any]]:
+        """The last ``limit`` consolidation runs, newest first (each with its report)."""
+        if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= 10_000:
+            raise InvalidInput(f"limit must be an integer in [1, 10000], not {limit!r}")
+        with self._lock, self._store.read():
+            return self._store.consolidation_history(limit)
+
+    # --- faces (issue 5): key-value, list/read, recent, pin, quotas, tasks, due, transfer ---
+    # Thin methods over brainmem.faces (validation, result shapes) and brainmem.transfer
+    # (JSON Lines). Soft deletes made here note why in metadata["deleted_reason"]:
+    # "expired", "evicted" (quota) or "archived" (end_task).
+
+    def _scope_of(self, scope: str | None, scope_id: str | None) -> tuple[str, str]:
+        scope_ = check_choice(scope or DEFAULT_SCOPE, SCOPES, "scope")
+        return scope_, check_text(scope_id or DEFAULT_SCOPE_ID, "scope_id", max_chars=256) or ""
+
+    def _soft_delete(self, trace: Trace, at: float, reason: str, **note: Any) -> None:
+        """Soft-delete inside the caller's transaction, noting why; queue its event."""
+        metadata = {**trace.metadata, "deleted_reason": reason, **note}
+        self._store.update_fields(trace.id, {"deleted_at": at, "updated_at": at, "metadata": metadata})
+        self._side_deletes.append({"id": trace.id, "reason": reason})
+
+    @contextlib.contextmanager
+    def _write_faces(self) -> Iterator[list[dict[str, Any]]]:
+        """Lock + write transaction; yields a list that, after the commit, holds the
+        "delete" payloads queued by :meth:`_soft_delete` (emit them then)."""
+        events: list[dict[str, Any]] = []
+        with self._lock:
+            with self._store.write():
+                self._side_deletes = []
+                yield events
+            events.extend(self._side_deletes)
+            self._side_deletes = []
+
+    def put(self, key: str, content: str, *, scope: str | None = None, scope_id: str | None = None,
+            type: str | None = None, tags: Sequence[str] | None = None, ttl: float | None = None,
+            expires_at: TimeLike | None = None, importance: float | None = None,
+            pinned: bool | None = None, metadata: Mapping[str, Any] | None = None,
+            expected_version: int | None = None, keep_lines: int | None = None,
+            keep_chars: int | None = None, now: TimeLike | None = None) -> Trace:
+        """Set the value of ``key`` in a scope: insert it, or overwrite the live trace holding it.
+
+        Overwriting keeps the id, bumps ``version`` and keeps the old content as a
+        snapshot (like :meth:`update`); fields not given keep their current values.
+        A new key's trace is ``semantic`` unless ``type`` says otherwise (a named
+        value should outlast episodes; ``pinned=True`` makes it permanent).
+        ``expected_version`` makes the write conditional (:class:`VersionConflict`);
+        ``expected_version=0`` means "only if the key is absent". An expired value
+        counts as absent (it is soft-deleted, reason "expired"). ``keep_lines`` /
+        ``keep_chars`` keep only the last N lines / characters of ``content``.
+        """
+        at = self.now(now)
+        faces.check_key(key, self.policy.max_key_chars)
+        content = faces.retain(content, faces.check_count(keep_lines, "keep_lines"),
+                               faces.check_count(keep_chars, "keep_chars"))
+        scope_, scope_id_ = self._scope_of(scope, scope_id)
+        if expected_version is not None and (isinstance(expected_version, bool)
+                                             or not isinstance(expected_version, int)
+                                             or expected_version < 0):
+            raise InvalidInput(f"expected_version must be an integer >= 0, not {expected_version!r}")
+        given: dict[str, Any] = {name: value for name, value in (
+            ("type", type), ("tags", tags), ("importance", importance), ("pinned", pinned),
+            ("metadata", metadata)) if value is not None}
+        seconds = faces.check_ttl(ttl)
+        if seconds is not None:
+            if expires_at is not None:
+                raise InvalidInput("give ttl or expires_at, not both")
+            given["expires_at"] = at + seconds
+        elif expires_at is not None:
+            given["expires_at"] = expires_at
+        with self._write_faces() as events:
+            current = self._store.find_key(key, scope_, scope_id_)
+            if current is not None and current.expires_at is not None and current.expires_at <= at:
+                self._soft_delete(current, at, "expired")
+                current = None
+            if current is None:
+                if expected_version not in (None, 0):
+                    raise VersionConflict(f"for key {key!r}", expected_version, 0)
+                given.setdefault("type", "semantic")  # a named value is a fact, meant to last
+                built = self._build({"content": content, "key": key, "scope": scope_,
+                                     "scope_id": scope_id_, **given}, at)
+                kind, trace = "add", self._insert_batch([built], at)[1][0]
+            else:
+                kind = "update"
+                trace = self._apply_update(current, {"content": content, **given}, expected_version, at)
+        for payload in events:
+            self._emit("delete", payload)
+        self._emit(kind, {"id": trace.id, "trace": trace})
+        return trace
+
+    def get_key(self, key: str, *, scope: str | None = None, scope_id: str | None = None,
+                now: TimeLike | None = None) -> Trace:
+        """The live, unexpired trace holding ``key`` in the scope (:class:`NotFound` if none).
+
+        A pure read: it does not count as a recall (use :meth:`search` for that).
+        """
+        faces.check_key(key, self.policy.max_key_chars)
+        scope_, scope_id_ = self._scope_of(scope, scope_id)
+        at = self.now(now)
+        with self._lock:
+            trace = self._store.find_key(key, scope_, scope_id_)
+        if trace is None or (trace.expires_at is not None and trace.expires_at <= at):
+            raise NotFound(f"no value for key {key!r} in scope {scope_}/{scope_id_!r}")
+        return trace
+
+    def delete_key(self, key: str, *, scope: str | None = None, scope_id: str | None = None,
+                   now: TimeLike | None = None) -> bool:
+        """Soft-delete the trace holding ``key``; True if there was a live, unexpired value."""
+        faces.check_key(key, self.policy.max_key_chars)
+        scope_, scope_id_ = self._scope_of(scope, scope_id)
+        at = self.now(now)
+        with self._lock:
+            trace = self._store.find_key(key, scope_, scope_id_)
+            if trace is None:
+                return False
+            self.delete(trace.id, now=at)
+        return trace.expires_at is None or trace.expires_at > at
+
+    def list(self, *, type: str | Sequence[str] | None = None, scope: str | None = None,
+             scope_id: str | None = None, tags: Sequence[str] | None = None, tags_mode: str = "any",
+             key_prefix: str | None = None, episode: str | None = None, task_id: str | None = None,
+             since: TimeLike | None = None, until: TimeLike | None = None, limit: int = 50,
+             offset: int = 0, now: TimeLike | None = None,
+             scopes: Sequence[tuple[str, str]] | None = None) -> Listing:
+        """Metadata of live, unexpired traces, newest first (progressive disclosure).
+
+        ``scopes`` confines the listing to these (scope, scope_id) pairs (scoped tools).
+
+        Items carry id, key, type, scope, tags, a title (first line, ~80 characters),
+        the size in bytes and times, never the content: :meth:`read` fetches that.
+        ``limit`` is clamped to 200; ``truncated`` is True when more traces matched.
+        ``tags_mode="all"`` needs every tag, ``"any"`` one of them. ``key_prefix`` is
+        literal (``%`` and ``_`` are not wildcards); ``""`` lists keyed traces only.
+        """
+        cap = faces.check_limit(limit)
+        if isinstance(offset, bool) or not isinstance(offset, int) or offset < 0:
+            raise InvalidInput(f"offset must be a non-negative integer, not {offset!r}")
+        filters = self._filters(
+            type=type, scope=scope, scope_id=scope_id, tags=tags, tags_mode=tags_mode,
+            episode=episode, since=since, until=until, now=self.now(now),
+            key_prefix=check_text(key_prefix, "key_prefix", max_chars=self.policy.max_key_chars),
+            task_id=check_text(task_id, "task_id", max_chars=256),
+            scopes=None if scopes is None else [tuple(pair) for pair in scopes],
+        )
+        with self._lock:
+            rows = self._store.select(filters, order="t.created_at DESC, t.rid DESC",
+                                      limit=cap + 1, offset=offset)
+        return Listing([ListItem.of(t) for t in rows[:cap]], truncated=len(rows) > cap)
+
+    def read(self, ids: str | Sequence[str], *, include_deleted: bool = False,
+             now: TimeLike | None = None) -> Reading:
+        """Full traces for ``ids`` (at most 200), in the order given; unknown ids in ``missing``.
+
+        Deleted (and archived) and expired traces are returned only with ``include_deleted``.
+        """
+        wanted = [ids] if isinstance(ids, str) else list(ids) if ids is not None else []
+        for trace_id in wanted:
+            check_text(trace_id, "trace id", max_chars=256, allow_none=False)
+        wanted = list(dict.fromkeys(wanted))
+        if len(wanted) > faces.LIST_CAP:
+            raise InvalidInput(f"read takes at most {faces.LIST_CAP} ids, not {len(wanted)}")
+        at = None if include_deleted else self.now(now)
+        with self._lock:
+            found = self._store.get_many(wanted, include_deleted=include_deleted, now=at)
+        got = {t.id for t in found}
+        return Reading(found, [i for i in wanted if i not in got])
+
+    def recent(self, since: TimeLike | None = None, limit: int = 20, *,
+               type: str | Sequence[str] | None = None, scope: str | None = None,
+               scope_id: str | None = None, tags: Sequence[str] | None = None,
+               tags_mode: str = "any", now: TimeLike | None = None) -> list[Trace]:
+        """Live, unexpired traces created since ``since``, newest first (``limit`` <= 200)."""
+        cap = faces.check_limit(limit)
+        filters = self._filters(type=type, scope=scope, scope_id=scope_id, tags=tags,
+                                tags_mode=tags_mode, since=since, now=self.now(now))
+        with self._lock:
+            return self._store.select(filters, order="t.created_at DESC, t.rid DESC", limit=cap)
+
+    def pin(self, trace_id: str, *, now: TimeLike | None = None) -> Trace:
+        """Exempt a trace from prune and quota eviction (``version`` + 1 if it changed)."""
+        return self._set_pinned(trace_id, True, now)
+
+    def unpin(self, trace_id: str, *, now: TimeLike | None = None) -> Trace:
+        """Make a pinned trace subject to prune and eviction again."""
+        return self._set_pinned(trace_id, False, now)
+
+    def _set_pinned(self, trace_id: str, pinned: bool, now: TimeLike | None) -> Trace:
+        with self._lock:
+            trace = self.get(trace_id, now=now)
+            if trace.pinned == pinned:
+                return trace
+            return self.update(trace_id, pinned=pinned, now=now)
+
+    def _enforce_quota(self, trace: Trace, at: float) -> None:
+        """Make room for ``trace`` in its scope under ``Policy.quota`` (inside the write).
+
+        One COUNT on the scope index per insert. When the scope is full, its expired
+        traces are soft-deleted first (they are invisible anyway); then "refuse"
+        raises :class:`QuotaExceeded` and "evict" soft-deletes the unpinned traces
+        with the lowest retrievability R(now) (least recently used on ties).
+        """
+        quota, mode = self.policy.quota, self.policy.quota_policy
+        if isinstance(quota, bool) or not isinstance(quota, int) or quota < 1:
+            raise InvalidInput(f"Policy.quota must be a positive integer or None, not {quota!r}")
+        check_choice(mode, ("refuse", "evict"), "Policy.quota_policy")
+        store, where = self._store, Filters(scope=trace.scope, scope_id=trace.scope_id)
+        live = store.count(where)
+        if live < quota:
+            return
+        expired = store.get_many(store.expired_ids(trace.scope, trace.scope_id, at))
+        for old in expired:
+            self._soft_delete(old, at, "expired")
+        live -= len(expired)
+        if live < quota:
+            return
+        name = f"{trace.scope}/{trace.scope_id!r}"
+        if mode == "refuse":
+            raise QuotaExceeded(f"scope {name} already holds {live} live traces, its quota of "
+                                f"{quota} (Policy.quota, quota_policy 'refuse')")
+        victims = store.weakest(trace.scope, trace.scope_id, at, live - quota + 1)
+        if len(victims) < live - quota + 1:
+            raise QuotaExceeded(f"scope {name} is at its quota of {quota} live traces and every "
+                                "one that could be evicted is pinned")
+        for victim in victims:
+            self._soft_delete(victim, at, "evicted", evicted_for_quota=quota)
+
+    def end_task(self, task_id: str, *, promote: Sequence[str] = (),
+                 now: TimeLike | None = None) -> dict[str, Any]:
+        """End a task: archive its ``working`` traces, promoting chosen ones to episodic.
+
+        Archived traces are soft-deleted with ``metadata["archived"] = True`` (still
+        readable with ``read(..., include_deleted=True)``). Promoted ones stay live
+        with type ``episodic`` and ``metadata["promoted_from_task"]``. Promoting an id
+        that is not a live working trace of this task is :class:`InvalidInput` and
+        changes nothing. Ending a task with no working traces returns empty lists.
+        """
+        check_text(task_id, "task_id", max_chars=256, allow_none=False)
+        promote = [promote] if isinstance(promote, str) else list(dict.fromkeys(promote or ()))
+        at = self.now(now)
+        promoted: list[Trace] = []
+        with self._write_faces() as events:
+            working = self._store.select(Filters(types=["working"], task_id=task_id),
+                                         order="t.created_at, t.rid")
+            by_id = {t.id: t for t in working}
+            strangers = [i for i in promote if i not in by_id]
+            if strangers:
+                raise InvalidInput(f"cannot promote {', '.join(map(str, strangers))}: not a live "
+                                   f"working trace of task {task_id!r}")
+            for trace in working:
+                if trace.id in promote:
+                    promoted.append(self._apply_update(
+                        trace, {"type": "episodic",
+                                "metadata": {**trace.metadata, "promoted_from_task": task_id}},
+                        None, at))
+                else:
+                    self._soft_delete(trace, at, "archived", archived=True)
+        for payload in events:
+            self._emit("delete", payload)
+        for trace in promoted:
+            self._emit("update", {"id": trace.id, "trace": trace})
+        archived = [p["id"] for p in events if p.get("reason") == "archived"]
+        return {"task_id": task_id, "archived": archived, "promoted": [t.id for t in promoted]}
+
+    def due(self, now: TimeLike | None = None, limit: int = 50, *, scope: str | None = None,
+            scope_id: str | None = None) -> list[Trace]:
+        """Live ``prospective`` traces whose ``due_at`` has come, oldest due first.
+
+        A pure read: acting on a reminder is the caller's business (delete or update
+        it, e.g. move ``due_at``, once done).
+        """
+        at = self.now(now)
+        cap = faces.check_limit(limit)
+        filters = self._filters(type="prospective", scope=scope, scope_id=scope_id, now=at)
+        with self._lock:
+            return self._store.select_due(filters, at, cap)
+
+    def export(self, fp_or_path: Any, *, include_deleted: bool = False) -> dict[str, int]:
+        """Write the brain as JSON Lines (see :mod:`brainmem.transfer`); return the counts.
+
+        ``fp_or_path`` is a text file object or a path (written atomically).
+        """
+        from . import __version__, transfer
+
+        def write(fp: Any) -> dict[str, int]:
+            with self._lock:
+                return transfer.export_jsonl(self._store, fp, include_deleted=include_deleted,
+                                             version=__version__)
+
+        if hasattr(fp_or_path, "write"):
+            return write(fp_or_path)
+        return transfer.write_atomically(str(fp_or_path), write)
+
+    def import_jsonl(self, fp_or_path: Any, *, new_ids: bool = False,
+                     now: TimeLike | None = None) -> Any:
+        """Import an export: validate every line, then write all of it in one transaction.
+
+        Returns an :class:`~brainmem.transfer.ImportReport`. A bad line raises
+        :class:`InvalidInput` naming it and nothing is imported. Dedup and id rules
+        are in :mod:`brainmem.transfer`. Quotas apply to the imported live traces.
+        """
+        from . import transfer
+
+        at = self.now(now)
+        if hasattr(fp_or_path, "read"):
+            parsed = transfer.parse_jsonl(fp_or_path, self.policy)
+        else:
+            try:
+                with open(str(fp_or_path), encoding="utf-8", newline="") as fp:
+                    parsed = transfer.parse_jsonl(fp, self.policy)
+            except OSError as exc:
+                raise InvalidInput(f"cannot read {fp_or_path}: {exc.strerror or exc}") from None
+            except UnicodeDecodeError:
+                raise InvalidInput(f"{fp_or_path} is not UTF-8 text") from None
+        with self._write_faces() as events:
+            report = transfer.apply_import(self._store, parsed, new_ids=new_ids, at=at,
+                                           before_insert=lambda t: self._before_insert(t, at))
+        for payload in events:
+            self._emit("delete", payload)
+        for trace in report.added:
+            self._emit("add", {"id": trace.id, "trace": trace})
+        return report
+
+    def backup(self, path: str) -> str:
+        """Copy the brain to a new file ``path`` with SQLite's online backup; return the path.
+
+        A consistent snapshot even while other processes write; ``path`` must not exist.
+        """
+        target = str(path)
+        with self._lock:
+            self._store.backup_to(target)
+        return target
+
+    # --- maintenance: check and repair (issue: reliability) -----------------------------
+
+    def check(self) -> dict[str, Any]:
+        """Look for damage without writing; ``["ok"]`` is True when nothing is wrong.
+
+        Reports ``integrity`` (PRAGMA integrity_check), ``fts_integrity``, ``fts_sync``
+        (live traces missing from the index, index rows of no live trace), ``orphans``
+        (edges/tag rows of traces that do not exist), ``counts`` and readable
+        ``problems``. See :mod:`brainmem.maintenance`.
+        """
+        from . import maintenance
+
+        with self._lock:
+            return maintenance.check(self._store)
+
+    def repair(self, backup_to: str | None = None) -> dict[str, Any]:
+        """Back up the file (online backup, to ``backup_to`` or ``<path>.<time>.bak``),
+        rebuild the search index and drop orphan edges; returns what was done and a
+        fresh :meth:`check` under ``["after"]``."""
+        from . import maintenance
+
+        with self._lock:
+            return maintenance.repair(self._store, backup_to, self.now())
+
     # --- agent tools ------------------------------------------------------------------
 
-    def tools(self, context: Any = None, extra: Sequence[str] = ()) -> list[dict[str, Any]]:
-        """OpenAI function-calling specs of the memory tools (see :mod:`brainmem.tools`)."""
+    def tools(self, context: Any = None, extra: Sequence[str] | str = ()) -> list[dict[str, Any]]:
+        """OpenAI function-calling specs of the memory tools (see :mod:`brainmem.tools`).
+
+        ``context``: a :class:`~brainmem.tools.ToolContext` (or a dict of its fields)
+        confining the tools to the caller's scopes; ``extra``: opt-in tool names or "all".
+        """
         from .tools import Toolbox
 
         return Toolbox(self, context, extra).specs()
 
     def call_tool(self, name: str, arguments: Mapping[str, Any] | str | None = None,
-                  context: Any = None) -> dict[str, Any]:
-        """Run one tool; always a JSON-serialisable dict, ``{"error": ...}`` on bad input."""
-        from .tools import Toolbox
+                  context: Any = None, extra: Sequence[str] | str = "all") -> dict[str, Any]:
+        """Run one tool; always a JSON-serialisable dict, ``{"error": ...}`` on bad input.
 
-        return Toolbox(self, context, extra="all").call(name, arguments)
+        ``extra`` defaults to "all" (a Python caller may call any tool); pass the
+        ``extra`` given to :meth:`tools` to accept only the tools advertised there.
+        """
+        from .tools import call_tool
+
+        return call_tool(self, name, arguments, context=context, extra=extra)

@@ -8,6 +8,7 @@ Edge kinds: ``co_activated`` (Hebbian: traces used together), ``episode_next``
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
+from typing import Any
 
 from .store import Store
 
@@ -39,13 +40,14 @@ def neighbours(store: Store, ids: Sequence[str]) -> list[tuple[str, str, str, fl
 
 
 def spread_activation(
-    store: Store, seeds: Sequence[str], *, decay: float, depth: int, threshold: float
+    store: Store, seeds: Sequence[str], *, decay: float, depth: int, threshold: float,
+    kinds: Sequence[str] | None = None,
 ) -> dict[str, float]:
     """Activation of traces reached from ``seeds`` (each at 1.0), seeds excluded.
 
     Energy moving over an edge is multiplied by the edge weight and by ``decay`` per
     hop; a node keeps the largest energy that reached it; energy below ``threshold``
-    stops spreading. Edges are followed in both directions.
+    stops spreading. Edges are followed in both directions; ``kinds`` limits which.
     """
     activation: dict[str, float] = {s: 1.0 for s in seeds}
     frontier = dict(activation)
@@ -53,7 +55,9 @@ def spread_activation(
         if not frontier:
             break
         reached: dict[str, float] = {}
-        for src, dst, _kind, weight in neighbours(store, list(frontier)):
+        for src, dst, kind, weight in neighbours(store, list(frontier)):
+            if kinds is not None and kind not in kinds:
+                continue
             for here, there in ((src, dst), (dst, src)):
                 if here in frontier:
                     energy = frontier[here] * weight * decay
@@ -93,3 +97,152 @@ def repoint_edges(store: Store, old_ids: Sequence[str], new_id: str, at: float) 
             "SELECT weight FROM edges WHERE src = ? AND dst = ? AND kind = ?", (src, dst, kind)
         ).fetchone()
         add_edges(store, [(src, dst, kind, max(weight, current[0] if current else 0.0))], at)
+
+
+# --- views and algorithms for consolidation (issue 3) ------------------------------------
+
+
+def _canonical(a: str, b: str) -> tuple[str, str]:
+    """Undirected edges (co_activated) are stored once, smaller id first."""
+    return (a, b) if a < b else (b, a)
+
+
+def hebbian(
+    store: Store, pairs: Iterable[tuple[str, str]], rate: float, at: float
+) -> int:
+    """Strengthen ``co_activated`` edges for each co-used pair: ``w += rate · (1 − w)``.
+
+    A new edge starts at ``rate``; weights approach but never exceed 1 (a bounded
+    Hebbian / delta rule, so repeated co-use saturates instead of growing without
+    limit). The pair is undirected; a pair given twice is strengthened twice.
+    Returns the number of updates.
+    """
+    count = 0
+    for a, b in pairs:
+        if a == b:
+            continue
+        src, dst = _canonical(a, b)
+        row = store.execute(
+            "SELECT max(weight) FROM edges WHERE kind = 'co_activated' AND "
+            "((src = ? AND dst = ?) OR (src = ? AND dst = ?))",
+            (src, dst, dst, src),
+        ).fetchone()
+        current = row[0] if row and row[0] is not None else 0.0
+        store.execute(
+            "DELETE FROM edges WHERE kind = 'co_activated' AND src = ? AND dst = ?", (dst, src)
+        )
+        add_edges(store, [(src, dst, "co_activated", current + rate * (1.0 - current))], at)
+        count += 1
+    return count
+
+
+def to_networkx(
+    store: Store, kinds: Sequence[str] | None = None, *, min_weight: float = 0.0,
+    live_only: bool = True, directed: bool = False,
+) -> Any:
+    """A networkx view of the edges (of ``kinds``, default all) between live traces.
+
+    Nodes carry ``type``, ``scope``, ``scope_id`` and ``derived`` (tagged ``derived``)
+    attributes; edges carry ``kind`` and ``weight`` (on an undirected view the larger
+    weight wins when two kinds join the same pair).
+    """
+    import networkx as nx
+
+    graph = nx.DiGraph() if directed else nx.Graph()
+    kinds = list(kinds or EDGE_KINDS)
+    marks = ", ".join("?" * len(kinds))
+    live = "AND a.deleted_at IS NULL AND b.deleted_at IS NULL" if live_only else ""
+    rows = store.execute(
+        f"SELECT e.src, e.dst, e.kind, e.weight FROM edges e "
+        f"JOIN traces a ON a.id = e.src JOIN traces b ON b.id = e.dst "
+        f"WHERE e.kind IN ({marks}) AND e.weight >= ? {live}",
+        [*kinds, min_weight],
+    )
+    for src, dst, kind, weight in rows:
+        if graph.has_edge(src, dst) and graph[src][dst]["weight"] >= weight:
+            continue
+        graph.add_edge(src, dst, kind=kind, weight=weight)
+    if graph.number_of_nodes():
+        ids = list(graph.nodes)
+        for start in range(0, len(ids), 500):
+            chunk = ids[start : start + 500]
+            for tid, type_, scope, scope_id, tags in store.execute(
+                f"SELECT id, type, scope, scope_id, tags FROM traces WHERE id IN ({', '.join('?' * len(chunk))})",
+                chunk,
+            ):
+                graph.nodes[tid].update(type=type_, scope=scope, scope_id=scope_id,
+                                        derived='"derived"' in tags)
+    return graph
+
+
+def clusters(
+    store: Store, *, min_weight: float, min_size: int, max_size: int, seed: int = 0
+) -> list[list[str]]:
+    """Groups of live traces the agent used together: candidates for an insight.
+
+    Built from ``co_activated`` edges of at least ``min_weight`` only. ``episode_next``
+    edges are left out on purpose: they chain every trace of a conversation, so they
+    would turn each conversation into a "cluster" and reflect would write one insight
+    per conversation. Derived traces are left out (no insights about insights), and
+    an edge joins a cluster only inside one scope and scope_id (an insight must not
+    mix what different users or threads may see). Connected components larger than
+    ``max_size`` are split into Louvain communities (deterministic ``seed``).
+    Result: clusters of ``min_size`` to ``max_size`` members, largest first, members
+    sorted, so the output is stable from run to run.
+    """
+    import networkx as nx
+
+    view = to_networkx(store, ["co_activated"], min_weight=min_weight)
+    keep = nx.Graph()
+    for a, b, data in view.edges(data=True):
+        na, nb = view.nodes[a], view.nodes[b]
+        if na.get("derived") or nb.get("derived"):
+            continue
+        if (na.get("scope"), na.get("scope_id")) != (nb.get("scope"), nb.get("scope_id")):
+            continue
+        keep.add_edge(a, b, weight=data["weight"])
+    found: list[list[str]] = []
+    for component in nx.connected_components(keep):
+        if len(component) <= max_size:
+            parts = [component]
+        else:
+            parts = nx.community.louvain_communities(keep.subgraph(component), weight="weight", seed=seed)
+        for part in parts:
+            if min_size <= len(part) <= max_size:
+                found.append(sorted(part))
+    found.sort(key=lambda c: (-len(c), c))
+    return found
+
+
+def insight_sources(store: Store) -> dict[str, set[str]]:
+    """``{insight id: source ids}`` over live insights (``derived_from`` edges)."""
+    sources: dict[str, set[str]] = {}
+    for src, dst in store.execute(
+        "SELECT e.src, e.dst FROM edges e JOIN traces t ON t.id = e.src "
+        "WHERE e.kind = 'derived_from' AND t.deleted_at IS NULL"
+    ):
+        sources.setdefault(src, set()).add(dst)
+    return sources
+
+
+def summary(store: Store, top: int = 5) -> dict[str, Any]:
+    """Nodes, edges by kind and the largest co-activation clusters (for ``brainmem graph``)."""
+    by_kind = {kind: 0 for kind in EDGE_KINDS}
+    for kind, count in store.execute("SELECT kind, count(*) FROM edges GROUP BY kind"):
+        by_kind[kind] = count
+    nodes = store.execute(
+        "SELECT count(*) FROM (SELECT src AS id FROM edges UNION SELECT dst FROM edges) n "
+        "JOIN traces t ON t.id = n.id WHERE t.deleted_at IS NULL"
+    ).get
+    import networkx as nx
+
+    view = to_networkx(store, ["co_activated", "derived_from"])
+    components = sorted(nx.connected_components(view), key=lambda c: (-len(c), sorted(c)))[:top]
+    top_clusters = []
+    for component in components:
+        members = sorted(component, key=lambda n: -view.degree(n, weight="weight"))
+        row = store.execute("SELECT content FROM traces WHERE id = ?", (members[0],)).fetchone()
+        top_clusters.append({"size": len(component), "central": members[0],
+                             "central_content": row[0] if row else None, "members": members[:20]})
+    return {"nodes": nodes, "edges": sum(by_kind.values()), "edges_by_kind": by_kind,
+            "clusters": top_clusters}

@@ -56,8 +56,10 @@ class Policy:
     strength_creep: float = 0.1
     #: Ignored feedback multiplies stability by (1 - ignore_penalty).
     ignore_penalty: float = 0.05
+    #: Stability never drops below this many seconds (penalties cannot erase a trace at once).
+    min_stability: float = 3_600.0
 
-    # --- ranking (DESIGN §6) --------------------------------------------------
+    # --- ranking (DESIGN §6; see brainmem/retrieval.py) -------------------------
     #: How many BM25 candidates are re-ranked per requested hit (at least 50).
     candidate_factor: int = 5
     min_candidates: int = 50
@@ -72,12 +74,27 @@ class Policy:
     bm25_weights: tuple[float, float, float] = (1.0, 0.5, 1.0)
     #: At most this many distinct query terms are used (longer queries are cut).
     max_query_terms: int = 64
+    #: Temporal cues ("a month ago"): a trace inside the cue's window scores up to
+    #: (1 + weight_time) times higher.
+    weight_time: float = 1.0
+    #: Episode context: share of the episode's own BM25 (the episode read as one
+    #: document) added to each of its traces' relevance.
+    weight_episode: float = 0.3
+    #: Conversation context: a trace is at least this share as relevant as the trace
+    #: before it (an answer after a matching question) and the trace after it.
+    context_forward: float = 0.5
+    context_backward: float = 0.2
+    #: How many of the best candidates pass relevance to their neighbours.
+    context_seeds: int = 20
 
     # --- graph (DESIGN §7) ----------------------------------------------------
     spread_decay: float = 0.5
     spread_depth: int = 2
     spread_threshold: float = 0.05
     spread_seeds: int = 5
+    #: Edge kinds activation spreads over in ranking: learned associations only;
+    #: episode structure has its own mechanism (conversation context).
+    spread_kinds: tuple[str, ...] = ("co_activated", "derived_from")
     #: Weight of the ``episode_next`` edge written between consecutive traces of an episode.
     episode_edge_weight: float = 1.0
 
@@ -89,6 +106,27 @@ class Policy:
     compact_age: float = 7 * DAY
     compact_min_retrievals: int = 3
     lease_seconds: float = 300.0
+    # --- consolidation: strengthen, derive (issue 3; see brainmem/consolidation.py) ---
+    #: Feedback "used" multiplies stability by (1 + feedback_used_gain).
+    feedback_used_gain: float = 0.1
+    #: Hebbian co-activation: each co-use moves an edge's weight this fraction of the
+    #: way to 1 (w += rate * (1 - w)): 0.1, 0.19, 0.27, ... never above 1.
+    hebbian_rate: float = 0.1
+    #: At most this many traces of one retrieval's "used" list are paired (k² edges).
+    hebbian_max_used: int = 20
+    #: derive: clusters come from co_activated edges of at least this weight (0.15:
+    #: used together at least twice), with min..max members, per scope.
+    derive_min_weight: float = 0.15
+    derive_min_size: int = 3
+    derive_max_size: int = 12
+    #: A cluster is already covered when this fraction of it are sources of one live insight.
+    derive_cover: float = 0.5
+    #: At most this many insights per run (a guard against flooding the brain).
+    derive_max_per_run: int = 20
+    #: Importance of a derived insight: modest, so insights do not crowd out their sources.
+    derive_importance: float = 0.3
+    #: Sentences in an extractive insight (no LLM, or the LLM failed).
+    derive_sentences: int = 3
 
     # --- quotas (issue: quotas and limits) ------------------------------------
     #: Per-scope maximum of live traces on write (None: unlimited).

@@ -65,7 +65,17 @@ class QueryCompiler:
 
     def __init__(self, db: apsw.Connection, max_terms: int = 64) -> None:
         self._tokenize = db.fts5_tokenizer("unicode61", ["remove_diacritics", "2"])
+        self._stem = db.fts5_tokenizer("porter", ["unicode61", "remove_diacritics", "2"])
         self.max_terms = max_terms
+
+    def stems(self, text: str) -> set[str]:
+        """The index's terms for ``text`` (porter stems), as a set."""
+        return set(self.stem_list(text))
+
+    def stem_list(self, text: str) -> list[str]:
+        """The index's terms for ``text`` (porter stems), in order."""
+        data = text.encode("utf-8", "replace")
+        return [tok[0] for tok in self._stem(data, apsw.FTS5_TOKENIZE_DOCUMENT, None, include_offsets=False)]
 
     def words(self, text: str) -> list[str]:
         """Lower-cased words of ``text`` in order, as the index sees them."""
@@ -82,10 +92,16 @@ class QueryCompiler:
     def compile(self, text: str) -> CompiledQuery:
         if not isinstance(text, str):
             raise QueryError(f"query must be a string, not {type(text).__name__}")
-        if _SYNTAX.search(text):
+        # FTS5 syntax only for queries of a sane size: a 100 KB expression of thousands
+        # of operators costs seconds to parse and run (and apsw's parser recurses).
+        if _SYNTAX.search(text) and len(self.words(text)) <= 4 * self.max_terms:
             parsed = _parse_fts5(text)
-            if parsed is not None:
-                return CompiledQuery(fq.to_query_string(parsed), tuple(self.terms(text)), True)
+            terms = tuple(self.terms(text))
+            if parsed is not None and terms:  # '""' parses but searches nothing: a QueryError
+                try:
+                    return CompiledQuery(fq.to_query_string(parsed), terms, True)
+                except RecursionError:  # absurdly deep nesting: read it as words instead
+                    pass
         terms = self.terms(text)
         if not terms:
             raise QueryError(
@@ -101,9 +117,10 @@ def _parse_fts5(text: str) -> fq.QUERY | None:
     """The parsed query if ``text`` is valid FTS5 over our columns, else None."""
     try:
         parsed = fq.parse_query_string(text)
-    except (fq.ParseError, ValueError, TypeError):
+        for _parents, node in fq.walk(parsed):
+            if isinstance(node, fq.COLUMNFILTER) and not set(node.columns) <= set(FTS_COLUMNS):
+                return None
+    except (fq.ParseError, ValueError, TypeError, RecursionError):
+        # RecursionError: thousands of nested operators (apsw's parser and walk recurse)
         return None
-    for _parents, node in fq.walk(parsed):
-        if isinstance(node, fq.COLUMNFILTER) and not set(node.columns) <= set(FTS_COLUMNS):
-            return None
     return parsed

@@ -1,27 +1,52 @@
-"""Search (DESIGN §6): compile, gather BM25 candidates, re-rank, record, reinforce.
+"""Search (DESIGN §6): compile, gather BM25 candidates, re-rank.
 
-Ranking keeps relevance first. Each candidate's BM25 is normalised by the best
-candidate's (so relevance is in (0, 1]); the other factors only nudge it::
+Four general mechanisms lift recall above plain BM25 over single traces; each is
+a :class:`~brainmem.policy.Policy` weight, so a caller can switch it off:
 
-    score = relevance
-            × (1 − w_s + w_s · R(now))                 decayed strength
-            × (1 − w_r + w_r · recency(now))            newer first among equals
-            × (1 + w_i · (importance − 0.5))            importance
-            + w_a · activation                          spreading from the top hits
+1. **Temporal cues** (:mod:`brainmem.temporal`): "a month ago", "last weekend",
+   "on Valentine's day" become time windows relative to ``now``; the cue words
+   stop being searched as topics, the window's traces join the candidates, and a
+   trace inside a window scores up to ``1 + weight_time`` times higher.
+2. **Conversation context**: a turn's words and its answer are often in two
+   traces ("What are your pets' names?" / "Luna and Oliver!"). A trace is at
+   least ``context_forward`` as relevant as the trace before it in its episode
+   (``episode_next`` edges) and ``context_backward`` as the one after it, so an
+   answer that shares no word with the query is still found.
+3. **Episode context**: the episode read as one document has its own BM25 (term
+   frequencies summed over its matching traces, its whole length, the index's
+   IDF); ``weight_episode`` of it is added to each of its traces, so a fact stated
+   in passing inside a conversation about the query's topic ranks higher.
+4. **Gentle factors**: decayed strength R(now), recency, importance and graph
+   activation (spreading from the best hits over the co-activation graph)::
 
-With the default weights a trace that matches the query clearly better is never
-overtaken by a weak match that is merely fresh, strong or important.
+    score = (relevance + weight_episode · episode_bm25)
+            × (1 + weight_time · in_window)
+            × (1 − w_s + w_s · R(now))
+            × (1 − w_r + w_r · recency(now))
+            × (1 + w_i · (importance − 0.5))
+            + w_a · activation
+
+``relevance`` is BM25 normalised by the best candidate's, raised to the carried
+conversation context where that is higher. With the default weights a trace that
+matches the query clearly better is never overtaken by one merely fresh, strong
+or important. The weights were chosen on the development slices of LongMemEval
+and LoCoMo with ``brainmem bench recall`` (see benchmarks/RESULTS.md).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import math
+from collections import Counter
+from dataclasses import dataclass, replace
 
-from . import decay, graph
-from .model import Hit
+from . import decay, graph, temporal
+from .errors import QueryError
+from .model import Hit, Trace
 from .policy import Policy
-from .query import QueryCompiler
+from .query import CompiledQuery, QueryCompiler
 from .store import Filters, Store
+
+Candidates = list[tuple[Trace, float]]
 
 
 @dataclass
@@ -40,7 +65,7 @@ def search(
     now: float,
     explain: bool,
 ) -> Ranked:
-    compiled = compiler.compile(query)
+    compiled, cues = _compile(compiler, policy, query, now)
     size = max(policy.min_candidates, limit * policy.candidate_factor)
     try:
         candidates = store.search(compiled.expression, filters, size, policy.bm25_weights)
@@ -50,37 +75,133 @@ def search(
         # Valid FTS5 that SQLite still refuses (rare): fall back to the words.
         compiled = compiler.compile(" ".join(compiled.terms) or query.replace('"', " "))
         candidates = store.search(compiled.expression, filters, size, policy.bm25_weights)
+    for window in cues.windows:
+        _add_window_candidates(store, policy, compiled, filters, window, size, candidates)
     if not candidates:
         return Ranked([], compiled.terms)
 
     best = max(score for _, score in candidates) or 1.0
-    seeds = [t.id for t, _ in candidates[: policy.spread_seeds]]
-    activation = (
-        graph.spread_activation(
-            store, seeds, decay=policy.spread_decay, depth=policy.spread_depth,
-            threshold=policy.spread_threshold,
-        )
-        if policy.weight_activation > 0
-        else {}
-    )
+    carried = _conversation_context(store, policy, filters, candidates, best)
+    episode = _episode_bm25(store, compiler, compiled.terms, candidates) if policy.weight_episode else {}
+    activation = _activation(store, policy, candidates)
     hits: list[Hit] = []
     for trace, bm25 in candidates:
-        relevance = max(bm25, 0.0) / best if best > 0 else 0.0
+        own = max(bm25, 0.0) / best if best > 0 else 0.0
+        relevance = max(own, carried.get(trace.id, 0.0))
+        context = policy.weight_episode * episode.get(trace.episode or trace.id, 0.0)
+        when = cues.match(trace.created_at)
         r = decay.retrievability(trace.strength, trace.stability, trace.last_accessed_at, now)
         recency = decay.recency(trace.created_at, now, policy.recency_half_life)
         act = activation.get(trace.id, 0.0)
         score = (
-            relevance
+            (relevance + context)
+            * (1 + policy.weight_time * when)
             * (1 - policy.weight_strength + policy.weight_strength * r)
             * (1 - policy.weight_recency + policy.weight_recency * recency)
             * (1 + policy.weight_importance * (trace.importance - 0.5))
             + policy.weight_activation * act
         )
         factors = (
-            {"bm25": bm25, "relevance": relevance, "retrievability": r, "recency": recency,
-             "importance": trace.importance, "activation": act}
+            {"bm25": bm25, "relevance": relevance, "episode": context, "time": when,
+             "retrievability": r, "recency": recency, "importance": trace.importance,
+             "activation": act}
             if explain else None
         )
         hits.append(Hit(trace, score, factors))
     hits.sort(key=lambda h: h.score, reverse=True)
     return Ranked(hits[:limit], compiled.terms)
+
+
+def _compile(compiler: QueryCompiler, policy: Policy, query: str,
+             now: float) -> tuple[CompiledQuery, temporal.TemporalCues]:
+    """The FTS5 query and the temporal cues; cue words are left out of the topic words."""
+    compiled = compiler.compile(query)
+    if compiled.syntax or not policy.weight_time:
+        return compiled, temporal.TemporalCues(rest=query)
+    cues = temporal.parse(query, now)
+    if cues.rest != query:
+        try:
+            compiled = compiler.compile(cues.rest)
+        except QueryError:  # the query was nothing but a time ("last week"): keep its words
+            pass
+    return compiled, cues
+
+
+def _add_window_candidates(store: Store, policy: Policy, compiled: CompiledQuery, filters: Filters,
+                           window: temporal.Window, size: int, candidates: Candidates) -> None:
+    """The best matches inside a cue's window join the candidates, however weak elsewhere."""
+    since = window.start if filters.since is None else max(window.start, filters.since)
+    until = window.end if filters.until is None else min(window.end, filters.until)
+    if since > until:
+        return
+    seen = {t.id for t, _ in candidates}
+    inside = store.search(compiled.expression, replace(filters, since=since, until=until), size,
+                          policy.bm25_weights)
+    candidates.extend(c for c in inside if c[0].id not in seen)
+
+
+def _conversation_context(store: Store, policy: Policy, filters: Filters, candidates: Candidates,
+                          best: float) -> dict[str, float]:
+    """Relevance the best candidates pass to the next and previous trace of their episode.
+
+    Neighbours that matched no query word join the candidates (with BM25 0), if they
+    pass the search's filters.
+    """
+    if not (policy.context_forward or policy.context_backward) or best <= 0:
+        return {}
+    ranked = sorted(candidates, key=lambda c: -c[1])[: policy.context_seeds]
+    relevance = {t.id: max(bm25, 0.0) / best for t, bm25 in ranked}
+    carried: dict[str, float] = {}
+    for src, dst, kind, weight in graph.neighbours(store, list(relevance)):
+        if kind != "episode_next":
+            continue
+        if src in relevance:
+            carried[dst] = max(carried.get(dst, 0.0), policy.context_forward * weight * relevance[src])
+        if dst in relevance:
+            carried[src] = max(carried.get(src, 0.0), policy.context_backward * weight * relevance[dst])
+    known = {t.id for t, _ in candidates}
+    missing = [i for i in carried if i not in known]
+    if missing:
+        candidates.extend((trace, 0.0) for trace in store.select(replace(filters, ids=missing)))
+    return carried
+
+
+def _episode_bm25(store: Store, compiler: QueryCompiler, terms: tuple[str, ...],
+                  candidates: Candidates, k1: float = 1.2, b: float = 0.75) -> dict[str, float]:
+    """BM25 of each candidate's episode read as one document, scaled so the best is 1.
+
+    Term frequencies are summed over the episode's candidates (the traces that
+    matched), the length is the whole episode's, IDF comes from the FTS5 index. A
+    trace without an episode is its own episode.
+    """
+    stems = sorted({s for t in terms for s in compiler.stems(t)})
+    if not stems:
+        return {}
+    wanted = set(stems)
+    n, df = store.document_frequencies(stems)
+    idf = {s: math.log(1 + (n - df.get(s, 0) + 0.5) / (df.get(s, 0) + 0.5)) for s in stems}
+    tf: dict[str, Counter[str]] = {}
+    for trace, _ in candidates:
+        words = compiler.stem_list(trace.content)
+        tf.setdefault(trace.episode or trace.id, Counter()).update(w for w in words if w in wanted)
+    lengths = store.episode_lengths(list(dict.fromkeys(t.episode for t, _ in candidates if t.episode)))
+    for trace, _ in candidates:
+        lengths.setdefault(trace.episode or trace.id, len(trace.content))
+    average = sum(lengths.values()) / max(1, len(lengths)) or 1.0
+    scores = {}
+    for key, counts in tf.items():
+        norm = k1 * (1 - b + b * lengths[key] / average)
+        scores[key] = sum(idf[s] * f * (k1 + 1) / (f + norm) for s, f in counts.items())
+    top = max(scores.values(), default=0.0) or 1.0
+    return {k: v / top for k, v in scores.items()}
+
+
+def _activation(store: Store, policy: Policy, candidates: Candidates) -> dict[str, float]:
+    """Spreading activation from the best few candidates over the graph."""
+    if policy.weight_activation <= 0:
+        return {}
+    seeds = [t.id for t, _ in sorted(candidates, key=lambda c: -c[1])[: policy.spread_seeds]]
+    return graph.spread_activation(
+        store, seeds, decay=policy.spread_decay, depth=policy.spread_depth,
+        threshold=policy.spread_threshold, kinds=policy.spread_kinds,
+    )

@@ -10,9 +10,12 @@ from __future__ import annotations
 
 import contextlib
 import json
+import operator
 import os
+import urllib.parse
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
+from dataclasses import fields as dataclass_fields
 from typing import Any
 
 import apsw
@@ -25,6 +28,7 @@ from .errors import (
     InvalidInput,
     NotABrainFile,
     ReadOnlyBrain,
+    SchemaTooNew,
     StorageError,
 )
 from .model import Trace
@@ -39,15 +43,29 @@ TRACE_COLUMNS = (
     "metadata", "task_id", "due_at", "cue",
 )
 _SELECT = ", ".join(f"t.{c}" for c in TRACE_COLUMNS)
+_TAGS_AT, _METADATA_AT, _PINNED_AT = (TRACE_COLUMNS.index(c) for c in ("tags", "metadata", "pinned"))
 _JSON_COLUMNS = {"tags", "metadata"}
 #: Fields :meth:`Store.update_fields` may set (everything but the identity).
 MUTABLE = frozenset(TRACE_COLUMNS) - {"id"}
 
 
+#: True when TRACE_COLUMNS is Trace's field order, so a row maps to Trace(*row) directly.
+_POSITIONAL = tuple(f.name for f in dataclass_fields(Trace)) == TRACE_COLUMNS
+
+
 def row_to_trace(row: Sequence[Any]) -> Trace:
+    if _POSITIONAL:  # search hot path: no dict of 25 names per row
+        values_ = list(row)
+        tags, metadata = values_[_TAGS_AT], values_[_METADATA_AT]
+        values_[_TAGS_AT] = [] if tags == "[]" else json.loads(tags)
+        values_[_METADATA_AT] = {} if metadata == "{}" else json.loads(metadata)
+        values_[_PINNED_AT] = bool(values_[_PINNED_AT])
+        return Trace(*values_)
     values = dict(zip(TRACE_COLUMNS, row))
-    values["tags"] = json.loads(values["tags"])
-    values["metadata"] = json.loads(values["metadata"])
+    # most traces have no tags or metadata: skip the JSON parser for those (search hot path)
+    tags, metadata = values["tags"], values["metadata"]
+    values["tags"] = [] if tags == "[]" else json.loads(tags)
+    values["metadata"] = {} if metadata == "{}" else json.loads(metadata)
     values["pinned"] = bool(values["pinned"])
     return Trace(**values)
 
@@ -58,6 +76,20 @@ def _column_value(name: str, value: Any) -> Any:
     if name == "pinned":
         return int(bool(value))
     return value
+
+
+_INSERT = f"INSERT INTO traces ({', '.join(TRACE_COLUMNS)}) VALUES ({', '.join('?' * len(TRACE_COLUMNS))})"
+_GET_VALUES = operator.attrgetter(*TRACE_COLUMNS)
+
+
+def _insert_row(trace: Trace) -> list[Any]:
+    """The INSERT parameters of ``trace`` (same values as :func:`_column_value`, faster)."""
+    row = list(_GET_VALUES(trace))
+    tags, metadata = row[_TAGS_AT], row[_METADATA_AT]
+    row[_TAGS_AT] = json.dumps(tags, ensure_ascii=False) if tags else "[]"
+    row[_METADATA_AT] = json.dumps(metadata, ensure_ascii=False) if metadata else "{}"
+    row[_PINNED_AT] = int(bool(row[_PINNED_AT]))
+    return row
 
 
 @dataclass
@@ -76,6 +108,11 @@ class Filters:
     task_id: str | None = None
     include_deleted: bool = False
     now: float | None = None  # hides traces expired at this time
+    # Scoped tools (tools.ToolContext): only traces whose (scope, scope_id) is one of
+    # these pairs; an empty sequence matches nothing.
+    scopes: Sequence[tuple[str, str]] | None = None
+    #: Only these trace ids (ranking uses it to fetch conversation neighbours).
+    ids: Sequence[str] | None = None
 
     def sql(self) -> tuple[str, list[Any]]:
         """A WHERE fragment over alias ``t`` and its parameters."""
@@ -104,6 +141,13 @@ class Filters:
             # substr comparison, not LIKE: '%' and '_' in a prefix stay literal
             where.append("t.key IS NOT NULL AND substr(t.key, 1, ?) = ?")
             params.extend([len(self.key_prefix), self.key_prefix])
+        if self.ids is not None:
+            where.append(f"t.id IN ({', '.join('?' * len(self.ids))})" if self.ids else "0")
+            params.extend(self.ids)
+        if self.scopes is not None:
+            pairs = list(dict.fromkeys((str(s), str(i)) for s, i in self.scopes))
+            where.append("(" + (" OR ".join("(t.scope = ? AND t.scope_id = ?)" for _ in pairs) or "0") + ")")
+            params.extend(v for pair in pairs for v in pair)
         if self.tags:
             tags = list(dict.fromkeys(self.tags))
             marks = ", ".join("?" * len(tags))
@@ -120,7 +164,7 @@ class Filters:
         return any(
             v is not None and v != []
             for v in (self.types, self.scope, self.scope_id, self.tags, self.episode,
-                      self.since, self.until, self.key_prefix, self.task_id)
+                      self.since, self.until, self.key_prefix, self.task_id, self.scopes)
         )
 
 
@@ -168,9 +212,90 @@ class Store:
                 raise BrainFileError(f"no brain file at {path} (read-only open does not create)")
             return
         with open(path, "rb") as handle:
-            head = handle.read(len(SQLITE_HEADER))
-        if head and head != SQLITE_HEADER:
+            head = handle.read(100)
+        if head and head[: len(SQLITE_HEADER)] != SQLITE_HEADER:
             raise NotABrainFile(f"{path} is not a brainmem brain (not a SQLite file); it was left unchanged")
+        if head:
+            Store._check_header(path, head)
+
+    @staticmethod
+    def _check_header(path: str, head: bytes) -> None:
+        """Refuse truncated, foreign and too-new files from the 100-byte header alone.
+
+        Opening a WAL-mode file creates ``-wal``/``-shm`` beside it, even read-only,
+        so what the header can tell is checked before SQLite opens anything. While a
+        non-empty -wal or a -journal exists the header may be stale: SQLite decides.
+        """
+        if len(head) < 100:
+            raise NotABrainFile(f"{path} is truncated ({len(head)} bytes, shorter than a SQLite "
+                                "header); it was left unchanged")
+        if any(os.path.exists(f"{path}{suffix}") and os.path.getsize(f"{path}{suffix}") > 0
+               for suffix in ("-wal", "-journal")):
+            return
+        number = int.from_bytes
+        page_size = number(head[16:18], "big")
+        page_size = 65_536 if page_size == 1 else page_size
+        pages, size = number(head[28:32], "big"), os.path.getsize(path)
+        if pages and number(head[92:96], "big") == number(head[24:28], "big") and size < pages * page_size:
+            raise BrainFileError(
+                f"{path} is truncated: its header promises {pages * page_size} bytes but the file "
+                f"has {size}; it was left unchanged (restore a backup)"
+            )
+        version = number(head[60:64], "big", signed=True)
+        app_id = number(head[68:72], "big", signed=True)
+        if app_id not in (0, schema.APPLICATION_ID):
+            raise NotABrainFile(
+                f"{path} is not a brainmem brain: a SQLite database of another application "
+                f"(application_id {app_id:#x}); it was left unchanged"
+            )
+        if app_id == schema.APPLICATION_ID and version > schema.SCHEMA_VERSION:
+            raise SchemaTooNew(
+                f"{path}: brain schema version {version} is newer than this brainmem supports "
+                f"({schema.SCHEMA_VERSION}); upgrade brainmem"
+            )
+
+    @staticmethod
+    def _first_read(db: apsw.Connection, path: str, readonly: bool) -> apsw.Connection:
+        """Read once, reopening immutably when a read-only WAL brain cannot get its -shm.
+
+        A WAL-mode file is read through its shared-memory index ``<path>-shm``, which
+        SQLite creates on first read (https://sqlite.org/wal.html#readonly). When the
+        directory is not writable and no -shm exists, even a read-only open fails.
+        If there is also no (non-empty) ``-wal``, every committed change is in the main
+        file and no process can write (a writer would need to create -wal), so the
+        file is opened with ``immutable=1``: no locks, no -shm, the same data. With a
+        non-empty -wal but no -shm the recent changes cannot be read safely: refused.
+        A read-write open of a file that cannot be written is refused up front.
+        """
+        if path == ":memory:" or path.startswith("file:"):
+            return db
+        try:
+            db.pragma("user_version")
+        except (apsw.NotADBError, apsw.CorruptError):
+            return db  # not a usable database: inspect() says so
+        except (apsw.ReadOnlyError, apsw.CantOpenError) as exc:
+            db.close()
+            if not readonly:
+                raise ReadOnlyBrain(
+                    f"{path} is not writable (the file or its directory is read-only); "
+                    "open it with readonly=True to search it"
+                ) from exc
+            wal = f"{path}-wal"
+            if os.path.exists(wal) and os.path.getsize(wal) > 0:
+                raise ReadOnlyBrain(
+                    f"{path} cannot be read here: its write-ahead log {wal} holds changes but "
+                    f"{path}-shm is missing and the directory is not writable; open the brain "
+                    "read-write once where its directory is writable"
+                ) from exc
+            uri = "file:" + urllib.parse.quote(os.path.abspath(path)) + "?immutable=1"
+            return apsw.Connection(uri, flags=apsw.SQLITE_OPEN_READONLY | apsw.SQLITE_OPEN_URI)
+        if not readonly and db.readonly("main"):
+            db.close()
+            raise ReadOnlyBrain(
+                f"{path} is not writable (file permissions or a read-only file system); "
+                "open it with readonly=True to search it"
+            )
+        return db
 
     def _open(self, path: str, readonly: bool, busy_timeout_ms: int) -> apsw.Connection:
         self._check_file(path, readonly)
@@ -178,6 +303,8 @@ class Store:
         flags |= apsw.SQLITE_OPEN_URI if path.startswith("file:") else 0
         db = apsw.Connection(path, flags=flags)
         try:
+            db.set_busy_timeout(busy_timeout_ms)
+            db = self._first_read(db, path, readonly)
             db.set_busy_timeout(busy_timeout_ms)
             try:
                 blank, version = schema.inspect(db)  # reads only: refused files stay untouched
@@ -188,8 +315,13 @@ class Store:
                     f"{path} needs a schema upgrade (version {version} -> {schema.SCHEMA_VERSION}); "
                     "open it once read-write"
                 )
+            # Not bestpractice's 100 ms busy timeout: its connection_optimize may write
+            # (ANALYZE), and under contention 100 ms made opening fail with "locked".
+            skip = (apsw.bestpractice.library_logging, apsw.bestpractice.connection_busy_timeout)
+            if readonly:  # journal_mode=wal is a write; a read-only open takes the file as it is
+                skip += (apsw.bestpractice.connection_wal,)
             for setting in apsw.bestpractice.recommended:
-                if setting is not apsw.bestpractice.library_logging:
+                if setting not in skip:
                     setting(db)
             db.set_busy_timeout(busy_timeout_ms)  # bestpractice sets a short one
             if not readonly:
@@ -255,12 +387,15 @@ class Store:
     # --- traces -----------------------------------------------------------------------
 
     def insert(self, trace: Trace) -> None:
-        values = [_column_value(c, getattr(trace, c)) for c in TRACE_COLUMNS]
-        self.execute(
-            f"INSERT INTO traces ({', '.join(TRACE_COLUMNS)}) VALUES ({', '.join('?' * len(TRACE_COLUMNS))})",
-            values,
-        )
-        self._write_tags(trace.id, trace.tags)
+        """Insert one new trace and its tags (hot path of ``add_many``: no per-row lookups)."""
+        with translate_errors():
+            self.db.execute(_INSERT, _insert_row(trace))
+            if trace.tags:
+                # the row just written: no SELECT of its rid needed
+                rid = self.db.last_insert_rowid()
+                self.db.executemany(
+                    "INSERT OR IGNORE INTO trace_tags(rid, tag) VALUES (?, ?)", [(rid, t) for t in trace.tags]
+                )
 
     def _write_tags(self, trace_id: str, tags: Iterable[str]) -> None:
         rid = self.execute("SELECT rid FROM traces WHERE id = ?", (trace_id,)).get
@@ -353,23 +488,27 @@ class Store:
         """
         where, params = filters.sql()
         w = ", ".join(str(float(x)) for x in weights)
+        # LIMIT is inlined, not bound: an internal integer, and SQLite plans a literal
+        # LIMIT over FTS5 faster (measured ~25% off search p50 in benchmarks/store_bench.py).
+        limit = int(limit)
         if filters.narrows:
             sql = (
                 f"SELECT {_SELECT}, bm25(traces_fts, {w}) AS rank FROM traces_fts "
                 f"JOIN traces t ON t.rid = traces_fts.rowid "
-                f"WHERE traces_fts MATCH ? AND {where} ORDER BY rank LIMIT ?"
+                f"WHERE traces_fts MATCH ? AND {where} ORDER BY rank LIMIT {limit}"
             )
-            args = [expression, *params, limit]
+            args = [expression, *params]
         else:
             # Rank inside FTS5 first, then join only the winners: as cheap as raw FTS5.
             sql = (
                 f"WITH hits AS (SELECT rowid AS rid, bm25(traces_fts, {w}) AS rank FROM traces_fts "
-                f"WHERE traces_fts MATCH ? ORDER BY rank LIMIT ?) "
+                f"WHERE traces_fts MATCH ? ORDER BY rank LIMIT {limit}) "
                 f"SELECT {_SELECT}, hits.rank FROM hits JOIN traces t ON t.rid = hits.rid "
                 f"WHERE {where} ORDER BY hits.rank"
             )
-            args = [expression, limit, *params]
-        return [(row_to_trace(r[:-1]), -r[-1]) for r in self.db.execute(sql, args)]
+            args = [expression, *params]
+        with translate_errors():
+            return [(row_to_trace(r[:-1]), -r[-1]) for r in self.db.execute(sql, args)]
 
     def purge(self, before: float | None = None) -> int:
         """Physically remove soft-deleted traces (deleted before ``before``) and their edges."""
@@ -385,6 +524,167 @@ class Store:
             self.execute(f"DELETE FROM feedback WHERE trace_id IN ({marks})", chunk)
             self.execute(f"DELETE FROM traces WHERE id IN ({marks})", chunk)
         return len(ids)
+
+    # --- batch writes (issue 2: add_many hot path) -------------------------------------
+
+    def insert_many(self, traces: Sequence[Trace]) -> None:
+        """Insert new traces and their tags, a chunk of rows per statement.
+
+        Why not one INSERT per row: the FTS5 index is kept by a trigger, and FTS5
+        flushes its in-memory index at every statement that writes it from a trigger
+        (a statement savepoint), so row-at-a-time inserts cost ~5x. Rows go to a
+        TEMP staging table with ``executemany`` (no triggers there), then move into
+        ``traces`` with one ``INSERT ... SELECT`` per chunk. Rids are assigned here, so
+        tags need no lookup. Must run inside :meth:`write`.
+        """
+        if len(traces) <= 1:
+            for trace in traces:
+                self.insert(trace)
+            return
+        columns = ", ".join(TRACE_COLUMNS)
+        with translate_errors():
+            if not getattr(self, "_staging", False):
+                # no declared types: values keep exactly the type they were bound with
+                self.db.execute(f"CREATE TEMP TABLE IF NOT EXISTS staged_traces (rid, {columns})")
+                self._staging = True
+            rid = self.db.execute("SELECT coalesce(max(rid), 0) FROM main.traces").get
+            for start in range(0, len(traces), 2000):
+                rows, tag_rows = [], []
+                for trace in traces[start : start + 2000]:
+                    rid += 1
+                    rows.append((rid, *_insert_row(trace)))
+                    tag_rows.extend((rid, tag) for tag in trace.tags)
+                self.db.executemany(
+                    f"INSERT INTO temp.staged_traces (rid, {columns}) VALUES (?, {', '.join('?' * len(TRACE_COLUMNS))})",
+                    rows,
+                )
+                self.db.execute(
+                    f"INSERT INTO main.traces (rid, {columns}) SELECT rid, {columns} FROM temp.staged_traces "
+                    "ORDER BY rid; DELETE FROM temp.staged_traces"
+                )
+                self.db.executemany("INSERT OR IGNORE INTO trace_tags(rid, tag) VALUES (?, ?)", tag_rows)
+
+    def find_duplicates(self, idents: Iterable[tuple[str, str, str, str]]) -> dict[tuple[str, str, str, str], Trace]:
+        """Live traces matching any (content_hash, type, scope, scope_id), keyed by that tuple.
+
+        One indexed ``IN`` query per 500 hashes instead of one query per trace; when
+        several live traces share an identity the oldest (lowest rid) wins.
+        """
+        wanted = set(idents)
+        hashes = list(dict.fromkeys(i[0] for i in wanted))
+        found: dict[tuple[str, str, str, str], Trace] = {}
+        for start in range(0, len(hashes), 500):
+            chunk = hashes[start : start + 500]
+            rows = self.execute(
+                f"SELECT {_SELECT} FROM traces t WHERE t.content_hash IN ({', '.join('?' * len(chunk))}) "
+                "AND t.deleted_at IS NULL ORDER BY t.rid",
+                chunk,
+            )
+            for row in rows:
+                trace = row_to_trace(row)
+                ident = (trace.content_hash, trace.type, trace.scope, trace.scope_id)
+                if ident in wanted and ident not in found:
+                    found[ident] = trace
+        return found
+
+    def episode_tail(self, episode: str, created_at: float) -> str | None:
+        """Id of the latest live trace of ``episode`` created at or before ``created_at``."""
+        row = self.execute(
+            "SELECT id FROM traces WHERE episode = ? AND deleted_at IS NULL AND created_at <= ? "
+            "ORDER BY created_at DESC, rid DESC LIMIT 1",
+            (episode, created_at),
+        ).fetchone()
+        return row[0] if row else None
+
+    # --- faces (issue 5): due reminders, quota eviction, export/import ------------------
+
+    def select_due(self, filters: Filters, due_before: float, limit: int) -> list[Trace]:
+        """Traces passing ``filters`` whose ``due_at`` <= ``due_before``, oldest due first."""
+        where, params = filters.sql()
+        rows = self.execute(
+            f"SELECT {_SELECT} FROM traces t WHERE {where} AND t.due_at IS NOT NULL AND t.due_at <= ? "
+            "ORDER BY t.due_at, t.rid LIMIT ?",
+            [*params, due_before, limit],
+        )
+        return [row_to_trace(r) for r in rows]
+
+    def expired_ids(self, scope: str, scope_id: str, now: float) -> list[str]:
+        """Live (not deleted) traces of a scope whose ``expires_at`` has passed."""
+        return [r[0] for r in self.execute(
+            "SELECT id FROM traces WHERE scope = ? AND scope_id = ? AND deleted_at IS NULL "
+            "AND expires_at IS NOT NULL AND expires_at <= ?",
+            (scope, scope_id, now),
+        )]
+
+    def weakest(self, scope: str, scope_id: str, now: float, limit: int) -> list[Trace]:
+        """Live unpinned traces of a scope, lowest retrievability R(now) first (then LRU)."""
+        rows = self.execute(
+            f"SELECT {_SELECT} FROM traces t WHERE t.scope = ? AND t.scope_id = ? "
+            "AND t.deleted_at IS NULL AND t.pinned = 0 "
+            "ORDER BY CASE WHEN t.stability > 0 THEN "
+            "t.strength * exp(-max(0.0, ? - t.last_accessed_at) / t.stability) ELSE 0.0 END, "
+            "t.last_accessed_at, t.rid LIMIT ?",
+            (scope, scope_id, now, limit),
+        )
+        return [row_to_trace(r) for r in rows]
+
+    def iter_traces(self, *, include_deleted: bool) -> Iterator[Trace]:
+        """Every trace (live only unless ``include_deleted``) in insertion order."""
+        where, params = Filters(include_deleted=include_deleted).sql()
+        for row in self.execute(f"SELECT {_SELECT} FROM traces t WHERE {where} ORDER BY t.rid", params):
+            yield row_to_trace(row)
+
+    @staticmethod
+    def _export_edges_sql(include_deleted: bool) -> str:
+        live = "" if include_deleted else " WHERE a.deleted_at IS NULL AND b.deleted_at IS NULL"
+        return ("FROM edges e JOIN traces a ON a.id = e.src JOIN traces b ON b.id = e.dst" + live)
+
+    def iter_edges(self, *, include_deleted: bool) -> Iterator[tuple[str, str, str, float, float]]:
+        """Edges whose both ends are exported traces, as (src, dst, kind, weight, updated_at)."""
+        yield from self.execute(
+            "SELECT e.src, e.dst, e.kind, e.weight, e.updated_at "
+            f"{self._export_edges_sql(include_deleted)} ORDER BY e.src, e.dst, e.kind"
+        )
+
+    def count_export_edges(self, *, include_deleted: bool) -> int:
+        return self.execute(f"SELECT count(*) {self._export_edges_sql(include_deleted)}").get
+
+    def trace_exists(self, trace_id: str) -> bool:
+        """True if any row (live or deleted) has this id."""
+        return self.execute("SELECT 1 FROM traces WHERE id = ?", (trace_id,)).fetchone() is not None
+
+    # --- term statistics (ranking) ---------------------------------------------------
+
+    def document_frequencies(self, terms: Sequence[str]) -> tuple[int, dict[str, int]]:
+        """(live traces indexed, {term: traces containing it}) from the FTS5 index itself.
+
+        Reads an ``fts5vocab`` table created in the connection's TEMP schema, so it
+        costs nothing on disk and works on read-only brains too.
+        """
+        if not getattr(self, "_vocab", False):
+            self.db.execute(
+                "CREATE VIRTUAL TABLE IF NOT EXISTS temp.traces_vocab USING fts5vocab(main, traces_fts, row)"
+            )
+            self._vocab = True
+        terms = list(dict.fromkeys(terms))
+        df = {}
+        if terms:
+            df = dict(self.db.execute(
+                f"SELECT term, doc FROM temp.traces_vocab WHERE term IN ({', '.join('?' * len(terms))})", terms
+            ))
+        total = self.db.execute("SELECT count(*) FROM traces_fts_docsize").get
+        return total, df
+
+    def episode_lengths(self, episodes: Sequence[str]) -> dict[str, int]:
+        """Total content length (characters) of the live traces of each episode."""
+        out: dict[str, int] = {}
+        for start in range(0, len(episodes), 500):
+            chunk = episodes[start : start + 500]
+            out.update(self.db.execute(
+                f"SELECT episode, sum(length(content)) FROM traces WHERE episode IN ({', '.join('?' * len(chunk))}) "
+                "AND deleted_at IS NULL GROUP BY episode", chunk,
+            ))
+        return out
 
     # --- retrievals ---------------------------------------------------------------------
 
@@ -441,3 +741,197 @@ class Store:
             "retrievals": retrievals,
             "file_bytes": page_size * pages,
         }
+
+    # --- maintenance ------------------------------------------------------------------
+    # check() and repair() (issue: reliability). Everything here reads, except
+    # backup_to() (writes another file) and repair_index()/drop_orphans() (one write
+    # transaction each). Brain.check/Brain.repair are thin wrappers.
+
+    def integrity_check(self) -> list[str]:
+        """Problems ``PRAGMA integrity_check`` reports (empty when the b-trees are sound)."""
+        with translate_errors():
+            rows = [r[0] for r in self.db.execute("PRAGMA integrity_check(100)")]
+        return [] if rows == ["ok"] else rows
+
+    def fts_integrity_check(self) -> str | None:
+        """None if FTS5's ``integrity-check`` (index vs. live content) passes, else the error.
+
+        The check is an INSERT command, which SQLite refuses on a read-only
+        connection; a read-only brain is checked on an in-memory copy instead.
+        """
+        sql = "INSERT INTO traces_fts(traces_fts, rank) VALUES ('integrity-check', 1)"
+        db, copy = self.db, None
+        try:
+            if self.readonly:
+                copy = apsw.Connection(":memory:")
+                with copy.backup("main", self.db, "main") as backup:
+                    backup.step(-1)
+                db = copy
+            db.execute(sql)
+        except (apsw.CorruptError, apsw.SQLError) as exc:
+            return f"full-text index does not match the traces: {exc}"
+        finally:
+            if copy is not None:
+                copy.close()
+        return None
+
+    def fts_sync(self) -> dict[str, int]:
+        """Live traces missing from the FTS index, and indexed rows that are not live traces.
+
+        ``traces_fts_docsize`` has one row per indexed document, so it is the set of
+        indexed rowids.
+        """
+        missing = self.execute(
+            "SELECT count(*) FROM traces t WHERE t.deleted_at IS NULL "
+            "AND NOT EXISTS (SELECT 1 FROM traces_fts_docsize d WHERE d.id = t.rid)"
+        ).get
+        extra = self.execute(
+            "SELECT count(*) FROM traces_fts_docsize d WHERE NOT EXISTS "
+            "(SELECT 1 FROM traces t WHERE t.rid = d.id AND t.deleted_at IS NULL)"
+        ).get
+        return {"missing": missing, "extra": extra}
+
+    _ORPHAN_EDGES = (
+        "FROM edges AS e WHERE NOT EXISTS (SELECT 1 FROM traces t WHERE t.id = e.src) "
+        "OR NOT EXISTS (SELECT 1 FROM traces t WHERE t.id = e.dst)"
+    )
+    _ORPHAN_TAGS = "FROM trace_tags AS g WHERE NOT EXISTS (SELECT 1 FROM traces t WHERE t.rid = g.rid)"
+
+    def orphans(self) -> dict[str, int]:
+        """Edges with an end that is no trace at all, and tag rows of missing traces."""
+        return {
+            "edges": self.execute(f"SELECT count(*) {self._ORPHAN_EDGES}").get,
+            "tags": self.execute(f"SELECT count(*) {self._ORPHAN_TAGS}").get,
+        }
+
+    def maintenance_counts(self) -> dict[str, int]:
+        return {
+            "traces": self.execute("SELECT count(*) FROM traces").get,
+            "live": self.execute("SELECT count(*) FROM traces WHERE deleted_at IS NULL").get,
+            "indexed": self.execute("SELECT count(*) FROM traces_fts_docsize").get,
+            "edges": self.execute("SELECT count(*) FROM edges").get,
+        }
+
+    def backup_to(self, path: str) -> None:
+        """Copy the whole brain to ``path`` with SQLite's online backup (a consistent snapshot)."""
+        if os.path.exists(path):
+            raise InvalidInput(f"backup target {path} already exists; choose a new path")
+        with translate_errors():
+            target = apsw.Connection(path)
+            try:
+                with target.backup("main", self.db, "main") as backup:
+                    backup.step(-1)
+            finally:
+                target.close()
+
+    def repair_index(self) -> None:
+        """Rebuild the FTS index from the live traces (``traces_live``)."""
+        with self.write():
+            self.execute("INSERT INTO traces_fts(traces_fts) VALUES ('rebuild')")
+
+    def drop_orphans(self) -> dict[str, int]:
+        """Delete orphan edges and tag rows; return how many of each went."""
+        with self.write():
+            edges = self.execute(f"SELECT count(*) {self._ORPHAN_EDGES}").get
+            self.execute(f"DELETE {self._ORPHAN_EDGES}")
+            tags = self.execute(f"SELECT count(*) {self._ORPHAN_TAGS}").get
+            self.execute(f"DELETE {self._ORPHAN_TAGS}")
+        return {"edges": edges, "tags": tags}
+
+    # --- consolidation (issue 3): reflect's steps, lease and log -------------------------
+    # Used by brainmem/consolidation.py; each caller wraps writes in write().
+
+    def decay_rows(self, now: float) -> list[tuple[str, str, str, float, float, float, int, float | None]]:
+        """Every live trace as (id, scope, scope_id, strength, stability, last_accessed_at,
+        pinned, expires_at): the numbers prune needs, without loading contents."""
+        return list(self.execute(
+            "SELECT id, scope, scope_id, strength, stability, last_accessed_at, pinned, expires_at "
+            "FROM traces WHERE deleted_at IS NULL"
+        ))
+
+    def soft_delete_many(self, ids: Sequence[str], at: float, merged_into: str | None = None) -> None:
+        """Soft-delete live traces (optionally recording the survivor they merged into)."""
+        self.db.executemany(
+            "UPDATE traces SET deleted_at = ?, updated_at = ?, merged_into = ? "
+            "WHERE id = ? AND deleted_at IS NULL",
+            [(at, at, merged_into, i) for i in ids],
+        )
+
+    def merge_rows(self, now: float) -> list[tuple[str, str, str, str, str, str | None, float | None]]:
+        """Live, unexpired, keyless, non-derived traces as (id, content, type, scope,
+        scope_id, task_id, due_at), oldest first: merge's candidates."""
+        return list(self.execute(
+            "SELECT id, content, type, scope, scope_id, task_id, due_at FROM traces "
+            "WHERE deleted_at IS NULL AND key IS NULL AND (expires_at IS NULL OR expires_at > ?) "
+            "AND NOT EXISTS (SELECT 1 FROM trace_tags g WHERE g.rid = traces.rid AND g.tag = 'derived') "
+            "ORDER BY rid",
+            (now,),
+        ))
+
+    def feedback_after(self, watermark: int, limit: int = 100_000) -> list[tuple[int, int, str, int]]:
+        """Feedback rows with id > ``watermark`` as (id, retrieval_id, trace_id, used)."""
+        return list(self.execute(
+            "SELECT id, retrieval_id, trace_id, used FROM feedback WHERE id > ? ORDER BY id LIMIT ?",
+            (watermark, limit),
+        ))
+
+    def compact_candidates(self, created_before: float, min_access: int, now: float) -> list[Trace]:
+        """Live, unexpired episodic traces created before a time with enough recalls."""
+        rows = self.execute(
+            f"SELECT {_SELECT} FROM traces t WHERE t.deleted_at IS NULL AND t.type = 'episodic' "
+            "AND t.created_at <= ? AND t.access_count >= ? "
+            "AND (t.expires_at IS NULL OR t.expires_at > ?) ORDER BY t.rid",
+            (created_before, min_access, now),
+        )
+        return [row_to_trace(r) for r in rows]
+
+    def fts_optimize(self) -> None:
+        """Merge the FTS5 index's segments (one write)."""
+        with self.write():
+            self.execute("INSERT INTO traces_fts(traces_fts) VALUES ('optimize')")
+
+    def pragma_optimize(self) -> None:
+        with translate_errors():
+            self.db.pragma("optimize")
+
+    def lease_acquire(self, name: str, owner: str, now: float, seconds: float) -> tuple[bool, str | None, float | None]:
+        """Take (or renew) lease ``name`` for ``owner`` until ``now + seconds``.
+
+        Returns (taken, holder, holder_expires_at): a live lease held by someone else
+        is left alone; an expired one (its holder crashed) is taken over.
+        """
+        with self.write():
+            row = self.execute("SELECT owner, expires_at FROM leases WHERE name = ?", (name,)).fetchone()
+            if row is not None and row[0] != owner and row[1] > now:
+                return False, row[0], row[1]
+            self.execute(
+                "INSERT INTO leases(name, owner, expires_at) VALUES (?, ?, ?) "
+                "ON CONFLICT(name) DO UPDATE SET owner = excluded.owner, expires_at = excluded.expires_at",
+                (name, owner, now + seconds),
+            )
+        return True, owner, now + seconds
+
+    def lease_release(self, name: str, owner: str) -> None:
+        with self.write():
+            self.execute("DELETE FROM leases WHERE name = ? AND owner = ?", (name, owner))
+
+    def log_consolidation(self, started_at: float, finished_at: float, now: float, status: str,
+                          report: dict[str, Any]) -> int:
+        with self.write():
+            self.execute(
+                "INSERT INTO consolidation_log(started_at, finished_at, now, status, report) "
+                "VALUES (?, ?, ?, ?, ?)",
+                (started_at, finished_at, now, status, json.dumps(report, default=str)),
+            )
+            return self.db.last_insert_rowid()
+
+    def consolidation_history(self, limit: int) -> list[dict[str, Any]]:
+        """The last ``limit`` consolidation runs, newest first."""
+        return [
+            {"id": r[0], "started_at": r[1], "finished_at": r[2], "now": r[3], "status": r[4],
+             "report": json.loads(r[5])}
+            for r in self.execute(
+                "SELECT id, started_at, finished_at, now, status, report FROM consolidation_log "
+                "ORDER BY id DESC LIMIT ?", (limit,),
+            )
+        ]

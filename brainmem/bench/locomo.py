@@ -92,7 +92,7 @@ def load_locomo(data: str | Path | list[dict[str, Any]], limit: int | None = Non
         )
         docs: list[Document] = []
         last = None
-        for num, key in sessions:
+        for _num, key in sessions:
             created = parse_date(conv[f"{key}_date_time"])
             last = created if last is None else max(last, created)
             for turn in conv[key]:

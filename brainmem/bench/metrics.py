@@ -33,11 +33,16 @@ __all__ = [
 
 
 def dcg(relevances: Sequence[float], k: int) -> float:
-    """Discounted cumulative gain at ``k`` (first position undiscounted, as the official code)."""
+    """Discounted cumulative gain at ``k`` exactly as LongMemEval computes it.
+
+    ``rel[0] + sum(rel[i-1] / log2(i) for i = 2..k)``: positions 1 and 2 are both
+    undiscounted (the textbook form divides position i by log2(i+1)). Kept as is
+    so that our nDCG is comparable with published LongMemEval numbers.
+    """
     rel = list(relevances)[:k]
     if not rel:
         return 0.0
-    return rel[0] + sum(r / math.log2(i + 1) for i, r in enumerate(rel[1:], start=2))
+    return rel[0] + sum(r / math.log2(i) for i, r in enumerate(rel[1:], start=2))
 
 
 def ndcg_any(ranked: Sequence[str], relevant: Collection[str], n_relevant: int, k: int) -> float:

@@ -39,7 +39,11 @@ def load_dataset(dataset: str, data: str | Path | None = None, limit: int | None
     path to the JSON file, else :class:`ValueError`. ``limit`` keeps the first N
     questions (LongMemEval, synthetic) or conversations (LoCoMo).
     """
+    if limit is not None and limit < 1:
+        raise ValueError(f"limit must be a positive number of questions, not {limit}")
     if dataset == "synthetic":
+        if data is not None:
+            raise ValueError("the synthetic dataset is built in: it takes no data file")
         from .synthetic import load_synthetic
 
         return load_synthetic(limit=limit)
@@ -142,9 +146,13 @@ def run_recall(
     how many results each system is asked for.
     """
     ks = tuple(sorted(set(ks)))
+    if not ks or any(isinstance(k, bool) or not isinstance(k, int) or k < 1 for k in ks):
+        raise ValueError(f"ks must be positive integers, not {ks!r}")
     ds = load_dataset(dataset, data, limit)
     protocol = ds.protocol
     depth = depth or (max(LONGMEMEVAL_DEPTH, max(ks)) if protocol == "longmemeval" else max(ks))
+    if not max(ks) <= depth <= 1000:  # brainmem's search takes at most 1000 results
+        raise ValueError(f"depth must be in [max(ks), 1000], not {depth}")
     names = metric_names(protocol, ks)
     per_question: dict[str, list[tuple[str, dict[str, float]]]] = {"brainmem": [], "fts5": []}
     seconds = {"brainmem": {"index": 0.0, "reflect": 0.0, "search": 0.0}, "fts5": {"index": 0.0, "search": 0.0}}
@@ -180,6 +188,13 @@ def run_recall(
                 if progress is not None:
                     progress(done, total)
         finally:
+            for key, value in getattr(systems[0], "reflect_counts", {}).items():
+                notes[f"reflect_{key}"] = notes.get(f"reflect_{key}", 0) + value
+            unmapped = getattr(systems[0], "unmapped_hits", 0)
+            if unmapped:
+                notes["brainmem_hits_on_non_document_traces"] = (
+                    notes.get("brainmem_hits_on_non_document_traces", 0) + unmapped
+                )
             for system in systems:
                 system.close()
     if reflect and not reflected:

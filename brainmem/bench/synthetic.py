@@ -56,50 +56,52 @@ VALUES = {
 ANIMALS = "beagle tabby parrot ferret tortoise greyhound rabbit corgi".split()
 COLOURS = "red teal grey white black mustard".split()
 
-# attribute -> (statements, single-hop question, paraphrase question, update question)
-# Statements take {name} {value} {animal} {colour}; the questions only {name}.
-ATTRS: dict[str, tuple[tuple[str, ...], str, str, str]] = {
+# attribute -> ((statement, its single-hop question) x 2, paraphrase question, update question).
+# Statements take {name} {value} {animal} {colour}; the questions only {name}. A
+# single-hop question shares a content word or two with its statement; a
+# paraphrase question shares only the name with either statement.
+ATTRS: dict[str, tuple[tuple[tuple[str, str], ...], str, str]] = {
     "city": (
-        ("{name} just moved to {value} for a new job.", "Big news: {name} relocated to {value} last month."),
-        "Which city did {name} move to?",
+        (("{name} just moved to {value} for a new job.", "Which city did {name} move to?"),
+         ("Big news: {name} relocated to {value} last month.", "Where did {name} relocate?")),
         "Where is {name} based these days?",
-        "Which city did {name} relocate to most recently?",
+        "Which city is {name} living in now?",
     ),
     "job": (
-        ("{name} works as a {value} at the moment.", "{name} started a new position as a {value}."),
-        "What does {name} work as?",
+        (("{name} works as {value} at the moment.", "What does {name} work as?"),
+         ("{name} started a new position as {value}.", "What position did {name} start?")),
         "What is {name}'s profession?",
-        "What position does {name} work in now?",
+        "What is {name}'s job now?",
     ),
     "hobby": (
-        ("{name} has gotten really into {value} lately.", "{name} spends every free weekend on {value}."),
-        "What has {name} gotten into lately?",
+        (("{name} has gotten really into {value} lately.", "What has {name} gotten into lately?"),
+         ("{name} spends every free weekend on {value}.", "What does {name} spend free weekends on?")),
         "How does {name} pass the time when off duty?",
-        "What does {name} spend free weekends on now?",
+        "What is {name}'s current hobby?",
     ),
     "allergy": (
-        ("{name} is allergic to {value}, so keep them off the menu.", "Reminder: {name} reacts badly to {value}."),
-        "What is {name} allergic to?",
+        (("{name} is allergic to {value}, so keep them off the menu.", "What is {name} allergic to?"),
+         ("Reminder: {name} reacts badly to {value}.", "What does {name} react badly to?")),
         "Which food must I avoid serving {name}?",
-        "What does {name} react badly to?",
+        "What is {name} allergic to now?",
     ),
     "pet": (
-        ("{name} adopted a {animal} and named it {value}.", "{name} brought home a {animal} called {value}."),
-        "What did {name} name the adopted animal?",
+        (("{name} adopted a {animal} and named it {value}.", "What did {name} name the adopted animal?"),
+         ("{name} brought home a {animal} called {value}.", "What is the animal {name} brought home called?")),
         "What is the name of {name}'s furry companion?",
-        "What is the newest animal {name} brought home called?",
+        "What is {name}'s newest pet called?",
     ),
     "car": (
-        ("{name} bought a {colour} {value} last week.", "{name} traded up and now drives a {colour} {value}."),
-        "Which car did {name} buy?",
+        (("{name} bought a {colour} {value} last week.", "Which car did {name} buy?"),
+         ("{name} traded up and now drives a {colour} {value}.", "What does {name} drive?")),
         "What vehicle does {name} get around in?",
-        "What does {name} drive now?",
+        "Which car does {name} have now?",
     ),
     "instrument": (
-        ("{name} is learning to play the {value}.", "{name} takes weekly {value} lessons now."),
-        "Which instrument is {name} learning to play?",
+        (("{name} is learning to play the {value}.", "Which instrument is {name} learning to play?"),
+         ("{name} takes weekly {value} lessons now.", "Which lessons does {name} take weekly?")),
         "What music does {name} practise?",
-        "Which lessons does {name} take now?",
+        "Which instrument is {name} playing these days?",
     ),
 }
 UPDATABLE = ("city", "job", "hobby", "pet", "car", "instrument")
@@ -180,27 +182,31 @@ def build_synthetic(seed: int = 7, n_sessions: int = 90) -> Dataset:
         session_of[label] = s
         return label
 
-    def fact_text(attr: str, name: str, value: str, variant: int) -> str:
-        return ATTRS[attr][0][variant].format(
-            name=name, value=value, animal=rng.choice(ANIMALS), colour=rng.choice(COLOURS)
-        )
+    variant: dict[str, int] = {}
+    value_of: dict[str, str] = {}
+
+    def fact(label: str, attr: str, name: str, value: str, lo: int, hi: int) -> str:
+        variant[label] = v = rng.randrange(2)
+        value_of[label] = value
+        stmt = ATTRS[attr][0][v][0]
+        if attr == "job":  # "as an archivist", "as a welder"
+            value = ("an " if value[0] in "aeiou" else "a ") + value
+        text = stmt.format(name=name, value=value, animal=rng.choice(ANIMALS), colour=rng.choice(COLOURS))
+        return place(label, text, lo, hi)
 
     # every person gets every attribute, told in the first two thirds of the months
     facts: dict[tuple[str, str], str] = {}
     for name in people:
         for attr, pool in VALUES.items():
-            text = fact_text(attr, name, rng.choice(pool), rng.randrange(2))
-            facts[(name, attr)] = place(f"{name}/{attr}", text, 0, early)
+            facts[(name, attr)] = fact(f"{name}/{attr}", attr, name, rng.choice(pool), 0, early)
     # knowledge updates: a new value told at least ten sessions (about a month) later
     pairs = [(n, a) for n in people for a in UPDATABLE]
     rng.shuffle(pairs)
     updates: dict[tuple[str, str], str] = {}
     for name, attr in pairs[:30]:
         lo = min(session_of[facts[(name, attr)]] + 10, n_sessions - 1)
-        old_value = facts[(name, attr)]
-        value = rng.choice([v for v in VALUES[attr] if v not in old_value])
-        text = fact_text(attr, name, value, rng.randrange(2))
-        updates[(name, attr)] = place(f"{name}/{attr}/new", text, lo, n_sessions)
+        value = rng.choice([v for v in VALUES[attr] if v != value_of[facts[(name, attr)]]])
+        updates[(name, attr)] = fact(f"{name}/{attr}/new", attr, name, value, lo, n_sessions)
     relations: dict[str, tuple[str, str]] = {}
     for relation, name in zip(RELATIONS, rng.sample(people, len(RELATIONS))):
         text = rng.choice(RELATION_STATEMENTS).format(relation=relation, name=name)
@@ -237,16 +243,17 @@ def build_synthetic(seed: int = 7, n_sessions: int = 90) -> Dataset:
     keys = [k for k in facts if k not in updates]
     rng.shuffle(keys)
     for i, (name, attr) in enumerate(keys[:80]):
-        ask(f"single-{i}", ATTRS[attr][1].format(name=name), "single-hop", facts[(name, attr)])
+        label = facts[(name, attr)]
+        ask(f"single-{i}", ATTRS[attr][0][variant[label]][1].format(name=name), "single-hop", label)
     for i, (name, attr) in enumerate(keys[80:160]):
-        ask(f"para-{i}", ATTRS[attr][2].format(name=name), "paraphrase", facts[(name, attr)])
+        ask(f"para-{i}", ATTRS[attr][1].format(name=name), "paraphrase", facts[(name, attr)])
     for i, ((_stmt, single, para), label) in enumerate(zip(SELF_FACTS, self_facts)):
         if i % 2 == 0:
             ask(f"self-{i}", single, "single-hop", label)
         else:
             ask(f"self-{i}", para, "paraphrase", label)
     for i, ((name, attr), label) in enumerate(updates.items()):
-        ask(f"update-{i}", ATTRS[attr][3].format(name=name), "knowledge-update", label)
+        ask(f"update-{i}", ATTRS[attr][2].format(name=name), "knowledge-update", label)
     for relation, (name, rel_label) in relations.items():
         for attr in rng.sample([a for a in VALUES if (name, a) not in updates], 2):
             text = MULTI_HOP_Q[attr].format(relation=relation)

@@ -16,18 +16,18 @@ from .dataset import Document
 
 __all__ = ["BrainSystem", "Fts5System", "RetrievalSystem", "prepare_documents"]
 
-#: brainmem's default ``Policy.max_content_bytes``. A document over it is cut to
-#: it (at a character boundary) for *both* systems, so they still see the same
-#: text; LongMemEval_S has one such user turn (a pasted document).
-MAX_DOC_BYTES = 65_536
-
-
 def prepare_documents(docs: Sequence[Document]) -> tuple[list[Document], int, int]:
     """Drop empty documents and cut oversized ones; returns ``(docs, n_empty, n_truncated)``.
 
     An empty document cannot be stored by brainmem nor matched by FTS5, so
-    leaving it out changes no score.
+    leaving it out changes no score. A document over brainmem's default
+    ``Policy.max_content_bytes`` is cut to it (at a character boundary) for *both*
+    systems, so they still see the same text (LongMemEval_S has one such user
+    turn, a pasted document).
     """
+    from brainmem import Policy
+
+    max_bytes = Policy().max_content_bytes
     out: list[Document] = []
     empty = truncated = 0
     for d in docs:
@@ -35,9 +35,9 @@ def prepare_documents(docs: Sequence[Document]) -> tuple[list[Document], int, in
             empty += 1
             continue
         raw = d.text.encode("utf-8")
-        if len(raw) > MAX_DOC_BYTES:
+        if len(raw) > max_bytes:
             truncated += 1
-            d = Document(d.doc_id, raw[:MAX_DOC_BYTES].decode("utf-8", "ignore"), d.episode, d.created_at)
+            d = Document(d.doc_id, raw[:max_bytes].decode("utf-8", "ignore"), d.episode, d.created_at)
         out.append(d)
     return out, empty, truncated
 
@@ -99,32 +99,71 @@ class BrainSystem:
 
         self.brain: Any = Brain(":memory:")
         self._docs: dict[str, list[str]] = defaultdict(list)
+        #: hits on traces that stand for no document (e.g. derived insights)
+        self.unmapped_hits = 0
+        #: what reflect reported doing (pruned, merged, derived, compacted traces)
+        self.reflect_counts: dict[str, int] = {}
 
     def index(self, docs: Sequence[Document]) -> None:
-        traces = self.brain.add_many(
-            [
-                {
-                    "content": d.text,
-                    "episode": d.episode,
-                    "created_at": d.created_at,
-                    "metadata": {"doc": d.doc_id},
-                }
-                for d in docs
-            ]
-        )
-        for d, t in zip(docs, traces):
-            self._docs[t.id].append(d.doc_id)
+        """Replay the conversation: one ``add_many`` per run of an episode, at its time.
+
+        Each batch is added with ``now`` = the latest ``created_at`` in it, so the
+        brain sees the dataset's timeline (a duplicate is reinforced when it was
+        said, not at the wall-clock time of the benchmark).
+        """
+        for batch in _episode_runs(docs):
+            traces = self.brain.add_many(
+                [
+                    {
+                        "content": d.text,
+                        "episode": d.episode,
+                        "created_at": d.created_at,
+                        "metadata": {"doc": d.doc_id},
+                    }
+                    for d in batch
+                ],
+                now=max(d.created_at for d in batch),
+            )
+            for d, t in zip(batch, traces):
+                self._docs[t.id].append(d.doc_id)
 
     def reflect(self, now: float) -> bool:
-        """Run ``brain.reflect(now=now)``; False when this brainmem has no reflect yet."""
+        """Run ``brain.reflect(now=now)``; False when this brainmem has no reflect yet.
+
+        Afterwards, traces that reflect merged away are followed (``merged_into``)
+        to their survivor, which then stands for their documents too: a merge
+        keeps the memory, so finding the survivor counts as finding them.
+        """
         fn = getattr(self.brain, "reflect", None)
         if fn is None:
             return False
         try:
-            fn(now=now)
+            report = fn(now=now)
         except NotImplementedError:
             return False
+        summary = report.to_dict() if hasattr(report, "to_dict") else {}
+        for key in ("pruned", "merged", "derived", "compacted"):
+            value = summary.get(key)
+            if isinstance(value, int) and not isinstance(value, bool):
+                self.reflect_counts[key] = self.reflect_counts.get(key, 0) + value
+        self._follow_merges()
         return True
+
+    def _follow_merges(self) -> None:
+        from brainmem import NotFound
+
+        for trace_id in list(self._docs):
+            current, hops = trace_id, 0
+            while hops < 32:
+                try:
+                    trace = self.brain.get(current, include_deleted=True)
+                except NotFound:
+                    break
+                if trace.deleted_at is None or not trace.merged_into:
+                    break
+                current, hops = trace.merged_into, hops + 1
+            if current != trace_id:
+                self._docs[current].extend(d for d in self._docs[trace_id] if d not in self._docs[current])
 
     def rank(self, query: str, depth: int, now: float) -> list[str]:
         from brainmem import QueryError
@@ -136,8 +175,22 @@ class BrainSystem:
         ranked: list[str] = []
         for h in hits:
             ids = self._docs.get(h.trace.id)
-            ranked.extend(ids if ids else [f"_unmapped_{h.trace.id}_0"])
+            if not ids:
+                self.unmapped_hits += 1
+                ids = [f"_unmapped_{h.trace.id}_0"]
+            ranked.extend(ids)
         return ranked
 
     def close(self) -> None:
         self.brain.close()
+
+
+def _episode_runs(docs: Sequence[Document]) -> list[list[Document]]:
+    """Split ``docs`` into maximal runs of consecutive documents of one episode."""
+    runs: list[list[Document]] = []
+    for d in docs:
+        if runs and runs[-1][0].episode == d.episode:
+            runs[-1].append(d)
+        else:
+            runs.append([d])
+    return runs

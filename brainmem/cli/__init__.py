@@ -27,7 +27,7 @@ from typing import Any
 from ..errors import BrainmemError, InvalidInput
 
 DEFAULT_BRAIN = "brain.db"
-COMMAND_MODULES = ("core", "engine", "faces", "admin", "bench")
+COMMAND_MODULES = ("core", "engine", "faces", "admin", "maintenance", "bench", "serve")
 
 Handler = Callable[[argparse.Namespace], int | None]
 
@@ -63,7 +63,23 @@ def build_parser() -> argparse.ArgumentParser:
         module = _command_module(name)
         if module is not None:
             module.register(commands)
+    _accept_brain_after_command(commands)
     return parser
+
+
+def _accept_brain_after_command(commands: Any) -> None:
+    """Let ``--brain PATH`` follow the command too (``brainmem add x --brain b.db``).
+
+    Each (sub)command gets its own ``--brain`` with a suppressed default, so it only
+    overrides the top-level value when given.
+    """
+    for sub in commands.choices.values():
+        if "--brain" not in sub._option_string_actions:
+            sub.add_argument("--brain", metavar="PATH", default=argparse.SUPPRESS,
+                             help="brain file (default: $BRAINMEM_PATH or ./brain.db)")
+        for action in sub._actions:
+            if isinstance(action, argparse._SubParsersAction):
+                _accept_brain_after_command(action)
 
 
 def _command_module(name: str) -> Any:

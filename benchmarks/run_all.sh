@@ -1,0 +1,44 @@
+#!/usr/bin/env bash
+# Regenerate every benchmark result, benchmarks/RESULTS.md and the plots with one command:
+#   benchmarks/run_all.sh [DATA_DIR]        (DATA_DIR defaults to ../shared/data, from the repo root)
+# The dataset files are looked up in DATA_DIR (longmemeval_s_dev.json or longmemeval_s.json,
+# locomo_dev.json or locomo10.json); a missing dataset is skipped with a message.
+# PYTHON selects the interpreter (default: python).
+set -euo pipefail
+if [ $# -ge 1 ]; then
+  case "$1" in /*) DATA="$1" ;; *) DATA="$PWD/$1" ;; esac   # relative to where it was called
+else
+  DATA="../shared/data"                                      # relative to the repository root
+fi
+cd "$(dirname "$0")/.."
+PY="${PYTHON:-python}"
+OUT=benchmarks/results
+mkdir -p "$OUT"
+
+first() { for f in "$@"; do [ -f "$f" ] && { echo "$f"; return; }; done; echo ""; }
+LME="$(first "$DATA/longmemeval_s_dev.json" "$DATA/longmemeval_s.json" "$DATA/longmemeval_s_cleaned.json")"
+LOCOMO="$(first "$DATA/locomo_dev.json" "$DATA/locomo10.json")"
+
+: > "$OUT/commands.txt"
+# commands.txt records what ran, with the interpreter shown as "python"
+run() { echo "+ $*" >&2; echo "python ${*:2}" >> "$OUT/commands.txt"; "$@"; }
+
+for variant in "" "--reflect"; do
+  suffix="${variant:+_reflect}"
+  run "$PY" benchmarks/recall.py --dataset synthetic $variant --json "$OUT/recall_synthetic$suffix.json"
+  if [ -n "$LME" ]; then
+    run "$PY" benchmarks/recall.py --dataset longmemeval --data "$LME" $variant --json "$OUT/recall_longmemeval$suffix.json"
+  else
+    echo "LongMemEval data not found in $DATA: skipped" >&2
+  fi
+  if [ -n "$LOCOMO" ]; then
+    run "$PY" benchmarks/recall.py --dataset locomo --data "$LOCOMO" $variant --json "$OUT/recall_locomo$suffix.json"
+  else
+    echo "LoCoMo data not found in $DATA: skipped" >&2
+  fi
+done
+run "$PY" benchmarks/perf.py --json "$OUT/perf.json"
+run "$PY" benchmarks/plots.py "$OUT" --out benchmarks
+echo "python benchmarks/write_results.py $OUT --data $DATA > benchmarks/RESULTS.md" >> "$OUT/commands.txt"
+"$PY" benchmarks/write_results.py "$OUT" --data "$DATA" > benchmarks/RESULTS.md
+echo "wrote $OUT/*.json, benchmarks/*.png and benchmarks/RESULTS.md" >&2

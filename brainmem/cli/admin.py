@@ -1,0 +1,86 @@
+"""Administration commands.
+
+Transfer (issue 5): ``export``, ``import``, ``backup``. Other admin commands may be
+added below in their own clearly separated section.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import Any
+
+from . import add_json_flag, open_brain, print_json
+
+# --- transfer: export, import, backup (issue 5) ----------------------------------------
+
+
+def register(commands: Any) -> None:
+    _register_transfer(commands)
+
+
+def _register_transfer(commands: Any) -> None:
+    export = commands.add_parser(
+        "export", help="write the brain as JSON Lines",
+        description="A header line, one line per trace and one per edge. PATH '-' (the "
+                    "default) writes to standard output; a file is written atomically.",
+    )
+    export.add_argument("path", nargs="?", default="-")
+    export.add_argument("--include-deleted", action="store_true",
+                        help="also export soft-deleted traces (snapshots, merged, archived)")
+    export.set_defaults(handler=_export)
+
+    imp = commands.add_parser(
+        "import", help="import a JSON Lines export",
+        description="Validate every line first (a bad line is reported by number and nothing "
+                    "is imported), then import in one transaction. Content already live in "
+                    "the same type and scope is skipped. PATH '-' reads standard input.",
+    )
+    imp.add_argument("path")
+    imp.add_argument("--new-ids", action="store_true", help="give imported traces fresh ids")
+    add_json_flag(imp)
+    imp.set_defaults(handler=_import)
+
+    backup = commands.add_parser(
+        "backup", help="copy the brain to a new file (online, consistent)",
+        description="SQLite's online backup: safe while other processes use the brain.",
+    )
+    backup.add_argument("path", help="the new file (must not exist)")
+    add_json_flag(backup)
+    backup.set_defaults(handler=_backup)
+
+
+def _export(args: argparse.Namespace) -> int:
+    with open_brain(args) as brain:
+        if args.path == "-":
+            counts = brain.export(sys.stdout, include_deleted=args.include_deleted)
+        else:
+            counts = brain.export(args.path, include_deleted=args.include_deleted)
+    if args.path != "-":
+        print(f"exported {counts['traces']} traces and {counts['edges']} edges to {args.path}",
+              file=sys.stderr)
+    return 0
+
+
+def _import(args: argparse.Namespace) -> int:
+    with open_brain(args) as brain:
+        if args.path == "-":
+            report = brain.import_jsonl(sys.stdin, new_ids=args.new_ids)
+        else:
+            report = brain.import_jsonl(args.path, new_ids=args.new_ids)
+    if args.json:
+        print_json(report.to_dict())
+    else:
+        print(f"imported {report.imported} traces and {report.edges} edges; "
+              f"skipped {report.skipped} already present")
+    return 0
+
+
+def _backup(args: argparse.Namespace) -> int:
+    with open_brain(args) as brain:
+        path = brain.backup(args.path)
+    if args.json:
+        print_json({"backup": path})
+    else:
+        print(f"backed up {brain.path} to {path}")
+    return 0

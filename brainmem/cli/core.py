@@ -1,0 +1,354 @@
+"""Core commands: add, search, show, update, delete, restore, merge, purge, stats, tools, call.
+
+Each one makes one call on :class:`brainmem.Brain` (or the tool layer) and prints a
+readable result, or JSON with ``--json``. ``call`` prints the tool's JSON result and
+exits 0, 2 when the result is an error caused by bad input, 1 for other errors.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from typing import Any
+
+from ..errors import InvalidInput
+from . import add_json_flag, open_brain, print_json, print_table
+
+#: Environment variable holding a default tool context for ``tools``/``call``/``serve``.
+CONTEXT_ENV = "BRAINMEM_CONTEXT"
+_LIST_FIELDS = ("allowed_types", "allowed_scopes")
+
+
+def register(commands: Any) -> None:
+    p = commands.add_parser("add", help="remember something", description="Add a memory trace.")
+    p.add_argument("content", help='the text to remember ("-" reads stdin)')
+    _trace_fields(p)
+    p.add_argument("--scope", choices=("user", "thread", "persona", "organization"))
+    p.add_argument("--scope-id", metavar="ID")
+    p.add_argument("--episode", metavar="ID", help="conversation/session id")
+    p.add_argument("--key", help="a name unique within the scope")
+    p.add_argument("--ttl", type=float, metavar="SECONDS", help="forget after this many seconds")
+    add_json_flag(p)
+    p.set_defaults(handler=cmd_add)
+
+    p = commands.add_parser("search", help="search memories", description="Search memory traces.")
+    p.add_argument("query")
+    p.add_argument("-n", "--limit", type=int, default=10)
+    p.add_argument("--type", action="append", metavar="TYPE", help="only this type (repeatable)")
+    p.add_argument("--scope", choices=("user", "thread", "persona", "organization"))
+    p.add_argument("--scope-id", metavar="ID")
+    p.add_argument("--tag", action="append", dest="tags", metavar="TAG", help="any of these tags")
+    p.add_argument("--episode", metavar="ID")
+    p.add_argument("--explain", action="store_true", help="show each ranking factor")
+    p.add_argument("--no-reinforce", action="store_true",
+                   help="a pure read: do not record the search or strengthen the hits")
+    add_json_flag(p)
+    p.set_defaults(handler=cmd_search)
+
+    p = commands.add_parser("show", help="show one trace", description="Show a trace by id.")
+    p.add_argument("id")
+    p.add_argument("--deleted", action="store_true", help="also show a deleted trace")
+    add_json_flag(p)
+    p.set_defaults(handler=cmd_show)
+
+    p = commands.add_parser("update", help="change a trace", description="Update a trace in place.")
+    p.add_argument("id")
+    p.add_argument("--content")
+    _trace_fields(p)
+    p.add_argument("--unpin", action="store_true")
+    p.add_argument("--expected-version", type=int, metavar="N")
+    add_json_flag(p)
+    p.set_defaults(handler=cmd_update)
+
+    p = commands.add_parser("delete", help="soft-delete traces", description="Soft-delete traces.")
+    p.add_argument("ids", nargs="+", metavar="ID")
+    add_json_flag(p)
+    p.set_defaults(handler=cmd_delete)
+
+    p = commands.add_parser("restore", help="undo a delete", description="Restore a deleted trace.")
+    p.add_argument("id")
+    add_json_flag(p)
+    p.set_defaults(handler=cmd_restore)
+
+    p = commands.add_parser("merge", help="merge traces into one",
+                            description="Merge two or more traces of one scope into a new one.")
+    p.add_argument("ids", nargs="+", metavar="ID")
+    p.add_argument("--content", help="content of the merged trace (default: joined)")
+    add_json_flag(p)
+    p.set_defaults(handler=cmd_merge)
+
+    p = commands.add_parser("purge", help="physically remove deleted traces",
+                            description="Physically remove soft-deleted traces (cannot be undone).")
+    p.add_argument("--before", metavar="TIME", help="only those deleted before this ISO time")
+    add_json_flag(p)
+    p.set_defaults(handler=cmd_purge)
+
+    p = commands.add_parser("stats", help="counts and file size", description="Brain statistics.")
+    add_json_flag(p)
+    p.set_defaults(handler=cmd_stats)
+
+    p = commands.add_parser("tools", help="print the agent tool specs as JSON",
+                            description="Print the OpenAI function-calling specs of the tools.")
+    add_tool_flags(p)
+    p.set_defaults(handler=cmd_tools)
+
+    p = commands.add_parser(
+        "call", help="run an agent tool",
+        description="Run one tool and print its JSON result, e.g. "
+                    "brainmem call memory_search '{\"query\": \"dark mode\"}'. "
+                    "Exit 2 on a bad-input error result, 1 on another error.",
+    )
+    p.add_argument("name", help="tool name, e.g. memory_search")
+    p.add_argument("arguments", nargs="?", default="{}", help='JSON object ("-" reads stdin)')
+    add_tool_flags(p)
+    p.set_defaults(handler=cmd_call)
+
+
+def _trace_fields(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--type", choices=("episodic", "semantic", "procedural", "prospective", "working"))
+    p.add_argument("--tag", action="append", dest="tags", metavar="TAG", help="a tag (repeatable)")
+    p.add_argument("--importance", type=float, metavar="0..1")
+    p.add_argument("--pin", action="store_true", help="exempt from forgetting")
+    p.add_argument("--metadata", metavar="JSON", help="a JSON object")
+
+
+def add_tool_flags(p: argparse.ArgumentParser) -> None:
+    """``--context FIELD=VALUE`` (repeatable) and ``--extra NAME`` (repeatable, or "all")."""
+    p.add_argument("--context", action="append", metavar="FIELD=VALUE",
+                   help="bind the tools to a scope, e.g. user_id=alice (repeatable; "
+                        f"default ${CONTEXT_ENV})")
+    p.add_argument("--extra", action="append", metavar="NAME",
+                   help='enable an opt-in tool (repeatable, or "all")')
+
+
+def tool_options(args: argparse.Namespace) -> tuple[dict[str, Any] | None, Any]:
+    """The (context, extra) chosen by ``--context``/``$BRAINMEM_CONTEXT`` and ``--extra``."""
+    items = args.context
+    if items is None and os.environ.get(CONTEXT_ENV, "").strip():
+        text = os.environ[CONTEXT_ENV].strip()
+        if text.startswith("{"):
+            try:
+                value = json.loads(text)
+            except ValueError as exc:
+                raise InvalidInput(f"${CONTEXT_ENV} is not valid JSON: {exc}") from None
+            if not isinstance(value, dict):
+                raise InvalidInput(f"${CONTEXT_ENV} must be a JSON object")
+            return value, _extra(args)
+        items = text.split()
+    return (parse_context(items) if items else None), _extra(args)
+
+
+def parse_context(items: list[str]) -> dict[str, Any]:
+    context: dict[str, Any] = {}
+    for item in items:
+        name, sep, value = item.partition("=")
+        if not sep or not name.strip():
+            raise InvalidInput(f"--context takes FIELD=VALUE, not {item!r}")
+        name = name.strip()
+        context[name] = [v for v in value.split(",") if v] if name in _LIST_FIELDS else value
+    return context
+
+
+def _extra(args: argparse.Namespace) -> Any:
+    names = args.extra or []
+    return "all" if "all" in names else names
+
+
+# --- handlers -------------------------------------------------------------------------
+
+
+def _metadata(text: str | None) -> dict[str, Any] | None:
+    if text is None:
+        return None
+    try:
+        value = json.loads(text)
+    except ValueError as exc:
+        raise InvalidInput(f"--metadata is not valid JSON: {exc}") from None
+    if not isinstance(value, dict):
+        raise InvalidInput("--metadata must be a JSON object")
+    return value
+
+
+def _read_stdin_if_dash(value: str) -> str:
+    return sys.stdin.read() if value == "-" else value
+
+
+def _trace_json(trace: Any) -> dict[str, Any]:
+    from ..tools import trace_view
+
+    return trace_view(trace)
+
+
+def _print_trace(trace: Any) -> None:
+    for name, value in _trace_json(trace).items():
+        shown = json.dumps(value, ensure_ascii=False) if isinstance(value, dict | list) else value
+        print(f"{name + ':':<12} {shown}")
+
+
+def cmd_add(args: argparse.Namespace) -> int:
+    fields: dict[str, Any] = {
+        "type": args.type, "tags": args.tags, "scope": args.scope, "scope_id": args.scope_id,
+        "episode": args.episode, "key": args.key, "ttl": args.ttl,
+        "metadata": _metadata(args.metadata),
+    }
+    if args.importance is not None:
+        fields["importance"] = args.importance
+    if args.pin:
+        fields["pinned"] = True
+    content = _read_stdin_if_dash(args.content)
+    with open_brain(args) as brain:
+        trace = brain.add(content, **{k: v for k, v in fields.items() if v is not None})
+    if args.json:
+        print_json(_trace_json(trace))
+    else:
+        print(trace.id)
+    return 0
+
+
+def cmd_search(args: argparse.Namespace) -> int:
+    with open_brain(args) as brain:
+        hits = brain.search(args.query, args.limit, type=args.type, scope=args.scope,
+                            scope_id=args.scope_id, tags=args.tags, episode=args.episode,
+                            explain=args.explain, reinforce=not args.no_reinforce)
+    if args.json:
+        results = []
+        for h in hits:
+            row = {**_trace_json(h.trace), "score": h.score}
+            if h.explain is not None:
+                row["explain"] = h.explain
+            results.append(row)
+        print_json({"results": results, "retrievalId": hits.retrieval_id})
+        return 0
+    if not hits:
+        print("no matches")
+        return 0
+    headers = ["#", "score", "id", "type", "content"]
+    rows: list[list[Any]] = [[i + 1, h.score, h.trace.id, h.trace.type, h.trace.content]
+                             for i, h in enumerate(hits)]
+    if args.explain:
+        keys = [k for k in (hits[0].explain or {}) if k != "score"]
+        headers[4:4] = keys
+        for row, h in zip(rows, hits):
+            row[4:4] = [(h.explain or {}).get(k) for k in keys]
+    print_table(rows, headers)
+    return 0
+
+
+def cmd_show(args: argparse.Namespace) -> int:
+    with open_brain(args) as brain:
+        trace = brain.get(args.id, include_deleted=args.deleted)
+    if args.json:
+        print_json(trace.to_dict())
+    else:
+        _print_trace(trace)
+        if trace.deleted_at is not None:
+            print(f"{'deleted:':<12} yes{f' (merged into {trace.merged_into})' if trace.merged_into else ''}")
+    return 0
+
+
+def cmd_update(args: argparse.Namespace) -> int:
+    if args.pin and args.unpin:
+        raise InvalidInput("give --pin or --unpin, not both")
+    changes: dict[str, Any] = {"content": args.content, "type": args.type, "tags": args.tags,
+                               "importance": args.importance, "metadata": _metadata(args.metadata)}
+    changes = {k: v for k, v in changes.items() if v is not None}
+    if args.pin or args.unpin:
+        changes["pinned"] = bool(args.pin)
+    if not changes:
+        raise InvalidInput("nothing to update: give --content, --type, --tag, --importance, "
+                           "--pin/--unpin or --metadata")
+    with open_brain(args) as brain:
+        trace = brain.update(args.id, expected_version=args.expected_version, **changes)
+    if args.json:
+        print_json(_trace_json(trace))
+    else:
+        print(f"{trace.id} now at version {trace.version}")
+    return 0
+
+
+def cmd_delete(args: argparse.Namespace) -> int:
+    with open_brain(args) as brain:
+        results = {i: brain.delete(i) for i in dict.fromkeys(args.ids)}
+    missing = [i for i, ok in results.items() if not ok]
+    if args.json:
+        print_json({"deleted": [i for i, ok in results.items() if ok], "notFound": missing})
+    else:
+        for trace_id, ok in results.items():
+            print(f"{trace_id} {'deleted' if ok else 'not found (or already deleted)'}")
+    return 1 if missing else 0
+
+
+def cmd_restore(args: argparse.Namespace) -> int:
+    with open_brain(args) as brain:
+        trace = brain.restore(args.id)
+    if args.json:
+        print_json(_trace_json(trace))
+    else:
+        print(f"{trace.id} restored (version {trace.version})")
+    return 0
+
+
+def cmd_merge(args: argparse.Namespace) -> int:
+    with open_brain(args) as brain:
+        merged = brain.merge(args.ids, args.content)
+    if args.json:
+        print_json({"mergedTraceId": merged.id, "sourcesDeleted": list(dict.fromkeys(args.ids))})
+    else:
+        print(merged.id)
+    return 0
+
+
+def cmd_purge(args: argparse.Namespace) -> int:
+    with open_brain(args) as brain:
+        removed = brain.purge(before=args.before)
+    if args.json:
+        print_json({"purged": removed})
+    else:
+        print(f"purged {removed} deleted trace(s)")
+    return 0
+
+
+def cmd_stats(args: argparse.Namespace) -> int:
+    with open_brain(args) as brain:
+        stats = brain.stats()
+    if args.json:
+        print_json(stats)
+        return 0
+    rows: list[list[Any]] = []
+    for name, value in stats.items():
+        if isinstance(value, dict):
+            rows.extend([f"{name}.{k}", v] for k, v in sorted(value.items()))
+        else:
+            rows.append([name, value])
+    print_table(rows, ["stat", "value"])
+    return 0
+
+
+def cmd_tools(args: argparse.Namespace) -> int:
+    from ..tools import Toolbox
+
+    context, extra = tool_options(args)
+    with open_brain(args) as brain:
+        print_json(Toolbox(brain, context, extra).specs())
+    return 0
+
+
+def cmd_call(args: argparse.Namespace) -> int:
+    from ..tools import Toolbox, error_dict, is_bad_input
+
+    context, extra = tool_options(args)
+    arguments = _read_stdin_if_dash(args.arguments)
+    with open_brain(args) as brain:
+        try:
+            box = Toolbox(brain, context, extra)
+        except InvalidInput as exc:
+            result = error_dict(exc)
+        else:
+            result = box.call(args.name, arguments)
+    print_json(result)
+    if "error" in result:
+        return 2 if is_bad_input(result) else 1
+    return 0
+

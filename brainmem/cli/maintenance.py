@@ -1,0 +1,75 @@
+"""``brainmem check`` and ``brainmem repair``: find and fix damage in a brain file.
+
+``check`` opens the brain read-only and never writes; it exits 1 when it finds a
+problem, so scripts and cron jobs can alert on it. ``repair`` backs the file up
+first (SQLite's online backup), then rebuilds the search index and drops orphan
+edges; it exits 1 when problems remain afterwards.
+"""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from . import add_json_flag, open_brain, print_json
+
+
+def register(commands: Any) -> None:
+    check = commands.add_parser(
+        "check", help="look for damage in the brain file (read-only; exit 1 if any)",
+        description="Run SQLite's integrity check, FTS5's integrity check, the index/trace "
+                    "sync check and the orphan-edge check. Never writes. Exit 1 when a "
+                    "problem is found.",
+    )
+    add_json_flag(check)
+    check.set_defaults(handler=_check)
+
+    repair = commands.add_parser(
+        "repair", help="back up the brain, rebuild its search index, drop orphan edges",
+        description="Back up the brain file first (online backup), then rebuild the FTS5 "
+                    "index from the live traces and delete edges whose ends do not exist. "
+                    "Exit 1 when problems remain afterwards.",
+    )
+    repair.add_argument("--backup", metavar="PATH",
+                        help="where to write the backup (default: <brain>.<UTC time>.bak)")
+    add_json_flag(repair)
+    repair.set_defaults(handler=_repair)
+
+
+def _check(args: argparse.Namespace) -> int:
+    with open_brain(args, readonly=True) as brain:
+        report = brain.check()
+    if args.json:
+        print_json(report)
+    else:
+        _print_report(report)
+    return 0 if report["ok"] else 1
+
+
+def _repair(args: argparse.Namespace) -> int:
+    with open_brain(args) as brain:
+        result = brain.repair(backup_to=args.backup)
+    if args.json:
+        print_json(result)
+        return 0 if result["ok"] else 1
+    if result["backup"]:
+        print(f"backup: {result['backup']}")
+    print(f"search index rebuilt: {'yes' if result['fts_rebuilt'] else 'no'}")
+    dropped = result["dropped"]
+    print(f"orphan edges dropped: {dropped['edges']}; orphan tag rows dropped: {dropped['tags']}")
+    if result["error"]:
+        print(f"error: {result['error']}")
+    print("after repair:")
+    _print_report(result["after"])
+    return 0 if result["ok"] else 1
+
+
+def _print_report(report: dict[str, Any]) -> None:
+    counts = report.get("counts") or {}
+    if counts:
+        print(", ".join(f"{k}: {v}" for k, v in counts.items()))
+    if report["ok"]:
+        print("ok: no problems found")
+        return
+    for line in report["problems"]:
+        print(f"problem: {line}")

@@ -1,0 +1,149 @@
+"""Helpers and result shapes for the everyday faces of a brain (issue 5).
+
+:class:`~brainmem.brain.Brain` keeps the methods thin (``put``/``get_key``,
+``list``/``read``, ``recent``, ``pin``, ``due``, ``end_task``); the validation and the
+JSON-friendly result dataclasses live here, below ``brain.py`` and above ``model.py``.
+
+Decisions where DESIGN is silent:
+
+* **Keys.** A key is any non-blank string of at most ``Policy.max_key_chars``
+  characters, used exactly as given (no trimming, case-sensitive). Keyed traces are
+  never content-deduplicated: a key names a slot, and two slots may hold one value.
+* **Retention.** ``keep_lines``/``keep_chars`` trim the value being written to its last
+  N lines / characters (lines first, then characters), for log-like values that are
+  rewritten with new text appended.
+* **Listing.** ``list`` returns metadata only (a title, the size in bytes), newest
+  first; ``limit`` above :data:`LIST_CAP` is clamped to it and ``truncated`` says that
+  more traces matched. ``read`` then fetches full traces by id.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from .errors import InvalidInput
+from .model import Trace
+
+#: Hard cap on the number of items ``list``, ``recent``, ``due`` and ``read`` return.
+LIST_CAP = 200
+#: Characters of a trace's first line kept as its title in a listing.
+TITLE_CHARS = 80
+
+
+def check_key(key: Any, max_chars: int) -> str:
+    """A usable key, or :class:`InvalidInput` naming the problem."""
+    if not isinstance(key, str):
+        raise InvalidInput(f"key must be a string, not {type(key).__name__}")
+    if not key.strip():
+        raise InvalidInput("key must not be empty")
+    if len(key) > max_chars:
+        raise InvalidInput(
+            f"key is {len(key)} characters, over the limit of {max_chars} (Policy.max_key_chars)"
+        )
+    try:
+        key.encode("utf-8")
+    except UnicodeEncodeError:
+        raise InvalidInput("key is not valid Unicode text") from None
+    return key
+
+
+def check_limit(limit: Any, cap: int = LIST_CAP) -> int:
+    """A positive integer limit, clamped to ``cap`` (the hard cap)."""
+    if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
+        raise InvalidInput(f"limit must be a positive integer, not {limit!r}")
+    return min(limit, cap)
+
+
+def check_count(value: Any, what: str) -> int | None:
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise InvalidInput(f"{what} must be a positive integer, not {value!r}")
+    return value
+
+
+def check_ttl(ttl: Any) -> float | None:
+    if ttl is None:
+        return None
+    if isinstance(ttl, bool) or not isinstance(ttl, (int, float)) or not ttl > 0 or ttl != ttl:
+        raise InvalidInput(f"ttl must be a positive number of seconds, not {ttl!r}")
+    return float(ttl)
+
+
+def retain(content: str, keep_lines: int | None, keep_chars: int | None) -> str:
+    """The last ``keep_lines`` lines, then the last ``keep_chars`` characters, of ``content``."""
+    if not isinstance(content, str):  # check_content names the type later
+        return content
+    if keep_lines is not None:
+        lines = content.splitlines(keepends=True)
+        content = "".join(lines[-keep_lines:])
+    if keep_chars is not None and len(content) > keep_chars:
+        content = content[-keep_chars:]
+    return content
+
+
+def title_of(content: str, width: int = TITLE_CHARS) -> str:
+    """The first non-blank line, whitespace-collapsed and cut to ``width`` characters."""
+    for line in content.splitlines():
+        text = " ".join(line.split())
+        if text:
+            return text if len(text) <= width else text[: width - 1] + "…"
+    return ""
+
+
+@dataclass
+class ListItem:
+    """One row of a listing: what a trace is about, without its content."""
+
+    id: str
+    key: str | None
+    type: str
+    scope: str
+    scope_id: str
+    tags: list[str]
+    title: str
+    size: int
+    pinned: bool
+    created_at: float
+    updated_at: float
+
+    @classmethod
+    def of(cls, trace: Trace) -> ListItem:
+        return cls(
+            id=trace.id, key=trace.key, type=trace.type, scope=trace.scope,
+            scope_id=trace.scope_id, tags=list(trace.tags), title=title_of(trace.content),
+            size=len(trace.content.encode("utf-8")), pinned=trace.pinned,
+            created_at=trace.created_at, updated_at=trace.updated_at,
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass
+class Listing:
+    """The result of ``Brain.list``: items newest first; ``truncated`` when more matched."""
+
+    items: list[ListItem] = field(default_factory=list)
+    truncated: bool = False
+
+    def __len__(self) -> int:
+        return len(self.items)
+
+    def __iter__(self):  # type: ignore[no-untyped-def]
+        return iter(self.items)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"items": [i.to_dict() for i in self.items], "truncated": self.truncated}
+
+
+@dataclass
+class Reading:
+    """The result of ``Brain.read``: full traces in the order asked, and ids not found."""
+
+    traces: list[Trace] = field(default_factory=list)
+    missing: list[str] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"traces": [t.to_dict() for t in self.traces], "missing": list(self.missing)}

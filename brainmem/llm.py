@@ -1,0 +1,130 @@
+"""An optional LLM for reflect's ``derive`` step, over any OpenAI-compatible endpoint.
+
+The engine never needs an LLM: without one (or when the call fails) ``derive``
+writes an extractive summary instead. Configuration reaches the engine only as
+``Brain(path, llm=LLM(...))``; the CLI builds one from the environment with
+:meth:`LLM.from_env` (``BRAINMEM_LLM_BASE_URL``, ``BRAINMEM_LLM_MODEL``,
+``OPENAI_API_KEY``).
+
+``llm=`` also accepts any object with an ``insight(texts) -> str`` method, or a
+plain callable ``f(texts) -> str`` (handy for tests and custom backends).
+
+The ``openai`` package is imported only when a call is made.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from .errors import BrainmemError
+
+SYSTEM_PROMPT = (
+    "You consolidate an AI agent's long-term memory. You are given memories the agent "
+    "used together. Write ONE short, self-contained statement (at most two sentences) "
+    "of the general fact, preference or procedure they share. Use only what the "
+    "memories say; do not invent details. Reply with the statement only."
+)
+#: Longest insight kept from a model's reply, in characters.
+MAX_INSIGHT_CHARS = 2_000
+
+
+class LLMError(BrainmemError):
+    """The LLM could not produce an insight (unreachable, error status, bad reply)."""
+
+
+class LLM:
+    """A chat-completions client for insights.
+
+    ``base_url`` is an OpenAI-compatible API root (e.g. ``http://localhost:11434/v1``),
+    ``timeout`` is per request in seconds, ``max_retries`` is passed to the client
+    (0 by default: reflect prefers a quick fallback to waiting on retries).
+    """
+
+    def __init__(self, base_url: str | None = None, model: str = "gpt-4o-mini",
+                 api_key: str | None = None, timeout: float = 30.0, max_retries: int = 0,
+                 temperature: float = 0.0, max_tokens: int = 200) -> None:
+        self.base_url = base_url
+        self.model = model
+        self.api_key = api_key
+        self.timeout = timeout
+        self.max_retries = max_retries
+        self.temperature = temperature
+        self.max_tokens = max_tokens
+        self._client: Any = None
+
+    def __repr__(self) -> str:
+        return f"LLM(base_url={self.base_url!r}, model={self.model!r})"
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str]) -> LLM | None:
+        """An LLM from ``BRAINMEM_LLM_BASE_URL``/``BRAINMEM_LLM_MODEL``/``OPENAI_API_KEY``.
+
+        None when neither a base URL nor a model is set (reflect then stays extractive).
+        """
+        base_url = env.get("BRAINMEM_LLM_BASE_URL") or None
+        model = env.get("BRAINMEM_LLM_MODEL") or None
+        if base_url is None and model is None:
+            return None
+        timeout = float(env.get("BRAINMEM_LLM_TIMEOUT") or 30.0)
+        return cls(base_url=base_url, model=model or "gpt-4o-mini",
+                   api_key=env.get("OPENAI_API_KEY") or None, timeout=timeout)
+
+    def _openai(self) -> Any:
+        if self._client is None:
+            import openai
+
+            # a local server usually needs no key; the client insists on one
+            self._client = openai.OpenAI(base_url=self.base_url, api_key=self.api_key or "not-needed",
+                                         timeout=self.timeout, max_retries=self.max_retries)
+        return self._client
+
+    def insight(self, texts: Sequence[str]) -> str:
+        """One insight for memories ``texts``; raises :class:`LLMError` on any failure."""
+        listing = "\n".join(f"- {' '.join(t.split())}" for t in texts)
+        try:
+            response = self._openai().chat.completions.create(
+                model=self.model,
+                messages=[{"role": "system", "content": SYSTEM_PROMPT},
+                          {"role": "user", "content": f"Memories:\n{listing}"}],
+                temperature=self.temperature,
+                max_tokens=self.max_tokens,
+            )
+            content = response.choices[0].message.content
+        except Exception as exc:  # network, HTTP status, timeouts, unparsable replies
+            raise LLMError(f"{type(exc).__name__}: {_short(exc)}") from exc
+        if not isinstance(content, str) or not content.strip():
+            raise LLMError("the model returned an empty reply")
+        return content.strip()[:MAX_INSIGHT_CHARS]
+
+
+def describe(llm: Any) -> str | None:
+    """A short name of the configured LLM for reports (never the API key)."""
+    if llm is None:
+        return None
+    if isinstance(llm, LLM):
+        return f"{llm.model} at {llm.base_url or 'api.openai.com'}"
+    return getattr(llm, "name", None) or type(llm).__name__
+
+
+def ask(llm: Any, texts: Sequence[str]) -> str:
+    """Call whatever ``llm`` is (an :class:`LLM`, an object with ``insight``, a callable)."""
+    try:
+        if hasattr(llm, "insight"):
+            result = llm.insight(list(texts))
+        elif callable(llm):
+            result = llm(list(texts))
+        else:
+            raise LLMError(f"llm must have an insight(texts) method or be callable, not {type(llm).__name__}")
+    except LLMError:
+        raise
+    except Exception as exc:
+        raise LLMError(f"{type(exc).__name__}: {_short(exc)}") from exc
+    if not isinstance(result, str) or not result.strip():
+        raise LLMError("the LLM returned no text")
+    return result.strip()[:MAX_INSIGHT_CHARS]
+
+
+def _short(exc: BaseException, limit: int = 200) -> str:
+    text = " ".join(str(exc).split()) or type(exc).__name__
+    return text if len(text) <= limit else text[: limit - 1] + "…"

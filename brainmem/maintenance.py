@@ -1,0 +1,109 @@
+"""Recovery tooling: ``Brain.check()`` finds damage, ``Brain.repair()`` fixes what it can.
+
+What is checked (the SQL lives in :mod:`brainmem.store`, section "maintenance"):
+
+* ``integrity`` — ``PRAGMA integrity_check``: the b-trees, indexes and pages are sound.
+* ``fts_integrity`` — FTS5's ``integrity-check`` with content comparison: the
+  full-text index agrees with the live traces it was built from.
+* ``fts_sync`` — every live trace is indexed (``missing``) and nothing else is
+  (``extra``): soft-deleted or vanished rows must not be searchable.
+* ``orphans`` — edges with an end that is no trace at all (not even a deleted
+  one), and tag rows of vanished traces.
+
+What repair does, in order: an online backup of the whole file (SQLite's backup
+API, a consistent snapshot even while other processes write), an FTS5
+``rebuild`` from the live traces, and deletion of orphan edges and tag rows.
+Damage to the b-trees themselves (``integrity`` not clean) cannot be repaired in
+place; repair still makes the backup and says so — restore an older backup, or
+salvage with the ``sqlite3`` shell's ``.recover``.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from typing import Any
+
+from .errors import BrainmemError, ReadOnlyBrain
+from .store import Store
+
+
+def check(store: Store) -> dict[str, Any]:
+    """A report of every problem found; ``report["ok"]`` is True when there is none.
+
+    Never writes. Each check runs on its own, so one failing (a damaged page makes
+    queries fail) is reported and the others still run.
+    """
+    report: dict[str, Any] = {"ok": True, "problems": []}
+    problems: list[str] = report["problems"]
+
+    def run(name: str, fn: Any) -> Any:
+        try:
+            return fn()
+        except BrainmemError as exc:
+            problems.append(f"{name}: could not run ({exc})")
+            return None
+
+    integrity = run("integrity", store.integrity_check)
+    report["integrity"] = integrity
+    if integrity:
+        problems.extend(f"integrity: {line}" for line in integrity)
+    fts = run("fts_integrity", store.fts_integrity_check)
+    report["fts_integrity"] = fts
+    if fts:
+        problems.append(f"fts_integrity: {fts}")
+    sync = run("fts_sync", store.fts_sync)
+    report["fts_sync"] = sync
+    if sync and sync["missing"]:
+        problems.append(f"fts_sync: {sync['missing']} live trace(s) are not in the search index")
+    if sync and sync["extra"]:
+        problems.append(f"fts_sync: {sync['extra']} index entr(y/ies) belong to no live trace")
+    orphans = run("orphans", store.orphans)
+    report["orphans"] = orphans
+    if orphans and orphans["edges"]:
+        problems.append(f"orphans: {orphans['edges']} edge(s) point at traces that do not exist")
+    if orphans and orphans["tags"]:
+        problems.append(f"orphans: {orphans['tags']} tag row(s) belong to traces that do not exist")
+    report["counts"] = run("counts", store.maintenance_counts)
+    report["ok"] = not problems
+    return report
+
+
+def default_backup_path(path: str, now: float) -> str:
+    """``<brain>.<UTC time>.bak`` beside the brain, never an existing file."""
+    stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime(now))
+    candidate = f"{path}.{stamp}.bak"
+    n = 1
+    while os.path.exists(candidate):
+        candidate = f"{path}.{stamp}-{n}.bak"
+        n += 1
+    return candidate
+
+
+def repair(store: Store, backup_to: str | None, now: float) -> dict[str, Any]:
+    """Back up, rebuild the FTS index, drop orphans; return what was done and a fresh check.
+
+    The backup is always made first (to ``backup_to``, or beside the brain); an
+    in-memory brain is not backed up.
+    """
+    if store.readonly:
+        raise ReadOnlyBrain(f"{store.path} was opened read-only; repair needs to write")
+    before = check(store)
+    backup: str | None = None
+    if store.path != ":memory:":
+        backup = backup_to or default_backup_path(store.path, now)
+        store.backup_to(backup)
+    result: dict[str, Any] = {"backup": backup, "before": before, "fts_rebuilt": False,
+                              "dropped": {"edges": 0, "tags": 0}, "error": None}
+    try:
+        store.repair_index()
+        result["fts_rebuilt"] = True
+        result["dropped"] = store.drop_orphans()
+    except BrainmemError as exc:
+        result["error"] = (
+            f"{exc}; the file is damaged beyond what repair fixes in place: restore the "
+            f"backup of a healthy state, or salvage rows with the sqlite3 shell's .recover"
+        )
+    result["after"] = check(store)
+    result["ok"] = result["after"]["ok"]
+    return result

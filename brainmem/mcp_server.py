@@ -1,0 +1,90 @@
+"""An MCP server over stdio exposing the brain's tools (DESIGN §9).
+
+Built on the official ``mcp`` SDK's low-level :class:`mcp.server.lowlevel.Server`, so
+each tool's JSON Schema is passed to the client exactly as :meth:`Toolbox.specs`
+writes it. Every call goes through :meth:`Toolbox.call`: the JSON result is sent as
+text content and as structured content, and an error dict is flagged ``isError``
+so the model sees it and can correct itself (no protocol-level error for bad input).
+
+``mcp`` is an optional dependency (``pip install brainmem[mcp]``), imported only
+when the server starts.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from .errors import BrainmemError
+
+SERVER_NAME = "brainmem"
+INSTRUCTIONS = (
+    "Persistent memory. Search it (memory_search) before answering questions about the "
+    "user or past work; store durable facts, preferences and decisions (memory_add); fix "
+    "or remove what is wrong (memory_update, memory_delete, memory_merge); consolidate "
+    "between sessions (memory_reflect)."
+)
+
+
+class MCPUnavailable(BrainmemError):
+    """The optional ``mcp`` package is not installed."""
+
+
+def _require_mcp() -> None:
+    try:
+        import mcp  # noqa: F401
+    except ImportError:
+        raise MCPUnavailable(
+            "the MCP server needs the mcp package: pip install 'brainmem[mcp]'"
+        ) from None
+
+
+def build_server(brain: Any, context: Any = None, extra: Sequence[str] | str = ()) -> Any:
+    """A low-level MCP ``Server`` serving ``Toolbox(brain, context, extra)``."""
+    _require_mcp()
+    import anyio.to_thread
+    from mcp import types
+    from mcp.server.lowlevel import Server
+
+    from . import __version__
+    from .tools import Toolbox
+
+    box = Toolbox(brain, context, extra)  # a bad context/extra fails here, before serving
+
+    async def list_tools(ctx: Any, params: Any) -> Any:
+        return types.ListToolsResult(tools=[
+            types.Tool(name=s["function"]["name"], description=s["function"]["description"],
+                       input_schema=s["function"]["parameters"])
+            for s in box.specs()
+        ])
+
+    async def call_tool(ctx: Any, params: Any) -> Any:
+        arguments: Mapping[str, Any] | None = params.arguments
+        # a worker thread keeps the event loop answering while reflect runs
+        result = await anyio.to_thread.run_sync(box.call, params.name, arguments)
+        return types.CallToolResult(
+            content=[types.TextContent(text=json.dumps(result, ensure_ascii=False))],
+            structured_content=result,
+            is_error="error" in result,
+        )
+
+    return Server(SERVER_NAME, version=__version__, instructions=INSTRUCTIONS,
+                  on_list_tools=list_tools, on_call_tool=call_tool)
+
+
+async def serve_stdio(brain: Any, context: Any = None, extra: Sequence[str] | str = ()) -> None:
+    """Serve the tools on stdin/stdout until the client disconnects."""
+    server = build_server(brain, context, extra)
+    from mcp.server.stdio import stdio_server
+
+    async with stdio_server() as (read_stream, write_stream):
+        await server.run(read_stream, write_stream, server.create_initialization_options())
+
+
+def run(brain: Any, context: Any = None, extra: Sequence[str] | str = ()) -> None:
+    """Blocking entry point used by ``brainmem serve``."""
+    _require_mcp()
+    import anyio
+
+    anyio.run(serve_stdio, brain, context, extra)

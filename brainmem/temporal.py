@@ -1,0 +1,196 @@
+"""Temporal cues in queries: "a week ago", "last month", "in March", "on Valentine's day".
+
+Agents ask memory about time as often as about topics. A cue is read relative to
+the query's ``now`` (the question date, not the wall clock) and becomes a time
+window on ``created_at``; ranking then favours traces inside a window and the
+words of the cue ("week", "ago", "past") stop being searched as topic words —
+otherwise "three months ago" matches every trace that mentions months.
+
+Windows are deliberately generous (a "week ago" is 4–11 days back), because people
+are vague about time. English only; text without a cue yields no windows and no
+change in ranking.
+"""
+
+from __future__ import annotations
+
+import calendar
+import re
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta, timezone
+
+DAY = 86_400.0
+_UNIT_DAYS = {"day": 1.0, "night": 1.0, "week": 7.0, "weekend": 7.0, "fortnight": 14.0,
+              "month": 30.44, "year": 365.25}
+_NUMBERS = {
+    "a": 1, "an": 1, "one": 1, "two": 2, "three": 3, "four": 4, "five": 5, "six": 6,
+    "seven": 7, "eight": 8, "nine": 9, "ten": 10, "eleven": 11, "twelve": 12,
+    "couple": 2, "a couple": 2, "a couple of": 2, "couple of": 2, "few": 3, "a few": 3,
+    "several": 4,
+}
+_MONTHS = {name.lower(): i for i, name in enumerate(calendar.month_name) if name}
+_MONTHS.update({name.lower(): i for i, name in enumerate(calendar.month_abbr) if name})
+_MONTHS.pop("may", None)  # "may" is mostly a verb; the full-name table keeps it below
+_MONTH_NAMES = {name.lower(): i for i, name in enumerate(calendar.month_name) if name}
+_WEEKDAYS = {name.lower(): i for i, name in enumerate(calendar.day_name)}
+#: Fixed-date holidays (month, day) people anchor memories to.
+_HOLIDAYS = {
+    "valentine": (2, 14), "valentines": (2, 14), "christmas": (12, 25), "xmas": (12, 25),
+    "christmas eve": (12, 24), "new year's eve": (12, 31), "new years eve": (12, 31),
+    "new year's day": (1, 1), "new year": (1, 1), "halloween": (10, 31),
+    "independence day": (7, 4), "fourth of july": (7, 4), "4th of july": (7, 4),
+    "st. patrick's day": (3, 17), "st patrick's day": (3, 17), "saint patrick's day": (3, 17),
+}
+
+#: Cue words that are topics too ("last weekend" is also about a weekend).
+_KEEP = {"weekend", "weekends", "night", "morning", "afternoon", "evening"}
+
+_NUM = r"(?P<n>\d+|a couple of|a couple|couple of|a few|few|several|an?|one|two|three|four|five|six|seven|eight|nine|ten|eleven|twelve)"
+_UNIT = r"(?P<unit>days?|nights?|weeks?|weekends?|fortnights?|months?|years?)"
+_PATTERNS: list[tuple[str, re.Pattern[str]]] = [
+    ("ago", re.compile(rf"\b{_NUM}\s+{_UNIT}\s+(?:ago|back|earlier|before)\b", re.I)),
+    ("past_n", re.compile(rf"\b(?:in\s+|over\s+|during\s+|within\s+)?(?:the\s+)?(?:past|last|previous|recent)\s+{_NUM}\s+{_UNIT}\b", re.I)),
+    ("last_unit", re.compile(r"\b(?:in\s+|over\s+|during\s+)?(?:the\s+)?(?P<which>past|last|previous|this)\s+(?P<unit>day|night|week|weekend|month|year)\b", re.I)),
+    ("yesterday", re.compile(r"\b(?:yesterday|last night)\b", re.I)),
+    ("today", re.compile(r"(?<!before )(?<!until )(?<!since )(?<!prior to )(?<!up to )\b(?:today|this morning|this afternoon|earlier today)\b", re.I)),
+    ("weekday", re.compile(r"\b(?:(?P<which>last|this|past)\s+|on\s+)(?P<day>monday|tuesday|wednesday|thursday|friday|saturday|sunday)\b", re.I)),
+    ("holiday", re.compile(r"\b(?:on\s+|at\s+|for\s+|around\s+)?(?P<name>valentine'?s?(?:\s+day)?|christmas eve|christmas|xmas|new year'?s eve|new year'?s day|new year|halloween|independence day|fourth of july|4th of july|st\.? patrick'?s day|saint patrick'?s day)\b", re.I)),
+    ("month_day", re.compile(r"\b(?:on\s+)?(?P<month>january|february|march|april|may|june|july|august|september|october|november|december|jan|feb|mar|apr|jun|jul|aug|sep|sept|oct|nov|dec)\.?\s+(?P<day>\d{1,2})(?:st|nd|rd|th)?(?:,?\s+(?P<year>\d{4}))?\b", re.I)),
+    ("day_month", re.compile(r"\b(?:on\s+)?(?:the\s+)?(?P<day>\d{1,2})(?:st|nd|rd|th)?\s+(?:of\s+)?(?P<month>january|february|march|april|may|june|july|august|september|october|november|december)(?:,?\s+(?P<year>\d{4}))?\b", re.I)),
+    ("month", re.compile(r"\b(?:in|during|since|last|this|early|late|mid)\s+(?P<month>january|february|march|april|may|june|july|august|september|october|november|december)(?:\s+(?P<year>\d{4}))?\b", re.I)),
+    ("recently", re.compile(r"(?<!most )\b(?:recently|lately|these days)\b", re.I)),
+    # "how many days ago": a question about elapsed time, not a window; its words
+    # are still no topic.
+    ("elapsed", re.compile(r"\b(?:days?|weeks?|months?|years?|long)\s+ago\b", re.I)),
+]
+
+
+@dataclass(frozen=True)
+class Window:
+    """Traces created in [start, end] match fully; ``weight`` says how sure the cue is."""
+
+    start: float
+    end: float
+    weight: float = 1.0
+
+    def match(self, when: float) -> float:
+        """1 inside the window, fading linearly to 0 one window-length outside it."""
+        if self.start <= when <= self.end:
+            return self.weight
+        span = max(self.end - self.start, DAY)
+        gap = self.start - when if when < self.start else when - self.end
+        return self.weight * max(0.0, 1.0 - gap / span)
+
+
+@dataclass
+class TemporalCues:
+    windows: list[Window] = field(default_factory=list)
+    #: The query with the cue phrases blanked out, for the topic search.
+    rest: str = ""
+
+    def match(self, when: float) -> float:
+        return max((w.match(when) for w in self.windows), default=0.0)
+
+
+def parse(text: str, now: float) -> TemporalCues:
+    """The time windows ``text`` refers to, relative to ``now`` (unix seconds, UTC)."""
+    today = datetime.fromtimestamp(now, tz=timezone.utc)
+    windows: list[Window] = []
+    taken: list[tuple[int, int]] = []
+    for kind, pattern in _PATTERNS:
+        for m in pattern.finditer(text):
+            if any(s < m.end() and m.start() < e for s, e in taken):
+                continue
+            window = _window(kind, m, now, today)
+            if window is not None or kind == "elapsed":
+                taken.append(m.span())
+            if window is not None:
+                windows.append(window)
+    rest = text
+    for s, e in sorted(taken, reverse=True):
+        kept = _kept_words(text[s:e])
+        rest = rest[:s] + " " + kept + " " + rest[e:]
+    return TemporalCues(windows, rest if taken else text)
+
+
+def _kept_words(phrase: str) -> str:
+    """Words of a cue worth searching as topics too (holiday names, month names)."""
+    words = re.findall(r"[A-Za-z']+", phrase)
+    keep = [w for w in words if w.lower().rstrip("'s") in _HOLIDAYS or w.lower() in _KEEP]
+    return " ".join(keep)
+
+
+def _count(m: re.Match[str]) -> float:
+    raw = m.group("n").lower()
+    return float(raw) if raw.isdigit() else float(_NUMBERS.get(raw, 1))
+
+
+def _unit_days(m: re.Match[str]) -> float:
+    unit = m.group("unit").lower().rstrip("s")
+    return _UNIT_DAYS.get(unit, 1.0)
+
+
+def _window(kind: str, m: re.Match[str], now: float, today: datetime) -> Window | None:
+    if kind == "ago":
+        days = _count(m) * _unit_days(m)
+        slack = max(3.0, 0.35 * days)
+        return Window(now - (days + slack) * DAY, now - max(0.0, days - slack) * DAY)
+    if kind == "past_n":
+        days = _count(m) * _unit_days(m)
+        return Window(now - (days * 1.1 + 1) * DAY, now)
+    if kind == "last_unit":
+        days = _unit_days(m)
+        if m.group("which").lower() == "this":
+            return Window(now - days * DAY, now)
+        return Window(now - (days * 2 + 1) * DAY, now, 0.8)
+    if kind == "yesterday":
+        return Window(now - 2.5 * DAY, now)
+    if kind == "today":
+        return Window(now - 1.5 * DAY, now, 0.8)
+    if kind == "weekday":
+        target = _WEEKDAYS[m.group("day").lower()]
+        back = (today.weekday() - target) % 7 or 7
+        day = now - back * DAY
+        return Window(day - 1.5 * DAY, day + 1.5 * DAY)
+    if kind == "holiday":
+        name = m.group("name").lower().replace("'", "'")
+        key = next((h for h in sorted(_HOLIDAYS, key=len, reverse=True) if name.startswith(h)), None)
+        if key is None:
+            return None
+        month, day = _HOLIDAYS[key]
+        return _day_window(today, month, day, None)
+    if kind in ("month_day", "day_month"):
+        month = _month_number(m.group("month"))
+        day = int(m.group("day"))
+        year = int(m.group("year")) if m.group("year") else None
+        if month is None or not 1 <= day <= 31:
+            return None
+        return _day_window(today, month, day, year)
+    if kind == "month":
+        month = _month_number(m.group("month"))
+        if month is None:
+            return None
+        year = int(m.group("year")) if m.group("year") else (today.year if month <= today.month else today.year - 1)
+        first = datetime(year, month, 1, tzinfo=timezone.utc)
+        last = first.replace(day=calendar.monthrange(year, month)[1]) + timedelta(days=1)
+        return Window(first.timestamp(), last.timestamp())
+    if kind == "recently":
+        return Window(now - 45 * DAY, now, 0.3)
+    return None
+
+
+def _month_number(name: str) -> int | None:
+    name = name.lower().rstrip(".")
+    return _MONTH_NAMES.get(name) or _MONTHS.get(name) or ({"sept": 9}.get(name))
+
+
+def _day_window(today: datetime, month: int, day: int, year: int | None) -> Window | None:
+    """A window of ±2 days around the most recent (month, day) not after today."""
+    year = year or today.year
+    try:
+        when = datetime(year, month, min(day, calendar.monthrange(year, month)[1]), tzinfo=timezone.utc)
+    except ValueError:
+        return None
+    if when > today and year == today.year:
+        when = when.replace(year=year - 1)
+    stamp = when.timestamp()
+    return Window(stamp - 2 * DAY, stamp + 3 * DAY)

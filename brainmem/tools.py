@@ -1,0 +1,839 @@
+"""Agent-facing tools (DESIGN §9): JSON schemas, validation and dispatch.
+
+:class:`Toolbox` turns a :class:`~brainmem.brain.Brain` into OpenAI function-calling
+tools. ``specs()`` lists them; ``call(name, arguments)`` validates the arguments
+against the tool's JSON Schema, runs it and always returns a JSON-serialisable
+dict -- ``{"error": {"type": ..., "message": ...}}`` on any bad input, never an
+exception. The same tools back ``brainmem call`` and the MCP server.
+
+The six core tools are always on: ``memory_add``, ``memory_update``,
+``memory_delete``, ``memory_merge``, ``memory_search``, ``memory_reflect``.
+Extras are opt-in by name (``extra=["memory_read"]``) or all at once
+(``extra="all"``); an extra whose Brain method this build lacks is left out of
+``"all"``.
+
+Adding a tool is one schema-builder function and one handler, tied together by
+:func:`_tool`::
+
+    @_tool("memory_read", "Read one memory by id.", _read_schema, extra=True)
+    def _read(box: Toolbox, args: dict) -> dict:
+        return {"trace": trace_view(box.visible(args["id"]))}
+
+Scoped tools: a :class:`ToolContext` (``user_id``, ``thread_id``, ``persona_id``,
+``org_id``) confines every call. Writes go to a scope the context has an id for
+(``user`` by default); reads see only traces whose (scope, scope_id) the context
+grants; id-based tools answer ``NotFound`` for a trace outside those scopes, the
+same answer as for an id that does not exist, so a tool never reveals that
+another user's trace exists. ``allowed_types``/``allowed_scopes`` further restrict
+what the context may *write* (add, update, delete, merge); reads are unaffected.
+
+Decisions where DESIGN is silent:
+
+* Without a context the tools see the whole brain and take ``scope``/``scope_id``
+  arguments, as the Python API does. With one, ``scope_id`` is not an argument
+  at all (the context fixes it) and ``scope`` is limited to the granted scopes.
+* An unknown tool name is ``InvalidInput`` (it is a bad argument of ``call``).
+* ``memory_delete`` of an unknown or already deleted id is ``NotFound``.
+* ``memory_reflect`` consolidates the whole brain (it is maintenance by policy,
+  not a read); under a context its report keeps only counts and timings, no ids.
+* ``Brain.call_tool`` defaults to ``extra="all"``: Python callers may call any
+  tool. The MCP server and ``brainmem call`` only accept the tools they list.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import asdict, dataclass, fields, is_dataclass
+from typing import Any
+
+from . import decay
+from .errors import BrainmemError, InvalidInput, NotFound, QueryError, VersionConflict
+from .model import DEFAULT_SCOPE, DEFAULT_TYPE, SCOPES, TYPES, Trace, iso
+
+log = logging.getLogger("brainmem")
+
+#: Which ToolContext field holds the id of each scope.
+SCOPE_FIELDS = {"user": "user_id", "thread": "thread_id", "persona": "persona_id",
+                "organization": "org_id"}
+#: Longest TTL a tool accepts (100 years), so ``now + ttl`` stays a finite float.
+MAX_TTL = 100 * 365 * 86_400
+#: Most results one memory_search returns.
+MAX_LIMIT = 100
+
+JSON = dict[str, Any]
+
+
+# --- context ------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ToolContext:
+    """Who the agent is acting for; fixes the scope ids every tool call may touch.
+
+    ``allowed_types``/``allowed_scopes`` (optional) restrict what the context may
+    write; the scopes it may read are those it has an id for.
+    """
+
+    user_id: str | None = None
+    thread_id: str | None = None
+    persona_id: str | None = None
+    org_id: str | None = None
+    allowed_types: Sequence[str] | None = None
+    allowed_scopes: Sequence[str] | None = None
+
+    def __post_init__(self) -> None:
+        for name in SCOPE_FIELDS.values():
+            value = getattr(self, name)
+            if value is not None and (not isinstance(value, str) or not value.strip()
+                                      or len(value) > 256):
+                raise InvalidInput(f"ToolContext.{name} must be a non-empty string (<= 256 chars)")
+        if not any(getattr(self, name) for name in SCOPE_FIELDS.values()):
+            raise InvalidInput("a ToolContext needs at least one of user_id, thread_id, persona_id, org_id")
+        for name, choices in (("allowed_types", TYPES), ("allowed_scopes", SCOPES)):
+            value = getattr(self, name)
+            if value is None:
+                continue
+            if isinstance(value, str) or not isinstance(value, Sequence | set | frozenset):
+                raise InvalidInput(f"ToolContext.{name} must be a list of strings")
+            for item in value:
+                if item not in choices:
+                    raise InvalidInput(f"ToolContext.{name}: unknown value {item!r}; expected one of "
+                                       f"{', '.join(choices)}")
+            object.__setattr__(self, name, tuple(dict.fromkeys(value)))
+
+    @classmethod
+    def coerce(cls, value: Any) -> ToolContext | None:
+        """None, a ToolContext, or a mapping of its fields (unknown fields are InvalidInput)."""
+        if value is None or isinstance(value, ToolContext):
+            return value
+        if not isinstance(value, Mapping):
+            raise InvalidInput("a tool context must be a ToolContext or a mapping of its fields")
+        known = {f.name for f in fields(cls)}
+        unknown = sorted(str(k) for k in value if k not in known)
+        if unknown:
+            raise InvalidInput(f"unknown tool context field(s): {', '.join(unknown)}; expected "
+                               f"{', '.join(sorted(known))}")
+        return cls(**dict(value))
+
+    def scope_id(self, scope: str) -> str | None:
+        return getattr(self, SCOPE_FIELDS[scope])
+
+    def grants(self) -> list[tuple[str, str]]:
+        """The (scope, scope_id) pairs this context may read."""
+        return [(s, i) for s in SCOPES if (i := self.scope_id(s))]
+
+    def writable_scopes(self) -> list[str]:
+        return [s for s, _ in self.grants() if self.allowed_scopes is None or s in self.allowed_scopes]
+
+    def writable_types(self) -> list[str]:
+        return [t for t in TYPES if self.allowed_types is None or t in self.allowed_types]
+
+    def can_read(self, trace: Trace) -> bool:
+        return (trace.scope, trace.scope_id) in self.grants()
+
+    def check_write(self, type_: str, scope: str) -> None:
+        if type_ not in self.writable_types():
+            raise InvalidInput(f"this tool context may not write {type_} memories")
+        if scope not in self.writable_scopes():
+            raise InvalidInput(f"this tool context may not write to the {scope} scope")
+
+
+# --- a small JSON Schema validator ----------------------------------------------------
+
+
+_JSON_TYPES: dict[str, Callable[[Any], bool]] = {
+    "object": lambda v: isinstance(v, dict),
+    "array": lambda v: isinstance(v, list),
+    "string": lambda v: isinstance(v, str),
+    "boolean": lambda v: isinstance(v, bool),
+    "null": lambda v: v is None,
+    "integer": lambda v: (isinstance(v, int) and not isinstance(v, bool))
+    or (isinstance(v, float) and math.isfinite(v) and v.is_integer()),
+    "number": lambda v: isinstance(v, int | float) and not isinstance(v, bool),
+}
+
+
+def validate(value: Any, schema: Mapping[str, Any], where: str = "arguments") -> Any:
+    """Check ``value`` against the JSON Schema subset the tools use; return it normalised.
+
+    Supported: type (one or a list), properties, required, additionalProperties
+    (false), enum, items, minimum, maximum, exclusiveMinimum, minLength, maxLength,
+    minItems, maxItems. Integral floats become ints for "integer"; numbers must be
+    finite; strings must be valid Unicode. Raises :class:`InvalidInput` naming the path.
+    """
+    types = schema.get("type")
+    if types is not None:
+        names = [types] if isinstance(types, str) else list(types)
+        matched = next((t for t in names if _JSON_TYPES[t](value)), None)
+        if matched is None:
+            raise InvalidInput(f"{where} must be {' or '.join(names)}, not {_json_type(value)}")
+        if matched in ("integer", "number"):
+            value = _check_number(value, matched, schema, where)
+        elif matched == "string":
+            value = _check_string(value, schema, where)
+        elif matched == "array":
+            value = _check_array(value, schema, where)
+        elif matched == "object":
+            value = _check_object(value, schema, where)
+    if "enum" in schema and value not in schema["enum"]:
+        choices = ", ".join(json.dumps(c) for c in schema["enum"])
+        raise InvalidInput(f"{where} must be one of {choices}, not {_short(value)}")
+    return value
+
+
+def _json_type(value: Any) -> str:
+    for name in ("null", "boolean", "integer", "number", "string", "array", "object"):
+        if _JSON_TYPES[name](value):
+            return name
+    return type(value).__name__
+
+
+def _short(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def _check_number(value: Any, kind: str, schema: Mapping[str, Any], where: str) -> Any:
+    try:
+        as_float = float(value)
+    except OverflowError:
+        raise InvalidInput(f"{where} is out of range") from None
+    if not math.isfinite(as_float):
+        raise InvalidInput(f"{where} must be a finite number")
+    if kind == "integer":
+        value = int(value)
+    if "minimum" in schema and value < schema["minimum"]:
+        raise InvalidInput(f"{where} must be >= {schema['minimum']}, not {_short(value)}")
+    if "exclusiveMinimum" in schema and value <= schema["exclusiveMinimum"]:
+        raise InvalidInput(f"{where} must be > {schema['exclusiveMinimum']}, not {_short(value)}")
+    if "maximum" in schema and value > schema["maximum"]:
+        raise InvalidInput(f"{where} must be <= {schema['maximum']}, not {_short(value)}")
+    return value
+
+
+def _check_string(value: str, schema: Mapping[str, Any], where: str) -> str:
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        raise InvalidInput(f"{where} is not valid Unicode text") from None
+    if len(value) < schema.get("minLength", 0):
+        raise InvalidInput(f"{where} must not be empty" if schema["minLength"] == 1
+                           else f"{where} must have at least {schema['minLength']} characters")
+    if "maxLength" in schema and len(value) > schema["maxLength"]:
+        raise InvalidInput(f"{where} is {len(value)} characters, over the limit of {schema['maxLength']}")
+    return value
+
+
+def _check_array(value: list[Any], schema: Mapping[str, Any], where: str) -> list[Any]:
+    if len(value) < schema.get("minItems", 0):
+        raise InvalidInput(f"{where} needs at least {schema['minItems']} items")
+    if "maxItems" in schema and len(value) > schema["maxItems"]:
+        raise InvalidInput(f"{where} has {len(value)} items, over the limit of {schema['maxItems']}")
+    items = schema.get("items")
+    if items is None:
+        return value
+    return [validate(item, items, f"{where}[{i}]") for i, item in enumerate(value)]
+
+
+def _check_object(value: dict[Any, Any], schema: Mapping[str, Any], where: str) -> dict[str, Any]:
+    props: Mapping[str, Any] = schema.get("properties", {})
+    for key in value:
+        if not isinstance(key, str):
+            raise InvalidInput(f"{where} has a non-string key {_short(key)}")
+    if schema.get("additionalProperties") is False:
+        unknown = sorted(k for k in value if k not in props)
+        if unknown:
+            known = ", ".join(props) or "none"
+            raise InvalidInput(f"unknown argument(s) {', '.join(unknown)} in {where}; expected: {known}")
+    missing = [k for k in schema.get("required", ()) if k not in value]
+    if missing:
+        raise InvalidInput(f"missing required argument(s) in {where}: {', '.join(missing)}")
+    out: dict[str, Any] = {}
+    for key, item in value.items():
+        sub = props.get(key)
+        out[key] = validate(item, sub, f"{where}.{key}" if where != "arguments" else key) if sub else item
+    return out
+
+
+# --- schema helpers -------------------------------------------------------------------
+
+
+def _obj(properties: dict[str, Any], required: Sequence[str] = ()) -> JSON:
+    schema: JSON = {"type": "object", "properties": properties, "additionalProperties": False}
+    if required:
+        schema["required"] = list(required)
+    return schema
+
+
+def _str(description: str, **extra: Any) -> JSON:
+    return {"type": "string", "description": description, **extra}
+
+
+_ID = _str("The memory's id (mt_...), as returned by memory_add or memory_search.", minLength=1,
+           maxLength=256)
+_TAGS = {"type": "array", "items": {"type": "string", "minLength": 1, "maxLength": 128},
+         "maxItems": 64, "description": "Short labels, e.g. [\"preference\", \"ui\"]."}
+_IMPORTANCE = {"type": "number", "minimum": 0, "maximum": 1,
+               "description": "0..1 (default 0.5); important memories are forgotten more slowly."}
+_PINNED = {"type": "boolean", "description": "Pinned memories are never forgotten automatically."}
+_METADATA = {"type": "object", "description": "Free-form JSON object kept with the memory."}
+_TYPE_DOC = ("Kind of memory: episodic (an event, default), semantic (a fact), procedural "
+             "(how to do something), prospective (a future intention), working (task scratch).")
+
+
+def _type_prop(ctx: ToolContext | None, write: bool) -> JSON:
+    choices = ctx.writable_types() if (ctx is not None and write) else list(TYPES)
+    return {"type": "string", "enum": choices, "description": _TYPE_DOC}
+
+
+def _scope_props(ctx: ToolContext | None, write: bool) -> JSON:
+    if ctx is None:
+        return {
+            "scope": {"type": "string", "enum": list(SCOPES),
+                      "description": "Visibility: user (default), thread, persona or organization."},
+            "scope_id": _str("Id within the scope (e.g. the user's id).", maxLength=256),
+        }
+    choices = ctx.writable_scopes() if write else [s for s, _ in ctx.grants()]
+    return {"scope": {"type": "string", "enum": choices,
+                      "description": f"Visibility; one of {', '.join(choices) or 'none'}."}}
+
+
+# --- the registry -------------------------------------------------------------------
+
+
+Handler = Callable[["Toolbox", dict[str, Any]], JSON]
+
+
+@dataclass(frozen=True)
+class ToolDef:
+    """One tool: its name, description, schema builder and handler."""
+
+    name: str
+    description: str
+    schema: Callable[[ToolContext | None], JSON]
+    run: Handler
+    extra: bool = False
+    requires: tuple[str, ...] = ()  # Brain methods the tool needs
+
+    def available(self, brain: Any) -> bool:
+        return all(callable(getattr(brain, m, None)) for m in self.requires)
+
+
+#: Every tool, core first, in registration order.
+REGISTRY: dict[str, ToolDef] = {}
+
+
+def _tool(name: str, description: str, schema: Callable[[ToolContext | None], JSON], *,
+          extra: bool = False, requires: Sequence[str] = ()) -> Callable[[Handler], Handler]:
+    def register(run: Handler) -> Handler:
+        REGISTRY[name] = ToolDef(name, description, schema, run, extra, tuple(requires))
+        return run
+
+    return register
+
+
+# --- the toolbox --------------------------------------------------------------------
+
+
+class Toolbox:
+    """The tools of one brain, optionally confined to a :class:`ToolContext`.
+
+    ``extra``: names of opt-in tools to enable, or ``"all"``. A bad context or an
+    unknown extra raises :class:`InvalidInput` here (configuration, not agent input).
+    """
+
+    def __init__(self, brain: Any, context: ToolContext | Mapping[str, Any] | None = None,
+                 extra: Sequence[str] | str = ()) -> None:
+        self.brain = brain
+        self.context = ToolContext.coerce(context)
+        self.names = self._enabled(extra)
+
+    def _enabled(self, extra: Sequence[str] | str) -> list[str]:
+        if extra == "all":
+            wanted = {n for n, t in REGISTRY.items() if t.extra and t.available(self.brain)}
+        elif isinstance(extra, str) or not isinstance(extra, Sequence | set | frozenset | tuple):
+            raise InvalidInput('extra must be a list of tool names or "all"')
+        else:
+            wanted = set()
+            for name in extra:
+                tool = REGISTRY.get(name) if isinstance(name, str) else None
+                if tool is None:
+                    raise InvalidInput(f"unknown tool {name!r}; known: {', '.join(REGISTRY)}")
+                if not tool.available(self.brain):
+                    raise InvalidInput(f"tool {name} needs Brain.{', Brain.'.join(tool.requires)}, "
+                                       "which this brainmem lacks")
+                wanted.add(name)
+        return [n for n, t in REGISTRY.items() if not t.extra or n in wanted]
+
+    # --- listing ---
+
+    def specs(self) -> list[JSON]:
+        """OpenAI function-calling specs (``{"type": "function", "function": {...}}``)."""
+        return [
+            {"type": "function",
+             "function": {"name": n, "description": REGISTRY[n].description,
+                          "parameters": REGISTRY[n].schema(self.context)}}
+            for n in self.names
+        ]
+
+    def schema(self, name: str) -> JSON:
+        return REGISTRY[name].schema(self.context)
+
+    # --- calling ---
+
+    def call(self, name: Any, arguments: Mapping[str, Any] | str | bytes | None = None) -> JSON:
+        """Validate and run one tool; always a JSON-serialisable dict, never an exception."""
+        try:
+            if not isinstance(name, str) or name not in self.names:
+                raise InvalidInput(f"unknown tool {_short(name)}; available: {', '.join(self.names)}")
+            args = validate(parse_arguments(arguments), self.schema(name))
+            result = REGISTRY[name].run(self, args)
+            json.dumps(result, allow_nan=False)  # the promise: always serialisable
+            return result
+        except BrainmemError as exc:
+            return error_dict(exc)
+        except Exception as exc:  # a bug, not bad input: report it, keep the agent running
+            log.exception("brainmem tool %s failed", name)
+            return {"error": {"type": "InternalError", "message": f"{type(exc).__name__}: {exc}"}}
+
+    # --- helpers for handlers ---
+
+    def visible(self, trace_id: str) -> Trace:
+        """The live trace, or NotFound -- also when it lies outside the context's scopes."""
+        missing = NotFound(f"no live trace with id {trace_id!r}")
+        try:
+            trace = self.brain.get(trace_id)
+        except NotFound:
+            raise missing from None
+        if self.context is not None and not self.context.can_read(trace):
+            raise missing
+        return trace
+
+    def writable(self, trace_id: str) -> Trace:
+        trace = self.visible(trace_id)
+        if self.context is not None:
+            self.context.check_write(trace.type, trace.scope)
+        return trace
+
+    def write_scope(self, scope: str | None, scope_id: str | None = None) -> tuple[str | None, str | None]:
+        """The (scope, scope_id) a new memory goes to."""
+        ctx = self.context
+        if ctx is None:
+            return scope, scope_id
+        writable = ctx.writable_scopes()
+        if scope is None:
+            if not writable:
+                raise InvalidInput("this tool context may not write to any scope")
+            scope = writable[0]
+        elif scope not in writable:
+            raise InvalidInput(f"this tool context may not write to the {scope} scope")
+        return scope, ctx.scope_id(scope)
+
+    def read_scopes(self, scope: str | None, scope_id: str | None = None) -> JSON:
+        """Brain.search/list keyword arguments confining a read."""
+        ctx = self.context
+        if ctx is None:
+            return {"scope": scope, "scope_id": scope_id}
+        if scope is not None:
+            found = ctx.scope_id(scope)
+            if not found:
+                raise InvalidInput(f"this tool context has no {scope} scope")
+            return {"scopes": [(scope, found)]}
+        return {"scopes": ctx.grants()}
+
+
+def call_tool(brain: Any, name: Any, arguments: Any = None, *, context: Any = None,
+              extra: Sequence[str] | str = "all") -> JSON:
+    """``Toolbox(brain, context, extra).call(name, arguments)``, with a bad context or
+    extra also reported as an error dict (Brain.call_tool never raises)."""
+    try:
+        box = Toolbox(brain, context, extra)
+    except BrainmemError as exc:
+        return error_dict(exc)
+    return box.call(name, arguments)
+
+
+def parse_arguments(arguments: Any) -> dict[str, Any]:
+    """Tool arguments from a dict, a JSON object text, or None (no arguments)."""
+    if arguments is None:
+        return {}
+    if isinstance(arguments, bytes | bytearray):
+        try:
+            arguments = bytes(arguments).decode("utf-8")
+        except UnicodeDecodeError:
+            raise InvalidInput("arguments are not UTF-8 text") from None
+    if isinstance(arguments, str):
+        if not arguments.strip():
+            return {}
+        try:
+            arguments = json.loads(arguments, parse_constant=_reject_constant)
+        except (ValueError, RecursionError) as exc:
+            raise InvalidInput(f"arguments are not valid JSON: {exc}") from None
+    if not isinstance(arguments, Mapping):
+        raise InvalidInput(f"arguments must be a JSON object, not {_json_type(arguments)}")
+    return dict(arguments)
+
+
+def _reject_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not allowed")
+
+
+def error_dict(exc: BaseException) -> JSON:
+    """``{"error": {"type": <class name>, "message": ...}}`` (+ details some errors carry)."""
+    error: JSON = {"type": type(exc).__name__, "message": str(exc)}
+    if isinstance(exc, VersionConflict):
+        error["currentVersion"] = exc.current
+        error["expectedVersion"] = exc.expected
+    if isinstance(exc, QueryError) and exc.hint:
+        error["hint"] = exc.hint
+    return {"error": error}
+
+
+def is_bad_input(result: Mapping[str, Any]) -> bool:
+    """True when ``result`` is an error dict caused by bad input (InvalidInput or a child)."""
+    from . import errors
+
+    error = result.get("error")
+    if not isinstance(error, Mapping):
+        return False
+    cls = getattr(errors, str(error.get("type")), None)
+    return isinstance(cls, type) and issubclass(cls, InvalidInput)
+
+
+def trace_view(trace: Trace, now: float | None = None) -> JSON:
+    """What a tool shows of a trace (times as ISO-8601 UTC)."""
+    view: JSON = {
+        "id": trace.id, "content": trace.content, "type": trace.type, "scope": trace.scope,
+        "scope_id": trace.scope_id, "tags": list(trace.tags), "importance": trace.importance,
+        "pinned": trace.pinned, "strength": round(trace.strength, 6), "version": trace.version,
+        "created_at": iso(trace.created_at), "updated_at": iso(trace.updated_at),
+    }
+    if now is not None:
+        r = decay.retrievability(trace.strength, trace.stability, trace.last_accessed_at, now)
+        view["retrievability"] = round(r, 6)
+    for name in ("key", "episode", "expires_at", "due_at", "task_id", "cue"):
+        value = getattr(trace, name)
+        if value is not None:
+            view[name] = iso(value) if name.endswith("_at") else value
+    if trace.metadata:
+        view["metadata"] = trace.metadata
+    return view
+
+
+def _jsonable(value: Any) -> Any:
+    """A report object as plain JSON values (dataclasses, mappings, sequences)."""
+    if hasattr(value, "to_dict") and callable(value.to_dict):
+        value = value.to_dict()
+    elif is_dataclass(value) and not isinstance(value, type):
+        value = asdict(value)
+    if isinstance(value, Mapping):
+        return {str(k): _jsonable(v) for k, v in value.items()}
+    if isinstance(value, list | tuple | set | frozenset):
+        return [_jsonable(v) for v in value]
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if value is None or isinstance(value, str | int | float | bool):
+        return value
+    return str(value)
+
+
+# --- the core tools -----------------------------------------------------------------
+
+
+def _add_schema(ctx: ToolContext | None) -> JSON:
+    return _obj({
+        "content": _str("What to remember, as a short self-contained statement.", minLength=1),
+        "type": _type_prop(ctx, write=True),
+        **_scope_props(ctx, write=True),
+        "tags": _TAGS,
+        "importance": _IMPORTANCE,
+        "pinned": _PINNED,
+        "episode": _str("Id of the conversation/session this came from; links consecutive memories.",
+                        maxLength=256),
+        "metadata": _METADATA,
+        "key": _str("Optional name unique within the scope (fails if taken).", minLength=1, maxLength=256),
+        "ttl": {"type": "number", "exclusiveMinimum": 0, "maximum": MAX_TTL,
+                "description": "Forget after this many seconds."},
+    }, ["content"])
+
+
+@_tool("memory_add",
+       "Store a new memory (a fact, event, preference, procedure or intention). Adding content "
+       "that is already stored returns the existing memory instead of a copy.",
+       _add_schema)
+def _memory_add(box: Toolbox, args: dict[str, Any]) -> JSON:
+    scope, scope_id = box.write_scope(args.pop("scope", None), args.pop("scope_id", None))
+    if box.context is not None:
+        box.context.check_write(args.get("type") or DEFAULT_TYPE, scope or DEFAULT_SCOPE)
+    if scope is not None:
+        args["scope"] = scope
+    if scope_id is not None:
+        args["scope_id"] = scope_id
+    fresh: set[str] = set()
+    unsubscribe = box.brain.subscribe(lambda kind, payload: fresh.add(payload["id"]), ["add"])
+    try:
+        trace = box.brain.add(args.pop("content"), **args)
+    finally:
+        unsubscribe()
+    return {"traceId": trace.id, "deduplicated": trace.id not in fresh}
+
+
+def _update_schema(ctx: ToolContext | None) -> JSON:
+    return _obj({
+        "id": _ID,
+        "content": _str("The corrected content (the old one is kept as history).", minLength=1),
+        "type": _type_prop(ctx, write=True),
+        "tags": _TAGS,
+        "importance": _IMPORTANCE,
+        "pinned": _PINNED,
+        "metadata": _METADATA,
+        "expected_version": {"type": "integer", "minimum": 1,
+                             "description": "Only update if the memory is still at this version."},
+    }, ["id"])
+
+
+@_tool("memory_update",
+       "Correct or refine an existing memory by id: its content, type, tags, importance, "
+       "pinned flag or metadata. Give only the fields to change.",
+       _update_schema)
+def _memory_update(box: Toolbox, args: dict[str, Any]) -> JSON:
+    trace = box.writable(args.pop("id"))
+    expected = args.pop("expected_version", None)
+    if box.context is not None and "type" in args:
+        box.context.check_write(args["type"], trace.scope)
+    if not args:
+        raise InvalidInput("nothing to update: give at least one field to change")
+    updated = box.brain.update(trace.id, expected_version=expected, **args)
+    return {"updated": True, "version": updated.version}
+
+
+def _delete_schema(ctx: ToolContext | None) -> JSON:
+    return _obj({"id": _ID}, ["id"])
+
+
+@_tool("memory_delete",
+       "Forget a memory by id (a soft delete: an operator can restore it).",
+       _delete_schema)
+def _memory_delete(box: Toolbox, args: dict[str, Any]) -> JSON:
+    trace = box.writable(args["id"])
+    if not box.brain.delete(trace.id):
+        raise NotFound(f"no live trace with id {trace.id!r}")
+    return {"deleted": True}
+
+
+def _merge_schema(ctx: ToolContext | None) -> JSON:
+    return _obj({
+        "ids": {"type": "array", "items": _ID, "minItems": 2, "maxItems": 100,
+                "description": "Ids of two or more memories of the same scope to combine."},
+        "content": _str("Content of the merged memory (default: the sources' contents joined).",
+                        minLength=1),
+    }, ["ids"])
+
+
+@_tool("memory_merge",
+       "Combine two or more memories that say the same thing (or should be one) into a single "
+       "memory; the sources are soft-deleted.",
+       _merge_schema)
+def _memory_merge(box: Toolbox, args: dict[str, Any]) -> JSON:
+    ids = list(dict.fromkeys(args["ids"]))
+    if len(ids) < 2:
+        raise InvalidInput("merge needs at least two distinct memory ids")
+    sources = [box.writable(i) for i in ids]
+    merged = box.brain.merge([s.id for s in sources], args.get("content"))
+    return {"mergedTraceId": merged.id, "sourcesDeleted": [s.id for s in sources]}
+
+
+def _search_schema(ctx: ToolContext | None) -> JSON:
+    return _obj({
+        "query": _str("What to look for, in natural language (or FTS5 syntax).", minLength=1,
+                      maxLength=4096),
+        "type": _type_prop(ctx, write=False),
+        **_scope_props(ctx, write=False),
+        "tags": {**_TAGS, "description": "Only memories with at least one of these tags."},
+        "limit": {"type": "integer", "minimum": 1, "maximum": MAX_LIMIT,
+                  "description": f"Most results to return (default 10, at most {MAX_LIMIT})."},
+    }, ["query"])
+
+
+@_tool("memory_search",
+       "Search memories relevant to a query; best matches first, each with its id for "
+       "memory_update, memory_delete or memory_merge.",
+       _search_schema)
+def _memory_search(box: Toolbox, args: dict[str, Any]) -> JSON:
+    where = box.read_scopes(args.get("scope"), args.get("scope_id"))
+    hits = box.brain.search(args["query"], args.get("limit", 10), type=args.get("type"),
+                            tags=args.get("tags") or None, **where)
+    results = [
+        {"id": h.trace.id, "content": h.trace.content, "type": h.trace.type,
+         "scope": h.trace.scope, "strength": round(h.trace.strength, 6),
+         "tags": list(h.trace.tags), "score": round(h.score, 6)}
+        for h in hits
+    ]
+    return {"results": results, "retrievalId": getattr(hits, "retrieval_id", None)}
+
+
+def _reflect_schema(ctx: ToolContext | None) -> JSON:
+    return _obj({})
+
+
+@_tool("memory_reflect",
+       "Consolidate memory: forget what has faded, merge near-duplicates, learn from what was "
+       "used together, derive insights and tidy the index. Run it between sessions.",
+       _reflect_schema)
+def _memory_reflect(box: Toolbox, args: dict[str, Any]) -> JSON:
+    reflect = getattr(box.brain, "reflect", None)
+    if not callable(reflect):
+        return {"error": {"type": "NotAvailable",
+                          "message": "reflect is not available in this brainmem build"}}
+    raw = reflect()
+    report = _jsonable(raw.to_tool() if callable(getattr(raw, "to_tool", None)) else raw)
+    if not isinstance(report, dict):
+        report = {"report": report}
+    if box.context is not None:  # brain-wide maintenance: show counts, never other scopes' ids
+        report = {k: v for k, v in report.items()
+                  if (v is None or isinstance(v, bool | int | float | str))
+                  and not k.lower().endswith("ids")}
+    return report
+
+
+# --- extra tools (opt-in) -------------------------------------------------------------
+
+
+def _read_schema(ctx: ToolContext | None) -> JSON:
+    return _obj({
+        "ids": {"type": "array", "items": _ID, "minItems": 1, "maxItems": 50,
+                "description": "Ids of the memories to read (from memory_list or memory_search)."},
+    }, ["ids"])
+
+
+@_tool("memory_read",
+       "Read memories in full by id (content and every field). Ids that do not exist come "
+       "back in 'missing'.",
+       _read_schema, extra=True, requires=("read",))
+def _memory_read(box: Toolbox, args: dict[str, Any]) -> JSON:
+    reading = box.brain.read(args["ids"])
+    now = box.brain.now()
+    shown = [t for t in reading.traces if box.context is None or box.context.can_read(t)]
+    got = {t.id for t in shown}
+    return {"traces": [trace_view(t, now) for t in shown],
+            "missing": [i for i in dict.fromkeys(args["ids"]) if i not in got]}
+
+
+def _list_schema(ctx: ToolContext | None) -> JSON:
+    return _obj({
+        "type": _type_prop(ctx, write=False),
+        **_scope_props(ctx, write=False),
+        "tags": {**_TAGS, "description": "Only memories with at least one of these tags."},
+        "key_prefix": _str("Only keyed memories whose key starts with this.", maxLength=256),
+        "limit": {"type": "integer", "minimum": 1, "maximum": 200,
+                  "description": "Most items to return (default 50)."},
+        "offset": {"type": "integer", "minimum": 0, "description": "Items to skip (paging)."},
+    })
+
+
+@_tool("memory_list",
+       "List memories newest first: id, key, type, tags and a one-line title, without the "
+       "content (use memory_read for that).",
+       _list_schema, extra=True, requires=("list",))
+def _memory_list(box: Toolbox, args: dict[str, Any]) -> JSON:
+    where = box.read_scopes(args.pop("scope", None), args.pop("scope_id", None))
+    listing = box.brain.list(**args, **{k: v for k, v in where.items() if v is not None})
+    items = [{k: (iso(v) if k.endswith("_at") else v) for k, v in _jsonable(item).items()}
+             for item in listing.items]
+    return {"items": items, "truncated": listing.truncated}
+
+
+def _put_schema(ctx: ToolContext | None) -> JSON:
+    return _obj({
+        "key": _str("The name of the value, unique within the scope.", minLength=1, maxLength=256),
+        "content": _str("The value to store under the key.", minLength=1),
+        **_scope_props(ctx, write=True),
+        "type": {**_type_prop(ctx, write=True), "description": _TYPE_DOC + " Default semantic."},
+        "tags": _TAGS,
+        "importance": _IMPORTANCE,
+        "pinned": _PINNED,
+        "metadata": _METADATA,
+        "ttl": {"type": "number", "exclusiveMinimum": 0, "maximum": MAX_TTL,
+                "description": "Forget after this many seconds."},
+        "expected_version": {"type": "integer", "minimum": 0,
+                             "description": "Only write if the value is at this version (0: absent)."},
+    }, ["key", "content"])
+
+
+@_tool("memory_put",
+       "Set a named value (key-value memory): creates the key or overwrites its value, keeping "
+       "the old value as history.",
+       _put_schema, extra=True, requires=("put",))
+def _memory_put(box: Toolbox, args: dict[str, Any]) -> JSON:
+    scope, scope_id = box.write_scope(args.pop("scope", None), args.pop("scope_id", None))
+    if box.context is not None:
+        current = _find_key(box, args["key"], scope)
+        box.context.check_write(args.get("type") or (current.type if current else "semantic"),
+                                scope or DEFAULT_SCOPE)
+    trace = box.brain.put(args.pop("key"), args.pop("content"), scope=scope, scope_id=scope_id, **args)
+    return {"traceId": trace.id, "version": trace.version}
+
+
+def _get_key_schema(ctx: ToolContext | None) -> JSON:
+    return _obj({
+        "key": _str("The name of the value.", minLength=1, maxLength=256),
+        **_scope_props(ctx, write=False),
+    }, ["key"])
+
+
+@_tool("memory_get_key", "Get the value stored under a key (see memory_put).", _get_key_schema,
+       extra=True, requires=("get_key",))
+def _memory_get_key(box: Toolbox, args: dict[str, Any]) -> JSON:
+    if box.context is None:
+        trace = box.brain.get_key(args["key"], scope=args.get("scope"), scope_id=args.get("scope_id"))
+    else:
+        trace = _find_key(box, args["key"], args.get("scope"), every_scope=True)
+        if trace is None:
+            raise NotFound(f"no value for key {args['key']!r}")
+    return {"trace": trace_view(trace, box.brain.now())}
+
+
+def _find_key(box: Toolbox, key: str, scope: str | None, every_scope: bool = False) -> Trace | None:
+    """The live value of ``key`` in the context's scope (or, for reads, its first granted one)."""
+    assert box.context is not None
+    if scope is not None:
+        where = [(scope, box.context.scope_id(scope))]
+        if where[0][1] is None:
+            raise InvalidInput(f"this tool context has no {scope} scope")
+    else:
+        where = box.context.grants() if every_scope else []
+    for scope_, scope_id in where:
+        try:
+            return box.brain.get_key(key, scope=scope_, scope_id=scope_id)
+        except NotFound:
+            continue
+    return None
+
+
+def _feedback_schema(ctx: ToolContext | None) -> JSON:
+    ids = {"type": "array", "items": _ID, "maxItems": MAX_LIMIT}
+    return _obj({
+        "retrieval_id": {"type": "integer", "minimum": 1,
+                         "description": "The retrievalId memory_search returned."},
+        "used": {**ids, "description": "Ids of results that helped."},
+        "ignored": {**ids, "description": "Ids of results that were not useful."},
+    }, ["retrieval_id"])
+
+
+@_tool("memory_feedback",
+       "Tell the memory which results of a search were used and which were ignored; used "
+       "memories are strengthened and linked during reflect.",
+       _feedback_schema, extra=True, requires=("feedback",))
+def _memory_feedback(box: Toolbox, args: dict[str, Any]) -> JSON:
+    used, ignored = args.get("used", []), args.get("ignored", [])
+    if box.context is not None:  # only feedback on memories this context can see
+        for trace_id in [*used, *ignored]:
+            box.visible(trace_id)
+    return {"recorded": box.brain.feedback(args["retrieval_id"], used, ignored)}
+
+
+__all__ = ["REGISTRY", "ToolContext", "ToolDef", "Toolbox", "call_tool", "error_dict",
+           "is_bad_input", "parse_arguments", "trace_view", "validate"]

@@ -1,0 +1,68 @@
+"""Shared fixtures: brains in memory and on disk, and a fake clock.
+
+Keep this file small; add a fixture with a short, targeted edit.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from brainmem import Brain
+
+#: 2026-01-01T00:00:00Z: a fixed, round starting time for fake clocks.
+T0 = 1_767_225_600.0
+
+
+class FakeClock:
+    """A clock tests move by hand instead of sleeping: ``Brain(..., clock=clock)``."""
+
+    def __init__(self, now: float = T0) -> None:
+        self.now = float(now)
+
+    def __call__(self) -> float:
+        return self.now
+
+    def advance(self, seconds: float) -> float:
+        self.now += float(seconds)
+        return self.now
+
+
+@pytest.fixture
+def clock() -> FakeClock:
+    return FakeClock()
+
+
+@pytest.fixture
+def brain_factory(tmp_path: Path, clock: FakeClock) -> Iterator[Callable[..., Brain]]:
+    """``brain_factory(path=None, **kw)``: a Brain on ``tmp_path/brain.db`` (or ``path``),
+    on the shared fake clock unless ``clock=`` is given; closed after the test."""
+    opened: list[Brain] = []
+
+    def make(path: str | Path | None = None, **kw: Any) -> Brain:
+        kw.setdefault("clock", clock)
+        brain = Brain(str(path if path is not None else tmp_path / "brain.db"), **kw)
+        opened.append(brain)
+        return brain
+
+    yield make
+    for brain in opened:
+        try:
+            brain.close()
+        except Exception:  # already closed by the test
+            pass
+
+
+@pytest.fixture
+def mem_brain(clock: FakeClock) -> Iterator[Brain]:
+    brain = Brain(":memory:", clock=clock)
+    yield brain
+    brain.close()
+
+
+@pytest.fixture
+def file_brain(brain_factory: Callable[..., Brain]) -> Brain:
+    return brain_factory()

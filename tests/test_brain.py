@@ -1,0 +1,634 @@
+"""The Brain facade against real files: round trips, dedup, delete/restore, merge,
+update, versions, reopening, purge, add_many's transaction and search's contract."""
+
+from __future__ import annotations
+
+import itertools
+import json
+import math
+import tempfile
+from datetime import datetime, timezone
+from pathlib import Path
+
+import apsw
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from brainmem import Brain, InvalidInput, NotFound, VersionConflict
+from brainmem.model import SCOPES, TYPES, content_hash
+
+T0 = 1_767_225_600.0  # the fake clock's start (tests/conftest.py)
+
+
+def rows(brain: Brain, table: str = "traces") -> int:
+    return brain._store.execute(f"SELECT count(*) FROM {table}").get
+
+
+# --- round trips ------------------------------------------------------------------------
+
+FULL = dict(
+    type="prospective",
+    scope="thread",
+    scope_id="thread-42",
+    episode="ep-1",
+    key="favourite.colour",
+    tags=["preference", "ui", "ünïcode"],
+    importance=0.8,
+    pinned=True,
+    created_at=T0 - 3600,
+    expires_at=T0 + 86_400,
+    metadata={"source": "chat", "n": 3, "nested": {"list": [1, 2.5, None, True]}},
+    task_id="task-7",
+    due_at=T0 + 7200,
+    cue="when the user opens settings",
+)
+
+
+def test_every_field_round_trips_through_the_file(brain_factory, tmp_path, clock):
+    path = tmp_path / "rt.db"
+    brain = brain_factory(path)
+    added = brain.add("The user's favourite colour is teal.", **FULL)
+    brain.close()
+    reopened = brain_factory(path)
+    got = reopened.get(added.id)
+    assert got == added
+    assert got.to_dict() == added.to_dict()
+    for name, value in FULL.items():
+        assert getattr(got, name) == value, name
+    assert got.content == "The user's favourite colour is teal."
+    assert got.content_hash == content_hash(got.content)
+    assert got.id.startswith("mt_")
+    assert (got.strength, got.version, got.access_count) == (1.0, 1, 0)
+    assert got.deleted_at is None and got.merged_into is None
+    assert got.updated_at == got.last_accessed_at == got.created_at == T0 - 3600
+    assert got.stability == reopened.policy.stability_for("prospective", 0.8)
+
+
+def test_times_accept_datetime_iso_and_seconds(mem_brain):
+    when = datetime(2025, 6, 1, 12, 0, tzinfo=timezone.utc)
+    a = mem_brain.add("one", created_at=when)
+    b = mem_brain.add("two", created_at="2025-06-01T12:00:00Z")
+    c = mem_brain.add("three", created_at=when.timestamp())
+    d = mem_brain.add("four", created_at=datetime(2025, 6, 1, 12, 0))  # naive = UTC
+    assert a.created_at == b.created_at == c.created_at == d.created_at == when.timestamp()
+
+
+_text = st.text(st.characters(blacklist_categories=("Cs",)), max_size=40)
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(
+    content=st.text(st.characters(blacklist_categories=("Cs",)), min_size=1, max_size=200).filter(
+        lambda s: s.strip()
+    ),
+    type_=st.sampled_from(TYPES),
+    scope=st.sampled_from(SCOPES),
+    scope_id=_text,
+    tags=st.lists(_text.filter(lambda s: s.strip()), max_size=5),
+    importance=st.floats(0, 1),
+    metadata=st.dictionaries(_text, st.one_of(st.integers(-2**53, 2**53), _text, st.booleans(),
+                                               st.none()), max_size=4),
+)
+def test_round_trip_fuzzed(content, type_, scope, scope_id, tags, importance, metadata):
+    with tempfile.TemporaryDirectory() as tmp:
+        path = str(Path(tmp) / "b.db")
+        with Brain(path, clock=lambda: T0) as brain:
+            t = brain.add(content, type=type_, scope=scope, scope_id=scope_id, tags=tags,
+                          importance=importance, metadata=metadata)
+        with Brain(path, clock=lambda: T0) as brain:
+            got = brain.get(t.id)
+    assert got == t
+    assert got.content == content
+    assert got.tags == list(dict.fromkeys(x.strip() for x in tags))
+    assert got.metadata == metadata
+
+
+# --- dedup ------------------------------------------------------------------------------
+
+
+def test_dedup_returns_the_existing_trace_reinforced(mem_brain, clock):
+    first = mem_brain.add("User prefers  dark mode.", type="semantic")
+    clock.advance(86_400)
+    again = mem_brain.add("  User prefers dark\n mode.  ", type="semantic")
+    assert again.id == first.id
+    assert again.content == first.content  # the stored text, not the new spelling
+    assert again.access_count == 1
+    assert again.last_accessed_at == clock.now > first.last_accessed_at
+    assert again.stability > first.stability
+    assert mem_brain.get(first.id) == again
+    assert rows(mem_brain) == 1
+
+
+def test_dedup_is_per_type_and_scope(mem_brain):
+    base = mem_brain.add("same text")
+    others = [
+        mem_brain.add("same text", type="semantic"),
+        mem_brain.add("same text", scope_id="bob"),
+        mem_brain.add("same text", scope="thread"),
+    ]
+    ids = {base.id, *(o.id for o in others)}
+    assert len(ids) == 4
+    assert mem_brain.add("same text", scope_id="bob").id == others[1].id
+
+
+def test_dedup_ignores_deleted_traces(mem_brain):
+    t = mem_brain.add("ephemeral fact")
+    mem_brain.delete(t.id)
+    again = mem_brain.add("ephemeral fact")
+    assert again.id != t.id and again.access_count == 0
+
+
+def test_add_many_dedups_within_the_batch_and_against_the_brain(mem_brain):
+    old = mem_brain.add("already here")
+    out = mem_brain.add_many(["a  b", "already here", "a b", {"content": "a b", "type": "semantic"},
+                              "already  here"])
+    assert out[0].id == out[2].id
+    assert out[3].id != out[0].id
+    assert out[1].id == out[4].id == old.id
+    assert rows(mem_brain) == 3
+    # the old trace was reinforced once for the batch, and is returned as reinforced
+    assert mem_brain.get(old.id).access_count == 1
+    assert out[1].access_count == 1
+    # a fresh trace repeated in its own batch is not reinforced
+    assert mem_brain.get(out[0].id).access_count == 0
+
+
+# --- soft delete, restore, purge ------------------------------------------------------------
+
+
+def test_soft_delete_hides_from_search_and_get(file_brain):
+    t = file_brain.add("the launch code is swordfish")
+    assert [h.trace.id for h in file_brain.search("swordfish", reinforce=False)] == [t.id]
+    assert file_brain.delete(t.id) is True
+    assert file_brain.delete(t.id) is False
+    assert list(file_brain.search("swordfish", reinforce=False)) == []
+    with pytest.raises(NotFound):
+        file_brain.get(t.id)
+    gone = file_brain.get(t.id, include_deleted=True)
+    assert gone.deleted_at is not None and gone.content == t.content
+    assert file_brain.search("launch code", tags=None, reinforce=False) == []
+
+
+def test_restore_brings_a_trace_back(file_brain, clock):
+    t = file_brain.add("restore me please", tags=["x"])
+    file_brain.delete(t.id)
+    clock.advance(10)
+    back = file_brain.restore(t.id)
+    assert back.id == t.id and back.deleted_at is None and back.version == t.version + 1
+    assert [h.trace.id for h in file_brain.search("restore", tags=["x"], reinforce=False)] == [t.id]
+    assert file_brain.restore(t.id) == file_brain.get(t.id)  # restoring a live trace is a no-op
+
+
+def test_restore_refuses_when_content_is_live_again(mem_brain):
+    t = mem_brain.add("duplicate content")
+    mem_brain.delete(t.id)
+    mem_brain.add("duplicate content")
+    with pytest.raises(InvalidInput):
+        mem_brain.restore(t.id)
+
+
+def test_restore_unknown_raises_not_found(mem_brain):
+    with pytest.raises(NotFound):
+        mem_brain.restore("mt_nope")
+
+
+def test_only_purge_removes_rows(file_brain, clock):
+    counts = []
+
+    def step():
+        clock.advance(1)
+        counts.append(rows(file_brain))
+
+    a = file_brain.add("alpha fact", episode="e", tags=["t"])
+    step()
+    b = file_brain.add("beta fact", episode="e")
+    step()
+    file_brain.add("alpha  fact", episode="e")  # dedup
+    step()
+    file_brain.add_many(["gamma", "delta", "gamma"])
+    step()
+    file_brain.update(a.id, content="alpha fact, revised")
+    step()
+    file_brain.update(a.id, tags=["t", "u"], importance=0.9)
+    step()
+    hits = file_brain.search("fact")
+    file_brain.feedback(hits.retrieval_id, used=[hits[0].trace.id])
+    step()
+    file_brain.delete(b.id)
+    step()
+    file_brain.restore(b.id)
+    step()
+    m = file_brain.merge([a.id, b.id])
+    step()
+    file_brain.delete(m.id)
+    step()
+    assert counts == sorted(counts)  # never shrinks
+    assert counts[-1] == 6  # alpha, beta, gamma, delta, 1 snapshot, 1 merged
+    clock.advance(400 * 86_400)  # long enough for reflect to prune what faded
+    file_brain.reflect()
+    step()
+    file_brain.reflect()
+    step()
+    assert counts == sorted(counts)  # consolidation soft-deletes, never removes
+    deleted = file_brain._store.execute("SELECT count(*) FROM traces WHERE deleted_at IS NOT NULL").get
+    assert deleted >= 4  # at least: snapshot, a, b, merged
+    assert file_brain.purge() == deleted
+    assert rows(file_brain) == counts[-1] - deleted
+    assert rows(file_brain, "trace_tags") == 0 or all(
+        r[0] for r in file_brain._store.execute("SELECT t.id FROM trace_tags g JOIN traces t USING (rid)")
+    )
+    assert file_brain._store.execute(
+        "SELECT count(*) FROM edges e WHERE e.src NOT IN (SELECT id FROM traces) "
+        "OR e.dst NOT IN (SELECT id FROM traces)"
+    ).get == 0
+
+
+def test_purge_before_keeps_recent_deletions(mem_brain, clock):
+    a = mem_brain.add("old deletion")
+    mem_brain.delete(a.id)
+    clock.advance(100)
+    b = mem_brain.add("new deletion")
+    mem_brain.delete(b.id)
+    assert mem_brain.purge(before=clock.now - 50) == 1
+    assert mem_brain.get(b.id, include_deleted=True).deleted_at is not None
+    with pytest.raises(NotFound):
+        mem_brain.get(a.id, include_deleted=True)
+
+
+# --- merge ------------------------------------------------------------------------------------
+
+
+def test_merge_lineage(file_brain, clock):
+    a = file_brain.add("likes tea", tags=["drink", "pref"], importance=0.3)
+    b = file_brain.add("likes green tea", tags=["pref", "green"], importance=0.9)
+    c = file_brain.add("unrelated neighbour")
+    file_brain._store.execute(  # an edge from a to c, and from c to b
+        "INSERT INTO edges VALUES (?, ?, 'co_activated', 0.4, 0), (?, ?, 'co_activated', 0.7, 0)",
+        (a.id, c.id, c.id, b.id),
+    )
+    file_brain.search("tea")  # access counts 1 each
+    clock.advance(60)
+    m = file_brain.merge([a.id, b.id], content="likes tea, green tea especially")
+    assert m.tags == ["drink", "pref", "green"]
+    assert m.importance == 0.9
+    assert m.access_count == 2
+    assert m.created_at == a.created_at
+    assert m.metadata["merged_from"] == [a.id, b.id]
+    for src in (a, b):
+        old = file_brain.get(src.id, include_deleted=True)
+        assert old.merged_into == m.id and old.deleted_at == clock.now
+    edges = set(file_brain._store.execute("SELECT src, dst, kind, weight FROM edges"))
+    assert (m.id, a.id, "supersedes", 1.0) in edges
+    assert (m.id, b.id, "supersedes", 1.0) in edges
+    assert (m.id, c.id, "co_activated", 0.4) in edges
+    assert (c.id, m.id, "co_activated", 0.7) in edges
+    assert not any(kind == "co_activated" and (a.id in (s, d) or b.id in (s, d))
+                   for s, d, kind, _ in edges)
+    assert [h.trace.id for h in file_brain.search("tea", reinforce=False)] == [m.id]
+
+
+def test_merge_rejects_bad_input(mem_brain):
+    a = mem_brain.add("one")
+    b = mem_brain.add("two", scope_id="other")
+    with pytest.raises(InvalidInput):
+        mem_brain.merge([a.id])
+    with pytest.raises(InvalidInput):
+        mem_brain.merge([a.id, a.id])
+    with pytest.raises(InvalidInput):
+        mem_brain.merge([a.id, b.id])
+    with pytest.raises(NotFound):
+        mem_brain.merge([a.id, "mt_missing"])
+    assert mem_brain.get(a.id).deleted_at is None
+    assert rows(mem_brain) == 2
+
+
+# --- update -------------------------------------------------------------------------------------
+
+
+def test_update_keeps_fts_in_sync_and_snapshots_old_content(file_brain, clock):
+    t = file_brain.add("the cat sat on the mat", tags=["pets"])
+    clock.advance(5)
+    u = file_brain.update(t.id, content="the dog slept on the rug")
+    assert u.id == t.id and u.version == 2 and u.updated_at == clock.now
+    assert u.content_hash == content_hash("the dog slept on the rug")
+    assert file_brain.search("cat", reinforce=False) == []
+    assert [h.trace.id for h in file_brain.search("dog", reinforce=False)] == [t.id]
+    snaps = file_brain._store.execute(
+        "SELECT id FROM traces WHERE merged_into = ? AND deleted_at IS NOT NULL", (t.id,)
+    ).fetchall()
+    assert len(snaps) == 1
+    snap = file_brain.get(snaps[0][0], include_deleted=True)
+    assert snap.content == "the cat sat on the mat" and snap.version == 1
+    assert snap.metadata["snapshot_of"] == t.id
+    assert file_brain._store.execute(
+        "SELECT count(*) FROM edges WHERE src = ? AND dst = ? AND kind = 'supersedes'", (t.id, snap.id)
+    ).get == 1
+    # tags update re-indexes too
+    file_brain.update(t.id, tags=["animals"])
+    assert file_brain.search("pets", reinforce=False) == []
+    assert len(file_brain.search("animals", reinforce=False)) == 1
+    assert len(file_brain.search("rug", tags=["animals"], reinforce=False)) == 1
+    assert file_brain.search("rug", tags=["pets"], reinforce=False) == []
+    # the FTS index agrees with the table
+    file_brain._store.execute("INSERT INTO traces_fts(traces_fts, rank) VALUES ('integrity-check', 1)")
+
+
+def test_update_without_content_change_makes_no_snapshot(mem_brain):
+    t = mem_brain.add("stable words")
+    mem_brain.update(t.id, importance=0.9)
+    mem_brain.update(t.id, content="stable   words")  # same normalised hash
+    assert rows(mem_brain) == 1
+    assert mem_brain.get(t.id).version == 3
+
+
+def test_expected_version(mem_brain):
+    t = mem_brain.add("versioned")
+    u = mem_brain.update(t.id, content="versioned twice", expected_version=1)
+    with pytest.raises(VersionConflict) as info:
+        mem_brain.update(t.id, content="stale write", expected_version=1)
+    assert info.value.current == 2 and info.value.expected == 1
+    assert mem_brain.get(t.id).content == u.content
+
+
+def test_update_rejects_bad_changes(mem_brain):
+    t = mem_brain.add("x marks the spot")
+    for bad in ({"scope": "thread"}, {"content": ""}, {"type": "nope"}, {"tags": [1]}, {}):
+        with pytest.raises(InvalidInput):
+            mem_brain.update(t.id, **bad)
+    with pytest.raises(NotFound):
+        mem_brain.update("mt_missing", content="y")
+    assert mem_brain.get(t.id) == t
+
+
+# --- reopening ----------------------------------------------------------------------------------
+
+
+def test_reopening_keeps_everything(brain_factory, tmp_path):
+    path = tmp_path / "keep.db"
+    brain = brain_factory(path)
+    a = brain.add("first memory", episode="s1")
+    b = brain.add("second memory", episode="s1")
+    brain.update(a.id, content="first memory, edited")
+    hits = brain.search("memory")
+    brain.feedback(hits.retrieval_id, used=[b.id])
+    brain.delete(b.id)
+    before = {
+        table: brain._store.execute(f"SELECT * FROM {table} ORDER BY 1, 2").fetchall()
+        for table in ("traces", "trace_tags", "edges", "retrievals", "feedback")
+    }
+    brain.close()
+    brain = brain_factory(path)
+    after = {t: brain._store.execute(f"SELECT * FROM {t} ORDER BY 1, 2").fetchall() for t in before}
+    assert after == before
+    assert [h.trace.id for h in brain.search("edited", reinforce=False)] == [a.id]
+
+
+# --- add_many: one transaction ---------------------------------------------------------------------
+
+
+def test_add_many_is_one_commit(file_brain):
+    commits = []
+    file_brain._store.db.set_commit_hook(lambda: commits.append(1) or False)
+    out = file_brain.add_many(f"note number {i} about topic {i % 97}" for i in range(10_000))
+    file_brain._store.db.set_commit_hook(None)
+    assert len(out) == 10_000 and len({t.id for t in out}) == 10_000
+    assert len(commits) == 1
+    assert rows(file_brain) == 10_000
+
+
+def test_add_many_bad_item_anywhere_writes_nothing(file_brain):
+    file_brain.add("pre-existing")
+    good = [f"item {i}" for i in range(50)]
+    for position in (0, 25, 50):
+        for bad in ("", {"content": "x", "type": "nope"}, {"content": "x", "tags": [3]}, 42,
+                    {"content": "x", "bogus": 1}):
+            batch = [*good[:position], bad, *good[position:]]
+            with pytest.raises(InvalidInput) as info:
+                file_brain.add_many(batch)
+            assert f"item {position}" in str(info.value)
+    assert rows(file_brain) == 1
+
+
+def test_add_many_key_clash_rolls_back(mem_brain):
+    mem_brain.add("keyed", key="k")
+    with pytest.raises(InvalidInput):
+        mem_brain.add_many(["fine one", {"content": "other", "key": "k"}])
+    assert rows(mem_brain) == 1
+
+
+def test_episode_edges_link_consecutive_traces(mem_brain, clock):
+    a = mem_brain.add("first turn", episode="chat")
+    clock.advance(1)
+    b, c = mem_brain.add_many([{"content": "second turn", "episode": "chat"},
+                               {"content": "third turn", "episode": "chat"}])
+    edges = set(mem_brain._store.execute("SELECT src, dst FROM edges WHERE kind = 'episode_next'"))
+    assert edges == {(a.id, b.id), (b.id, c.id)}
+
+
+# --- bad input ---------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "content, fields",
+    [
+        ("", {}),
+        ("   \n\t", {}),
+        (None, {}),
+        (b"bytes", {}),
+        ("x" * 65_537, {}),
+        ("é" * 32_769, {}),  # 65,538 bytes in UTF-8
+        ("ok", {"type": "memoir"}),
+        ("ok", {"scope": "galaxy"}),
+        ("ok", {"tags": [1, 2]}),
+        ("ok", {"tags": "single-string"}),
+        ("ok", {"tags": [""]}),
+        ("ok", {"created_at": "last tuesday"}),
+        ("ok", {"created_at": "2025-13-45"}),
+        ("ok", {"created_at": float("nan")}),
+        ("ok", {"created_at": True}),
+        ("ok", {"importance": 1.5}),
+        ("ok", {"importance": "high"}),
+        ("ok", {"pinned": "yes"}),
+        ("ok", {"metadata": [1]}),
+        ("ok", {"metadata": {1: "int key"}}),
+        ("ok", {"ttl": -1}),
+        ("ok", {"ttl": 5, "expires_at": T0}),
+        ("ok", {"key": "  "}),
+        ("ok", {"colour": "red"}),
+        ("bad \ud800 surrogate", {}),
+    ],
+)
+def test_bad_input_raises_invalid_input(mem_brain, content, fields):
+    with pytest.raises(InvalidInput):
+        mem_brain.add(content, **fields)
+    assert rows(mem_brain) == 0
+
+
+def test_content_at_the_limit_and_configurable_limit(clock):
+    from dataclasses import replace
+
+    from brainmem import Policy
+
+    with Brain(":memory:", clock=clock) as brain:
+        brain.add("x" * 65_536)
+    with Brain(":memory:", clock=clock, policy=replace(Policy(), max_content_bytes=10)) as brain:
+        brain.add("0123456789")
+        with pytest.raises(InvalidInput, match="max_content_bytes"):
+            brain.add("0123456789a")
+
+
+def test_get_unknown_raises_not_found(mem_brain):
+    with pytest.raises(NotFound):
+        mem_brain.get("mt_nope")
+    with pytest.raises(InvalidInput):
+        mem_brain.get(123)
+
+
+# --- search --------------------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def corpus(mem_brain, clock):
+    b = mem_brain
+    ids = {}
+    ids["ep"] = b.add("coffee in the morning", type="episodic", episode="day1", tags=["drink"]).id
+    clock.advance(100)
+    ids["sem"] = b.add("coffee is a drink", type="semantic", tags=["drink", "fact"]).id
+    clock.advance(100)
+    ids["thread"] = b.add("coffee order for the team", scope="thread", scope_id="t1").id
+    clock.advance(100)
+    ids["bob"] = b.add("coffee with bob", scope_id="bob", tags=["social"]).id
+    clock.advance(100)
+    ids["ttl"] = b.add("coffee coupon expires soon", ttl=50).id
+    return ids
+
+
+def _ids(hits):
+    return {h.trace.id for h in hits}
+
+
+def test_search_filters(mem_brain, clock, corpus):
+    s = lambda **kw: _ids(mem_brain.search("coffee", reinforce=False, **kw))  # noqa: E731
+    assert s() == set(corpus.values())
+    assert s(type="semantic") == {corpus["sem"]}
+    assert s(type=["semantic", "episodic"]) == set(corpus.values())
+    assert s(type=["semantic", "procedural"]) == {corpus["sem"]}
+    assert s(scope="thread") == {corpus["thread"]}
+    assert s(scope_id="bob") == {corpus["bob"]}
+    assert s(scope="user", scope_id="") == {corpus["ep"], corpus["sem"], corpus["ttl"]}
+    assert s(tags=["drink"]) == {corpus["ep"], corpus["sem"]}
+    assert s(tags=["fact", "social"]) == {corpus["sem"], corpus["bob"]}
+    assert s(episode="day1") == {corpus["ep"]}
+    assert s(since=T0 + 150) == {corpus["thread"], corpus["bob"], corpus["ttl"]}
+    assert s(until=T0 + 150) == {corpus["ep"], corpus["sem"]}
+    assert s(since=T0 + 150, until=T0 + 250) == {corpus["thread"]}
+    assert s(since=datetime.fromtimestamp(T0 + 350, tz=timezone.utc)) == {corpus["ttl"]}
+    assert s(now=clock.now + 49) == set(corpus.values())
+    assert s(now=clock.now + 51) == set(corpus.values()) - {corpus["ttl"]}
+    clock.advance(60)
+    assert corpus["ttl"] not in s()
+    with pytest.raises(NotFound):
+        mem_brain.get(corpus["ttl"])
+    assert mem_brain.get(corpus["ttl"], include_deleted=True).id == corpus["ttl"]
+
+
+def test_search_rejects_bad_filters(mem_brain, corpus):
+    for bad in ({"type": "memoir"}, {"scope": "galaxy"}, {"tags": [1]}, {"since": "soon"},
+                {"limit": 0}, {"limit": 1001}, {"limit": True}):
+        with pytest.raises(InvalidInput):
+            mem_brain.search("coffee", **bad)
+
+
+def test_search_without_reinforce_writes_nothing(file_brain, clock):
+    t = file_brain.add("quiet lookup")
+    clock.advance(1000)
+    data_version = file_brain._store.db.pragma("data_version")
+    total_changes = file_brain._store.db.total_changes()
+    hits = file_brain.search("lookup", reinforce=False)
+    assert [h.trace.id for h in hits] == [t.id]
+    assert hits.retrieval_id is None
+    assert file_brain._store.db.total_changes() == total_changes
+    assert file_brain._store.db.pragma("data_version") == data_version
+    assert rows(file_brain, "retrievals") == 0
+    assert file_brain.get(t.id) == t
+
+
+def test_search_with_reinforce_records_and_reinforces(file_brain, clock):
+    t = file_brain.add("loud lookup")
+    u = file_brain.add("another lookup")
+    clock.advance(1000)
+    hits = file_brain.search("lookup", explain=True)
+    assert isinstance(hits.retrieval_id, int)
+    query, at, results = file_brain._store.retrieval(hits.retrieval_id)
+    assert query == "lookup" and at == clock.now
+    assert [r[0] for r in results] == [h.trace.id for h in hits]
+    assert [r[1] for r in results] == [0, 1]
+    for old in (t, u):
+        new = file_brain.get(old.id)
+        assert new.access_count == 1 and new.last_accessed_at == clock.now
+        assert new.stability > old.stability
+    for h in hits:
+        assert set(h.explain) >= {"bm25", "relevance", "retrievability", "recency", "importance",
+                                  "activation"}
+        assert all(isinstance(v, float) and math.isfinite(v) for v in h.explain.values())
+    assert file_brain.search("lookup")[0].explain is None
+    assert file_brain.search("nothingmatches") == []
+    assert rows(file_brain, "retrievals") == 2  # an empty result is not recorded
+
+
+def test_search_ranks_relevance_first(mem_brain):
+    mem_brain.add("python python python snake")
+    mem_brain.add("a python appears once among many other unrelated words here")
+    hits = mem_brain.search("python", reinforce=False)
+    assert hits[0].score >= hits[1].score
+    assert hits[0].trace.content.startswith("python python")
+
+
+def test_search_limit(mem_brain):
+    mem_brain.add_many(f"widget number {i}" for i in range(30))
+    assert len(mem_brain.search("widget", limit=7, reinforce=False)) == 7
+
+
+def test_feedback(mem_brain):
+    a = mem_brain.add("feedback alpha")
+    b = mem_brain.add("feedback beta")
+    hits = mem_brain.search("feedback")
+    assert mem_brain.feedback(hits.retrieval_id, used=[a.id], ignored=[b.id]) == 2
+    assert rows(mem_brain, "feedback") == 2
+    with pytest.raises(NotFound):
+        mem_brain.feedback(999, used=[a.id])
+    with pytest.raises(InvalidInput):
+        mem_brain.feedback(hits.retrieval_id, used=["mt_other"])
+    with pytest.raises(InvalidInput):
+        mem_brain.feedback(hits.retrieval_id, used=[a.id], ignored=[a.id])
+
+
+def test_readonly_brain_searches_without_writing(brain_factory, tmp_path):
+    path = tmp_path / "ro.db"
+    w = brain_factory(path)
+    w.add("read only memory")
+    w.close()
+    ro = brain_factory(path, readonly=True)
+    hits = ro.search("memory")
+    assert len(hits) == 1 and hits.retrieval_id is None
+    from brainmem import ReadOnlyBrain
+
+    with pytest.raises(ReadOnlyBrain):
+        ro.add("nope")
+
+
+def test_concurrent_batches_stay_consistent(brain_factory, tmp_path):
+    path = tmp_path / "two.db"
+    one, two = brain_factory(path), brain_factory(path)
+    for a, b in itertools.islice(zip(itertools.cycle([one]), itertools.cycle([two])), 5):
+        a.add_many(["shared text", "from one"])
+        b.add_many(["shared text", "from two"])
+    assert rows(one) == 3
+    assert json.loads(json.dumps(one.stats()))["live"] == 3
+
+
+def test_apsw_is_not_leaked_by_brain_errors(mem_brain):
+    with pytest.raises(InvalidInput) as info:
+        mem_brain.add("")
+    assert not isinstance(info.value, apsw.Error)

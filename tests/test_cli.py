@@ -1,0 +1,154 @@
+"""Core CLI commands through the real entry point (main() in-process, plus subprocesses)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from brainmem import Brain
+from brainmem.cli import main
+
+
+def run(capsys: Any, *argv: str) -> tuple[int, str, str]:
+    code = main(list(argv))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def cli(*argv: str, env: dict[str, str] | None = None, stdin: str | None = None) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "brainmem", *argv], capture_output=True, text=True,
+                          env={**os.environ, **(env or {})}, input=stdin, timeout=60)
+
+
+@pytest.fixture
+def db(tmp_path: Path) -> str:
+    return str(tmp_path / "cli.brain")
+
+
+def test_subprocess_add_search_json_and_brain_after_command(db: str) -> None:
+    added = cli("add", "User prefers dark mode", "--type", "semantic", "--tag", "ui", "--brain", db)
+    assert added.returncode == 0, added.stderr
+    trace_id = added.stdout.strip()
+    assert trace_id.startswith("mt_")
+    found = cli("--brain", db, "search", "dark mode", "--json")
+    assert found.returncode == 0, found.stderr
+    data = json.loads(found.stdout)
+    assert [r["id"] for r in data["results"]] == [trace_id]
+    assert data["results"][0]["tags"] == ["ui"]
+
+
+def test_subprocess_brainmem_path_env_and_call_exit_codes(tmp_path: Path) -> None:
+    path = str(tmp_path / "env.brain")
+    env = {"BRAINMEM_PATH": path}
+    ok = cli("call", "memory_add", '{"content": "via env"}', env=env)
+    assert ok.returncode == 0, ok.stderr
+    assert json.loads(ok.stdout)["deduplicated"] is False
+    assert Path(path).exists()
+    bad = cli("call", "memory_search", '{"query": 1}', env=env)
+    assert bad.returncode == 2 and json.loads(bad.stdout)["error"]["type"] == "InvalidInput"
+    missing = cli("call", "memory_delete", '{"id": "mt_nope"}', env=env)
+    assert missing.returncode == 1 and json.loads(missing.stdout)["error"]["type"] == "NotFound"
+    piped = cli("call", "memory_search", "-", env=env, stdin='{"query": "env"}')
+    assert len(json.loads(piped.stdout)["results"]) == 1
+
+
+def test_help_lists_the_commands(capsys: Any) -> None:
+    with pytest.raises(SystemExit) as exit_:
+        main(["--help"])
+    assert exit_.value.code == 0
+    out = capsys.readouterr().out
+    for command in ("add", "search", "show", "update", "delete", "restore", "merge", "purge",
+                    "stats", "tools", "call", "serve"):
+        assert command in out
+
+
+def test_show_update_delete_restore_merge_purge(capsys: Any, db: str) -> None:
+    code, out, _ = run(capsys, "--brain", db, "add", "first fact", "--importance", "0.9", "--pin",
+                       "--metadata", '{"src": "cli"}')
+    first = out.strip()
+    code, out, _ = run(capsys, "show", first, "--json", "--brain", db)
+    shown = json.loads(out)
+    assert code == 0 and shown["importance"] == 0.9 and shown["pinned"] and shown["metadata"] == {"src": "cli"}
+    code, out, _ = run(capsys, "show", first, "--brain", db)
+    assert "first fact" in out and "importance:" in out
+
+    code, out, _ = run(capsys, "update", first, "--content", "first fact, corrected", "--unpin",
+                       "--json", "--brain", db)
+    assert code == 0 and json.loads(out)["version"] == 2 and not json.loads(out)["pinned"]
+    code, _, err = run(capsys, "update", first, "--tag", "x", "--expected-version", "1", "--brain", db)
+    assert code == 1 and "version 2" in err and err.count("\n") == 1
+
+    second = run(capsys, "add", "second fact", "--brain", db)[1].strip()
+    code, out, _ = run(capsys, "merge", first, second, "--content", "both facts", "--json", "--brain", db)
+    merged = json.loads(out)["mergedTraceId"]
+    assert code == 0 and json.loads(out)["sourcesDeleted"] == [first, second]
+
+    assert run(capsys, "delete", merged, "--brain", db)[0] == 0
+    code, out, _ = run(capsys, "delete", merged, "--json", "--brain", db)
+    assert code == 1 and json.loads(out) == {"deleted": [], "notFound": [merged]}
+    code, out, _ = run(capsys, "restore", merged, "--brain", db)
+    assert code == 0 and "restored" in out
+    code, out, _ = run(capsys, "show", first, "--deleted", "--brain", db)
+    assert "deleted:" in out and merged in out
+
+    code, out, _ = run(capsys, "purge", "--json", "--brain", db)
+    assert code == 0 and json.loads(out)["purged"] >= 2  # the two sources and the snapshot
+    code, out, _ = run(capsys, "stats", "--json", "--brain", db)
+    assert json.loads(out)["live"] == 1 and json.loads(out)["deleted"] == 0
+    code, out, _ = run(capsys, "stats", "--brain", db)
+    assert code == 0 and "live" in out
+
+
+def test_errors_are_one_line_with_exit_codes(capsys: Any, db: str) -> None:
+    code, out, err = run(capsys, "add", "x", "--importance", "7", "--brain", db)
+    assert (code, out) == (2, "") and err.startswith("brainmem: error:") and err.count("\n") == 1
+    code, _, err = run(capsys, "show", "mt_missing", "--brain", db)
+    assert code == 1 and err.count("\n") == 1
+    code, _, err = run(capsys, "search", "--brain", db)
+    assert code == 2 and err.count("\n") == 1
+    code, _, err = run(capsys, "update", "mt_x", "--brain", db)
+    assert code == 2 and "nothing to update" in err
+    code, _, err = run(capsys, "add", "x", "--metadata", "[1]", "--brain", db)
+    assert code == 2 and "JSON object" in err
+    code, _, err = run(capsys, "nonsense")
+    assert code == 2
+
+
+def test_search_table_and_explain(capsys: Any, db: str) -> None:
+    run(capsys, "add", "the cat sat on the mat", "--brain", db)
+    code, out, _ = run(capsys, "search", "cat", "--explain", "--no-reinforce", "--brain", db)
+    assert code == 0 and "relevance" in out and "the cat sat" in out
+    code, out, _ = run(capsys, "search", "unicorn", "--brain", db)
+    assert code == 0 and "no matches" in out
+    with Brain(db) as brain:
+        assert brain.stats()["retrievals"] == 0  # --no-reinforce recorded nothing; no hits recorded nothing
+
+
+def test_tools_and_scoped_call(capsys: Any, db: str, monkeypatch: Any) -> None:
+    code, out, _ = run(capsys, "tools", "--brain", db)
+    names = [s["function"]["name"] for s in json.loads(out)]
+    assert code == 0 and names[:2] == ["memory_add", "memory_update"] and "memory_list" not in names
+    code, out, _ = run(capsys, "tools", "--extra", "all", "--context", "user_id=a", "--brain", db)
+    assert "memory_list" in [s["function"]["name"] for s in json.loads(out)]
+
+    run(capsys, "call", "memory_add", '{"content": "alice secret"}', "--context", "user_id=alice",
+        "--brain", db)
+    monkeypatch.setenv("BRAINMEM_CONTEXT", "user_id=bob")
+    code, out, _ = run(capsys, "call", "memory_search", '{"query": "secret"}', "--brain", db)
+    assert code == 0 and json.loads(out)["results"] == []
+    code, out, _ = run(capsys, "call", "memory_search", '{"query": "secret"}', "--context",
+                       "user_id=alice", "--brain", db)
+    assert len(json.loads(out)["results"]) == 1
+    code, out, _ = run(capsys, "call", "memory_search", '{"query": "x"}', "--context", "team=x",
+                       "--brain", db)
+    assert code == 2 and "team" in json.loads(out)["error"]["message"]
+    code, out, _ = run(capsys, "call", "memory_list", "{}", "--brain", db)
+    assert code == 2  # extras are off unless --extra names them
+    code, out, _ = run(capsys, "call", "memory_search", "{bad json", "--brain", db)
+    assert code == 2 and "not valid JSON" in json.loads(out)["error"]["message"]

@@ -1,0 +1,394 @@
+"""reflect() scenarios on real brain files with a moved clock (DESIGN §8)."""
+
+from __future__ import annotations
+
+import json
+import math
+import subprocess
+import sys
+import textwrap
+import time
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from brainmem import Brain, Policy, ReflectReport
+from brainmem.policy import DAY
+
+T0 = 1_767_225_600.0
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = T0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+@pytest.fixture
+def clock() -> Clock:
+    return Clock()
+
+
+@pytest.fixture
+def brain(tmp_path: Path, clock: Clock):
+    with Brain(str(tmp_path / "c.brain"), clock=clock) as b:
+        yield b
+
+
+def _snapshot(brain: Brain) -> tuple:
+    store = brain._store
+    traces = list(store.execute("SELECT * FROM traces ORDER BY rid"))
+    edges = list(store.execute("SELECT * FROM edges ORDER BY src, dst, kind"))
+    meta = list(store.execute("SELECT * FROM meta ORDER BY key"))
+    return traces, edges, meta
+
+
+def _use_together(brain: Brain, query: str, ids: list[str], times: int = 2) -> None:
+    for _ in range(times):
+        hits = brain.search(query, limit=20)
+        returned = {h.trace.id for h in hits}
+        assert set(ids) <= returned
+        brain.feedback(hits.retrieval_id, used=ids)
+
+
+# --- prune --------------------------------------------------------------------------------
+
+
+def test_prune_after_expected_time_pinned_survive(brain: Brain, clock: Clock) -> None:
+    weak = brain.add("a passing remark about the weather")
+    pinned = brain.add("the door code is 4711", pinned=True)
+    fact = brain.add("the user lives in Lisbon", type="semantic")
+    temp = brain.add("temporary note", ttl=3600)
+    # episodic, importance 0.5: stability 60 days; R < 0.05 after 60 d * ln(20) = 179.7 days
+    limit = 60 * DAY * math.log(20)
+    report = brain.reflect(now=T0 + limit - DAY)
+    assert (report.pruned_weak, report.expired) == (0, 1)
+    assert brain.get(weak.id, now=T0 + limit - DAY)
+    report = brain.reflect(now=T0 + limit + DAY)
+    assert report.pruned_weak == 1 and report.pruned == 1
+    gone = brain.get(weak.id, include_deleted=True)
+    assert gone.deleted_at == T0 + limit + DAY
+    assert brain.get(pinned.id, now=T0 + limit + DAY).live
+    assert brain.get(fact.id, now=T0 + limit + DAY).live  # semantic: two years of stability
+    assert brain.get(temp.id, include_deleted=True).deleted_at is not None
+
+
+def test_capacity_evicts_weakest_unpinned_per_scope(tmp_path: Path, clock: Clock) -> None:
+    with Brain(str(tmp_path / "cap.brain"), clock=clock, policy=replace(Policy(), capacity=2)) as b:
+        old = b.add("oldest note", scope_id="u1")
+        clock.now += DAY
+        keep = b.add("pinned note", scope_id="u1", pinned=True)
+        clock.now += DAY
+        new = b.add("newest note", scope_id="u1")
+        other = b.add("another user's note", scope_id="u2")
+        report = b.reflect()
+        assert report.evicted == 1
+        assert b.get(old.id, include_deleted=True).deleted_at is not None
+        assert all(b.get(t.id).live for t in (keep, new, other))
+
+
+# --- merge --------------------------------------------------------------------------------
+
+LONG = ("When deploying the billing service to production always run the database migrations "
+        "first, then restart the background workers one at a time, wait until the queue drains, "
+        "and finally check the error dashboard for ten minutes before announcing the release in "
+        "the team channel and closing the deployment ticket.")
+
+
+def test_near_duplicates_merge_and_distinct_facts_do_not(brain: Brain, clock: Clock) -> None:
+    a = brain.add(LONG, tags=["deploy"])
+    clock.now += 60
+    b = brain.add(LONG.replace("check the error", "watch the error"), tags=["ops"])  # one word
+    c = brain.add("  " + LONG.upper().replace(" ", "   ") + "  ")  # case and whitespace
+    d = brain.add("User prefers dark mode in the editor and uses the Fira Code font.")
+    e = brain.add("User prefers dark mode in the editor and uses the JetBrains Mono font.")
+    f = brain.add(LONG, type="semantic")  # same text, another type: never merged with a
+    brain.search("billing deployment migrations", limit=5)  # a recall for a, b, c, f
+    other = brain.add("an unrelated trace")
+    from brainmem import graph
+
+    graph.add_edges(brain._store, [(b.id, other.id, "co_activated", 0.5)], clock.now)
+    report = brain.reflect()
+    assert report.merged == 2 and report.merge_groups == 1
+    survivor = brain.get(a.id)  # oldest of equally recalled
+    assert set(survivor.tags) == {"deploy", "ops"}
+    assert survivor.access_count == 3 and survivor.version == 2
+    assert set(survivor.metadata["merged_from"]) == {b.id, c.id}
+    assert survivor.created_at == T0
+    for loser in (b, c):
+        row = brain.get(loser.id, include_deleted=True)
+        assert row.merged_into == a.id and row.deleted_at == clock.now
+    assert brain.get(d.id).live and brain.get(e.id).live and brain.get(f.id).live
+    edges = set(brain._store.execute("SELECT src, dst, kind FROM edges"))
+    assert {(a.id, b.id, "supersedes"), (a.id, c.id, "supersedes"), (a.id, other.id, "co_activated")} <= edges
+    assert not any(b.id in (s, d_) for s, d_, k in edges if k != "supersedes")
+    hits = brain.search("watch the error dashboard", limit=5, reinforce=False)
+    assert [h.trace.id for h in hits][:1] in ([a.id], [f.id])
+    assert b.id not in {h.trace.id for h in hits}
+
+
+def test_keyed_and_cross_scope_traces_are_not_merged(brain: Brain) -> None:
+    brain.add(LONG, scope_id="alice")
+    brain.add(LONG, scope_id="bob")
+    brain.add(LONG + " ", key="deploy.howto", type="procedural")
+    brain.add(LONG, type="procedural")
+    assert brain.reflect().merged == 0
+
+
+# --- strengthen ---------------------------------------------------------------------------
+
+
+def test_feedback_creates_weighted_edges_once(brain: Brain) -> None:
+    ids = [brain.add(text).id for text in ("alpha project kickoff", "alpha project budget", "alpha project risks")]
+    hits = brain.search("alpha project", limit=5)
+    assert hits.retrieval_id is not None
+    assert brain.feedback(hits.retrieval_id, used=ids[:2], ignored=[ids[2]]) == 3
+    before = {t.id: t.stability for t in map(brain.get, ids)}
+    report = brain.reflect()
+    assert (report.feedback, report.edges_strengthened, report.reinforced, report.weakened) == (3, 1, 2, 1)
+    weights = list(brain._store.execute("SELECT src, dst, weight FROM edges WHERE kind='co_activated'"))
+    assert weights == [(*sorted(ids[:2]), pytest.approx(0.1))]
+    after = {t.id: t.stability for t in map(brain.get, ids)}
+    assert after[ids[0]] == pytest.approx(before[ids[0]] * 1.1)
+    assert after[ids[2]] == pytest.approx(before[ids[2]] * 0.95)
+    again = brain.reflect()
+    assert again.feedback == 0 and again.edges_strengthened == 0
+    assert list(brain._store.execute("SELECT weight FROM edges WHERE kind='co_activated'")) == [(pytest.approx(0.1),)]
+    hits = brain.search("alpha project", limit=5)
+    brain.feedback(hits.retrieval_id, used=ids[:2])
+    assert brain.reflect().feedback == 2
+    assert brain._store.execute("SELECT weight FROM edges WHERE kind='co_activated'").get == pytest.approx(0.19)
+
+
+def test_feedback_rejects_foreign_ids(brain: Brain) -> None:
+    from brainmem import InvalidInput, NotFound
+
+    a = brain.add("alpha")
+    hits = brain.search("alpha")
+    with pytest.raises(InvalidInput):
+        brain.feedback(hits.retrieval_id, used=["mt_not-returned"])
+    with pytest.raises(NotFound):
+        brain.feedback(10_000, used=[a.id])
+
+
+# --- derive -------------------------------------------------------------------------------
+
+
+def _cluster(brain: Brain) -> list[str]:
+    texts = ["The user's cat is called Miso. Miso is a ginger cat.",
+             "The user feeds the cat Miso twice a day.",
+             "Miso the cat sleeps on the user's keyboard.",
+             "The user once took Miso to the vet for a checkup."]
+    ids = [brain.add(t, tags=["pets"]).id for t in texts]
+    brain.add("The quarterly report is due on Friday.")
+    _use_together(brain, "Miso cat", ids)
+    return ids
+
+
+def test_cluster_produces_exactly_one_insight(brain: Brain, clock: Clock) -> None:
+    ids = _cluster(brain)
+    report = brain.reflect()
+    assert report.derived == 1 and report.derived_by == {"extractive": 1}
+    insight = brain.get(report.derived_ids[0])
+    assert insight.type == "semantic" and insight.tags == ["derived", "pets"]
+    assert insight.importance == Policy().derive_importance
+    assert "Miso" in insight.content and insight.metadata["method"] == "extractive"
+    sources = {d for (d,) in brain._store.execute(
+        "SELECT dst FROM edges WHERE src = ? AND kind = 'derived_from'", (insight.id,))}
+    assert sources == set(ids)
+    assert brain.reflect().derived == 0
+    clock.now += DAY
+    _use_together(brain, "Miso cat", ids)  # more co-use of the same cluster: still covered
+    assert brain.reflect().derived == 0
+    assert brain._store.execute("SELECT count(*) FROM traces WHERE tags LIKE '%derived%'").get == 1
+
+
+def test_episode_chain_alone_derives_nothing(brain: Brain) -> None:
+    for i in range(6):
+        brain.add(f"conversation turn {i} about holidays in Portugal", episode="chat-1")
+    assert brain.reflect().derived == 0
+
+
+# --- compact ------------------------------------------------------------------------------
+
+
+def test_compact_relabels_only_what_qualifies(brain: Brain, clock: Clock) -> None:
+    old_used = brain.add("the staging server is called kestrel")
+    old_unused = brain.add("the staging database is called merlin")
+    for _ in range(3):
+        brain.search("kestrel", limit=1)
+    clock.now += 3 * DAY
+    young_used = brain.add("the build server is called falcon")
+    for _ in range(3):
+        brain.search("falcon", limit=1)
+    clock.now = T0 + 8 * DAY
+    report = brain.reflect()
+    assert report.compacted == 1
+    t = brain.get(old_used.id)
+    assert t.type == "semantic" and t.metadata["compacted"]["from"] == "episodic"
+    assert t.metadata["compacted"]["access_count"] == 3
+    assert brain.get(old_unused.id).type == "episodic"
+    assert brain.get(young_used.id).type == "episodic"
+    assert brain.reflect().compacted == 0
+
+
+# --- reindex ------------------------------------------------------------------------------
+
+
+def test_corrupted_fts_index_is_detected_and_rebuilt(brain: Brain) -> None:
+    a = brain.add("penguins live in the southern hemisphere")
+    brain.add("ostriches cannot fly")
+    brain._store.execute("INSERT INTO traces_fts(rowid, content, tags, cue) VALUES (999, 'ghost penguins', '[]', NULL)")
+    assert brain._store.fts_integrity_check() is not None
+    report = brain.reflect()
+    assert report.fts_rebuilt and not report.fts_ok and report.fts_problem
+    assert brain._store.fts_integrity_check() is None
+    assert [h.trace.id for h in brain.search("penguins", reinforce=False)] == [a.id]
+    assert not brain.reflect().fts_rebuilt
+
+
+def test_deleted_fts_data_rows_are_rebuilt(brain: Brain) -> None:
+    for i in range(30):
+        brain.add(f"memory about subject {i} with words alpha{i} beta{i}")
+    brain._store.execute("DELETE FROM traces_fts_data WHERE id > 10")
+    assert brain.reflect().fts_rebuilt
+    assert len(brain.search("alpha7", reinforce=False)) == 1
+
+
+# --- the run as a whole -------------------------------------------------------------------
+
+
+def test_second_reflect_at_same_now_changes_nothing(brain: Brain, clock: Clock) -> None:
+    ids = _cluster(brain)
+    brain.add(LONG)
+    brain.add(LONG.replace("check", "watch"))
+    brain.add("old episode", created_at=T0 - 400 * DAY)
+    hits = brain.search("Miso", limit=5)
+    brain.feedback(hits.retrieval_id, used=ids[:2], ignored=ids[2:3])
+    clock.now += 10 * DAY
+    first = brain.reflect()
+    assert first.merged == 1 and first.derived == 1 and first.feedback > 0
+    before = _snapshot(brain)
+    second = brain.reflect()
+    assert _snapshot(brain) == before
+    assert (second.pruned, second.merged, second.feedback, second.derived, second.compacted) == (0, 0, 0, 0, 0)
+
+
+def test_report_log_and_subscription(brain: Brain) -> None:
+    events = []
+    brain.subscribe(lambda kind, payload: events.append((kind, payload)), ["reflect"])
+    steps = []
+    report = brain.reflect(progress=lambda step, done, total: steps.append((step, done, total)))
+    assert isinstance(report, ReflectReport) and report.status == "ok"
+    assert steps == [("prune", 0, 6), ("merge", 1, 6), ("strengthen", 2, 6), ("derive", 3, 6),
+                     ("compact", 4, 6), ("reindex", 5, 6), ("done", 6, 6)]
+    assert events == [("reflect", report.to_dict())]
+    tool = report.to_tool()
+    assert {"pruned", "merged", "derived", "compacted", "durationMs"} <= set(tool)
+    json.dumps(report.to_dict())
+    (entry,) = brain.reflect_log()
+    assert entry["id"] == report.log_id and entry["status"] == "ok"
+    assert set(entry["report"]["step_ms"]) == {"prune", "merge", "strengthen", "derive", "compact", "reindex"}
+
+
+def test_held_lease_skips_and_expired_lease_is_taken(brain: Brain, clock: Clock) -> None:
+    brain.add(LONG)
+    brain.add(LONG.replace("check", "watch"))
+    brain._store.execute("INSERT INTO leases(name, owner, expires_at) VALUES ('reflect', 'crashed:1', ?)",
+                         (T0 + 100,))
+    skipped = brain.reflect()
+    assert skipped.status == "skipped" and "crashed:1" in skipped.skipped_reason and skipped.merged == 0
+    assert brain._store.execute("SELECT count(*) FROM traces WHERE deleted_at IS NULL").get == 2
+    clock.now += 101  # the crashed holder's lease ran out
+    report = brain.reflect()
+    assert report.status == "ok" and report.merged == 1
+    assert brain._store.execute("SELECT count(*) FROM leases").get == 0
+    assert [r["status"] for r in brain.reflect_log()] == ["ok", "skipped"]
+
+
+def test_failing_step_releases_lease_and_logs(brain: Brain) -> None:
+    def boom(step: str, done: int, total: int) -> None:
+        if step == "derive":
+            raise RuntimeError("progress display broke")
+
+    with pytest.raises(RuntimeError):
+        brain.reflect(progress=boom)
+    assert brain._store.execute("SELECT count(*) FROM leases").get == 0
+    assert brain.reflect_log()[0]["status"] == "failed"
+    assert brain.reflect().status == "ok"
+
+
+def test_readonly_brain_cannot_reflect(tmp_path: Path) -> None:
+    from brainmem import ReadOnlyBrain
+
+    path = str(tmp_path / "ro.brain")
+    Brain(path).close()
+    with Brain(path, readonly=True) as b, pytest.raises(ReadOnlyBrain):
+        b.reflect()
+
+
+CHILD = textwrap.dedent("""
+    import json, sys, time
+    from brainmem import Brain
+    path, start = sys.argv[1], float(sys.argv[2])
+    with Brain(path, clock=lambda: 1767225600.0) as brain:
+        while time.time() < start:
+            time.sleep(0.005)
+        slow = lambda step, done, total: time.sleep(1.0) if step == "prune" else None
+        print(json.dumps(brain.reflect(progress=slow).to_dict()))
+""")
+
+
+def test_two_processes_reflect_at_once(tmp_path: Path) -> None:
+    path = str(tmp_path / "shared.brain")
+    with Brain(path, clock=lambda: T0) as b:
+        b.add(LONG)
+        b.add(LONG.replace("check", "watch"))
+        x, y = b.add("shared alpha one").id, b.add("shared alpha two").id
+        hits = b.search("shared alpha", limit=5)
+        b.feedback(hits.retrieval_id, used=[x, y])
+    start = time.time() + 1.5
+    procs = [subprocess.Popen([sys.executable, "-c", CHILD, path, str(start)], stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, text=True) for _ in range(2)]
+    reports = []
+    for p in procs:
+        out, err = p.communicate(timeout=60)
+        assert p.returncode == 0, err
+        reports.append(json.loads(out))
+    assert sorted(r["status"] for r in reports) == ["ok", "skipped"]
+    assert sum(r["merged"] for r in reports) == 1
+    assert sum(r["feedback"] for r in reports) == 2
+    with Brain(path, clock=lambda: T0) as b:
+        assert b._store.execute("SELECT weight FROM edges WHERE kind='co_activated'").get == pytest.approx(0.1)
+        assert sorted(r["status"] for r in b.reflect_log()) == ["ok", "skipped"]
+
+
+# --- CLI ----------------------------------------------------------------------------------
+
+
+def test_cli_reflect_graph_log(tmp_path: Path, capsys) -> None:
+    from brainmem.cli import main
+
+    path = str(tmp_path / "cli.brain")
+    with Brain(path) as b:
+        b.add(LONG)
+        b.add(LONG.replace("check", "watch"))
+    out = subprocess.run([sys.executable, "-m", "brainmem", "--brain", path, "reflect", "--json", "--no-llm"],
+                         capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    assert json.loads(out.stdout)["merged"] == 1
+    assert main(["--brain", path, "reflect", "--quiet"]) == 0
+    assert "merged into" in capsys.readouterr().out
+    assert main(["--brain", path, "graph", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["edges_by_kind"]["supersedes"] == 1
+    assert main(["--brain", path, "graph"]) == 0
+    assert "supersedes" in capsys.readouterr().out
+    assert main(["--brain", path, "log", "--json"]) == 0
+    assert [r["status"] for r in json.loads(capsys.readouterr().out)] == ["ok", "ok"]
+    assert main(["--brain", path, "log"]) == 0
+    assert "status" in capsys.readouterr().out
+    assert main(["--brain", path, "log", "--limit", "0"]) == 2
+    assert main(["--brain", path, "reflect", "--now", "not a time"]) == 2

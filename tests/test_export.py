@@ -1,0 +1,201 @@
+"""Export to JSON Lines and import back (issue 5): lossless, validated first, all or nothing."""
+
+from __future__ import annotations
+
+import io
+import json
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from brainmem import Brain, InvalidInput
+from brainmem.schema import SCHEMA_VERSION
+
+
+def export_text(brain: Brain, **kw) -> str:
+    out = io.StringIO()
+    brain.export(out, **kw)
+    return out.getvalue()
+
+
+def populate(brain: Brain, clock) -> dict[str, str]:
+    a = brain.add("Alice likes green tea", tags=["pref"], episode="e1", importance=0.9,
+                  metadata={"source": "chat", "n": [1, 2]})
+    clock.advance(5)
+    b = brain.add("Alice moved to Lisbon", episode="e1", type="semantic")
+    k = brain.put("user.city", "Lisbon", scope="thread", scope_id="th-1", ttl=3600)
+    r = brain.add("Water the plants", type="prospective", due_at=clock.now + 60, cue="garden")
+    w = brain.add("scratch note", type="working", task_id="task-9")
+    brain.update(b.id, content="Alice moved to Porto")  # leaves a snapshot + supersedes edge
+    gone = brain.add("to be deleted")
+    brain.delete(gone.id)
+    brain.search("Alice")  # reinforcement changes strength/stability/access counts
+    return {"a": a.id, "b": b.id, "k": k.id, "r": r.id, "w": w.id, "gone": gone.id}
+
+
+def trace_lines(text: str) -> list[str]:
+    return [line for line in text.splitlines() if line.startswith('{"trace"')]
+
+
+def test_format_header_traces_edges(mem_brain: Brain, clock) -> None:
+    populate(mem_brain, clock)
+    lines = export_text(mem_brain).splitlines()
+    header = json.loads(lines[0])
+    assert header["brainmem"] and header["schema"] == SCHEMA_VERSION
+    assert header["traces"] == 5 and header["edges"] == 1  # live only: episode_next a->b
+    kinds = [next(iter(json.loads(line))) for line in lines[1:]]
+    assert kinds == ["trace"] * 5 + ["edge"]
+    first = json.loads(lines[1])["trace"]
+    assert first["metadata"] == {"source": "chat", "n": [1, 2]} and first["tags"] == ["pref"]
+    full = export_text(mem_brain, include_deleted=True).splitlines()
+    assert json.loads(full[0])["traces"] == 7 and json.loads(full[0])["edges"] == 2
+
+
+def test_round_trip_is_lossless(brain_factory, tmp_path: Path, clock) -> None:
+    source = brain_factory(tmp_path / "a.db")
+    populate(source, clock)
+    path = tmp_path / "dump.jsonl"
+    counts = source.export(path, include_deleted=True)
+    assert counts == {"traces": 7, "edges": 2}
+    target = brain_factory(tmp_path / "b.db")
+    report = target.import_jsonl(path)
+    assert (report.imported, report.skipped, report.edges) == (7, 0, 2)
+    assert report.id_map == {}
+    assert export_text(target, include_deleted=True) == path.read_text(encoding="utf-8")
+    # the index is in sync: search and keys work on the imported brain
+    assert target.search("Porto", reinforce=False)[0].trace.content == "Alice moved to Porto"
+    assert [h.trace.key for h in target.search("Lisbon", reinforce=False)] == ["user.city"]
+    assert target.get_key("user.city", scope="thread", scope_id="th-1").content == "Lisbon"
+    assert target.check()["ok"]
+
+
+def test_import_twice_and_dedup_by_content(mem_brain: Brain, clock, tmp_path: Path) -> None:
+    ids = populate(mem_brain, clock)
+    text = export_text(mem_brain)
+    again = mem_brain.import_jsonl(io.StringIO(text))
+    assert (again.imported, again.skipped) == (0, 5)  # same ids: already there
+    with Brain(":memory:", clock=clock) as other:
+        mine = other.add("Alice likes green tea", tags=["pref"])  # same content, type and scope
+        report = other.import_jsonl(io.StringIO(text))
+        assert report.skipped == 1 and report.imported == 4
+        assert report.id_map == {ids["a"]: mine.id}
+        # the edge a->b follows the mapping onto the existing trace
+        edges = list(other._store.execute("SELECT src, dst, kind FROM edges"))
+        assert edges == [(mine.id, ids["b"], "episode_next")]
+
+
+def test_import_new_ids_remaps_edges_and_merged_into(mem_brain: Brain, clock) -> None:
+    populate(mem_brain, clock)
+    text = export_text(mem_brain, include_deleted=True)
+    with Brain(":memory:", clock=clock) as other:
+        report = other.import_jsonl(io.StringIO(text), new_ids=True)
+        assert report.imported == 7 and len(report.id_map) == 7
+        assert not set(report.id_map) & set(report.id_map.values())
+        new_ids = set(report.id_map.values())
+        for src, dst in other._store.execute("SELECT src, dst FROM edges"):
+            assert src in new_ids and dst in new_ids
+        snapshots = [json.loads(line)["trace"] for line in trace_lines(export_text(other, include_deleted=True))
+                     if json.loads(line)["trace"]["merged_into"]]
+        assert snapshots and all(s["merged_into"] in new_ids for s in snapshots)
+
+
+def test_import_key_conflict_imports_nothing(mem_brain: Brain, clock) -> None:
+    populate(mem_brain, clock)
+    text = export_text(mem_brain)
+    with Brain(":memory:", clock=clock) as other:
+        other.put("user.city", "Madrid", scope="thread", scope_id="th-1")
+        with pytest.raises(InvalidInput, match=r"line \d+: key 'user.city'"):
+            other.import_jsonl(io.StringIO(text))
+        assert other.stats()["live"] == 1
+
+
+def bad_files(good: str) -> list[tuple[str, str]]:
+    lines = good.splitlines(keepends=True)
+    trace = json.loads(lines[2])
+    wrong_type = json.dumps({"trace": {**trace["trace"], "type": "dream"}}) + "\n"
+    no_content = json.dumps({"trace": {**trace["trace"], "content": ""}}) + "\n"
+    extra_field = json.dumps({"trace": {**trace["trace"], "colour": "red"}}) + "\n"
+    dangling = json.dumps({"edge": {"src": "mt_x", "dst": trace["trace"]["id"], "kind": "co_activated",
+                                    "weight": 0.5, "updated_at": 1.0}}) + "\n"
+    return [
+        ("".join(lines)[:-15], rf"line {len(lines)}: not valid JSON \(the file looks truncated\)"),
+        ("".join(lines[:3] + ["{not json}\n"] + lines[3:]), r"line 4: not valid JSON"),
+        ("".join(lines[:2] + [wrong_type] + lines[3:]), r"line 3: unknown type 'dream'"),
+        ("".join(lines[:2] + [no_content] + lines[3:]), r"line 3: content must not be empty"),
+        ("".join(lines[:2] + [extra_field] + lines[3:]), r"line 3: unknown trace field\(s\): colour"),
+        ("".join(lines[:-1] + [dangling]), rf"line {len(lines)}: edge end mt_x"),
+        ("".join(lines[:2] + [lines[2]] + lines[2:]), r"line 4: trace id .* appears twice"),
+        ("".join(lines[:-1]), r"header promises 1 edges but the file has 0"),
+        ("".join(lines[1:]), r"line 1: the first line must be the header"),
+        ("", r"no brainmem header"),
+        ("".join([json.dumps({"brainmem": "9", "schema": SCHEMA_VERSION + 1}) + "\n"]),
+         r"line 1: .*newer than this brainmem"),
+        ("".join(lines[:2] + ['{"trace": {}, "edge": {}}\n'] + lines[2:]), r"line 3: expected"),
+    ]
+
+
+def test_bad_import_files_name_the_line_and_import_nothing(mem_brain: Brain, clock,
+                                                          tmp_path: Path) -> None:
+    populate(mem_brain, clock)
+    good = export_text(mem_brain)
+    for number, (text, message) in enumerate(bad_files(good)):
+        with Brain(str(tmp_path / f"t{number}.db"), clock=clock) as target:
+            target.add("already here")
+            path = tmp_path / f"bad{number}.jsonl"
+            path.write_text(text, encoding="utf-8")
+            with pytest.raises(InvalidInput, match=message):
+                target.import_jsonl(path)
+            assert target.stats()["live"] == 1 and target.stats()["deleted"] == 0
+            assert list(target._store.execute("SELECT count(*) FROM edges"))[0][0] == 0
+
+
+def test_import_missing_file_is_invalid_input(mem_brain: Brain, tmp_path: Path) -> None:
+    with pytest.raises(InvalidInput, match="cannot read"):
+        mem_brain.import_jsonl(tmp_path / "nope.jsonl")
+
+
+def test_export_to_path_is_atomic_and_overwrites(mem_brain: Brain, tmp_path: Path) -> None:
+    mem_brain.add("one")
+    path = tmp_path / "out.jsonl"
+    path.write_text("old contents")
+    mem_brain.export(path)
+    assert path.read_text().startswith('{"brainmem"')
+    assert [p.name for p in tmp_path.iterdir()] == ["out.jsonl"]  # no temp file left
+
+
+def test_import_emits_add_events(mem_brain: Brain, clock) -> None:
+    populate(mem_brain, clock)
+    text = export_text(mem_brain, include_deleted=True)
+    with Brain(":memory:", clock=clock) as other:
+        events: list[str] = []
+        other.subscribe(lambda kind, payload: events.append(kind))
+        other.import_jsonl(io.StringIO(text))
+        assert events == ["add"] * 5  # live traces only; deleted history is not news
+
+
+texts = st.text(st.characters(blacklist_categories=("Cs",)), min_size=1, max_size=40).filter(
+    lambda s: s.strip()
+)
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(items=st.lists(st.fixed_dictionaries({
+    "content": texts,
+    "type": st.sampled_from(["episodic", "semantic", "procedural", "prospective", "working"]),
+    "tags": st.lists(texts.map(str.strip).filter(bool), max_size=3),
+    "importance": st.floats(0, 1),
+    "metadata": st.dictionaries(st.text(max_size=5), st.integers() | st.text(max_size=5), max_size=2),
+    "episode": st.none() | st.sampled_from(["e1", "e2"]),
+    "created_at": st.floats(1e9, 2e9),
+}), min_size=1, max_size=8), delete_first=st.booleans())
+def test_round_trip_property(items, delete_first: bool, tmp_path_factory) -> None:
+    with Brain(":memory:", clock=lambda: 2e9) as source:
+        traces = source.add_many(items)
+        if delete_first:
+            source.delete(traces[0].id)
+        text = export_text(source, include_deleted=True)
+    with Brain(":memory:", clock=lambda: 2e9) as target:
+        target.import_jsonl(io.StringIO(text))
+        assert export_text(target, include_deleted=True) == text

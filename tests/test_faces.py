@@ -1,0 +1,412 @@
+"""The everyday faces (issue 5) through the public API: key-value, list/read, recent,
+subscriptions, TTL, pinning, quotas, optimistic concurrency, working and prospective memory."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import pytest
+
+from brainmem import Brain, InvalidInput, NotFound, Policy, QuotaExceeded, VersionConflict
+from brainmem.faces import LIST_CAP
+
+
+def fts_count(brain: Brain, word: str) -> int:
+    return brain._store.execute("SELECT count(*) FROM traces_fts WHERE traces_fts MATCH ?", (word,)).get
+
+
+# --- key-value face ---------------------------------------------------------------------
+
+
+def test_put_inserts_then_overwrites_in_place(mem_brain: Brain) -> None:
+    first = mem_brain.put("user.theme", "dark mode please", tags=["ui"])
+    assert (first.key, first.version, first.type) == ("user.theme", 1, "semantic")
+    second = mem_brain.put("user.theme", "light mode now")
+    assert second.id == first.id and second.version == 2
+    assert second.tags == ["ui"]  # fields not given keep their values
+    assert mem_brain.get_key("user.theme").content == "light mode now"
+    # the index follows the overwrite: old words are gone from live search, new ones found
+    assert fts_count(mem_brain, "dark") == 0 and fts_count(mem_brain, "light") == 1
+    assert [h.trace.id for h in mem_brain.search("light", reinforce=False)] == [first.id]
+    assert not mem_brain.search("dark", reinforce=False)
+    # the old value survives as a soft-deleted snapshot (no update loses a byte)
+    assert mem_brain.stats()["deleted"] == 1
+
+
+def test_keys_are_per_scope_and_not_deduplicated(mem_brain: Brain) -> None:
+    a = mem_brain.put("k", "same value", scope="thread", scope_id="t1")
+    b = mem_brain.put("k", "same value", scope="thread", scope_id="t2")
+    c = mem_brain.put("other", "same value", scope="thread", scope_id="t1")
+    assert len({a.id, b.id, c.id}) == 3
+    assert mem_brain.get_key("k", scope="thread", scope_id="t2").id == b.id
+    with pytest.raises(NotFound):
+        mem_brain.get_key("k")  # default scope user/''
+    # add with a key is idempotent for the same value, refuses another value
+    assert mem_brain.add("same value", scope="thread", scope_id="t1", key="k", type="semantic").id == a.id
+    with pytest.raises(InvalidInput, match="already used"):
+        mem_brain.add("different", scope="thread", scope_id="t1", key="k")
+
+
+def test_delete_key_and_get_key_absent(mem_brain: Brain) -> None:
+    mem_brain.put("k", "v")
+    assert mem_brain.delete_key("k") is True
+    assert mem_brain.delete_key("k") is False
+    with pytest.raises(NotFound, match="no value for key 'k'"):
+        mem_brain.get_key("k")
+    again = mem_brain.put("k", "v2")  # the slot is free again
+    assert again.version == 1
+
+
+@pytest.mark.parametrize("key", ["", "   ", "x" * 257, 12, None])
+def test_bad_keys_are_refused_and_nothing_changes(mem_brain: Brain, key: object) -> None:
+    with pytest.raises(InvalidInput, match="key"):
+        mem_brain.put(key, "value")  # type: ignore[arg-type]
+    assert mem_brain.stats()["live"] == 0
+
+
+def test_key_limit_follows_policy(clock) -> None:
+    with Brain(":memory:", clock=clock, policy=replace(Policy(), max_key_chars=8)) as brain:
+        brain.put("12345678", "fits")
+        with pytest.raises(InvalidInput, match="limit of 8"):
+            brain.put("123456789", "too long")
+
+
+def test_put_retention_keeps_last_lines_or_chars(mem_brain: Brain) -> None:
+    log = "".join(f"line {i}\n" for i in range(10))
+    assert mem_brain.put("log", log, keep_lines=3).content == "line 7\nline 8\nline 9\n"
+    assert mem_brain.put("tail", "abcdefghij", keep_chars=4).content == "ghij"
+    both = mem_brain.put("both", "aaa\nbbbbbb\ncc", keep_lines=2, keep_chars=5)
+    assert both.content == "bb\ncc"
+    for bad in ({"keep_lines": 0}, {"keep_chars": -1}, {"keep_lines": 1.5}):
+        with pytest.raises(InvalidInput):
+            mem_brain.put("bad", "x", **bad)
+
+
+def test_put_version_conflict_changes_nothing(mem_brain: Brain) -> None:
+    t = mem_brain.put("k", "one")
+    mem_brain.put("k", "two", expected_version=1)
+    with pytest.raises(VersionConflict) as err:
+        mem_brain.put("k", "three", expected_version=1)
+    assert err.value.current == 2
+    assert mem_brain.get_key("k").content == "two"
+    with pytest.raises(VersionConflict):
+        mem_brain.put("k", "three", expected_version=0)  # 0: only if absent
+    created = mem_brain.put("new", "fresh", expected_version=0)
+    assert created.version == 1
+    with pytest.raises(VersionConflict):
+        mem_brain.put("absent", "x", expected_version=3)
+    with pytest.raises(VersionConflict):
+        mem_brain.update(t.id, content="four", expected_version=1)
+    assert mem_brain.get(t.id).content == "two"
+
+
+def test_put_with_ttl_and_expired_key_counts_as_absent(mem_brain: Brain, clock) -> None:
+    t = mem_brain.put("session", "token-1", ttl=60)
+    assert mem_brain.get_key("session").id == t.id
+    clock.advance(61)
+    with pytest.raises(NotFound):
+        mem_brain.get_key("session")
+    fresh = mem_brain.put("session", "token-2", ttl=60, expected_version=0)
+    assert fresh.id != t.id and fresh.version == 1
+    old = mem_brain.read([t.id], include_deleted=True).traces[0]
+    assert old.deleted_at is not None and old.metadata["deleted_reason"] == "expired"
+    for bad in (0, -5, float("nan"), True, "60"):
+        with pytest.raises(InvalidInput, match="ttl"):
+            mem_brain.put("bad", "x", ttl=bad)
+    with pytest.raises(InvalidInput, match="ttl"):
+        mem_brain.add("x", ttl=0)
+    with pytest.raises(InvalidInput, match="not both"):
+        mem_brain.put("bad", "x", ttl=5, expires_at=clock.now + 5)
+
+
+# --- list, read, recent -----------------------------------------------------------------
+
+
+def test_list_returns_metadata_newest_first(mem_brain: Brain, clock) -> None:
+    first = mem_brain.add("First line of a long note " + "x" * 100 + "\nsecond line", tags=["a"])
+    clock.advance(1)
+    second = mem_brain.add("\n  héllo   world  ", tags=["a", "b"], type="semantic")
+    listing = mem_brain.list()
+    assert [i.id for i in listing.items] == [second.id, first.id]
+    assert not listing.truncated
+    top = listing.items[1]
+    assert top.title.startswith("First line of a long note") and len(top.title) == 80
+    assert top.title.endswith("…")
+    assert listing.items[0].title == "héllo world"
+    assert listing.items[0].size == len("\n  héllo   world  ".encode())
+    data = listing.to_dict()
+    assert "content" not in data["items"][0] and data["items"][0]["tags"] == ["a", "b"]
+
+
+def test_list_filters_and_truncation(mem_brain: Brain, clock) -> None:
+    ids = []
+    for i in range(5):
+        ids.append(mem_brain.add(f"note {i}", tags=["t"] + (["even"] if i % 2 == 0 else [])).id)
+        clock.advance(10)
+    mem_brain.put("cfg.a", "1")
+    mem_brain.put("cfg_b", "2")
+    mem_brain.put("cfgXa", "3")
+    page = mem_brain.list(tags=["t"], limit=2)
+    assert page.truncated and [i.id for i in page.items] == ids[:2:-1][:2]
+    assert len(mem_brain.list(tags=["t", "even"], tags_mode="all").items) == 3
+    assert len(mem_brain.list(tags=["even", "nope"], tags_mode="any").items) == 3
+    assert len(mem_brain.list(tags=["even", "nope"], tags_mode="all").items) == 0
+    # key prefixes are literal: '_' and '%' are not wildcards
+    assert [i.key for i in mem_brain.list(key_prefix="cfg_").items] == ["cfg_b"]
+    assert {i.key for i in mem_brain.list(key_prefix="cfg").items} == {"cfg.a", "cfg_b", "cfgXa"}
+    window = mem_brain.list(since=clock.now - 35, until=clock.now - 15)
+    assert [i.id for i in window.items] == [ids[3], ids[2]]
+    assert len(mem_brain.list(limit=1000).items) == 8  # clamped to the cap, not refused
+    with pytest.raises(InvalidInput):
+        mem_brain.list(limit=0)
+    with pytest.raises(InvalidInput):
+        mem_brain.list(tags_mode="some")
+
+
+def test_list_hard_cap(mem_brain: Brain) -> None:
+    mem_brain.add_many([f"item number {i}" for i in range(LIST_CAP + 5)])
+    listing = mem_brain.list(limit=10_000)
+    assert len(listing.items) == LIST_CAP and listing.truncated
+
+
+def test_read_returns_full_traces_and_missing(mem_brain: Brain) -> None:
+    a = mem_brain.add("alpha")
+    b = mem_brain.add("beta")
+    mem_brain.delete(b.id)
+    reading = mem_brain.read([b.id, a.id, "mt_nope", a.id])
+    assert [t.id for t in reading.traces] == [a.id]
+    assert reading.missing == [b.id, "mt_nope"]
+    with_deleted = mem_brain.read([b.id, a.id], include_deleted=True)
+    assert [t.id for t in with_deleted.traces] == [b.id, a.id]
+    assert mem_brain.read(a.id).traces[0].content == "alpha"
+    assert reading.to_dict()["missing"] == [b.id, "mt_nope"]
+    with pytest.raises(InvalidInput):
+        mem_brain.read([f"mt_{i}" for i in range(LIST_CAP + 1)])
+
+
+def test_recent_newest_first_with_since_and_tags(mem_brain: Brain, clock) -> None:
+    old = mem_brain.add("old news", tags=["news"])
+    clock.advance(100)
+    mid = mem_brain.add("mid news", tags=["news"])
+    clock.advance(100)
+    new = mem_brain.add("new gossip", tags=["gossip"])
+    assert [t.id for t in mem_brain.recent()] == [new.id, mid.id, old.id]
+    assert [t.id for t in mem_brain.recent(since=clock.now - 150)] == [new.id, mid.id]
+    assert [t.id for t in mem_brain.recent(limit=1)] == [new.id]
+    assert [t.id for t in mem_brain.recent(tags=["news"])] == [mid.id, old.id]
+
+
+# --- subscriptions ----------------------------------------------------------------------
+
+
+def test_each_write_emits_once_after_commit(mem_brain: Brain) -> None:
+    events: list[tuple[str, str, bool]] = []
+
+    def record(kind: str, payload: dict) -> None:
+        # after commit: a fresh read sees the write, and no transaction is open
+        events.append((kind, payload["id"], mem_brain._store.db.in_transaction))
+
+    mem_brain.subscribe(record)
+    a = mem_brain.add("alpha")
+    mem_brain.add("alpha")  # duplicate: reinforced, not added
+    b = mem_brain.add("beta")
+    mem_brain.update(a.id, content="alpha two")
+    k = mem_brain.put("k", "v1")
+    mem_brain.put("k", "v2")
+    mem_brain.pin(a.id)
+    mem_brain.pin(a.id)  # already pinned: no change, no event
+    mem_brain.unpin(a.id)
+    merged = mem_brain.merge([a.id, b.id])
+    mem_brain.delete(merged.id)
+    mem_brain.restore(merged.id)
+    mem_brain.delete_key("k")
+    assert [(kind, i) for kind, i, _ in events] == [
+        ("add", a.id), ("add", b.id), ("update", a.id), ("add", k.id), ("update", k.id),
+        ("update", a.id), ("update", a.id), ("merge", merged.id), ("delete", merged.id),
+        ("restore", merged.id), ("delete", k.id),
+    ]
+    assert not any(open_tx for _, _, open_tx in events)
+
+
+def test_failing_subscriber_never_breaks_the_write(mem_brain: Brain) -> None:
+    seen: list[str] = []
+
+    def boom(kind: str, payload: dict) -> None:
+        raise RuntimeError("subscriber bug")
+
+    mem_brain.subscribe(boom)
+    unsubscribe = mem_brain.subscribe(lambda kind, payload: seen.append(kind), kinds=["add"])
+    t = mem_brain.put("k", "v")
+    assert mem_brain.get_key("k").id == t.id
+    mem_brain.put("k", "v2")  # an update: not asked for
+    assert seen == ["add"]
+    unsubscribe()
+    mem_brain.add("later")
+    assert seen == ["add"]
+    with pytest.raises(InvalidInput):
+        mem_brain.subscribe(lambda k, p: None, kinds=["nope"])
+
+
+def test_failed_write_emits_nothing(mem_brain: Brain) -> None:
+    events: list[str] = []
+    mem_brain.subscribe(lambda kind, payload: events.append(kind))
+    mem_brain.put("k", "v")
+    with pytest.raises(VersionConflict):
+        mem_brain.put("k", "v2", expected_version=7)
+    with pytest.raises(InvalidInput):
+        mem_brain.put("k", "")
+    assert events == ["add"]
+
+
+# --- TTL and expiry -----------------------------------------------------------------------
+
+
+def test_expired_traces_are_invisible(mem_brain: Brain, clock) -> None:
+    t = mem_brain.add("ephemeral kiwi fact", ttl=30, tags=["kiwi"])
+    u = mem_brain.add("lasting kiwi fact", expires_at=clock.now + 3600, tags=["kiwi"])
+    assert len(mem_brain.search("kiwi", reinforce=False)) == 2
+    later = clock.now + 31
+    assert [h.trace.id for h in mem_brain.search("kiwi", now=later, reinforce=False)] == [u.id]
+    assert [i.id for i in mem_brain.list(now=later).items] == [u.id]
+    assert [x.id for x in mem_brain.recent(now=later)] == [u.id]
+    assert mem_brain.read([t.id], now=later).missing == [t.id]
+    with pytest.raises(NotFound):
+        mem_brain.get(t.id, now=later)
+    assert mem_brain.get(t.id, include_deleted=True).id == t.id  # still in the file
+
+
+# --- pinning ------------------------------------------------------------------------------
+
+
+def test_pin_unpin_bump_version(mem_brain: Brain) -> None:
+    t = mem_brain.add("pin me")
+    pinned = mem_brain.pin(t.id)
+    assert pinned.pinned and pinned.version == 2
+    assert mem_brain.pin(t.id).version == 2  # idempotent
+    assert not mem_brain.unpin(t.id).pinned
+    assert mem_brain.get(t.id).version == 3
+    with pytest.raises(NotFound):
+        mem_brain.pin("mt_missing")
+
+
+# --- quotas and limits ----------------------------------------------------------------------
+
+
+def test_quota_refuse_names_scope_and_limit(clock) -> None:
+    policy = replace(Policy(), quota=2)
+    with Brain(":memory:", clock=clock, policy=policy) as brain:
+        brain.add("one", scope="thread", scope_id="t1")
+        brain.add("two", scope="thread", scope_id="t1")
+        brain.add("other scope", scope="thread", scope_id="t2")
+        with pytest.raises(QuotaExceeded, match=r"thread/'t1'.*quota of 2"):
+            brain.add("three", scope="thread", scope_id="t1")
+        with pytest.raises(QuotaExceeded):  # a batch fails whole
+            brain.add_many([{"content": "x", "scope": "thread", "scope_id": "t3"},
+                            {"content": "y", "scope": "thread", "scope_id": "t1"}])
+        assert brain.stats()["live"] == 3
+        brain.add("one", scope="thread", scope_id="t1")  # a duplicate takes no room
+        # expired traces make room even under "refuse"
+        brain.add("short-lived", scope="thread", scope_id="t2", ttl=5)
+        clock.advance(10)
+        brain.add("after expiry", scope="thread", scope_id="t2")
+
+
+def test_quota_evict_removes_weakest_unpinned(clock) -> None:
+    policy = replace(Policy(), quota=3, quota_policy="evict")
+    with Brain(":memory:", clock=clock, policy=policy) as brain:
+        deleted: list[dict] = []
+        brain.subscribe(lambda kind, payload: deleted.append(payload), kinds=["delete"])
+        oldest = brain.add("oldest and weak", created_at=clock.now - 400 * 86400)
+        pinned = brain.add("old but pinned", created_at=clock.now - 500 * 86400, pinned=True)
+        recent = brain.add("recent")
+        newest = brain.add("newest")
+        live = {i.id for i in brain.list().items}
+        assert live == {pinned.id, recent.id, newest.id}
+        gone = brain.read([oldest.id], include_deleted=True).traces[0]
+        assert gone.metadata["deleted_reason"] == "evicted"
+        assert deleted == [{"id": oldest.id, "reason": "evicted"}]
+        brain.put("k", "a value")  # put goes through the same hook
+        assert len(brain.list().items) == 3 and pinned.id in {i.id for i in brain.list().items}
+
+
+def test_quota_evict_with_everything_pinned_refuses(clock) -> None:
+    policy = replace(Policy(), quota=1, quota_policy="evict")
+    with Brain(":memory:", clock=clock, policy=policy) as brain:
+        brain.add("keep", pinned=True)
+        with pytest.raises(QuotaExceeded, match="pinned"):
+            brain.add("no room")
+
+
+def test_max_content_bytes_names_the_limit(clock) -> None:
+    with Brain(":memory:", clock=clock, policy=replace(Policy(), max_content_bytes=10)) as brain:
+        brain.add("0123456789")
+        with pytest.raises(InvalidInput, match="limit of 10 bytes"):
+            brain.add("0123456789é")
+        with pytest.raises(InvalidInput, match="limit of 10 bytes"):
+            brain.put("k", "x" * 11)
+        assert brain.stats()["live"] == 1
+
+
+# --- working memory -----------------------------------------------------------------------
+
+
+def test_end_task_archives_and_promotes(mem_brain: Brain) -> None:
+    w1 = mem_brain.add("scratch: tried approach A", type="working", task_id="task-1")
+    w2 = mem_brain.add("finding: approach B works", type="working", task_id="task-1")
+    other = mem_brain.add("other task scratch", type="working", task_id="task-2")
+    fact = mem_brain.add("episodic note of the task", task_id="task-1")
+    result = mem_brain.end_task("task-1", promote=[w2.id])
+    assert result == {"task_id": "task-1", "archived": [w1.id], "promoted": [w2.id]}
+    assert mem_brain.read([w1.id]).missing == [w1.id]
+    archived = mem_brain.read([w1.id], include_deleted=True).traces[0]
+    assert archived.metadata["archived"] is True and archived.deleted_at is not None
+    promoted = mem_brain.get(w2.id)
+    assert promoted.type == "episodic" and promoted.metadata["promoted_from_task"] == "task-1"
+    assert mem_brain.get(other.id).live and mem_brain.get(fact.id).live
+    assert mem_brain.end_task("task-1") == {"task_id": "task-1", "archived": [], "promoted": []}
+
+
+def test_end_task_bad_promote_changes_nothing(mem_brain: Brain) -> None:
+    w = mem_brain.add("scratch", type="working", task_id="t")
+    other = mem_brain.add("scratch elsewhere", type="working", task_id="u")
+    with pytest.raises(InvalidInput, match="cannot promote"):
+        mem_brain.end_task("t", promote=[other.id])
+    assert mem_brain.get(w.id).live
+    # working traces without a task are allowed; they simply decay (no task ends them)
+    loose = mem_brain.add("loose scratch", type="working")
+    assert loose.task_id is None
+
+
+# --- prospective memory ---------------------------------------------------------------------
+
+
+def test_due_returns_reminders_oldest_due_first(mem_brain: Brain, clock) -> None:
+    later = mem_brain.add("call the dentist", type="prospective", due_at=clock.now + 100)
+    sooner = mem_brain.add("renew passport", type="prospective", due_at=clock.now + 50)
+    mem_brain.add("someday maybe", type="prospective", cue="vacation")
+    mem_brain.add("not a reminder", due_at=clock.now + 10)  # wrong type
+    assert mem_brain.due() == []
+    assert [t.id for t in mem_brain.due(clock.now + 60)] == [sooner.id]
+    assert [t.id for t in mem_brain.due(clock.now + 200)] == [sooner.id, later.id]
+    assert [t.id for t in mem_brain.due(clock.now + 200, limit=1)] == [sooner.id]
+    mem_brain.delete(sooner.id)
+    assert [t.id for t in mem_brain.due(clock.now + 200)] == [later.id]
+
+
+def test_search_finds_prospective_trace_by_cue(mem_brain: Brain) -> None:
+    reminder = mem_brain.add("Remind the user to bring sunscreen", type="prospective",
+                             cue="beach trip")
+    mem_brain.add("The user enjoys hiking")
+    hits = mem_brain.search("planning a beach outing", reinforce=False)
+    assert hits and hits[0].trace.id == reminder.id
+
+
+def test_backup_copies_a_consistent_brain(brain_factory, tmp_path) -> None:
+    brain = brain_factory()
+    brain.put("k", "backed up value")
+    target = tmp_path / "copy.db"
+    assert brain.backup(str(target)) == str(target)
+    copy = brain_factory(target)
+    assert copy.get_key("k").content == "backed up value"
+    with pytest.raises(InvalidInput, match="already exists"):
+        brain.backup(str(target))

@@ -1,0 +1,295 @@
+"""Damaged and foreign files: a clear error from the BrainFileError tree, and nothing modified.
+
+Also read-only brains (file, directory, WAL without -shm) and a full disk
+(``PRAGMA max_page_count``). Tests run as root, which ignores file permissions;
+the permission tests therefore run their brain in a child process that first
+enters a new user namespace (``unshare(CLONE_NEWUSER)``), where root's override
+does not apply to files outside it. Where that is impossible they skip, saying why.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import shutil
+import sqlite3
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from brainmem import Brain
+from brainmem.errors import (
+    BrainFileError,
+    InvalidInput,
+    NotABrainFile,
+    ReadOnlyBrain,
+    SchemaTooNew,
+    StorageError,
+)
+from brainmem.schema import SCHEMA_VERSION
+
+
+def _make_brain(path: Path, n: int = 400) -> None:
+    with Brain(str(path)) as brain:
+        brain.add_many([f"memory {i} about {'alpha beta gamma delta'.split()[i % 4]} " + "pad " * 20
+                        for i in range(n)])
+
+
+def _snapshot(directory: Path) -> dict[str, tuple[bytes, int]]:
+    """Every file of the directory with its bytes and mtime."""
+    return {p.name: (p.read_bytes(), p.stat().st_mtime_ns) for p in sorted(directory.iterdir())}
+
+
+def _refused(path: Path, error: type[Exception], readonly: bool = False) -> str:
+    """Open ``path``: assert it raises ``error`` and leaves the directory untouched."""
+    before = _snapshot(path.parent)
+    with pytest.raises(error) as info:
+        Brain(str(path), readonly=readonly)
+    assert _snapshot(path.parent) == before, "a refused file (or its directory) was modified"
+    return str(info.value)
+
+
+# --- damaged and foreign files --------------------------------------------------------------
+
+
+@pytest.mark.parametrize("keep", [0.02, 0.3, 0.5, 0.9, 0.999])
+@pytest.mark.parametrize("readonly", [False, True])
+def test_truncated_brain_is_refused_unchanged(tmp_path: Path, keep: float, readonly: bool) -> None:
+    source = tmp_path / "whole.db"
+    _make_brain(source)
+    data = source.read_bytes()
+    broken = tmp_path / "cut" / "brain.db"
+    broken.parent.mkdir()
+    broken.write_bytes(data[: max(1, int(len(data) * keep))])
+    message = _refused(broken, BrainFileError, readonly)
+    assert "brain.db" in message
+    assert any(word in message for word in ("truncated", "not a usable", "damaged", "not a"))
+
+
+@pytest.mark.parametrize("size", [1, 50, 100, 4096, 100_000])
+def test_random_bytes_are_refused_unchanged(tmp_path: Path, size: int) -> None:
+    path = tmp_path / "noise.db"
+    path.write_bytes(random.Random(size).randbytes(size))
+    message = _refused(path, NotABrainFile)
+    assert "not a" in message and "left unchanged" in message
+
+
+def test_sqlite_header_then_garbage_is_refused_unchanged(tmp_path: Path) -> None:
+    source = tmp_path / "whole.db"
+    _make_brain(source, 50)
+    path = tmp_path / "mangled" / "brain.db"
+    path.parent.mkdir()
+    path.write_bytes(source.read_bytes()[:100] + random.Random(1).randbytes(60_000))
+    _refused(path, BrainFileError)
+
+
+@pytest.mark.parametrize("app_id", [0, 0x1234])
+def test_another_applications_sqlite_is_refused_unchanged(tmp_path: Path, app_id: int) -> None:
+    path = tmp_path / "other.sqlite"
+    with sqlite3.connect(path) as db:
+        db.execute("CREATE TABLE customers (id INTEGER PRIMARY KEY, name TEXT)")
+        db.executemany("INSERT INTO customers(name) VALUES (?)", [("ann",), ("bob",)])
+        db.execute(f"PRAGMA application_id = {app_id}")
+    db.close()
+    for readonly in (False, True):
+        message = _refused(path, NotABrainFile, readonly)
+        assert "another application" in message and "left unchanged" in message
+
+
+def test_brain_from_a_newer_schema_is_refused_unchanged(tmp_path: Path) -> None:
+    path = tmp_path / "future.db"
+    _make_brain(path, 10)
+    with sqlite3.connect(path) as db:
+        db.execute(f"PRAGMA user_version = {SCHEMA_VERSION + 1}")
+    db.close()
+    for readonly in (False, True):
+        message = _refused(path, SchemaTooNew, readonly)
+        assert str(SCHEMA_VERSION + 1) in message and "upgrade brainmem" in message
+
+
+def test_directory_and_missing_file(tmp_path: Path) -> None:
+    with pytest.raises(BrainFileError, match="directory"):
+        Brain(str(tmp_path))
+    with pytest.raises(BrainFileError, match="no brain file"):
+        Brain(str(tmp_path / "absent.db"), readonly=True)
+    assert not (tmp_path / "absent.db").exists()
+
+
+def test_check_cli_on_a_foreign_file_exits_1_without_touching_it(tmp_path: Path) -> None:
+    path = tmp_path / "noise.db"
+    path.write_bytes(b"definitely not sqlite" * 100)
+    before = _snapshot(tmp_path)
+    run = subprocess.run([sys.executable, "-m", "brainmem", "--brain", str(path), "check"],
+                         capture_output=True, text=True, timeout=60)
+    assert run.returncode == 1
+    assert "not a brainmem brain" in run.stderr and len(run.stderr.strip().splitlines()) == 1
+    assert _snapshot(tmp_path) == before
+
+
+# --- read-only brains ---------------------------------------------------------------------
+
+
+def test_readonly_open_searches_and_refuses_writes(tmp_path: Path) -> None:
+    path = tmp_path / "brain.db"
+    _make_brain(path, 50)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["brain.db"]  # WAL checkpointed away
+    before = path.read_bytes()
+    with Brain(str(path), readonly=True) as brain:
+        hits = brain.search("alpha", limit=5)  # read-only: never reinforces
+        assert len(hits) == 5 and hits.retrieval_id is None
+        assert brain.check()["ok"]
+        for write in (lambda: brain.add("new"), lambda: brain.delete(hits[0].trace.id),
+                      lambda: brain.update(hits[0].trace.id, content="x"), brain.repair):
+            with pytest.raises(ReadOnlyBrain):
+                write()
+        result = brain.call_tool("memory_add", {"content": "new"})
+        assert result["error"]["type"] == "ReadOnlyBrain"
+    assert path.read_bytes() == before
+
+
+def _unprivileged(script: str, *args: str) -> subprocess.CompletedProcess[str]:
+    """Run ``script`` in a child where file permissions apply, even when we are root."""
+    preamble = textwrap.dedent(
+        """
+        import ctypes, os, sys
+        if os.geteuid() == 0:
+            libc = ctypes.CDLL(None, use_errno=True)
+            if libc.unshare(0x10000000) != 0:  # CLONE_NEWUSER: drops root's override outside it
+                print("SKIP unshare failed errno", ctypes.get_errno()); sys.exit(0)
+        def denied(path, mode):
+            try:
+                open(path, mode).close()
+            except PermissionError:
+                return True
+            if mode == "x":
+                os.remove(path)
+            return False
+        if not (denied(sys.argv[1] + "/.probe", "x") or denied(sys.argv[2], "r+b")):
+            print("SKIP permissions still do not apply"); sys.exit(0)
+        """
+    )
+    run = subprocess.run([sys.executable, "-c", preamble + textwrap.dedent(script), *args],
+                         capture_output=True, text=True, timeout=60)
+    if run.stdout.startswith("SKIP"):
+        pytest.skip(f"cannot make a file read-only for this user: {run.stdout.strip()}")
+    assert run.returncode == 0, run.stderr
+    return run
+
+
+PROBE = """
+from brainmem import Brain
+from brainmem.errors import BrainmemError
+path = sys.argv[2]
+try:
+    with Brain(path, readonly=True) as brain:
+        print("hits", len(brain.search("alpha", limit=5)), "ok", brain.check()["ok"])
+except BrainmemError as exc:
+    print("readonly", type(exc).__name__, exc)
+try:
+    Brain(path)
+    print("readwrite opened")
+except BrainmemError as exc:
+    print("readwrite", type(exc).__name__, exc)
+"""
+
+
+@pytest.fixture
+def locked_dir(tmp_path: Path):
+    directory = tmp_path / "ro"
+    directory.mkdir()
+    yield directory
+    directory.chmod(0o755)
+    for p in directory.iterdir():
+        p.chmod(0o644)
+
+
+def test_wal_brain_in_a_readonly_directory_can_be_searched(locked_dir: Path) -> None:
+    path = locked_dir / "brain.db"
+    _make_brain(path, 50)
+    assert not Path(f"{path}-shm").exists() and not Path(f"{path}-wal").exists()
+    path.chmod(0o444)
+    locked_dir.chmod(0o555)
+    before = _snapshot(locked_dir)
+    out = _unprivileged(PROBE, str(locked_dir), str(path)).stdout
+    assert "hits 5 ok True" in out, out
+    assert "readwrite ReadOnlyBrain" in out and "readonly=True" in out, out
+    assert _snapshot(locked_dir) == before
+
+
+def test_readonly_file_in_a_writable_directory(locked_dir: Path) -> None:
+    path = locked_dir / "brain.db"
+    _make_brain(path, 50)
+    path.chmod(0o444)
+    before = path.read_bytes()
+    out = _unprivileged(PROBE, str(locked_dir), str(path)).stdout
+    assert "hits 5 ok True" in out, out
+    assert "readwrite ReadOnlyBrain" in out and "not writable" in out, out
+    assert path.read_bytes() == before
+
+
+def test_wal_with_changes_but_no_shm_in_a_readonly_directory_is_refused_clearly(
+        tmp_path: Path, locked_dir: Path) -> None:
+    live = tmp_path / "live.db"
+    brain = Brain(str(live))
+    brain.add_many([f"alpha {i}" for i in range(20)])
+    brain._store.db.wal_autocheckpoint(0)
+    brain.add_many([f"alpha late {i}" for i in range(20)])  # only in the -wal
+    shutil.copy(live, locked_dir / "brain.db")
+    shutil.copy(f"{live}-wal", locked_dir / "brain.db-wal")
+    brain.close()
+    locked_dir.chmod(0o555)
+    out = _unprivileged(PROBE, str(locked_dir), str(locked_dir / "brain.db")).stdout
+    assert "readonly ReadOnlyBrain" in out and "-wal" in out and "-shm" in out, out
+
+
+# --- a full disk ------------------------------------------------------------------------------
+
+
+def test_full_disk_refuses_the_write_and_loses_nothing(tmp_path: Path) -> None:
+    path = tmp_path / "brain.db"
+    brain = Brain(str(path))
+    kept = brain.add_many([f"kept memory {i} alpha" for i in range(50)])
+    db = brain._store.db
+    db.pragma("max_page_count", db.pragma("page_count") + 8)  # a nearly full "disk"
+    rows = db.execute("SELECT count(*) FROM traces").get
+    batch = [f"big memory {i} " + "word%d " % i * 3_000 for i in range(20)]
+    with pytest.raises(StorageError, match="full"):
+        brain.add_many(batch)
+    assert db.execute("SELECT count(*) FROM traces").get == rows  # the batch: all or nothing
+    assert not db.in_transaction
+    hits = brain.search("kept alpha", limit=100, reinforce=False)
+    assert {h.trace.id for h in hits} == {t.id for t in kept}
+    assert brain.check()["ok"]
+    db.pragma("max_page_count", 1_000_000)  # space again: the same batch goes in
+    assert len(brain.add_many(batch)) == 20
+    brain.close()
+    with Brain(str(path)) as again:
+        assert again.check()["ok"] and again.stats()["live"] == 70
+
+
+def test_full_disk_during_search_reinforcement_still_answers_or_refuses_cleanly(tmp_path: Path) -> None:
+    brain = Brain(str(tmp_path / "brain.db"))
+    brain.add_many([f"memory {i} alpha" for i in range(30)])
+    db = brain._store.db
+    db.pragma("max_page_count", db.pragma("page_count"))
+    before = db.execute("SELECT count(*) FROM retrievals").get
+    try:
+        hits = brain.search("alpha", limit=5)
+        assert len(hits) == 5
+    except StorageError as exc:
+        assert "full" in str(exc)
+        assert db.execute("SELECT count(*) FROM retrievals").get == before
+    assert brain.check()["ok"]
+    brain.close()
+
+
+def test_repair_refuses_to_overwrite_a_backup(tmp_path: Path) -> None:
+    path = tmp_path / "brain.db"
+    _make_brain(path, 5)
+    (tmp_path / "taken.bak").write_bytes(b"precious")
+    with Brain(str(path)) as brain, pytest.raises(InvalidInput, match="already exists"):
+        brain.repair(backup_to=str(tmp_path / "taken.bak"))
+    assert (tmp_path / "taken.bak").read_bytes() == b"precious"

@@ -1,0 +1,112 @@
+"""The graph (DESIGN §7): persisted edges, Hebbian weights, spreading activation, clusters."""
+
+from __future__ import annotations
+
+import pytest
+
+from brainmem import Brain, graph
+
+T = 1_767_225_600.0
+
+
+@pytest.fixture
+def brain(tmp_path):
+    with Brain(str(tmp_path / "g.brain"), clock=lambda: T) as b:
+        yield b
+
+
+def _ids(brain: Brain, n: int, **fields) -> list[str]:
+    return [brain.add(f"distinct memory number {i} about topic {fields.get('scope_id', '')}", **fields).id
+            for i in range(n)]
+
+
+def test_edges_persist_and_clamp(tmp_path) -> None:
+    path = str(tmp_path / "p.brain")
+    with Brain(path, clock=lambda: T) as b:
+        a, c = _ids(b, 2)
+        graph.add_edges(b._store, [(a, c, "co_activated", 1.7), (c, a, "derived_from", -0.2), (a, a, "supersedes", 1)], T)
+    with Brain(path, clock=lambda: T) as b:
+        edges = {(s, d, k): w for s, d, k, w in b._store.execute("SELECT src, dst, kind, weight FROM edges")}
+    assert edges == {(a, c, "co_activated"): 1.0, (c, a, "derived_from"): 0.0}  # self-loop dropped
+
+
+def test_hebbian_bounded_rule(brain: Brain) -> None:
+    a, b, c = _ids(brain, 3)
+    store = brain._store
+    weights = []
+    for _ in range(3):
+        graph.hebbian(store, [(b, a)], 0.1, T)
+        weights.append(store.execute("SELECT weight FROM edges WHERE kind='co_activated'").get)
+    assert weights == pytest.approx([0.1, 0.19, 0.271])
+    # stored once, smaller id first, whatever order the pair came in
+    rows = list(store.execute("SELECT src, dst FROM edges WHERE kind='co_activated'"))
+    assert rows == [tuple(sorted((a, b)))]
+    for _ in range(200):
+        graph.hebbian(store, [(a, c)], 0.5, T)
+    assert store.execute(
+        "SELECT weight FROM edges WHERE src = ? AND dst = ?", tuple(sorted((a, c)))
+    ).get <= 1.0
+
+
+def test_spread_activation_decays_per_hop(brain: Brain) -> None:
+    a, b, c, d = _ids(brain, 4)
+    graph.add_edges(brain._store, [(a, b, "co_activated", 1.0), (b, c, "episode_next", 0.5),
+                                   (c, d, "co_activated", 1.0)], T)
+    act = graph.spread_activation(brain._store, [a], decay=0.5, depth=2, threshold=0.05)
+    # a -> b: 1 * 1.0 * 0.5 ; b -> c: 0.5 * 0.5 * 0.5 ; d is three hops away
+    assert act == pytest.approx({b: 0.5, c: 0.125})
+    assert graph.spread_activation(brain._store, [a], decay=0.5, depth=2, threshold=0.2) == pytest.approx({b: 0.5})
+    brain.delete(b)
+    assert graph.spread_activation(brain._store, [a], decay=0.5, depth=2, threshold=0.05) == {}
+
+
+def test_networkx_view_and_live_only(brain: Brain) -> None:
+    a, b, c = _ids(brain, 3)
+    graph.add_edges(brain._store, [(a, b, "co_activated", 0.4), (b, c, "derived_from", 1.0)], T)
+    view = graph.to_networkx(brain._store)
+    assert set(view.edges) == {(a, b), (b, c)} or set(map(frozenset, view.edges)) == {frozenset((a, b)), frozenset((b, c))}
+    assert view[a][b]["weight"] == pytest.approx(0.4) and view.nodes[a]["type"] == "episodic"
+    brain.delete(c)
+    assert c not in graph.to_networkx(brain._store)
+    assert graph.to_networkx(brain._store, ["co_activated"], min_weight=0.5).number_of_edges() == 0
+
+
+def test_clusters_ignore_episode_chains_scopes_and_insights(brain: Brain) -> None:
+    store = brain._store
+    chain = [brain.add(f"turn {i} of one conversation", episode="ep1").id for i in range(5)]
+    assert store.execute("SELECT count(*) FROM edges WHERE kind='episode_next'").get == 4
+    used = _ids(brain, 3, scope_id="u1")
+    other = _ids(brain, 2, scope_id="u2")
+    for _ in range(2):
+        graph.hebbian(store, [(used[0], used[1]), (used[1], used[2]), (used[2], other[0]), (other[0], other[1])], 0.1, T)
+    found = graph.clusters(store, min_weight=0.15, min_size=3, max_size=12)
+    assert found == [sorted(used)]  # no episode cluster, the u2 pair too small, no cross-scope member
+    assert not set(chain) & set(found[0])
+    # once-only co-use is below the weight bar
+    assert graph.clusters(store, min_weight=0.2, min_size=3, max_size=12) == []
+
+
+def test_big_component_split_into_communities(brain: Brain) -> None:
+    ids = _ids(brain, 8)
+    left, right = ids[:4], ids[4:]
+    pairs = [(x, y) for group in (left, right) for i, x in enumerate(group) for y in group[i + 1:]]
+    for _ in range(5):
+        graph.hebbian(brain._store, pairs, 0.2, T)
+    graph.hebbian(brain._store, [(left[0], right[0])], 0.2, T)  # a weak bridge
+    found = graph.clusters(brain._store, min_weight=0.15, min_size=3, max_size=5)
+    assert sorted(map(tuple, found)) == sorted([tuple(sorted(left)), tuple(sorted(right))])
+
+
+def test_repoint_edges_keeps_larger_weight(brain: Brain) -> None:
+    a, b, c = _ids(brain, 3)
+    graph.add_edges(brain._store, [(a, c, "co_activated", 0.3), (b, c, "co_activated", 0.6)], T)
+    graph.repoint_edges(brain._store, [b], a, T)
+    assert list(brain._store.execute("SELECT src, dst, weight FROM edges")) == [(a, c, 0.6)]
+
+
+def test_summary_counts(brain: Brain) -> None:
+    a, b, c = _ids(brain, 3)
+    graph.add_edges(brain._store, [(a, b, "co_activated", 0.5), (b, c, "co_activated", 0.5)], T)
+    summary = brain.graph_summary(top=3)
+    assert summary["nodes"] == 3 and summary["edges_by_kind"]["co_activated"] == 2
+    assert summary["clusters"][0]["size"] == 3 and summary["clusters"][0]["central"] == b

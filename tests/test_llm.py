@@ -1,0 +1,148 @@
+"""derive with an LLM: the real openai client against a local OpenAI-compatible server."""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+import pytest
+
+from brainmem import Brain
+from brainmem.llm import LLM, LLMError
+
+T0 = 1_767_225_600.0
+INSIGHT = "The user has a ginger cat called Miso and looks after it daily."
+
+
+class FakeOpenAI(BaseHTTPRequestHandler):
+    mode = "ok"  # ok | error | slow | malformed | empty
+    requests: list[dict] = []
+
+    def log_message(self, *args: object) -> None:  # keep test output clean
+        pass
+
+    def do_POST(self) -> None:  # noqa: N802 (http.server's naming)
+        body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+        type(self).requests.append({"path": self.path, "body": body,
+                                    "auth": self.headers.get("Authorization")})
+        mode = type(self).mode
+        if mode == "error":
+            return self._send(500, b'{"error": {"message": "boom"}}')
+        if mode == "slow":
+            time.sleep(2.5)
+        if mode == "malformed":
+            return self._send(200, b'{"choices": [ this is not json')
+        content = "" if mode == "empty" else INSIGHT
+        reply = {"id": "x", "object": "chat.completion", "created": 0, "model": body["model"],
+                 "choices": [{"index": 0, "finish_reason": "stop",
+                              "message": {"role": "assistant", "content": content}}],
+                 "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2}}
+        self._send(200, json.dumps(reply).encode())
+
+    def _send(self, status: int, payload: bytes) -> None:
+        try:
+            self.send_response(status)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(payload)))
+            self.end_headers()
+            self.wfile.write(payload)
+        except (BrokenPipeError, ConnectionResetError):  # the client timed out and left
+            pass
+
+
+@pytest.fixture
+def server() -> Iterator[str]:
+    FakeOpenAI.mode = "ok"
+    FakeOpenAI.requests = []
+    httpd = ThreadingHTTPServer(("127.0.0.1", 0), FakeOpenAI)
+    httpd.daemon_threads = True
+    thread = threading.Thread(target=httpd.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
+    thread.start()
+    yield f"http://127.0.0.1:{httpd.server_address[1]}/v1"
+    httpd.shutdown()
+    httpd.server_close()
+
+
+def _brain_with_cluster(path: Path, llm: object) -> tuple[Brain, list[str]]:
+    brain = Brain(str(path), clock=lambda: T0, llm=llm)
+    texts = ["The user's cat is called Miso. Miso is a ginger cat.",
+             "The user feeds the cat Miso twice a day.",
+             "Miso the cat sleeps on the user's keyboard."]
+    ids = [brain.add(t).id for t in texts]
+    for _ in range(2):
+        hits = brain.search("Miso cat", limit=5)
+        brain.feedback(hits.retrieval_id, used=ids)
+    return brain, ids
+
+
+def test_insight_comes_from_the_llm(server: str, tmp_path: Path) -> None:
+    llm = LLM(base_url=server, model="test-model", api_key="sk-test", timeout=5)
+    brain, ids = _brain_with_cluster(tmp_path / "b.brain", llm)
+    with brain:
+        report = brain.reflect()
+        assert report.derived == 1 and report.derived_by == {"llm": 1} and report.llm_fallback is None
+        insight = brain.get(report.derived_ids[0])
+        assert insight.content == INSIGHT
+        assert insight.metadata["method"] == "llm" and "test-model" in insight.metadata["llm"]
+    (request,) = FakeOpenAI.requests
+    assert request["path"] == "/v1/chat/completions" and request["body"]["model"] == "test-model"
+    assert request["auth"] == "Bearer sk-test"
+    prompt = request["body"]["messages"][-1]["content"]
+    assert all(word in prompt for word in ("keyboard", "twice a day", "ginger"))
+
+
+@pytest.mark.parametrize(("mode", "why"), [("error", "InternalServerError"), ("slow", "Timeout"),
+                                           ("malformed", ""), ("empty", "empty")])
+def test_failing_llm_falls_back_to_extractive(server: str, tmp_path: Path, mode: str, why: str) -> None:
+    FakeOpenAI.mode = mode
+    llm = LLM(base_url=server, model="m", timeout=1.0, max_retries=0)
+    brain, ids = _brain_with_cluster(tmp_path / "b.brain", llm)
+    with brain:
+        started = time.monotonic()
+        report = brain.reflect()
+        assert time.monotonic() - started < 10
+        assert report.status == "ok" and report.derived == 1 and report.derived_by == {"extractive": 1}
+        assert report.llm_fallback and why in report.llm_fallback
+        insight = brain.get(report.derived_ids[0])
+        assert insight.metadata["method"] == "extractive" and "Miso" in insight.content
+        assert brain.reflect_log()[0]["report"]["llm_fallback"] == report.llm_fallback
+
+
+def test_unreachable_llm_falls_back(tmp_path: Path) -> None:
+    llm = LLM(base_url="http://127.0.0.1:9/v1", model="m", timeout=1.0)
+    brain, _ = _brain_with_cluster(tmp_path / "b.brain", llm)
+    with brain:
+        report = brain.reflect()
+    assert report.derived == 1 and "Connection" in (report.llm_fallback or "")
+
+
+def test_callable_llm_and_error(tmp_path: Path) -> None:
+    brain, _ = _brain_with_cluster(tmp_path / "b.brain", lambda texts: f"{len(texts)} notes about Miso.")
+    with brain:
+        report = brain.reflect()
+        assert brain.get(report.derived_ids[0]).content == "3 notes about Miso."
+
+    def broken(texts: list[str]) -> str:
+        raise ValueError("nope")
+
+    brain, _ = _brain_with_cluster(tmp_path / "c.brain", broken)
+    with brain:
+        assert "ValueError: nope" in brain.reflect().llm_fallback
+
+
+def test_from_env() -> None:
+    assert LLM.from_env({}) is None
+    llm = LLM.from_env({"BRAINMEM_LLM_BASE_URL": "http://x/v1", "OPENAI_API_KEY": "k",
+                        "BRAINMEM_LLM_TIMEOUT": "3"})
+    assert llm is not None and (llm.base_url, llm.api_key, llm.timeout) == ("http://x/v1", "k", 3.0)
+    assert "k" not in repr(llm)
+
+
+def test_insight_raises_llmerror(server: str) -> None:
+    FakeOpenAI.mode = "error"
+    with pytest.raises(LLMError):
+        LLM(base_url=server, model="m", timeout=1).insight(["a", "b"])

@@ -1,0 +1,153 @@
+"""Migrations: a brain written by every earlier schema version opens, upgrades in one
+transaction and keeps its data searchable; an interrupted upgrade leaves the old version.
+
+Fixtures are built here, not shipped: apply ``schema.MIGRATIONS[:k]`` (the recorded
+DDL of version k) and insert rows with the columns that version's code wrote.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import apsw
+import pytest
+
+from brainmem import Brain, schema
+from brainmem.model import content_hash
+
+T0 = 1_767_225_600.0
+#: Columns of ``traces`` in schema versions 1 and 2 (version 3 added task_id, due_at, cue).
+V1_COLUMNS = ("id", "content", "content_hash", "type", "scope", "scope_id", "episode", "key", "tags",
+              "strength", "stability", "importance", "pinned", "created_at", "updated_at",
+              "last_accessed_at", "access_count", "expires_at", "version", "deleted_at",
+              "merged_into", "metadata")
+
+ROWS = [
+    # id, content, type, tags, deleted, metadata
+    ("mt_a", "The user prefers dark mode in every editor", "semantic", ["preference", "ui"], False,
+     {"source": "chat"}),
+    ("mt_b", "Deployed the billing service on Tuesday", "episodic", ["work"], False, {}),
+    ("mt_c", "To rotate keys run make rotate", "procedural", [], False, {"n": 1}),
+    ("mt_d", "An old forgotten note about dark chocolate", "episodic", ["food"], True, {}),
+]
+
+
+def build_old_brain(path: Path, version: int) -> None:
+    """A brain file as brainmem at schema ``version`` wrote it."""
+    db = apsw.Connection(str(path))
+    db.execute("BEGIN IMMEDIATE")
+    for step in schema.MIGRATIONS[:version]:
+        step(db)
+    db.pragma("application_id", schema.APPLICATION_ID)
+    db.pragma("user_version", version)
+    for i, (tid, content, type_, tags, deleted, metadata) in enumerate(ROWS):
+        values = {
+            "id": tid, "content": content, "content_hash": content_hash(content), "type": type_,
+            "scope": "user", "scope_id": "", "episode": "ep1", "key": None, "tags": json.dumps(tags),
+            "strength": 1.0, "stability": 86_400.0 * 30, "importance": 0.5, "pinned": 0,
+            "created_at": T0 + i, "updated_at": T0 + i, "last_accessed_at": T0 + i,
+            "access_count": 0, "expires_at": None, "version": 1,
+            "deleted_at": T0 + 10 if deleted else None, "merged_into": None,
+            "metadata": json.dumps(metadata),
+        }
+        db.execute(f"INSERT INTO traces ({', '.join(V1_COLUMNS)}) VALUES "
+                   f"({', '.join('?' * len(V1_COLUMNS))})", [values[c] for c in V1_COLUMNS])
+        rid = db.last_insert_rowid()
+        for tag in tags:
+            db.execute("INSERT INTO trace_tags(rid, tag) VALUES (?, ?)", (rid, tag))
+    db.execute("INSERT INTO retrievals(query, at, results) VALUES (?, ?, ?)",
+               ("dark mode", T0 + 20, json.dumps([["mt_a", 0, 1.0]])))
+    db.execute("INSERT INTO meta(key, value) VALUES ('written_by', ?)", (f"v{version}",))
+    if version >= 2:
+        db.execute("INSERT INTO edges VALUES ('mt_a', 'mt_b', 'episode_next', 1.0, ?)", (T0,))
+        db.execute("INSERT INTO feedback(retrieval_id, trace_id, used, at) VALUES (1, 'mt_a', 1, ?)",
+                   (T0 + 21,))
+    db.execute("COMMIT")
+    db.close()
+
+
+def _tables(path: Path) -> dict[str, str]:
+    db = apsw.Connection(str(path), flags=apsw.SQLITE_OPEN_READONLY)
+    try:
+        return dict(db.execute("SELECT name, sql FROM sqlite_schema WHERE sql IS NOT NULL"))
+    finally:
+        db.close()
+
+
+def _version(path: Path) -> int:
+    db = apsw.Connection(str(path), flags=apsw.SQLITE_OPEN_READONLY)
+    try:
+        return db.pragma("user_version")
+    finally:
+        db.close()
+
+
+def test_every_migration_is_listed_once() -> None:
+    assert schema.SCHEMA_VERSION == len(schema.MIGRATIONS) >= 3
+    assert len(set(schema.MIGRATIONS)) == len(schema.MIGRATIONS)
+
+
+@pytest.mark.parametrize("version", range(1, schema.SCHEMA_VERSION))
+def test_old_brain_upgrades_with_data_intact_and_searchable(tmp_path: Path, version: int) -> None:
+    path = tmp_path / f"v{version}.db"
+    build_old_brain(path, version)
+    with Brain(str(path), clock=lambda: T0 + 100) as brain:
+        assert brain.stats()["schema_version"] == schema.SCHEMA_VERSION
+        for tid, content, type_, tags, deleted, metadata in ROWS:
+            trace = brain.get(tid, include_deleted=True)
+            assert (trace.content, trace.type, trace.tags, trace.metadata) == (content, type_, tags, metadata)
+            assert (trace.deleted_at is not None) == deleted
+            assert trace.task_id is None and trace.cue is None
+        hits = brain.search("dark mode", reinforce=False)
+        assert [h.trace.id for h in hits] == ["mt_a"]  # the deleted dark-chocolate note stays hidden
+        assert [h.trace.id for h in brain.search("rotate keys", reinforce=False)] == ["mt_c"]
+        assert [h.trace.id for h in brain.search("billing", tags=["work"], reinforce=False)] == ["mt_b"]
+        assert brain._store.meta_get("written_by") == f"v{version}"
+        if version >= 2:
+            assert brain.stats()["edges_by_kind"] == {"episode_next": 1}
+        report = brain.check()
+        assert report["ok"], report["problems"]
+        # the new version's features work on the upgraded file
+        new = brain.add("remind me to water plants", type="prospective", cue="plants", task_id="t1")
+        assert [h.trace.id for h in brain.search("plants", reinforce=False)] == [new.id]
+
+
+@pytest.mark.parametrize("version", range(1, schema.SCHEMA_VERSION))
+def test_interrupted_upgrade_leaves_the_old_version(tmp_path: Path, version: int,
+                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    path = tmp_path / f"v{version}.db"
+    build_old_brain(path, version)
+    before_tables = _tables(path)
+
+    def last_step_fails(db: apsw.Connection) -> None:
+        schema.MIGRATIONS[-1](db)  # all of its DDL ran ...
+        db.execute("CREATE TABLE half_done (x)")
+        raise RuntimeError("power cut in the middle of the upgrade")  # ... then it dies
+
+    monkeypatch.setattr(schema, "MIGRATIONS", [*schema.MIGRATIONS[:-1], last_step_fails])
+    with pytest.raises(RuntimeError, match="power cut"):
+        Brain(str(path))
+    assert _version(path) == version
+    assert _tables(path) == before_tables  # nothing of the upgrade survived, not even step k+1
+    monkeypatch.undo()
+    with Brain(str(path)) as brain:  # the next open upgrades for real
+        assert brain.stats()["schema_version"] == schema.SCHEMA_VERSION
+        assert brain.get("mt_a").content == ROWS[0][1]
+        assert brain.check()["ok"]
+
+
+def test_processes_opening_an_old_brain_at_once_migrate_it_once(tmp_path: Path) -> None:
+    path = tmp_path / "v1.db"
+    build_old_brain(path, 1)
+    code = ("import sys; from brainmem import Brain\n"
+            "with Brain(sys.argv[1]) as b: print(b.stats()['schema_version'], b.stats()['live'])")
+    procs = [subprocess.Popen([sys.executable, "-c", code, str(path)], stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, text=True) for _ in range(4)]
+    outs = [p.communicate(timeout=60) for p in procs]
+    assert all(p.returncode == 0 for p in procs), outs
+    assert {o.strip() for o, _ in outs} == {f"{schema.SCHEMA_VERSION} 3"}
+    with Brain(str(path)) as brain:
+        assert brain.check()["ok"]

@@ -1,0 +1,310 @@
+"""The agent tools: schemas, validation, contracts, error dicts, fuzzing and scoping."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import jsonschema
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from brainmem import Brain
+from brainmem.errors import InvalidInput
+from brainmem.tools import REGISTRY, Toolbox, ToolContext, call_tool, is_bad_input, validate
+
+CORE = ["memory_add", "memory_update", "memory_delete", "memory_merge", "memory_search",
+        "memory_reflect"]
+CONTEXTS = [None, ToolContext(user_id="u1"),
+            ToolContext(user_id="u1", thread_id="t1", org_id="o", allowed_types=["semantic"],
+                        allowed_scopes=["thread"])]
+
+
+@pytest.fixture
+def brain(brain_factory: Any) -> Brain:
+    return brain_factory()
+
+
+def all_specs(brain: Brain) -> list[dict[str, Any]]:
+    return [s for ctx in CONTEXTS for s in Toolbox(brain, ctx, "all").specs()]
+
+
+# --- schemas ------------------------------------------------------------------------
+
+
+def test_core_tools_listed_in_order_and_extras_opt_in(brain: Brain) -> None:
+    assert [s["function"]["name"] for s in brain.tools()] == CORE
+    names = [s["function"]["name"] for s in brain.tools(extra=["memory_read"])]
+    assert names == [*CORE, "memory_read"]
+    extras = {"memory_read", "memory_list", "memory_put", "memory_get_key", "memory_feedback"}
+    assert extras <= {s["function"]["name"] for s in brain.tools(extra="all")}
+    with pytest.raises(InvalidInput):
+        brain.tools(extra=["memory_nonsense"])
+
+
+def test_every_schema_is_valid_json_schema(brain: Brain) -> None:
+    for spec in all_specs(brain):
+        assert spec["type"] == "function"
+        fn = spec["function"]
+        assert fn["description"] and len(fn["name"]) <= 64
+        schema = fn["parameters"]
+        jsonschema.Draft202012Validator.check_schema(schema)
+        assert schema["type"] == "object" and schema["additionalProperties"] is False
+        assert set(schema.get("required", ())) <= set(schema["properties"])
+        json.dumps(spec)
+
+
+def test_specs_accepted_by_openai_sdk_types(brain: Brain) -> None:
+    from openai.types.chat import ChatCompletionFunctionTool, ChatCompletionFunctionToolParam
+    from openai.types.shared import FunctionDefinition
+    from pydantic import TypeAdapter
+
+    adapter = TypeAdapter(ChatCompletionFunctionToolParam)
+    for spec in all_specs(brain):
+        function = adapter.validate_python(spec)["function"]
+        name = function["name"] if isinstance(function, dict) else function.name
+        assert name == spec["function"]["name"]
+        model = ChatCompletionFunctionTool.model_validate(spec)
+        assert model.function.parameters == spec["function"]["parameters"]
+        assert FunctionDefinition.model_validate(spec["function"]).name == spec["function"]["name"]
+
+
+def test_scoped_schema_hides_scope_id_and_limits_scopes(brain: Brain) -> None:
+    ctx = ToolContext(user_id="u1", thread_id="t1", allowed_scopes=["thread"], allowed_types=["semantic"])
+    add = Toolbox(brain, ctx).schema("memory_add")
+    search = Toolbox(brain, ctx).schema("memory_search")
+    assert "scope_id" not in add["properties"] and "scope_id" not in search["properties"]
+    assert add["properties"]["scope"]["enum"] == ["thread"]
+    assert add["properties"]["type"]["enum"] == ["semantic"]
+    assert search["properties"]["scope"]["enum"] == ["user", "thread"]
+    assert "scope_id" in Toolbox(brain).schema("memory_add")["properties"]
+
+
+json_values = st.recursive(
+    st.none() | st.booleans() | st.integers(-(10**20), 10**20)
+    | st.floats(allow_nan=False, allow_infinity=False) | st.text(max_size=20),
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=12), inner, max_size=4),
+    max_leaves=12,
+)
+field_names = st.sampled_from(["content", "id", "ids", "query", "type", "scope", "scope_id", "tags",
+                               "importance", "pinned", "limit", "ttl", "metadata", "key",
+                               "expected_version", "episode", "used", "retrieval_id", "bogus"])
+arguments = st.dictionaries(field_names, json_values | st.sampled_from(
+    ["semantic", "user", "thread", 0.5, 3, ["a", "b"], "mt_x"]), max_size=5)
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(name=st.sampled_from(sorted(REGISTRY)), args=arguments)
+def test_validator_agrees_with_jsonschema(brain: Brain, name: str, args: dict[str, Any]) -> None:
+    schema = Toolbox(brain, extra="all").schema(name)
+    reference = jsonschema.Draft202012Validator(schema).is_valid(args)
+    try:
+        validate(args, schema)
+        ours = True
+    except InvalidInput:
+        ours = False
+    assert ours == reference, (name, args)
+
+
+# --- contracts ----------------------------------------------------------------------
+
+
+def test_add_search_update_delete_merge_contracts(brain: Brain) -> None:
+    added = brain.call_tool("memory_add", {"content": "User prefers dark mode", "type": "semantic",
+                                           "tags": ["ui"], "importance": 0.9, "metadata": {"a": 1}})
+    assert added == {"traceId": added["traceId"], "deduplicated": False}
+    again = brain.call_tool("memory_add", '{"content": "User  prefers dark mode", "type": "semantic"}')
+    assert again == {"traceId": added["traceId"], "deduplicated": True}
+
+    found = brain.call_tool("memory_search", {"query": "dark mode", "limit": 3})
+    assert isinstance(found["retrievalId"], int)
+    (hit,) = found["results"]
+    assert set(hit) == {"id", "content", "type", "scope", "strength", "tags", "score"}
+    assert hit["id"] == added["traceId"] and hit["type"] == "semantic" and hit["tags"] == ["ui"]
+
+    tid = added["traceId"]
+    assert brain.call_tool("memory_update", {"id": tid, "content": "User prefers light mode"}) == \
+        {"updated": True, "version": 2}
+    conflict = brain.call_tool("memory_update", {"id": tid, "pinned": True, "expected_version": 1})
+    assert conflict["error"]["type"] == "VersionConflict"
+    assert conflict["error"]["currentVersion"] == 2
+    assert brain.get(tid).content == "User prefers light mode" and not brain.get(tid).pinned
+
+    a = brain.call_tool("memory_add", {"content": "Meeting on Monday"})["traceId"]
+    b = brain.call_tool("memory_add", {"content": "The meeting is Monday at 10"})["traceId"]
+    merged = brain.call_tool("memory_merge", {"ids": [a, b], "content": "Meeting Monday 10:00"})
+    assert merged["sourcesDeleted"] == [a, b]
+    assert brain.get(merged["mergedTraceId"]).content == "Meeting Monday 10:00"
+    assert brain.call_tool("memory_read", {"ids": [a]}) == {"traces": [], "missing": [a]}
+
+    assert brain.call_tool("memory_delete", {"id": tid}) == {"deleted": True}
+    assert brain.call_tool("memory_delete", {"id": tid})["error"]["type"] == "NotFound"
+    assert brain.call_tool("memory_search", {"query": "light mode"})["results"] == []
+
+
+def test_add_with_ttl_key_and_scope(brain: Brain, clock: Any) -> None:
+    r = brain.call_tool("memory_add", {"content": "temp note", "ttl": 60, "key": "note",
+                                       "scope": "thread", "scope_id": "t9"})
+    trace = brain.get(r["traceId"])
+    assert (trace.scope, trace.scope_id, trace.key) == ("thread", "t9", "note")
+    assert trace.expires_at == pytest.approx(clock.now + 60)
+    taken = brain.call_tool("memory_add", {"content": "other", "key": "note", "scope": "thread",
+                                           "scope_id": "t9"})
+    assert taken["error"]["type"] == "InvalidInput"
+
+
+def test_reflect_returns_report_or_not_available(brain: Brain) -> None:
+    brain.call_tool("memory_add", {"content": "something to consolidate"})
+    report = brain.call_tool("memory_reflect", {})
+    json.dumps(report)
+    if callable(getattr(brain, "reflect", None)):
+        assert {"pruned", "merged", "derived", "compacted", "durationMs"} <= set(report)
+    else:
+        assert report["error"]["type"] == "NotAvailable"
+
+
+def test_feedback_extra(brain: Brain) -> None:
+    tid = brain.call_tool("memory_add", {"content": "green tea"})["traceId"]
+    rid = brain.call_tool("memory_search", {"query": "tea"})["retrievalId"]
+    assert brain.call_tool("memory_feedback", {"retrieval_id": rid, "used": [tid]}) == {"recorded": 1}
+    assert brain.call_tool("memory_feedback", {"retrieval_id": rid + 100})["error"]["type"] == "NotFound"
+    only_core = brain.call_tool("memory_feedback", {"retrieval_id": rid}, extra=())
+    assert only_core["error"]["type"] == "InvalidInput"
+
+
+# --- bad input ----------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(("name", "arguments", "fragment"), [
+    ("memory_add", '{"content": ', "not valid JSON"),
+    ("memory_add", "[1, 2]", "JSON object"),
+    ("memory_add", '{"content": NaN}', "NaN"),
+    ("memory_add", "{}", "missing required argument(s) in arguments: content"),
+    ("memory_add", {"content": 5}, "content must be string"),
+    ("memory_add", {"content": "x", "importance": 2}, "importance must be <= 1"),
+    ("memory_add", {"content": "x", "importance": True}, "importance must be number"),
+    ("memory_add", {"content": "x", "type": "dream"}, "type must be one of"),
+    ("memory_add", {"content": "x", "tags": "ui"}, "tags must be array"),
+    ("memory_add", {"content": "x", "tags": [""]}, "tags[0] must not be empty"),
+    ("memory_add", {"content": "x", "colour": "red"}, "unknown argument(s) colour"),
+    ("memory_add", {"content": "x", "ttl": 0}, "ttl must be > 0"),
+    ("memory_add", {"content": "x", "ttl": 10**400}, "out of range"),
+    ("memory_add", {"content": "   "}, "content must not be empty"),
+    ("memory_add", {"content": "\ud800"}, "Unicode"),
+    ("memory_search", {"query": "x", "limit": 1.5}, "limit must be integer"),
+    ("memory_search", {"query": "x", "limit": 10**6}, "limit must be <="),
+    ("memory_update", {"id": "mt_x"}, "nothing to update"),
+    ("memory_merge", {"ids": ["a"]}, "at least 2 items"),
+    ("memory_merge", {"ids": ["a", "a"]}, "two distinct"),
+    ("memory_reflect", {"now": 1}, "unknown argument"),
+    ("memory_fly", {}, "unknown tool 'memory_fly'"),
+    (None, {}, "unknown tool None"),
+])
+def test_bad_input_is_an_error_dict(brain: Brain, name: Any, arguments: Any, fragment: str) -> None:
+    if name == "memory_update":
+        arguments = {"id": brain.add("exists").id}
+    result = brain.call_tool(name, arguments)
+    assert set(result) == {"error"}, result
+    assert result["error"]["type"] == "InvalidInput", result
+    assert fragment in result["error"]["message"]
+    assert is_bad_input(result)
+    assert brain.stats()["live"] == (1 if name == "memory_update" else 0)
+
+
+def test_unknown_ids_are_not_found(brain: Brain) -> None:
+    keep = brain.add("keep me").id
+    for name, args in [("memory_update", {"id": "mt_nope", "content": "x"}),
+                       ("memory_delete", {"id": "mt_nope"}),
+                       ("memory_merge", {"ids": [keep, "mt_nope"]})]:
+        result = brain.call_tool(name, args)
+        assert result["error"]["type"] == "NotFound", (name, result)
+        assert not is_bad_input(result)
+    assert brain.get(keep).live
+
+
+def test_bad_context_is_an_error_dict_not_an_exception(brain: Brain) -> None:
+    result = brain.call_tool("memory_search", {"query": "x"}, context={"user_id": "u", "team": "x"})
+    assert result["error"]["type"] == "InvalidInput" and "team" in result["error"]["message"]
+    assert brain.call_tool("memory_search", {"query": "x"}, context={})["error"]["type"] == "InvalidInput"
+    with pytest.raises(InvalidInput):
+        ToolContext(user_id="u", allowed_types=["dream"])
+
+
+@settings(max_examples=250, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(
+    name=st.sampled_from([*sorted(REGISTRY), "", "memory_", "x" * 100]) | st.text(max_size=10),
+    args=arguments | json_values | st.text(max_size=40),
+    as_text=st.booleans(),
+    scoped=st.booleans(),
+)
+def test_fuzz_call_never_raises(brain: Brain, name: str, args: Any, as_text: bool, scoped: bool) -> None:
+    payload = json.dumps(args) if as_text and not isinstance(args, str) else args
+    context = {"user_id": "u1", "thread_id": "t1"} if scoped else None
+    result = brain.call_tool(name, payload, context=context)
+    assert isinstance(result, dict)
+    json.dumps(result, allow_nan=False)
+    if "error" in result:
+        assert result["error"]["type"] != "InternalError", result
+
+
+# --- scoped tools -------------------------------------------------------------------
+
+
+def test_second_users_traces_are_invisible_and_untouchable(brain: Brain) -> None:
+    alice = Toolbox(brain, {"user_id": "alice"}, "all")
+    bob = Toolbox(brain, ToolContext(user_id="bob"), "all")
+    a1 = alice.call("memory_add", {"content": "Alice's bank PIN is 1234", "tags": ["secret"]})["traceId"]
+    a2 = alice.call("memory_add", {"content": "Alice's PIN hint is her birthday"})["traceId"]
+    b1 = bob.call("memory_add", {"content": "Bob's PIN is 9876"})["traceId"]
+
+    assert [r["id"] for r in bob.call("memory_search", {"query": "PIN"})["results"]] == [b1]
+    assert bob.call("memory_search", {"query": "PIN", "tags": ["secret"]})["results"] == []
+    assert {r["id"] for r in alice.call("memory_search", {"query": "PIN"})["results"]} == {a1, a2}
+
+    for name, args in [("memory_update", {"id": a1, "content": "hacked"}),
+                       ("memory_delete", {"id": a1}),
+                       ("memory_merge", {"ids": [a1, a2]}),
+                       ("memory_merge", {"ids": [b1, a1]})]:
+        denied = bob.call(name, args)
+        assert denied == {"error": {"type": "NotFound", "message": f"no live trace with id {a1!r}"}}
+    # the answer is the same as for an id that does not exist
+    assert bob.call("memory_read", {"ids": [a1, "mt_nope", b1]}) == {
+        "traces": [bob.call("memory_read", {"ids": [b1]})["traces"][0]], "missing": [a1, "mt_nope"]}
+    assert [i["id"] for i in bob.call("memory_list", {})["items"]] == [b1]
+    assert bob.call("memory_list", {"tags": ["secret"]})["items"] == []
+    assert alice.call("memory_put", {"key": "pin", "content": "1234"})["version"] == 1
+    assert bob.call("memory_get_key", {"key": "pin"})["error"]["type"] == "NotFound"
+    assert bob.call("memory_put", {"key": "pin", "content": "0000"})["version"] == 1
+    assert alice.call("memory_get_key", {"key": "pin"})["trace"]["content"] == "1234"
+    assert bob.call("memory_get_key", {"key": "pin"})["trace"]["content"] == "0000"
+    report = bob.call("memory_reflect", {})
+    assert not any(k.lower().endswith("ids") for k in report), report
+    assert brain.get(a1).content == "Alice's bank PIN is 1234" and brain.get(a2).live
+    assert brain.get(b1).live
+
+    # unscoped access (the operator) sees both users
+    assert len(brain.call_tool("memory_search", {"query": "PIN"})["results"]) == 3
+    assert (brain.get(a1).scope, brain.get(a1).scope_id) == ("user", "alice")
+
+
+def test_context_scopes_and_write_restrictions(brain: Brain) -> None:
+    ctx = ToolContext(user_id="u1", thread_id="t1", allowed_types=["semantic", "episodic"])
+    box = Toolbox(brain, ctx)
+    t = box.call("memory_add", {"content": "thread note", "scope": "thread"})["traceId"]
+    assert (brain.get(t).scope, brain.get(t).scope_id) == ("thread", "t1")
+    no_persona = box.call("memory_add", {"content": "x", "scope": "persona"})
+    assert no_persona["error"]["type"] == "InvalidInput"
+    assert box.call("memory_add", {"content": "x", "scope_id": "t2"})["error"]["type"] == "InvalidInput"
+    assert box.call("memory_add", {"content": "x", "type": "procedural"})["error"]["type"] == "InvalidInput"
+    other = brain.add("thread note", scope="thread", scope_id="t2").id
+    assert [r["id"] for r in box.call("memory_search", {"query": "thread note"})["results"]] == [t]
+    assert [r["id"] for r in box.call("memory_search", {"query": "note", "scope": "thread"})["results"]] == [t]
+    assert box.call("memory_delete", {"id": other})["error"]["type"] == "NotFound"
+
+    read_only_user = Toolbox(brain, ToolContext(user_id="u1", thread_id="t1", allowed_scopes=["user"]))
+    assert read_only_user.call("memory_delete", {"id": t})["error"]["type"] == "InvalidInput"
+    assert read_only_user.call("memory_search", {"query": "thread"})["results"][0]["id"] == t
+    assert brain.get(t).live
+    assert call_tool(brain, "memory_search", {"query": "x"}, context={"org_id": ""})["error"]["type"] == \
+        "InvalidInput"
