@@ -24,11 +24,16 @@ def _env() -> list[str]:
 
     import brainmem
 
-    try:
-        commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
-                                cwd=Path(__file__).resolve().parent, check=False).stdout.strip()
-    except OSError:
-        commit = ""
+    def git(*args: str) -> str:
+        try:
+            return subprocess.run(["git", *args], capture_output=True, text=True,
+                                  cwd=Path(__file__).resolve().parent, check=False).stdout.strip()
+        except OSError:
+            return ""
+
+    commit = git("rev-parse", "--short", "HEAD")
+    if commit and git("status", "--porcelain", "--untracked-files=no"):
+        commit += " plus uncommitted changes"
     return [
         f"- date (UTC): {datetime.now(timezone.utc):%Y-%m-%d %H:%M}",
         f"- brainmem {brainmem.__version__}" + (f" (commit {commit})" if commit else " (uncommitted tree)"),

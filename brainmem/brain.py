@@ -238,6 +238,9 @@ class Brain:
         brain unchanged. Duplicates (same content hash, type, scope and scope_id, in
         the brain or earlier in the batch) return the existing trace.
         """
+        if isinstance(items, (str, bytes, Mapping)) or not isinstance(items, Iterable):
+            # iterating a string would add one trace per character (a mapping: per key)
+            raise InvalidInput("add_many takes a list of strings or mappings; use add() for one trace")
         at = self.now(now)
         built: list[Trace] = []
         for index, item in enumerate(items):
@@ -269,8 +272,9 @@ class Brain:
         store = self._store
         seen = store.find_duplicates((t.content_hash, t.type, t.scope, t.scope_id) for t in built)
         # New rows are written in chunks after the loop (Store.insert_many, ~3x faster);
-        # with a quota, the hook must see every earlier row of the batch in the table.
-        rows_visible_to_hook = self.policy.quota is not None
+        # Under an "evict" quota the hook must see every earlier row of the batch in the
+        # table (they may be evicted); "refuse" counts the batch in memory (faces).
+        rows_visible_to_hook = self.policy.quota is not None and self.policy.quota_policy == "evict"
         pending: list[Trace] = []
         result: list[Trace] = []
         fresh: list[Trace] = []
@@ -321,8 +325,8 @@ class Brain:
         """Hook run inside the write transaction before a new trace is stored.
 
         Enforces ``Policy.quota`` (see :meth:`_enforce_quota`); free when quota is None.
-        With a quota, ``add_many`` writes each earlier row of the batch before calling
-        this; without one, rows are written in chunks after every hook ran.
+        With an "evict" quota, ``add_many`` writes each earlier row of the batch before
+        calling this; otherwise rows are written in chunks after every hook ran.
         """
         if self.policy.quota is not None:
             self._enforce_quota(trace, at)
@@ -826,7 +830,8 @@ class Brain:
     def _enforce_quota(self, trace: Trace, at: float) -> None:
         """Make room for ``trace`` in its scope under ``Policy.quota`` (inside the write).
 
-        One COUNT on the scope index per insert. When the scope is full, its expired
+        One COUNT on the scope index per scope and write transaction (then counted in
+        memory, so a big ``add_many`` stays linear). When the scope is full, its expired
         traces are soft-deleted first (they are invisible anyway); then "refuse"
         raises :class:`QuotaExceeded` and "evict" soft-deletes the unpinned traces
         with the lowest retrievability R(now) (least recently used on ties).
@@ -835,15 +840,22 @@ class Brain:
         if isinstance(quota, bool) or not isinstance(quota, int) or quota < 1:
             raise InvalidInput(f"Policy.quota must be a positive integer or None, not {quota!r}")
         check_choice(mode, ("refuse", "evict"), "Policy.quota_policy")
-        store, where = self._store, Filters(scope=trace.scope, scope_id=trace.scope_id)
-        live = store.count(where)
+        store, slot = self._store, (trace.scope, trace.scope_id)
+        if getattr(self, "_quota_tx", None) != store.tx_serial:
+            # live counts per scope, valid for this write transaction only (its own
+            # inserts and evictions keep them exact), so a batch COUNTs once per scope
+            self._quota_tx, self._quota_counts = store.tx_serial, {}
+        counts: dict[tuple[str, str], int] = self._quota_counts
+        live = counts.get(slot)
+        if live is None:
+            live = store.count(Filters(scope=trace.scope, scope_id=trace.scope_id))
+        if live >= quota:
+            expired = store.get_many(store.expired_ids(trace.scope, trace.scope_id, at))
+            for old in expired:
+                self._soft_delete(old, at, "expired")
+            live -= len(expired)
         if live < quota:
-            return
-        expired = store.get_many(store.expired_ids(trace.scope, trace.scope_id, at))
-        for old in expired:
-            self._soft_delete(old, at, "expired")
-        live -= len(expired)
-        if live < quota:
+            counts[slot] = live + 1
             return
         name = f"{trace.scope}/{trace.scope_id!r}"
         if mode == "refuse":
@@ -855,6 +867,7 @@ class Brain:
                                 "one that could be evicted is pinned")
         for victim in victims:
             self._soft_delete(victim, at, "evicted", evicted_for_quota=quota)
+        counts[slot] = quota
 
     def end_task(self, task_id: str, *, promote: Sequence[str] = (),
                  now: TimeLike | None = None) -> dict[str, Any]:

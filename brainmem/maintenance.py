@@ -45,8 +45,10 @@ def check(store: Store) -> dict[str, Any]:
             return None
 
     integrity = run("integrity", store.integrity_check)
+    if integrity is None:  # damage so bad the check itself failed
+        integrity = [problems[-1]]
     report["integrity"] = integrity
-    if integrity:
+    if integrity and integrity[0] not in problems:
         problems.extend(f"integrity: {line}" for line in integrity)
     fts = run("fts_integrity", store.fts_integrity_check)
     report["fts_integrity"] = fts

@@ -11,7 +11,7 @@ from __future__ import annotations
 import hashlib
 import json
 import math
-import uuid
+import os
 from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass, field
 from datetime import datetime, timezone
@@ -80,7 +80,16 @@ class Hit:
 
 
 def new_id() -> str:
-    return f"mt_{uuid.uuid4()}"
+    """``mt_`` + a random (version 4) UUID in canonical text form.
+
+    Built from ``os.urandom`` directly: the same text as ``str(uuid.uuid4())`` at a
+    fraction of the cost (``uuid.UUID.__init__`` dominated ``add_many`` profiles).
+    """
+    raw = bytearray(os.urandom(16))
+    raw[6] = (raw[6] & 0x0F) | 0x40  # version 4
+    raw[8] = (raw[8] & 0x3F) | 0x80  # RFC 4122 variant
+    h = raw.hex()
+    return f"mt_{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:]}"
 
 
 def normalise_whitespace(text: str) -> str:

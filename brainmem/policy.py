@@ -18,14 +18,18 @@ DAY = 86_400.0
 
 
 def _default_stability_base() -> dict[str, float]:
-    # Seconds until R falls to 1/e with importance 0. Facts and skills are meant to
-    # last; episodes fade in months; working memory within days.
+    # Seconds until R falls to 1/e with importance 0. Chosen by the recall benchmark:
+    # forgetting must not cost recall of what an agent is still asked about, and
+    # people ask about conversations a year or more back. With the default
+    # importance 0.5 (stability x2) an untouched episode falls below the prune
+    # threshold (R < 0.05) after ~6 years, a fact after ~30; working memory, which
+    # belongs to a task, after ~6 weeks.
     return {
-        "episodic": 30 * DAY,
-        "semantic": 365 * DAY,
-        "procedural": 365 * DAY,
-        "prospective": 90 * DAY,
-        "working": 2 * DAY,
+        "episodic": 365 * DAY,
+        "semantic": 5 * 365 * DAY,
+        "procedural": 5 * 365 * DAY,
+        "prospective": 365 * DAY,
+        "working": 7 * DAY,
     }
 
 
@@ -86,6 +90,12 @@ class Policy:
     context_backward: float = 0.2
     #: How many of the best candidates pass relevance to their neighbours.
     context_seeds: int = 20
+    #: Second hop: names in the best ``bridge_seeds`` hits held by at most
+    #: ``bridge_max_share`` of the traces are searched with the query; their hits
+    #: gain ``weight_bridge`` × that search's normalised BM25.
+    weight_bridge: float = 0.4
+    bridge_seeds: int = 3
+    bridge_max_share: float = 0.05
 
     # --- graph (DESIGN §7) ----------------------------------------------------
     spread_decay: float = 0.5

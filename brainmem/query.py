@@ -47,6 +47,29 @@ STOPWORDS = frozenset(
     """.split()
 )
 
+# Irregular English verbs: the porter stemmer cannot see that "bought" is "buy",
+# so a question "what did Kalani buy?" would miss "Kalani bought a Saab". Each
+# group's forms are searched together. (Forms that are common nouns or
+# adjectives — "left", "felt", "saw" — are left out.)
+_IRREGULAR = """
+be was were been | become became | begin began begun | bring brought | build built |
+buy bought | catch caught | choose chose chosen | come came | do did done | draw drew drawn |
+drink drank drunk | drive drove driven | eat ate eaten | fall fell fallen | feed fed |
+fight fought | find found | fly flew flown | forget forgot forgotten | get got gotten |
+give gave given | go went gone | grow grew grown | have had | hear heard | hold held |
+keep kept | know knew known | lead led | leave left | lend lent | lose lost | make made |
+meet met | pay paid | ride rode ridden | ring rang rung | rise rose risen | run ran |
+say said | see seen | sell sold | send sent | sing sang sung | sit sat | sleep slept |
+speak spoke spoken | spend spent | stand stood | steal stole stolen | swim swam swum |
+take took taken | teach taught | tell told | think thought | throw threw thrown |
+understand understood | wake woke woken | wear wore worn | win won | write wrote written
+"""
+IRREGULAR_FORMS: dict[str, tuple[str, ...]] = {
+    form: tuple(group.split())
+    for group in _IRREGULAR.split("|")
+    for form in group.split()
+}
+
 # An explicit FTS5 operator or syntax character: only then is FTS5 syntax tried.
 _SYNTAX = re.compile(r'\b(?:AND|OR|NOT)\b|NEAR\(|["*^+()]|\b\w+\s*:|[{}]')
 
@@ -108,7 +131,10 @@ class QueryCompiler:
                 f"the query {text[:40]!r} has no searchable words",
                 "use letters or digits, e.g. 'dark mode'",
             )
-        phrases = [fq.PHRASE(t) for t in terms]
+        searched = list(dict.fromkeys(
+            f for t in terms for f in IRREGULAR_FORMS.get(t, (t,)) if f == t or f not in STOPWORDS
+        ))
+        phrases = [fq.PHRASE(t) for t in searched]
         expression = fq.to_query_string(fq.OR(phrases) if len(phrases) > 1 else phrases[0])
         return CompiledQuery(expression, tuple(terms), False)
 

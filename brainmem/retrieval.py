@@ -36,8 +36,11 @@ and LoCoMo with ``brainmem bench recall`` (see benchmarks/RESULTS.md).
 from __future__ import annotations
 
 import math
+import re
 from collections import Counter
 from dataclasses import dataclass, replace
+
+import apsw.fts5query as fq
 
 from . import decay, graph, temporal
 from .errors import QueryError
@@ -80,6 +83,8 @@ def search(
     if not candidates:
         return Ranked([], compiled.terms)
 
+    if policy.weight_bridge and not compiled.syntax:
+        _bridge(store, compiler, policy, filters, compiled, candidates, size)
     best = max(score for _, score in candidates) or 1.0
     carried = _conversation_context(store, policy, filters, candidates, best)
     episode = _episode_bm25(store, compiler, compiled.terms, candidates) if policy.weight_episode else {}
@@ -138,6 +143,47 @@ def _add_window_candidates(store: Store, policy: Policy, compiled: CompiledQuery
     inside = store.search(compiled.expression, replace(filters, since=since, until=until), size,
                           policy.bm25_weights)
     candidates.extend(c for c in inside if c[0].id not in seen)
+
+
+_NAME = re.compile(r"(?<![.!?]\s)(?<!^)\b([A-Z][a-z]+(?:\s+[A-Z][a-z]+)*)")
+
+
+def _bridge(store: Store, compiler: QueryCompiler, policy: Policy, filters: Filters,
+            compiled: CompiledQuery, candidates: Candidates, size: int) -> None:
+    """Second hop: names in the best hits that the query lacks are searched with it.
+
+    "What should I never cook for my mentor?" finds "Katarina is my mentor"; the
+    name Katarina, rare in the brain, then finds "Katarina is allergic to kiwi".
+    Candidates gain ``weight_bridge`` × the second search's normalised BM25.
+    """
+    top = sorted(candidates, key=lambda c: -c[1])[: policy.bridge_seeds]
+    query_words = set(compiled.terms)
+    names: list[str] = []
+    for trace, _ in top:
+        for match in _NAME.finditer(trace.content):
+            for word in compiler.words(match.group(1)):
+                if word not in query_words and word not in names and len(word) > 2:
+                    names.append(word)
+    if not names:
+        return
+    n, df = store.document_frequencies([s for w in names for s in compiler.stem_list(w)[:1]])
+    limit_df = max(2, policy.bridge_max_share * n)
+    names = [w for w in names if 0 < df.get((compiler.stem_list(w) or [w])[0], 0) <= limit_df]
+    if not names:
+        return
+    words = list(dict.fromkeys([*compiled.terms, *names]))
+    expression = fq.to_query_string(fq.OR([fq.PHRASE(w) for w in words]))
+    weight = policy.weight_bridge
+    found = store.search(expression, filters, size, policy.bm25_weights)
+    if not found:
+        return
+    best_old = max((b for _, b in candidates), default=0.0) or 1.0
+    top2 = max(b for _, b in found) or 1.0
+    bonus = {t.id: weight * best_old * max(b, 0.0) / top2 for t, b in found}
+    for i, (trace, bm25) in enumerate(candidates):
+        candidates[i] = (trace, bm25 + bonus.pop(trace.id, 0.0))
+    by_id = {t.id: t for t, _ in found}
+    candidates.extend((by_id[i], b) for i, b in bonus.items())
 
 
 def _conversation_context(store: Store, policy: Policy, filters: Filters, candidates: Candidates,

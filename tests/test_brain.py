@@ -65,6 +65,18 @@ def test_every_field_round_trips_through_the_file(brain_factory, tmp_path, clock
     assert got.stability == reopened.policy.stability_for("prospective", 0.8)
 
 
+def test_ids_are_uuid4():
+    import uuid
+
+    from brainmem.model import new_id
+
+    ids = {new_id() for _ in range(2000)}
+    assert len(ids) == 2000
+    for i in list(ids)[:200]:
+        u = uuid.UUID(i.removeprefix("mt_"))
+        assert i == f"mt_{u}" and u.version == 4 and u.variant == uuid.RFC_4122
+
+
 def test_times_accept_datetime_iso_and_seconds(mem_brain):
     when = datetime(2025, 6, 1, 12, 0, tzinfo=timezone.utc)
     a = mem_brain.add("one", created_at=when)
@@ -410,6 +422,22 @@ def test_add_many_bad_item_anywhere_writes_nothing(file_brain):
     assert rows(file_brain) == 1
 
 
+def test_add_many_refuses_a_bare_string_or_mapping(mem_brain):
+    for bad in ("abc", {"content": "abc"}, b"abc"):
+        with pytest.raises(InvalidInput):
+            mem_brain.add_many(bad)
+    with pytest.raises(InvalidInput):
+        mem_brain.add_many(5)
+    assert rows(mem_brain) == 0
+    assert mem_brain.add_many([]) == []
+
+
+def test_nul_characters_round_trip_and_search(mem_brain):
+    t = mem_brain.add("before\x00after secret", tags=["x\x00y"], metadata={"k\x00": "v\x00"})
+    assert mem_brain.get(t.id) == t
+    assert [h.trace.id for h in mem_brain.search("secret", reinforce=False)] == [t.id]
+
+
 def test_add_many_key_clash_rolls_back(mem_brain):
     mem_brain.add("keyed", key="k")
     with pytest.raises(InvalidInput):
@@ -632,3 +660,20 @@ def test_apsw_is_not_leaked_by_brain_errors(mem_brain):
     with pytest.raises(InvalidInput) as info:
         mem_brain.add("")
     assert not isinstance(info.value, apsw.Error)
+
+
+def test_add_many_under_a_quota_sees_its_own_rows(clock):
+    from dataclasses import replace
+
+    from brainmem import Policy, QuotaExceeded
+
+    with Brain(":memory:", clock=clock, policy=replace(Policy(), quota=3)) as brain:
+        with pytest.raises(QuotaExceeded):
+            brain.add_many([f"fact {i}" for i in range(5)])
+        assert rows(brain) == 0
+    policy = replace(Policy(), quota=3, quota_policy="evict")
+    with Brain(":memory:", clock=clock, policy=policy) as brain:
+        out = brain.add_many([f"fact {i}" for i in range(5)])
+        live = {t.id for t in brain._store.select(brain._filters())}
+        assert len(live) == 3 and live <= {t.id for t in out}
+        assert rows(brain) == 5

@@ -152,6 +152,8 @@ def test_writers_searchers_and_reflect_share_one_file(tmp_path: Path) -> None:
             acked.setdefault(content, set()).add(trace_id)
     assert sum(r["searches"] for i in range(SEARCHERS)
                for r in _records(outs[f"searcher{i}"]) if "searches" in r) > 0
+    if hasattr(Brain, "reflect"):
+        assert sum(r.get("reflects", 0) for r in _records(outs["reflecter"])) > 0
 
     # every content has one id, even when 4 processes added it at the same time
     assert len(acked) == WRITERS * (PER_WRITER - SHARED) + SHARED

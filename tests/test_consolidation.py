@@ -62,8 +62,11 @@ def test_prune_after_expected_time_pinned_survive(brain: Brain, clock: Clock) ->
     pinned = brain.add("the door code is 4711", pinned=True)
     fact = brain.add("the user lives in Lisbon", type="semantic")
     temp = brain.add("temporary note", ttl=3600)
-    # episodic, importance 0.5: stability 60 days; R < 0.05 after 60 d * ln(20) = 179.7 days
-    limit = 60 * DAY * math.log(20)
+    # episodic, importance 0.5: stability 730 days by default; R < 0.05 after
+    # 730 d * ln(20) = 2186.9 days (about six years) untouched
+    stability = Policy().stability_for("episodic", 0.5)
+    assert stability == 730 * DAY
+    limit = stability * math.log(20)
     report = brain.reflect(now=T0 + limit - DAY)
     assert (report.pruned_weak, report.expired) == (0, 1)
     assert brain.get(weak.id, now=T0 + limit - DAY)
@@ -72,7 +75,7 @@ def test_prune_after_expected_time_pinned_survive(brain: Brain, clock: Clock) ->
     gone = brain.get(weak.id, include_deleted=True)
     assert gone.deleted_at == T0 + limit + DAY
     assert brain.get(pinned.id, now=T0 + limit + DAY).live
-    assert brain.get(fact.id, now=T0 + limit + DAY).live  # semantic: two years of stability
+    assert brain.get(fact.id, now=T0 + limit + DAY).live  # semantic: ten years of stability
     assert brain.get(temp.id, include_deleted=True).deleted_at is not None
 
 

@@ -27,8 +27,8 @@ def test_retrievability_hand_values() -> None:
 
 def test_initial_stability_from_policy() -> None:
     # episodic base 30 days, importance factor 2: 30 d * (1 + 2 * 0.5) = 60 d
-    assert P.stability_for("episodic", 0.5) == pytest.approx(60 * DAY)
-    assert P.stability_for("semantic", 0.0) == pytest.approx(365 * DAY)
+    assert P.stability_for("episodic", 0.5) == pytest.approx(730 * DAY)  # 365 d x (1 + 2 x 0.5)
+    assert P.stability_for("semantic", 0.0) == pytest.approx(5 * 365 * DAY)
     custom = replace(P, stability_base={**P.stability_base, "episodic": 10.0}, importance_factor=1.0)
     assert custom.stability_for("episodic", 1.0) == pytest.approx(20.0)
 

@@ -410,3 +410,28 @@ def test_backup_copies_a_consistent_brain(brain_factory, tmp_path) -> None:
     assert copy.get_key("k").content == "backed up value"
     with pytest.raises(InvalidInput, match="already exists"):
         brain.backup(str(target))
+
+
+def test_quota_counts_a_batch_in_one_transaction(clock) -> None:
+    with Brain(":memory:", clock=clock, policy=replace(Policy(), quota=2)) as brain:
+        with pytest.raises(QuotaExceeded):
+            brain.add_many(["a", "b", "c"])
+        assert brain.stats()["live"] == 0  # nothing half-written
+        brain.add_many(["a", "b"])
+        assert brain.stats()["live"] == 2
+    policy = replace(Policy(), quota=3, quota_policy="evict")
+    with Brain(":memory:", clock=clock, policy=policy) as brain:
+        added = brain.add_many([f"item {i}" for i in range(5)])
+        assert brain.stats()["live"] == 3
+        assert len(brain.read([t.id for t in added]).traces) == 3
+
+
+def test_reflect_prunes_expired_and_weak_but_never_pinned(mem_brain: Brain, clock) -> None:
+    pinned = mem_brain.add("pinned working note", type="working", pinned=True)
+    weak = mem_brain.add("forgettable working note", type="working")
+    expiring = mem_brain.put("cache", "short-lived value", ttl=60, pinned=False)
+    later = clock.now + 365 * 86400  # R of a 2-day-stability trace is ~0 by then
+    mem_brain.reflect(now=later)
+    assert mem_brain.get(pinned.id, now=later).pinned
+    assert mem_brain.read([weak.id, expiring.id], now=later).missing == [weak.id, expiring.id]
+    assert mem_brain.get(expiring.id, include_deleted=True).deleted_at is not None

@@ -9,7 +9,6 @@ does not apply to files outside it. Where that is impossible they skip, saying w
 
 from __future__ import annotations
 
-import os
 import random
 import shutil
 import sqlite3
@@ -255,7 +254,7 @@ def test_full_disk_refuses_the_write_and_loses_nothing(tmp_path: Path) -> None:
     db = brain._store.db
     db.pragma("max_page_count", db.pragma("page_count") + 8)  # a nearly full "disk"
     rows = db.execute("SELECT count(*) FROM traces").get
-    batch = [f"big memory {i} " + "word%d " % i * 3_000 for i in range(20)]
+    batch = [f"big memory {i} " + f"word{i} " * 3_000 for i in range(20)]
     with pytest.raises(StorageError, match="full"):
         brain.add_many(batch)
     assert db.execute("SELECT count(*) FROM traces").get == rows  # the batch: all or nothing

@@ -209,3 +209,8 @@ def test_store_translates_busy_into_storage_error(tmp_path):
                 pass
     one.close()
     two.close()
+
+
+def test_missing_parent_directory_is_a_brain_file_error(tmp_path):
+    with pytest.raises(BrainFileError):
+        Brain(str(tmp_path / "no" / "such" / "dir" / "b.db"))

@@ -1,0 +1,89 @@
+"""``brainmem bench recall`` and ``brainmem bench perf``: the benchmarks of DESIGN §11.
+
+Both run brainmem and raw SQLite FTS5 on the same documents in the same process
+and print them side by side; they never touch the ``--brain`` file.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+from typing import Any
+
+from ..errors import InvalidInput
+from . import Progress
+
+DATASETS = ("synthetic", "longmemeval", "locomo")
+
+
+def register(commands: Any) -> None:
+    bench = commands.add_parser(
+        "bench", help="recall and performance benchmarks against raw SQLite FTS5",
+        description="Benchmarks: brainmem beside raw SQLite FTS5 on the same data, same run.",
+    )
+    sub = bench.add_subparsers(dest="bench_command", metavar="BENCHMARK")
+    sub.required = True
+
+    recall = sub.add_parser(
+        "recall", help="recall@k on a dataset (default: the embedded synthetic one)",
+        description="Recall quality. The synthetic dataset is embedded (no download); "
+                    "longmemeval and locomo need --data PATH to the dataset's JSON file.",
+    )
+    recall.add_argument("--dataset", choices=DATASETS, default="synthetic")
+    recall.add_argument("--data", metavar="PATH", help="dataset JSON (longmemeval_s or locomo10 format)")
+    recall.add_argument("--limit", type=int, metavar="N", help="first N questions (LoCoMo: conversations)")
+    recall.add_argument("--reflect", action="store_true",
+                        help="run reflect() at the query date before querying")
+    recall.add_argument("--json", metavar="OUT", help="also write the full report as JSON to OUT")
+    recall.add_argument("--quiet", action="store_true", help="no progress bar")
+    recall.set_defaults(handler=_recall)
+
+    perf = sub.add_parser(
+        "perf", help="add/search/reflect speed and file size as ratios to raw FTS5",
+        description="Throughput, latency percentiles, reflect time and file size per corpus size.",
+    )
+    perf.add_argument("--sizes", default="1000,10000,100000", metavar="N,N,...",
+                      help="corpus sizes (default 1000,10000,100000)")
+    perf.add_argument("--queries", type=int, default=1000, metavar="N", help="queries timed per size")
+    perf.add_argument("--json", metavar="OUT", help="also write the full report as JSON to OUT")
+    perf.add_argument("--quiet", action="store_true", help="no progress bar")
+    perf.set_defaults(handler=_perf)
+
+
+def _recall(args: argparse.Namespace) -> int:
+    from ..bench import run_recall
+
+    progress = Progress(f"{args.dataset}", enabled=False if args.quiet else None)
+    try:
+        report = run_recall(args.dataset, data=args.data, limit=args.limit, reflect=args.reflect,
+                            progress=progress)
+    except ValueError as exc:
+        raise InvalidInput(str(exc)) from None
+    print(report.format())
+    _write_json(args.json, report.to_dict())
+    return 0
+
+
+def _perf(args: argparse.Namespace) -> int:
+    from ..bench import run_perf
+
+    try:
+        sizes = tuple(int(s) for s in args.sizes.split(",") if s.strip())
+    except ValueError:
+        raise InvalidInput(f"--sizes must be comma-separated integers, not {args.sizes!r}") from None
+    progress = Progress("perf", enabled=False if args.quiet else None)
+    try:
+        report = run_perf(sizes=sizes, queries=args.queries, progress=progress)
+    except ValueError as exc:
+        raise InvalidInput(str(exc)) from None
+    print(report.format())
+    _write_json(args.json, report.to_dict())
+    return 0
+
+
+def _write_json(path: str | None, data: dict[str, Any]) -> None:
+    if path:
+        target = Path(path)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_text(json.dumps(data, indent=1) + "\n", encoding="utf-8")

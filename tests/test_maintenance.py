@@ -1,0 +1,153 @@
+"""Recovery tooling: Brain.check() finds damage without writing, Brain.repair() backs up
+first and fixes what can be fixed in place; ``brainmem check`` / ``brainmem repair``."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import apsw
+import pytest
+
+from brainmem import Brain
+from brainmem.cli import main
+
+
+def _healthy(path: Path, n: int = 30) -> list[str]:
+    with Brain(str(path)) as brain:
+        ids = [t.id for t in brain.add_many(
+            [{"content": f"memory {i} about lanterns number{i}", "tags": ["t"], "episode": "e1"}
+             for i in range(n)])]
+    return ids
+
+
+def _damage(path: Path, ids: list[str]) -> None:
+    """Index a ghost, unindex a live trace, and orphan an edge and a tag row."""
+    db = apsw.Connection(str(path))
+    db.pragma("foreign_keys", False)
+    db.execute("INSERT INTO traces_fts(rowid, content, tags, cue) VALUES (99999, 'ghost lanterns', '[]', NULL)")
+    rid, content, tags, cue = db.execute(
+        "SELECT rid, content, tags, cue FROM traces WHERE id = ?", (ids[0],)).fetchone()
+    db.execute("INSERT INTO traces_fts(traces_fts, rowid, content, tags, cue) VALUES ('delete', ?, ?, ?, ?)",
+               (rid, content, tags, cue))
+    db.execute("INSERT INTO edges VALUES ('mt_vanished', ?, 'co_activated', 0.5, 0)", (ids[1],))
+    db.execute("INSERT INTO trace_tags(rid, tag) VALUES (424242, 'lost')")
+    db.close()
+
+
+def test_healthy_brain_checks_clean_without_writing(tmp_path: Path) -> None:
+    path = tmp_path / "brain.db"
+    _healthy(path)
+    files = [path, Path(f"{path}-wal")]
+    with Brain(str(path)) as brain:
+        before = [p.read_bytes() for p in files]
+        report = brain.check()
+        assert [p.read_bytes() for p in files] == before  # no page written, no WAL frame
+    with Brain(str(path), readonly=True) as brain:
+        assert brain.check() == report  # a read-only brain is checked the same way
+    assert report["ok"] and report["problems"] == []
+    assert report["integrity"] == [] and report["fts_integrity"] is None
+    assert report["fts_sync"] == {"missing": 0, "extra": 0}
+    assert report["orphans"] == {"edges": 0, "tags": 0}
+    assert report["counts"] == {"traces": 30, "live": 30, "indexed": 30, "edges": 29}
+    json.dumps(report)
+
+
+def test_check_finds_each_kind_of_damage_and_repair_fixes_it(tmp_path: Path) -> None:
+    path = tmp_path / "brain.db"
+    ids = _healthy(path)
+    _damage(path, ids)
+    with Brain(str(path)) as brain:
+        report = brain.check()
+        assert not report["ok"]
+        assert report["fts_integrity"] is not None
+        assert report["fts_sync"] == {"missing": 1, "extra": 1}
+        assert report["orphans"] == {"edges": 1, "tags": 1}
+        assert report["integrity"] == []
+        assert len(report["problems"]) == 5
+        assert list(brain.search("number0", reinforce=False)) == []  # the damage is real
+
+        backup = tmp_path / "before-repair.bak"
+        result = brain.repair(backup_to=str(backup))
+        assert result["ok"] and result["error"] is None
+        assert result["backup"] == str(backup) and result["fts_rebuilt"]
+        assert result["dropped"] == {"edges": 1, "tags": 1}
+        assert result["before"]["problems"] == report["problems"]
+        assert brain.check()["ok"]
+        found = {h.trace.id for h in brain.search("lanterns", limit=100, reinforce=False)}
+        assert found == set(ids)  # every live trace is findable again, the ghost is gone
+        assert brain.search("number0", reinforce=False)[0].trace.id == ids[0]
+        assert brain.stats()["edges"] == 29
+    with Brain(str(backup), readonly=True) as old:  # the backup is the damaged state, as it was
+        assert old.check()["fts_sync"] == {"missing": 1, "extra": 1}
+        assert old.stats()["live"] == 30
+
+
+def test_repair_backs_up_beside_the_brain_by_default(tmp_path: Path) -> None:
+    path = tmp_path / "brain.db"
+    _healthy(path, 3)
+    with Brain(str(path), clock=lambda: 1_767_225_600.0) as brain:
+        first = brain.repair()["backup"]
+        second = brain.repair()["backup"]
+    assert first == f"{path}.20260101T000000Z.bak" and Path(first).exists()
+    assert second != first and Path(second).exists()  # never overwrites an earlier backup
+
+
+def _corrupt_an_index_page(path: Path) -> None:
+    db = apsw.Connection(str(path))
+    page_size = db.pragma("page_size")
+    root = db.execute("SELECT rootpage FROM sqlite_schema WHERE name = 'traces_created'").get
+    db.close()
+    with open(path, "r+b") as handle:
+        handle.seek((root - 1) * page_size + 8)
+        handle.write(b"\xff" * 64)
+
+
+def test_btree_damage_is_reported_and_repair_says_it_cannot_fix_it(tmp_path: Path) -> None:
+    path = tmp_path / "brain.db"
+    _healthy(path, 200)
+    _corrupt_an_index_page(path)
+    with Brain(str(path)) as brain:
+        report = brain.check()
+        assert not report["ok"] and report["integrity"]
+        result = brain.repair(backup_to=str(tmp_path / "b.bak"))
+    assert Path(result["backup"]).exists()
+    assert not result["ok"] and result["after"]["integrity"]
+
+
+def test_check_and_repair_commands(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = tmp_path / "brain.db"
+    ids = _healthy(path)
+    assert main(["--brain", str(path), "check"]) == 0
+    assert "ok: no problems found" in capsys.readouterr().out
+    _damage(path, ids)
+    assert main(["--brain", str(path), "check"]) == 1
+    out = capsys.readouterr().out
+    assert out.count("problem:") == 5 and "not in the search index" in out
+    assert main(["--brain", str(path), "check", "--json"]) == 1
+    assert json.loads(capsys.readouterr().out)["fts_sync"] == {"missing": 1, "extra": 1}
+    backup = tmp_path / "x.bak"
+    assert main(["--brain", str(path), "repair", "--backup", str(backup), "--json"]) == 0
+    result = json.loads(capsys.readouterr().out)
+    assert result["ok"] and result["backup"] == str(backup) and backup.exists()
+    assert main(["--brain", str(path), "check"]) == 0
+
+
+def test_commands_through_the_real_entry_point(tmp_path: Path) -> None:
+    path = tmp_path / "brain.db"
+    ids = _healthy(path, 5)
+    _damage(path, ids)
+
+    def run(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([sys.executable, "-m", "brainmem", "--brain", str(path), *args],
+                              capture_output=True, text=True, timeout=60)
+
+    checked = run("check")
+    assert checked.returncode == 1 and "problem: orphans: 1 edge(s)" in checked.stdout
+    repaired = run("repair")
+    assert repaired.returncode == 0 and "backup: " in repaired.stdout
+    assert "orphan edges dropped: 1" in repaired.stdout
+    assert run("check").returncode == 0
+    assert "integrity" in run("check", "--help").stdout
