@@ -69,7 +69,7 @@ class Policy:
     min_candidates: int = 50
     #: Weights of the gentle factors; relevance stays first.
     weight_strength: float = 0.1
-    weight_recency: float = 0.1
+    weight_recency: float = 0.2
     weight_importance: float = 0.1
     weight_activation: float = 0.2
     #: Recency half-life in seconds for the recency factor.

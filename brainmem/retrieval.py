@@ -158,32 +158,31 @@ def _bridge(store: Store, compiler: QueryCompiler, policy: Policy, filters: Filt
     """
     top = sorted(candidates, key=lambda c: -c[1])[: policy.bridge_seeds]
     query_words = set(compiled.terms)
-    names: list[str] = []
+    stem_of: dict[str, str] = {}  # name word -> its index term
     for trace, _ in top:
         for match in _NAME.finditer(trace.content):
             for word in compiler.words(match.group(1)):
-                if word not in query_words and word not in names and len(word) > 2:
-                    names.append(word)
-    if not names:
+                stems = compiler.stem_list(word)
+                if len(word) > 2 and stems and word not in query_words:
+                    stem_of.setdefault(word, stems[0])
+    if not stem_of:
         return
-    n, df = store.document_frequencies([s for w in names for s in compiler.stem_list(w)[:1]])
-    limit_df = max(2, policy.bridge_max_share * n)
-    names = [w for w in names if 0 < df.get((compiler.stem_list(w) or [w])[0], 0) <= limit_df]
-    if not names:
+    n, df = store.document_frequencies(list(stem_of.values()))
+    rare = [w for w, s in stem_of.items() if 0 < df.get(s, 0) <= max(2, policy.bridge_max_share * n)]
+    if not rare:
         return
-    words = list(dict.fromkeys([*compiled.terms, *names]))
-    expression = fq.to_query_string(fq.OR([fq.PHRASE(w) for w in words]))
-    weight = policy.weight_bridge
-    found = store.search(expression, filters, size, policy.bm25_weights)
+    words = list(dict.fromkeys([*compiled.terms, *rare]))
+    found = store.search(fq.to_query_string(fq.OR([fq.PHRASE(w) for w in words])), filters, size,
+                         policy.bm25_weights)
     if not found:
         return
-    best_old = max((b for _, b in candidates), default=0.0) or 1.0
-    top2 = max(b for _, b in found) or 1.0
-    bonus = {t.id: weight * best_old * max(b, 0.0) / top2 for t, b in found}
+    best = max((b for _, b in candidates), default=0.0) or 1.0
+    best_found = max(b for _, b in found) or 1.0
+    bonus = {t.id: policy.weight_bridge * best * max(b, 0.0) / best_found for t, b in found}
     for i, (trace, bm25) in enumerate(candidates):
         candidates[i] = (trace, bm25 + bonus.pop(trace.id, 0.0))
-    by_id = {t.id: t for t, _ in found}
-    candidates.extend((by_id[i], b) for i, b in bonus.items())
+    found_by_id = {t.id: t for t, _ in found}
+    candidates.extend((found_by_id[i], b) for i, b in bonus.items())
 
 
 def _conversation_context(store: Store, policy: Policy, filters: Filters, candidates: Candidates,

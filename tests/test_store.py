@@ -169,6 +169,7 @@ def test_insert_many_failure_rolls_back(tmp_path):
                 brain._store.insert_many(built)
         assert brain._store.execute("SELECT count(*) FROM traces").get == 0
         brain.add("still works")
+        assert len(brain.add_many(["batch after", "a rollback"])) == 2  # staging table is back
 
 
 def test_find_duplicates(tmp_path):
