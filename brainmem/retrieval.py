@@ -93,7 +93,7 @@ def search(
     for trace, bm25 in candidates:
         own = max(bm25, 0.0) / best if best > 0 else 0.0
         relevance = max(own, carried.get(trace.id, 0.0))
-        context = policy.weight_episode * episode.get(trace.episode or trace.id, 0.0)
+        context = policy.weight_episode * (episode.get(trace.episode, 0.0) if trace.episode else own)
         when = cues.match(trace.created_at)
         r = decay.retrievability(trace.strength, trace.stability, trace.last_accessed_at, now)
         recency = decay.recency(trace.created_at, now, policy.recency_half_life)
@@ -194,6 +194,8 @@ def _conversation_context(store: Store, policy: Policy, filters: Filters, candid
     """
     if not (policy.context_forward or policy.context_backward) or best <= 0:
         return {}
+    if "episode_next" not in store.edge_kinds():
+        return {}
     ranked = sorted(candidates, key=lambda c: -c[1])[: policy.context_seeds]
     relevance = {t.id: max(bm25, 0.0) / best for t, bm25 in ranked}
     carried: dict[str, float] = {}
@@ -216,34 +218,33 @@ def _episode_bm25(store: Store, compiler: QueryCompiler, terms: tuple[str, ...],
     """BM25 of each candidate's episode read as one document, scaled so the best is 1.
 
     Term frequencies are summed over the episode's candidates (the traces that
-    matched), the length is the whole episode's, IDF comes from the FTS5 index. A
-    trace without an episode is its own episode.
+    matched), the length is the whole episode's, IDF comes from the FTS5 index.
+    Traces without an episode get nothing here (their own BM25 already counts).
     """
-    stems = sorted({s for t in terms for s in compiler.stems(t)})
+    in_episodes = [t for t, _ in candidates if t.episode is not None]
+    stems = sorted({s for t in terms for s in compiler.stems(t)}) if in_episodes else []
     if not stems:
         return {}
     wanted = set(stems)
     n, df = store.document_frequencies(stems)
     idf = {s: math.log(1 + (n - df.get(s, 0) + 0.5) / (df.get(s, 0) + 0.5)) for s in stems}
     tf: dict[str, Counter[str]] = {}
-    for trace, _ in candidates:
+    for trace in in_episodes:
         words = compiler.stem_list(trace.content)
-        tf.setdefault(trace.episode or trace.id, Counter()).update(w for w in words if w in wanted)
-    lengths = store.episode_lengths(list(dict.fromkeys(t.episode for t, _ in candidates if t.episode)))
-    for trace, _ in candidates:
-        lengths.setdefault(trace.episode or trace.id, len(trace.content))
+        tf.setdefault(trace.episode, Counter()).update(w for w in words if w in wanted)
+    lengths = store.episode_lengths(list(tf))
     average = sum(lengths.values()) / max(1, len(lengths)) or 1.0
     scores = {}
-    for key, counts in tf.items():
-        norm = k1 * (1 - b + b * lengths[key] / average)
-        scores[key] = sum(idf[s] * f * (k1 + 1) / (f + norm) for s, f in counts.items())
+    for episode, counts in tf.items():
+        norm = k1 * (1 - b + b * lengths.get(episode, average) / average)
+        scores[episode] = sum(idf[s] * f * (k1 + 1) / (f + norm) for s, f in counts.items())
     top = max(scores.values(), default=0.0) or 1.0
     return {k: v / top for k, v in scores.items()}
 
 
 def _activation(store: Store, policy: Policy, candidates: Candidates) -> dict[str, float]:
     """Spreading activation from the best few candidates over the graph."""
-    if policy.weight_activation <= 0:
+    if policy.weight_activation <= 0 or not store.edge_kinds() & set(policy.spread_kinds):
         return {}
     seeds = [t.id for t, _ in sorted(candidates, key=lambda c: -c[1])[: policy.spread_seeds]]
     return graph.spread_activation(

@@ -13,7 +13,7 @@ import json
 import operator
 import os
 import urllib.parse
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from dataclasses import fields as dataclass_fields
 from typing import Any
@@ -200,6 +200,8 @@ class Store:
         self._depth = 0
         #: Counts outermost write transactions, so a caller can cache facts for one of them.
         self.tx_serial = 0
+        self._vocab = False  # temp.traces_vocab created on this connection
+        self._cache: dict[str, tuple[tuple[int, int], Any]] = {}
         with translate_errors():
             self.db = self._open(path, readonly, busy_timeout_ms)
 
@@ -665,7 +667,7 @@ class Store:
         Reads an ``fts5vocab`` table created in the connection's TEMP schema, so it
         costs nothing on disk and works on read-only brains too.
         """
-        if not getattr(self, "_vocab", False):
+        if not self._vocab:
             self.db.execute(
                 "CREATE VIRTUAL TABLE IF NOT EXISTS temp.traces_vocab USING fts5vocab(main, traces_fts, row)"
             )
@@ -676,8 +678,25 @@ class Store:
             df = dict(self.db.execute(
                 f"SELECT term, doc FROM temp.traces_vocab WHERE term IN ({', '.join('?' * len(terms))})", terms
             ))
-        total = self.db.execute("SELECT count(*) FROM traces_fts_docsize").get
-        return total, df
+        return self.indexed_count(), df
+
+    def indexed_count(self) -> int:
+        """How many traces the FTS5 index holds (cached until a write)."""
+        return self._cached("indexed", lambda: self.db.execute("SELECT count(*) FROM traces_fts_docsize").get)
+
+    def edge_kinds(self) -> frozenset[str]:
+        """The kinds of edge the graph holds (cached until a write): ranking skips absent ones."""
+        return self._cached("edge_kinds", lambda: frozenset(
+            r[0] for r in self.db.execute("SELECT DISTINCT kind FROM edges")))
+
+    def _cached(self, name: str, compute: Callable[[], Any]) -> Any:
+        """``compute()``, remembered until this connection or another one commits a write."""
+        key = (self.db.pragma("data_version"), self.tx_serial)
+        stamp, value = self._cache.get(name, (None, None))
+        if stamp != key:
+            value = compute()
+            self._cache[name] = (key, value)
+        return value
 
     def episode_lengths(self, episodes: Sequence[str]) -> dict[str, int]:
         """Total content length (characters) of the live traces of each episode."""
