@@ -46,7 +46,7 @@ from . import decay, graph, temporal
 from .errors import QueryError
 from .model import Hit, Trace
 from .policy import Policy
-from .query import CompiledQuery, QueryCompiler
+from .query import STOPWORDS, CompiledQuery, QueryCompiler
 from .store import Filters, Store
 
 Candidates = list[tuple[Trace, float]]
@@ -145,7 +145,9 @@ def _add_window_candidates(store: Store, policy: Policy, compiled: CompiledQuery
     candidates.extend(c for c in inside if c[0].id not in seen)
 
 
-_NAME = re.compile(r"(?<![.!?]\s)(?<!^)\b([A-Z][a-z]+(?:\s+[A-Z][a-z]+)*)")
+#: Capitalised words: names, mostly. Sentence-initial ones count too (names start
+#: sentences); the stopword list and the rarity test keep ordinary words out.
+_NAME = re.compile(r"\b([A-Z][a-z]+(?:\s+[A-Z][a-z]+)*)")
 
 
 def _bridge(store: Store, compiler: QueryCompiler, policy: Policy, filters: Filters,
@@ -163,7 +165,7 @@ def _bridge(store: Store, compiler: QueryCompiler, policy: Policy, filters: Filt
         for match in _NAME.finditer(trace.content):
             for word in compiler.words(match.group(1)):
                 stems = compiler.stem_list(word)
-                if len(word) > 2 and stems and word not in query_words:
+                if len(word) > 2 and stems and word not in query_words and word not in STOPWORDS:
                     stem_of.setdefault(word, stems[0])
     if not stem_of:
         return

@@ -1,0 +1,38 @@
+"""``brainmem bench`` through the real entry point."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+from brainmem.cli import main
+
+
+def test_bench_recall_synthetic_through_the_entry_point(tmp_path: Path) -> None:
+    out = tmp_path / "recall.json"
+    run = subprocess.run(
+        [sys.executable, "-m", "brainmem", "bench", "recall", "--limit", "20", "--quiet", "--json", str(out)],
+        capture_output=True, text=True, timeout=120, cwd=tmp_path,
+    )
+    assert run.returncode == 0, run.stderr
+    assert "brainmem" in run.stdout and "fts5" in run.stdout and "recall@10" in run.stdout
+    report = json.loads(out.read_text())
+    assert report["dataset"] == "synthetic" and report["n_questions"] == 20
+    for system in ("brainmem", "fts5"):
+        assert 0.0 <= report["results"][system]["overall"]["recall@10"] <= 1.0
+    assert not (tmp_path / "brain.db").exists()  # benchmarks never touch the brain file
+
+
+def test_bench_errors_are_one_line_and_exit_2(capsys) -> None:
+    assert main(["bench", "recall", "--dataset", "locomo", "--quiet"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("brainmem: error:") and "\n" not in err
+    assert main(["bench", "perf", "--sizes", "ten", "--quiet"]) == 2
+
+
+def test_bench_perf_tiny(capsys) -> None:
+    assert main(["bench", "perf", "--sizes", "200", "--queries", "20", "--quiet"]) == 0
+    out = capsys.readouterr().out
+    assert "search p50" in out and "ratio" in out

@@ -1,0 +1,129 @@
+"""The ranking mechanisms of retrieval.py, each shown to matter by switching it off."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from brainmem import Brain, Policy
+from brainmem.query import QueryCompiler
+
+DAY = 86_400.0
+T0 = 1_767_225_600.0  # 2026-01-01
+
+
+def top(brain: Brain, query: str, n: int = 3, **kw) -> list[str]:
+    return [h.trace.content for h in brain.search(query, limit=n, reinforce=False, **kw)]
+
+
+def brain_with(policy: Policy | None = None) -> Brain:
+    return Brain(":memory:", policy=policy, clock=lambda: T0)
+
+
+def conversation(brain: Brain) -> None:
+    brain.add_many([
+        {"content": "What are the names of your pets?", "episode": "chat", "created_at": T0 - 10},
+        {"content": "Luna and Oliver, two tabby cats.", "episode": "chat", "created_at": T0 - 9},
+        {"content": "Pets need vet checks and names on their collars.", "created_at": T0 - 8},
+        {"content": "I read a book about pets.", "created_at": T0 - 7},
+        {"content": "Pets are great.", "created_at": T0 - 6},
+    ])
+
+
+def test_conversation_context_finds_the_answer_after_a_matching_question() -> None:
+    with brain_with() as brain:
+        conversation(brain)
+        assert "Luna and Oliver, two tabby cats." in top(brain, "pets names")
+    off = replace(Policy(), context_forward=0.0, context_backward=0.0)
+    with brain_with(off) as brain:
+        conversation(brain)
+        assert "Luna and Oliver, two tabby cats." not in top(brain, "pets names")
+
+
+def timeline(brain: Brain) -> None:
+    brain.add("I went hiking with my sister.", created_at=T0 - 30 * DAY)
+    brain.add("I went hiking with my colleagues.", created_at=T0 - 2 * DAY)
+
+
+def test_temporal_cue_prefers_the_trace_from_that_time() -> None:
+    with brain_with() as brain:
+        timeline(brain)
+        assert top(brain, "Who did I go hiking with a month ago?", 1) == ["I went hiking with my sister."]
+        assert top(brain, "Who did I go hiking with?", 1) == ["I went hiking with my colleagues."]  # newer wins
+    with brain_with(replace(Policy(), weight_time=0.0)) as brain:
+        timeline(brain)
+        assert top(brain, "Who did I go hiking with a month ago?", 1) == ["I went hiking with my colleagues."]
+
+
+def test_explain_reports_the_time_factor() -> None:
+    with brain_with() as brain:
+        timeline(brain)
+        hits = brain.search("hiking a month ago", explain=True, reinforce=False)
+        times = {h.trace.content: h.explain["time"] for h in hits}
+        assert times["I went hiking with my sister."] == 1.0  # inside the window
+        assert times["I went hiking with my colleagues."] < 0.5  # weeks after it
+
+
+def episodes(brain: Brain) -> None:
+    brain.add_many([
+        {"content": "Planning the garden: tomatoes, basil and a raised garden bed.", "episode": "garden"},
+        {"content": "The garden soil needs compost before planting the garden.", "episode": "garden"},
+        {"content": "Unrelated: my phone battery is weak.", "episode": "garden"},
+        {"content": "By the way, I finally bought the new watering can.", "episode": "garden"},
+    ])
+    brain.add_many([{"content": f"I bought bread {i}.", "episode": f"shop{i}"} for i in range(3)])
+
+
+def rank_of_remark(brain: Brain) -> tuple[int, int]:
+    """(rank of the remark, best rank of a shopping list) for the query."""
+    ranked = top(brain, "What did I buy for the garden?", 10)
+    remark = ranked.index("By the way, I finally bought the new watering can.")
+    shopping = min(i for i, text in enumerate(ranked) if text.startswith("I bought bread"))
+    return remark, shopping
+
+
+def test_episode_context_lifts_a_passing_remark_in_a_conversation_on_the_topic() -> None:
+    no_neighbours = replace(Policy(), context_forward=0.0, context_backward=0.0)
+    with brain_with(no_neighbours) as brain:
+        episodes(brain)
+        remark, shopping = rank_of_remark(brain)
+        assert remark < shopping
+    with brain_with(replace(no_neighbours, weight_episode=0.0)) as brain:
+        episodes(brain)
+        remark, shopping = rank_of_remark(brain)
+        assert remark > shopping
+
+
+def mentors(brain: Brain) -> None:
+    brain.add("Katarina is my mentor, by the way.")
+    brain.add("Reminder: Katarina reacts badly to kiwi.")
+    for i, name in enumerate(["Bo", "Ana", "Lee", "Sam", "Kim", "Max", "Eva", "Tom"]):
+        brain.add(f"I cooked pasta for {name} on day {i}.")
+        brain.add(f"{name} never eats late at night.")
+
+
+def test_second_hop_follows_a_rare_name() -> None:
+    query = "What should I never cook for my mentor?"
+    with brain_with() as brain:
+        mentors(brain)
+        assert "Reminder: Katarina reacts badly to kiwi." in top(brain, query, 5)
+    with brain_with(replace(Policy(), weight_bridge=0.0)) as brain:
+        mentors(brain)
+        assert "Reminder: Katarina reacts badly to kiwi." not in top(brain, query, 5)
+
+
+def test_irregular_verbs_are_searched_in_all_forms() -> None:
+    with brain_with() as brain:
+        brain.add("Kalani bought a black Saab last week.")
+        brain.add("Any tips to buy stamps?")
+        assert "Kalani bought a black Saab last week." in top(brain, "Which car did Kalani buy?", 2)
+        compiled = QueryCompiler(brain._store.db).compile("what did Kalani buy")
+        assert "bought" in compiled.expression and "buy" in compiled.expression
+
+
+def test_filters_still_bind_neighbours_and_second_hops() -> None:
+    with brain_with() as brain:
+        brain.add_many([
+            {"content": "What are the names of your pets?", "episode": "chat", "scope_id": "a"},
+            {"content": "Luna and Oliver.", "episode": "chat", "scope_id": "b"},
+        ])
+        assert top(brain, "pets names", 5, scope_id="a") == ["What are the names of your pets?"]
