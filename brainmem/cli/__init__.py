@@ -112,6 +112,23 @@ def print_json(value: Any) -> None:
     print(json.dumps(value, ensure_ascii=False, indent=2, default=str))
 
 
+def trace_json(trace: Any) -> dict[str, Any]:
+    """A trace as the commands print it with ``--json``: the tools' view (ISO times)."""
+    from ..tools import trace_view
+
+    return trace_view(trace)
+
+
+def time_arg(value: str | None) -> Any:
+    """A time option as the API takes it: unix seconds when numeric, else ISO-8601 text."""
+    if value is None:
+        return None
+    try:
+        return float(value)
+    except ValueError:
+        return value
+
+
 def print_table(rows: Sequence[Sequence[Any]], headers: Sequence[str]) -> None:
     """A plain aligned table; cells are cut to keep lines readable."""
     cells = [[_cell(v) for v in row] for row in rows]

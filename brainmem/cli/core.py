@@ -14,7 +14,7 @@ import sys
 from typing import Any
 
 from ..errors import InvalidInput
-from . import add_json_flag, open_brain, print_json, print_table
+from . import add_json_flag, open_brain, print_json, print_table, trace_json
 
 #: Environment variable holding a default tool context for ``tools``/``call``/``serve``.
 CONTEXT_ENV = "BRAINMEM_CONTEXT"
@@ -175,14 +175,8 @@ def _read_stdin_if_dash(value: str) -> str:
     return sys.stdin.read() if value == "-" else value
 
 
-def _trace_json(trace: Any) -> dict[str, Any]:
-    from ..tools import trace_view
-
-    return trace_view(trace)
-
-
 def _print_trace(trace: Any) -> None:
-    for name, value in _trace_json(trace).items():
+    for name, value in trace_json(trace).items():
         shown = json.dumps(value, ensure_ascii=False) if isinstance(value, dict | list) else value
         print(f"{name + ':':<12} {shown}")
 
@@ -201,7 +195,7 @@ def cmd_add(args: argparse.Namespace) -> int:
     with open_brain(args) as brain:
         trace = brain.add(content, **{k: v for k, v in fields.items() if v is not None})
     if args.json:
-        print_json(_trace_json(trace))
+        print_json(trace_json(trace))
     else:
         print(trace.id)
     return 0
@@ -215,7 +209,7 @@ def cmd_search(args: argparse.Namespace) -> int:
     if args.json:
         results = []
         for h in hits:
-            row = {**_trace_json(h.trace), "score": h.score}
+            row = {**trace_json(h.trace), "score": h.score}
             if h.explain is not None:
                 row["explain"] = h.explain
             results.append(row)
@@ -262,7 +256,7 @@ def cmd_update(args: argparse.Namespace) -> int:
     with open_brain(args) as brain:
         trace = brain.update(args.id, expected_version=args.expected_version, **changes)
     if args.json:
-        print_json(_trace_json(trace))
+        print_json(trace_json(trace))
     else:
         print(f"{trace.id} now at version {trace.version}")
     return 0
@@ -284,7 +278,7 @@ def cmd_restore(args: argparse.Namespace) -> int:
     with open_brain(args) as brain:
         trace = brain.restore(args.id)
     if args.json:
-        print_json(_trace_json(trace))
+        print_json(trace_json(trace))
     else:
         print(f"{trace.id} restored (version {trace.version})")
     return 0

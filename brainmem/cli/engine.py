@@ -13,7 +13,7 @@ import os
 import sys
 from typing import Any
 
-from . import Progress, add_json_flag, open_brain, print_json, print_table
+from . import Progress, add_json_flag, open_brain, print_json, print_table, time_arg
 
 
 def register(commands: Any) -> None:
@@ -42,15 +42,6 @@ def register(commands: Any) -> None:
     log.set_defaults(handler=_log)
 
 
-def _time_arg(value: str | None) -> Any:
-    if value is None:
-        return None
-    try:
-        return float(value)
-    except ValueError:
-        return value  # ISO-8601; Brain validates it
-
-
 def _reflect(args: argparse.Namespace) -> int:
     from ..llm import LLM
 
@@ -62,7 +53,7 @@ def _reflect(args: argparse.Namespace) -> int:
         bar(done, total)
 
     with open_brain(args, llm=llm) as brain:
-        report = brain.reflect(_time_arg(args.now), progress=progress)
+        report = brain.reflect(time_arg(args.now), progress=progress)
     if args.json:
         print_json(report.to_dict())
         return 0

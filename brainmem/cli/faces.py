@@ -13,20 +13,10 @@ import sys
 from typing import Any
 
 from ..errors import InvalidInput
-from . import add_json_flag, open_brain, print_json, print_table
+from . import add_json_flag, open_brain, print_json, print_table, time_arg, trace_json
 
 SCOPES = ("user", "thread", "persona", "organization")
 TYPES = ("episodic", "semantic", "procedural", "prospective", "working")
-
-
-def time_arg(value: str | None) -> Any:
-    """ISO-8601 text or unix seconds, as the API takes them."""
-    if value is None:
-        return None
-    try:
-        return float(value)
-    except ValueError:
-        return value
 
 
 def _iso(ts: float | None) -> str:
@@ -38,10 +28,6 @@ def _iso(ts: float | None) -> str:
 def _scope_args(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--scope", choices=SCOPES, help="visibility scope (default: user)")
     parser.add_argument("--scope-id", metavar="ID", help="id within the scope (default: '')")
-
-
-def _trace_json(trace: Any) -> dict[str, Any]:
-    return trace.to_dict()
 
 
 def register(commands: Any) -> None:
@@ -150,7 +136,7 @@ def _put(args: argparse.Namespace) -> int:
             keep_chars=args.keep_chars,
         )
     if args.json:
-        print_json(_trace_json(trace))
+        print_json(trace_json(trace))
     else:
         print(f"{trace.id} {trace.key} version {trace.version}")
     return 0
@@ -160,7 +146,7 @@ def _get_key(args: argparse.Namespace) -> int:
     with open_brain(args) as brain:
         trace = brain.get_key(args.key, scope=args.scope, scope_id=args.scope_id)
     if args.json:
-        print_json(_trace_json(trace))
+        print_json(trace_json(trace))
     else:
         sys.stdout.write(trace.content if trace.content.endswith("\n") else trace.content + "\n")
     return 0
@@ -199,7 +185,7 @@ def _list(args: argparse.Namespace) -> int:
 
 def _print_traces(traces: list[Any], as_json: bool) -> None:
     if as_json:
-        print_json([_trace_json(t) for t in traces])
+        print_json([trace_json(t) for t in traces])
         return
     print_table(
         [(t.id, t.type, _iso(t.due_at if t.type == "prospective" and t.due_at else t.created_at),
@@ -220,7 +206,7 @@ def _pin(args: argparse.Namespace) -> int:
     with open_brain(args) as brain:
         trace = brain.pin(args.id) if args.pin else brain.unpin(args.id)
     if args.json:
-        print_json(_trace_json(trace))
+        print_json(trace_json(trace))
     else:
         print(f"{trace.id} {'pinned' if trace.pinned else 'unpinned'} (version {trace.version})")
     return 0
