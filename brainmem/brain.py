@@ -608,7 +608,7 @@ class Brain:
         with self._lock, self._store.read():
             return self._store.stats()
 
-    # --- consolidation: reflect, graph summary, consolidation log (issue 3) -------------
+    # --- consolidation: reflect, graph summary, consolidation log -------------
 
     def reflect(self, now: TimeLike | None = None,
                 progress: Callable[[str, int, int], None] | None = None) -> ReflectReport:
@@ -641,7 +641,7 @@ class Brain:
         with self._lock, self._store.read():
             return self._store.consolidation_history(limit)
 
-    # --- faces (issue 5): key-value, list/read, recent, pin, quotas, tasks, due, transfer ---
+    # --- faces: key-value, list/read, recent, pin, quotas, tasks, due, transfer ---
     # Thin methods over brainmem.faces (validation, result shapes) and brainmem.transfer
     # (JSON Lines). Soft deletes made here note why in metadata["deleted_reason"]:
     # "expired", "evicted" (quota) or "archived" (end_task).
@@ -975,7 +975,7 @@ class Brain:
             self._store.backup_to(target)
         return target
 
-    # --- maintenance: check and repair (issue: reliability) -----------------------------
+    # --- maintenance: check and repair -----------------------------
 
     def check(self) -> dict[str, Any]:
         """Look for damage without writing; ``["ok"]`` is True when nothing is wrong.

@@ -1,4 +1,4 @@
-"""Helpers and result shapes for the everyday faces of a brain (issue 5).
+"""Helpers and result shapes for the everyday faces of a brain.
 
 :class:`~brainmem.brain.Brain` keeps the methods thin (``put``/``get_key``,
 ``list``/``read``, ``recent``, ``pin``, ``due``, ``end_task``); the validation and the

@@ -99,7 +99,7 @@ def repoint_edges(store: Store, old_ids: Sequence[str], new_id: str, at: float) 
         add_edges(store, [(src, dst, kind, max(weight, current[0] if current else 0.0))], at)
 
 
-# --- views and algorithms for consolidation (issue 3) ------------------------------------
+# --- views and algorithms for consolidation ------------------------------------
 
 
 def _canonical(a: str, b: str) -> tuple[str, str]:

@@ -116,7 +116,7 @@ class Policy:
     compact_age: float = 7 * DAY
     compact_min_retrievals: int = 3
     lease_seconds: float = 300.0
-    # --- consolidation: strengthen, derive (issue 3; see brainmem/consolidation.py) ---
+    # --- consolidation: strengthen, derive (see brainmem/consolidation.py) ---
     #: Feedback "used" multiplies stability by (1 + feedback_used_gain).
     feedback_used_gain: float = 0.1
     #: Hebbian co-activation: each co-use moves an edge's weight this fraction of the
@@ -138,7 +138,7 @@ class Policy:
     #: Sentences in an extractive insight (no LLM, or the LLM failed).
     derive_sentences: int = 3
 
-    # --- quotas (issue: quotas and limits) ------------------------------------
+    # --- quotas ------------------------------------
     #: Per-scope maximum of live traces on write (None: unlimited).
     quota: int | None = None
     #: "refuse" raises QuotaExceeded; "evict" soft-deletes the weakest unpinned.

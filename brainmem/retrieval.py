@@ -170,7 +170,8 @@ def _bridge(store: Store, compiler: QueryCompiler, policy: Policy, filters: Filt
     if not stem_of:
         return
     n, df = store.document_frequencies(list(stem_of.values()))
-    rare = [w for w, s in stem_of.items() if 0 < df.get(s, 0) <= max(2, policy.bridge_max_share * n)]
+    # a bridge must lead elsewhere (held by 2+ traces) and be rare (a name, not a topic)
+    rare = [w for w, s in stem_of.items() if 2 <= df.get(s, 0) <= policy.bridge_max_share * n]
     if not rare:
         return
     words = list(dict.fromkeys([*compiled.terms, *rare]))

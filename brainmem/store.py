@@ -532,7 +532,7 @@ class Store:
             self.execute(f"DELETE FROM traces WHERE id IN ({marks})", chunk)
         return len(ids)
 
-    # --- batch writes (issue 2: add_many hot path) -------------------------------------
+    # --- batch writes (add_many hot path) -------------------------------------
 
     def insert_many(self, traces: Sequence[Trace]) -> None:
         """Insert new traces and their tags, a chunk of rows per statement.
@@ -602,7 +602,7 @@ class Store:
         ).fetchone()
         return row[0] if row else None
 
-    # --- faces (issue 5): due reminders, quota eviction, export/import ------------------
+    # --- faces: due reminders, quota eviction, export/import ------------------
 
     def select_due(self, filters: Filters, due_before: float, limit: int) -> list[Trace]:
         """Traces passing ``filters`` whose ``due_at`` <= ``due_before``, oldest due first."""
@@ -766,7 +766,7 @@ class Store:
         }
 
     # --- maintenance ------------------------------------------------------------------
-    # check() and repair() (issue: reliability). Everything here reads, except
+    # check() and repair(). Everything here reads, except
     # backup_to() (writes another file) and repair_index()/drop_orphans() (one write
     # transaction each). Brain.check/Brain.repair are thin wrappers.
 
@@ -861,7 +861,7 @@ class Store:
             self.execute(f"DELETE {self._ORPHAN_TAGS}")
         return {"edges": edges, "tags": tags}
 
-    # --- consolidation (issue 3): reflect's steps, lease and log -------------------------
+    # --- consolidation: reflect's steps, lease and log -------------------------
     # Used by brainmem/consolidation.py; each caller wraps writes in write().
 
     def decay_rows(self, now: float) -> list[tuple[str, str, str, float, float, float, int, float | None]]:

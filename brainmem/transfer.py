@@ -1,4 +1,4 @@
-"""Export and import of a brain as JSON Lines (issue 5); ``Brain.export``/``Brain.import_jsonl``
+"""Export and import of a brain as JSON Lines; ``Brain.export``/``Brain.import_jsonl``
 are thin wrappers.
 
 The format, one JSON object per line (UTF-8, keys sorted, no spaces)::

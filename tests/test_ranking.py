@@ -95,10 +95,11 @@ def test_episode_context_lifts_a_passing_remark_in_a_conversation_on_the_topic()
 
 def mentors(brain: Brain) -> None:
     brain.add("Katarina is my mentor, by the way.")
-    brain.add("Reminder: Katarina reacts badly to kiwi.")
-    for i, name in enumerate(["Bo", "Ana", "Lee", "Sam", "Kim", "Max", "Eva", "Tom"]):
-        brain.add(f"I cooked pasta for {name} on day {i}.")
-        brain.add(f"{name} never eats late at night.")
+    brain.add("Reminder: Katarina reacts badly to kiwi.")  # shares no word with the question
+    for name in ("Bo", "Ana", "Lee"):
+        brain.add(f"I cooked pasta for {name}.")
+    for i in range(40):  # a brain big enough for a name held by two traces to be rare
+        brain.add(f"Filler note number {i} about the weather.")
 
 
 def test_second_hop_follows_a_rare_name() -> None:
@@ -118,6 +119,14 @@ def test_irregular_verbs_are_searched_in_all_forms() -> None:
         assert "Kalani bought a black Saab last week." in top(brain, "Which car did Kalani buy?", 2)
         compiled = QueryCompiler(brain._store.db).compile("what did Kalani buy")
         assert "bought" in compiled.expression and "buy" in compiled.expression
+
+
+def test_second_hop_needs_a_rare_name_not_a_common_word() -> None:
+    with brain_with() as brain:
+        brain.add("User prefers light mode with high contrast.")
+        brain.add("Remind the user to renew the TLS certificate next week.")
+        brain.add("The user lives in Lisbon.")
+        assert top(brain, "contrast", 5) == ["User prefers light mode with high contrast."]
 
 
 def test_filters_still_bind_neighbours_and_second_hops() -> None:

@@ -1,6 +1,6 @@
 """Administration commands.
 
-Transfer (issue 5): ``export``, ``import``, ``backup``. Other admin commands may be
+Transfer: ``export``, ``import``, ``backup``. Other admin commands may be
 added below in their own clearly separated section.
 """
 
@@ -12,7 +12,7 @@ from typing import Any
 
 from . import add_json_flag, open_brain, print_json
 
-# --- transfer: export, import, backup (issue 5) ----------------------------------------
+# --- transfer: export, import, backup ----------------------------------------
 
 
 def register(commands: Any) -> None:
