@@ -43,7 +43,8 @@ STOPWORDS = frozenset(
     some such t than that the their theirs them themselves then there these they this
     those through to too under until up us ve very was wasn we were weren what when where
     which while who whom why will with won would wouldn y you your yours yourself
-    yourselves tell remember know recall please also get got ever
+    yourselves tell remember know recall please also get got ever many much kind sort ways
+    thing things
     """.split()
 )
 
