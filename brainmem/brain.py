@@ -19,15 +19,17 @@ Decisions where DESIGN is silent:
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import logging
+import os
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from typing import Any
+from typing import IO, TYPE_CHECKING, Any
 
 from . import decay, faces, graph, retrieval
 from .consolidation import ReflectReport
-from .errors import InvalidInput, NotFound, QuotaExceeded, VersionConflict
+from .errors import InvalidInput, NotFound, VersionConflict
 from .faces import Listing, ListItem, Reading
 from .model import (
     DEFAULT_SCOPE,
@@ -40,17 +42,24 @@ from .model import (
     Trace,
     check_choice,
     check_content,
+    check_ids,
     check_importance,
+    check_int,
     check_metadata,
     check_tags,
     check_text,
     content_hash,
+    merge_fields,
     new_id,
     to_timestamp,
 )
 from .policy import Policy
 from .query import QueryCompiler
 from .store import Filters, Store
+
+if TYPE_CHECKING:  # imported lazily at run time (tools sit above this module)
+    from .tools import ToolContext
+    from .transfer import ImportReport
 
 log = logging.getLogger("brainmem")
 
@@ -92,7 +101,7 @@ class Brain:
 
     def __init__(
         self,
-        path: str = "brain.db",
+        path: str | os.PathLike[str] = "brain.db",
         *,
         policy: Policy | None = None,
         clock: Callable[[], float] | None = None,
@@ -108,8 +117,12 @@ class Brain:
         self._compiler = QueryCompiler(self._store.db, self.policy.max_query_terms)
         self._lock = threading.RLock()
         self._subscribers: list[tuple[Subscriber, frozenset[str]]] = []
-        #: "delete" payloads of traces a quota removed inside the current write (faces)
+        #: "delete" payloads of traces soft-deleted inside the current write by quota,
+        #: expiry or end_task (see _soft_delete and _write_with_events)
         self._side_deletes: list[dict[str, Any]] = []
+        #: live traces per scope, valid for the write transaction numbered _quota_tx
+        self._quota_tx = -1
+        self._quota_counts: dict[tuple[str, str], int] = {}
 
     # --- lifecycle --------------------------------------------------------------------
 
@@ -138,9 +151,11 @@ class Brain:
 
         Returns a function that unsubscribes. A failing callback never breaks the write.
         """
-        wanted = frozenset(kinds if kinds is not None else EVENT_KINDS)
-        for kind in wanted:
-            check_choice(kind, EVENT_KINDS, "event kind")
+        if kinds is None:
+            kinds = EVENT_KINDS
+        elif isinstance(kinds, (str, bytes)) or not isinstance(kinds, Iterable):
+            raise InvalidInput(f"kinds must be a list of event kinds ({', '.join(EVENT_KINDS)})")
+        wanted = frozenset(check_choice(kind, EVENT_KINDS, "event kind") for kind in kinds)
         entry = (callback, wanted)
         self._subscribers.append(entry)
 
@@ -160,6 +175,29 @@ class Brain:
 
     # --- writing ----------------------------------------------------------------------
 
+    def _scope_of(self, scope: str | None, scope_id: str | None) -> tuple[str, str]:
+        """A validated (scope, scope_id), defaults filled in."""
+        scope_ = check_choice(scope or DEFAULT_SCOPE, SCOPES, "scope")
+        return scope_, check_text(scope_id or DEFAULT_SCOPE_ID, "scope_id", max_chars=256) or ""
+
+    def _soft_delete(self, trace: Trace, at: float, reason: str, **note: Any) -> None:
+        """Soft-delete inside the caller's transaction, noting why; queue its event."""
+        metadata = {**trace.metadata, "deleted_reason": reason, **note}
+        self._store.update_fields(trace.id, {"deleted_at": at, "updated_at": at, "metadata": metadata})
+        self._side_deletes.append({"id": trace.id, "reason": reason})
+
+    @contextlib.contextmanager
+    def _write_with_events(self) -> Iterator[list[dict[str, Any]]]:
+        """Lock + write transaction; yields a list that, after the commit, holds the
+        "delete" payloads queued by :meth:`_soft_delete` (emit them then)."""
+        events: list[dict[str, Any]] = []
+        with self._lock:
+            with self._store.write():
+                self._side_deletes = []
+                yield events
+            events.extend(self._side_deletes)
+            self._side_deletes = []
+
     def _build(self, item: Mapping[str, Any], now: float) -> Trace:
         """Validate one trace's arguments and build the Trace (not yet stored)."""
         if len(item) == 1 and "content" in item:
@@ -176,24 +214,19 @@ class Brain:
         policy = self.policy
         content = check_content(item.get("content"), policy.max_content_bytes)
         type_ = check_choice(item.get("type") or DEFAULT_TYPE, TYPES, "type")
-        scope = check_choice(item.get("scope") or DEFAULT_SCOPE, SCOPES, "scope")
-        scope_id = check_text(item.get("scope_id") or DEFAULT_SCOPE_ID, "scope_id", max_chars=256)
+        scope, scope_id = self._scope_of(item.get("scope"), item.get("scope_id"))
         importance = check_importance(item.get("importance", 0.5))
         created = to_timestamp(item.get("created_at"), "created_at")
         created = now if created is None else created
         expires = to_timestamp(item.get("expires_at"), "expires_at")
-        ttl = item.get("ttl")
+        ttl = faces.check_ttl(item.get("ttl"))
         if ttl is not None:
-            if isinstance(ttl, bool) or not isinstance(ttl, (int, float)) or not ttl > 0:
-                raise InvalidInput(f"ttl must be a positive number of seconds, not {ttl!r}")
             if expires is not None:
                 raise InvalidInput("give ttl or expires_at, not both")
-            expires = now + float(ttl)
+            expires = now + ttl
         key = item.get("key")
         if key is not None:
-            check_text(key, "key", max_chars=policy.max_key_chars)
-            if not key.strip():
-                raise InvalidInput("key must not be empty")
+            faces.check_key(key, policy.max_key_chars)
         pinned = item.get("pinned", False)
         if not isinstance(pinned, bool):
             raise InvalidInput("pinned must be true or false")
@@ -203,7 +236,7 @@ class Brain:
             content_hash=content_hash(content),
             type=type_,
             scope=scope,
-            scope_id=scope_id or "",
+            scope_id=scope_id,
             episode=check_text(item.get("episode"), "episode", max_chars=256),
             key=key,
             tags=check_tags(item.get("tags"), policy.max_tags, policy.max_tag_chars),
@@ -250,12 +283,9 @@ class Brain:
                 raise type(exc)(f"item {index}: {exc}") from None
             except TypeError:
                 raise InvalidInput(f"item {index}: must be a string or a mapping of fields") from None
-        with self._lock:
-            with self._store.write():
-                self._side_deletes = []
-                result, fresh = self._insert_batch(built, at)
-            side, self._side_deletes = self._side_deletes, []
-        for payload in side:  # traces a quota evicted to make room
+        with self._write_with_events() as events:
+            result, fresh = self._insert_batch(built, at)
+        for payload in events:  # traces a quota evicted to make room
             self._emit("delete", payload)
         for trace in fresh:
             self._emit("add", {"id": trace.id, "trace": trace})
@@ -324,33 +354,29 @@ class Brain:
     def _before_insert(self, trace: Trace, at: float) -> None:
         """Hook run inside the write transaction before a new trace is stored.
 
-        Enforces ``Policy.quota`` (see :meth:`_enforce_quota`); free when quota is None.
-        With an "evict" quota, ``add_many`` writes each earlier row of the batch before
-        calling this; otherwise rows are written in chunks after every hook ran.
+        Enforces ``Policy.quota`` (:func:`brainmem.faces.make_room`); free when quota is
+        None. With an "evict" quota, ``add_many`` writes each earlier row of the batch
+        before calling this; otherwise rows are written in chunks after every hook ran.
         """
-        if self.policy.quota is not None:
-            self._enforce_quota(trace, at)
+        if self.policy.quota is None:
+            return
+        if self._quota_tx != self._store.tx_serial:
+            # live counts per scope, valid for this write transaction only (its own
+            # inserts and evictions keep them exact), so a batch COUNTs once per scope
+            self._quota_tx, self._quota_counts = self._store.tx_serial, {}
+        faces.make_room(self._store, self.policy, trace, at, self._quota_counts, self._soft_delete)
 
-    def _link_episodes(self, fresh: Sequence[Trace], at: float,
-                       tails: dict[str, str | None] | None = None) -> None:
+    def _link_episodes(self, fresh: Sequence[Trace], at: float, tails: dict[str, str | None]) -> None:
         """Write ``episode_next`` edges from each episode's previous trace to the new one.
 
-        ``tails`` maps an episode to its latest trace before this batch (looked up
-        here when missing, excluding the batch's own traces).
+        ``tails`` maps every episode of ``fresh`` to its latest trace before this batch
+        (``Store.episode_tail``, looked up before the batch's rows were written).
         """
-        last: dict[str, str | None] = dict(tails or {})
-        batch = {t.id for t in fresh}
+        last = dict(tails)
         edges = []
         for trace in fresh:
             if trace.episode is None:
                 continue
-            if trace.episode not in last:
-                previous = self._store.execute(
-                    "SELECT id FROM traces WHERE episode = ? AND deleted_at IS NULL "
-                    "AND created_at <= ? ORDER BY created_at DESC, rid DESC",
-                    (trace.episode, trace.created_at),
-                )
-                last[trace.episode] = next((r[0] for r in previous if r[0] not in batch), None)
             prev = last[trace.episode]
             if prev is not None:
                 edges.append((prev, trace.id, "episode_next", self.policy.episode_edge_weight))
@@ -419,8 +445,9 @@ class Brain:
             self._snapshot(current, at)
         if "type" in changes or "importance" in changes:
             # re-derive stability so the new type's base applies, keeping reinforcement gained
-            ratio = current.stability / self.policy.stability_for(current.type, current.importance)
-            fields["stability"] = self.policy.stability_for(probe.type, probe.importance) * ratio
+            fields["stability"] = decay.rebase_stability(
+                current.stability, self.policy, (current.type, current.importance),
+                (probe.type, probe.importance))
         fields["version"] = current.version + 1
         fields["updated_at"] = at
         self._store.update_fields(current.id, fields)
@@ -478,9 +505,9 @@ class Brain:
         access counts, the earliest creation time, and ``supersedes`` edges to the
         sources; the sources' edges are re-pointed to it.
         """
-        if isinstance(ids, str) or len(list(dict.fromkeys(ids))) < 2:
+        ids = [] if isinstance(ids, str) else list(dict.fromkeys(check_ids(ids, "ids")))
+        if len(ids) < 2:
             raise InvalidInput("merge needs at least two distinct trace ids")
-        ids = list(dict.fromkeys(ids))
         at = self.now(now)
         with self._lock, self._store.write():
             sources = [self.get(i, now=at) for i in ids]
@@ -497,24 +524,15 @@ class Brain:
         return merged
 
     def _merged_trace(self, sources: Sequence[Trace], content: str | None, at: float) -> Trace:
-        first = sources[0]
+        first, kept = sources[0], merge_fields(sources)
         text = content if content is not None else "\n".join(s.content for s in sources)
         built = self._build(
             {"content": text, "type": first.type, "scope": first.scope, "scope_id": first.scope_id,
-             "episode": first.episode,
-             "tags": list(dict.fromkeys(t for s in sources for t in s.tags)),
-             "importance": max(s.importance for s in sources),
-             "pinned": any(s.pinned for s in sources),
-             "created_at": min(s.created_at for s in sources),
+             "episode": first.episode, "tags": kept["tags"],  # validated: over max_tags refuses
              "metadata": {"merged_from": [s.id for s in sources]}},
             at,
         )
-        built.strength = max(s.strength for s in sources)
-        built.stability = max(s.stability for s in sources)
-        built.access_count = sum(s.access_count for s in sources)
-        built.last_accessed_at = max(s.last_accessed_at for s in sources)
-        built.updated_at = at
-        return built
+        return dataclasses.replace(built, **kept, updated_at=at)
 
     def purge(self, *, before: TimeLike | None = None) -> int:
         """Physically remove soft-deleted traces (optionally only those deleted before a time)."""
@@ -544,12 +562,10 @@ class Brain:
 
         ``scopes`` confines the search to these (scope, scope_id) pairs (scoped tools).
         """
-        if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= 1000:
-            raise InvalidInput(f"limit must be an integer in [1, 1000], not {limit!r}")
+        check_int(limit, "limit", 1, 1000)
         at = self.now(now)
         filters = self._filters(type=type, scope=scope, scope_id=scope_id, tags=tags, episode=episode,
-                                since=since, until=until, now=at)
-        filters.scopes = None if scopes is None else [tuple(pair) for pair in scopes]
+                                since=since, until=until, now=at, scopes=scopes)
         with self._lock:
             ranked = retrieval.search(self._store, self._compiler, self.policy, query, filters, limit,
                                       at, explain)
@@ -566,10 +582,14 @@ class Brain:
     def _filters(self, *, type: str | Sequence[str] | None = None, scope: str | None = None,
                  scope_id: str | None = None, tags: Sequence[str] | None = None,
                  tags_mode: str = "any", episode: str | None = None, since: TimeLike | None = None,
-                 until: TimeLike | None = None, now: float | None = None, **extra: Any) -> Filters:
-        types = [type] if isinstance(type, str) else list(type) if type is not None else None
-        for t in types or ():
-            check_choice(t, TYPES, "type")
+                 until: TimeLike | None = None, now: float | None = None,
+                 scopes: Iterable[Sequence[str]] | None = None, **extra: Any) -> Filters:
+        """Validated :class:`Filters` from the read methods' keyword arguments."""
+        types = None
+        if type is not None:
+            if not isinstance(type, str) and not isinstance(type, Iterable):
+                raise InvalidInput(f"type must be a type or a list of types, not {type!r}")
+            types = [check_choice(t, TYPES, "type") for t in ([type] if isinstance(type, str) else type)]
         if scope is not None:
             check_choice(scope, SCOPES, "scope")
         check_choice(tags_mode, ("any", "all"), "tags mode")
@@ -577,8 +597,22 @@ class Brain:
             types=types, scope=scope, scope_id=check_text(scope_id, "scope_id"),
             tags=check_tags(tags, self.policy.max_tags, self.policy.max_tag_chars) if tags else None,
             tags_mode=tags_mode, episode=check_text(episode, "episode"),
-            since=to_timestamp(since, "since"), until=to_timestamp(until, "until"), now=now, **extra,
+            since=to_timestamp(since, "since"), until=to_timestamp(until, "until"), now=now,
+            scopes=None if scopes is None else self._scope_pairs(scopes), **extra,
         )
+
+    @staticmethod
+    def _scope_pairs(scopes: Iterable[Sequence[str]]) -> list[tuple[str, str]]:
+        """(scope, scope_id) pairs for a confined read (scoped tools); [] matches nothing."""
+        if isinstance(scopes, (str, bytes, Mapping)) or not isinstance(scopes, Iterable):
+            raise InvalidInput("scopes must be a list of (scope, scope_id) pairs")
+        pairs = []
+        for pair in scopes:
+            if isinstance(pair, (str, bytes)) or not isinstance(pair, Sequence) or len(pair) != 2:
+                raise InvalidInput(f"scopes must hold (scope, scope_id) pairs, not {pair!r}")
+            pairs.append((check_choice(pair[0], SCOPES, "scope"),
+                          check_text(pair[1], "scope_id", max_chars=256, allow_none=False) or ""))
+        return pairs
 
     def feedback(self, retrieval_id: int, used: Sequence[str] = (), ignored: Sequence[str] = (),
                  *, now: TimeLike | None = None) -> int:
@@ -587,6 +621,7 @@ class Brain:
         Returns the number of feedback rows recorded.
         """
         at = self.now(now)
+        used, ignored = check_ids(used, "used"), check_ids(ignored, "ignored")
         with self._lock, self._store.write():
             found = self._store.retrieval(retrieval_id) if isinstance(retrieval_id, int) else None
             if found is None:
@@ -629,44 +664,20 @@ class Brain:
 
     def graph_summary(self, top: int = 5) -> dict[str, Any]:
         """Nodes, edges by kind and the ``top`` largest co-activation/derivation clusters."""
-        if isinstance(top, bool) or not isinstance(top, int) or not 0 <= top <= 1000:
-            raise InvalidInput(f"top must be an integer in [0, 1000], not {top!r}")
+        check_int(top, "top", 0, 1000)
         with self._lock, self._store.read():
             return graph.summary(self._store, top)
 
     def reflect_log(self, limit: int = 20) -> list[dict[str, Any]]:
         """The last ``limit`` consolidation runs, newest first (each with its report)."""
-        if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= 10_000:
-            raise InvalidInput(f"limit must be an integer in [1, 10000], not {limit!r}")
+        check_int(limit, "limit", 1, 10_000)
         with self._lock, self._store.read():
             return self._store.consolidation_history(limit)
 
-    # --- faces: key-value, list/read, recent, pin, quotas, tasks, due, transfer ---
+    # --- faces: key-value, list/read, recent, pin, tasks, due, transfer ---
     # Thin methods over brainmem.faces (validation, result shapes) and brainmem.transfer
-    # (JSON Lines). Soft deletes made here note why in metadata["deleted_reason"]:
-    # "expired", "evicted" (quota) or "archived" (end_task).
-
-    def _scope_of(self, scope: str | None, scope_id: str | None) -> tuple[str, str]:
-        scope_ = check_choice(scope or DEFAULT_SCOPE, SCOPES, "scope")
-        return scope_, check_text(scope_id or DEFAULT_SCOPE_ID, "scope_id", max_chars=256) or ""
-
-    def _soft_delete(self, trace: Trace, at: float, reason: str, **note: Any) -> None:
-        """Soft-delete inside the caller's transaction, noting why; queue its event."""
-        metadata = {**trace.metadata, "deleted_reason": reason, **note}
-        self._store.update_fields(trace.id, {"deleted_at": at, "updated_at": at, "metadata": metadata})
-        self._side_deletes.append({"id": trace.id, "reason": reason})
-
-    @contextlib.contextmanager
-    def _write_faces(self) -> Iterator[list[dict[str, Any]]]:
-        """Lock + write transaction; yields a list that, after the commit, holds the
-        "delete" payloads queued by :meth:`_soft_delete` (emit them then)."""
-        events: list[dict[str, Any]] = []
-        with self._lock:
-            with self._store.write():
-                self._side_deletes = []
-                yield events
-            events.extend(self._side_deletes)
-            self._side_deletes = []
+    # (JSON Lines). Soft deletes made by _soft_delete note why in
+    # metadata["deleted_reason"]: "expired", "evicted" (quota) or "archived" (end_task).
 
     def put(self, key: str, content: str, *, scope: str | None = None, scope_id: str | None = None,
             type: str | None = None, tags: Sequence[str] | None = None, ttl: float | None = None,
@@ -690,10 +701,8 @@ class Brain:
         content = faces.retain(content, faces.check_count(keep_lines, "keep_lines"),
                                faces.check_count(keep_chars, "keep_chars"))
         scope_, scope_id_ = self._scope_of(scope, scope_id)
-        if expected_version is not None and (isinstance(expected_version, bool)
-                                             or not isinstance(expected_version, int)
-                                             or expected_version < 0):
-            raise InvalidInput(f"expected_version must be an integer >= 0, not {expected_version!r}")
+        if expected_version is not None:
+            check_int(expected_version, "expected_version", 0)
         given: dict[str, Any] = {name: value for name, value in (
             ("type", type), ("tags", tags), ("importance", importance), ("pinned", pinned),
             ("metadata", metadata)) if value is not None}
@@ -704,7 +713,7 @@ class Brain:
             given["expires_at"] = at + seconds
         elif expires_at is not None:
             given["expires_at"] = expires_at
-        with self._write_faces() as events:
+        with self._write_with_events() as events:
             current = self._store.find_key(key, scope_, scope_id_)
             if current is not None and current.expires_at is not None and current.expires_at <= at:
                 self._soft_delete(current, at, "expired")
@@ -769,14 +778,13 @@ class Brain:
         literal (``%`` and ``_`` are not wildcards); ``""`` lists keyed traces only.
         """
         cap = faces.check_limit(limit)
-        if isinstance(offset, bool) or not isinstance(offset, int) or offset < 0:
-            raise InvalidInput(f"offset must be a non-negative integer, not {offset!r}")
+        check_int(offset, "offset", 0)
         filters = self._filters(
             type=type, scope=scope, scope_id=scope_id, tags=tags, tags_mode=tags_mode,
             episode=episode, since=since, until=until, now=self.now(now),
             key_prefix=check_text(key_prefix, "key_prefix", max_chars=self.policy.max_key_chars),
             task_id=check_text(task_id, "task_id", max_chars=256),
-            scopes=None if scopes is None else [tuple(pair) for pair in scopes],
+            scopes=scopes,
         )
         with self._lock:
             rows = self._store.select(filters, order="t.created_at DESC, t.rid DESC",
@@ -789,10 +797,7 @@ class Brain:
 
         Deleted (and archived) and expired traces are returned only with ``include_deleted``.
         """
-        wanted = [ids] if isinstance(ids, str) else list(ids) if ids is not None else []
-        for trace_id in wanted:
-            check_text(trace_id, "trace id", max_chars=256, allow_none=False)
-        wanted = list(dict.fromkeys(wanted))
+        wanted = list(dict.fromkeys(check_ids(ids, "ids")))
         if len(wanted) > faces.LIST_CAP:
             raise InvalidInput(f"read takes at most {faces.LIST_CAP} ids, not {len(wanted)}")
         at = None if include_deleted else self.now(now)
@@ -827,48 +832,6 @@ class Brain:
                 return trace
             return self.update(trace_id, pinned=pinned, now=now)
 
-    def _enforce_quota(self, trace: Trace, at: float) -> None:
-        """Make room for ``trace`` in its scope under ``Policy.quota`` (inside the write).
-
-        One COUNT on the scope index per scope and write transaction (then counted in
-        memory, so a big ``add_many`` stays linear). When the scope is full, its expired
-        traces are soft-deleted first (they are invisible anyway); then "refuse"
-        raises :class:`QuotaExceeded` and "evict" soft-deletes the unpinned traces
-        with the lowest retrievability R(now) (least recently used on ties).
-        """
-        quota, mode = self.policy.quota, self.policy.quota_policy
-        if isinstance(quota, bool) or not isinstance(quota, int) or quota < 1:
-            raise InvalidInput(f"Policy.quota must be a positive integer or None, not {quota!r}")
-        check_choice(mode, ("refuse", "evict"), "Policy.quota_policy")
-        store, slot = self._store, (trace.scope, trace.scope_id)
-        if getattr(self, "_quota_tx", None) != store.tx_serial:
-            # live counts per scope, valid for this write transaction only (its own
-            # inserts and evictions keep them exact), so a batch COUNTs once per scope
-            self._quota_tx, self._quota_counts = store.tx_serial, {}
-        counts: dict[tuple[str, str], int] = self._quota_counts
-        live = counts.get(slot)
-        if live is None:
-            live = store.count(Filters(scope=trace.scope, scope_id=trace.scope_id))
-        if live >= quota:
-            expired = store.get_many(store.expired_ids(trace.scope, trace.scope_id, at))
-            for old in expired:
-                self._soft_delete(old, at, "expired")
-            live -= len(expired)
-        if live < quota:
-            counts[slot] = live + 1
-            return
-        name = f"{trace.scope}/{trace.scope_id!r}"
-        if mode == "refuse":
-            raise QuotaExceeded(f"scope {name} already holds {live} live traces, its quota of "
-                                f"{quota} (Policy.quota, quota_policy 'refuse')")
-        victims = store.weakest(trace.scope, trace.scope_id, at, live - quota + 1)
-        if len(victims) < live - quota + 1:
-            raise QuotaExceeded(f"scope {name} is at its quota of {quota} live traces and every "
-                                "one that could be evicted is pinned")
-        for victim in victims:
-            self._soft_delete(victim, at, "evicted", evicted_for_quota=quota)
-        counts[slot] = quota
-
     def end_task(self, task_id: str, *, promote: Sequence[str] = (),
                  now: TimeLike | None = None) -> dict[str, Any]:
         """End a task: archive its ``working`` traces, promoting chosen ones to episodic.
@@ -880,10 +843,10 @@ class Brain:
         changes nothing. Ending a task with no working traces returns empty lists.
         """
         check_text(task_id, "task_id", max_chars=256, allow_none=False)
-        promote = [promote] if isinstance(promote, str) else list(dict.fromkeys(promote or ()))
+        promote = list(dict.fromkeys(check_ids(promote, "promote")))
         at = self.now(now)
         promoted: list[Trace] = []
-        with self._write_faces() as events:
+        with self._write_with_events() as events:
             working = self._store.select(Filters(types=["working"], task_id=task_id),
                                          order="t.created_at, t.rid")
             by_id = {t.id: t for t in working}
@@ -919,7 +882,8 @@ class Brain:
         with self._lock:
             return self._store.select_due(filters, at, cap)
 
-    def export(self, fp_or_path: Any, *, include_deleted: bool = False) -> dict[str, int]:
+    def export(self, fp_or_path: str | os.PathLike[str] | IO[str], *,
+               include_deleted: bool = False) -> dict[str, int]:
         """Write the brain as JSON Lines (see :mod:`brainmem.transfer`); return the counts.
 
         ``fp_or_path`` is a text file object or a path (written atomically).
@@ -935,8 +899,8 @@ class Brain:
             return write(fp_or_path)
         return transfer.write_atomically(str(fp_or_path), write)
 
-    def import_jsonl(self, fp_or_path: Any, *, new_ids: bool = False,
-                     now: TimeLike | None = None) -> Any:
+    def import_jsonl(self, fp_or_path: str | os.PathLike[str] | IO[str], *, new_ids: bool = False,
+                     now: TimeLike | None = None) -> ImportReport:
         """Import an export: validate every line, then write all of it in one transaction.
 
         Returns an :class:`~brainmem.transfer.ImportReport`. A bad line raises
@@ -952,12 +916,12 @@ class Brain:
             try:
                 with open(str(fp_or_path), encoding="utf-8", newline="") as fp:
                     parsed = transfer.parse_jsonl(fp, self.policy)
-            except OSError as exc:
-                raise InvalidInput(f"cannot read {fp_or_path}: {exc.strerror or exc}") from None
+            except (OSError, UnicodeEncodeError) as exc:  # encode: a path no file system takes
+                raise InvalidInput(f"cannot read {fp_or_path}: {getattr(exc, 'strerror', None) or exc}") from None
             except UnicodeDecodeError:
                 raise InvalidInput(f"{fp_or_path} is not UTF-8 text") from None
-        with self._write_faces() as events:
-            report = transfer.apply_import(self._store, parsed, new_ids=new_ids, at=at,
+        with self._write_with_events() as events:
+            report = transfer.apply_import(self._store, parsed, new_ids=new_ids,
                                            before_insert=lambda t: self._before_insert(t, at))
         for payload in events:
             self._emit("delete", payload)
@@ -970,7 +934,9 @@ class Brain:
 
         A consistent snapshot even while other processes write; ``path`` must not exist.
         """
-        target = str(path)
+        target = check_text(str(path), "backup path", max_chars=4096, allow_none=False) or ""
+        if not target.strip():
+            raise InvalidInput("backup needs a path to write to")
         with self._lock:
             self._store.backup_to(target)
         return target
@@ -1001,7 +967,8 @@ class Brain:
 
     # --- agent tools ------------------------------------------------------------------
 
-    def tools(self, context: Any = None, extra: Sequence[str] | str = ()) -> list[dict[str, Any]]:
+    def tools(self, context: ToolContext | Mapping[str, Any] | None = None,
+              extra: Sequence[str] | str = ()) -> list[dict[str, Any]]:
         """OpenAI function-calling specs of the memory tools (see :mod:`brainmem.tools`).
 
         ``context``: a :class:`~brainmem.tools.ToolContext` (or a dict of its fields)
@@ -1012,7 +979,8 @@ class Brain:
         return Toolbox(self, context, extra).specs()
 
     def call_tool(self, name: str, arguments: Mapping[str, Any] | str | None = None,
-                  context: Any = None, extra: Sequence[str] | str = "all") -> dict[str, Any]:
+                  context: ToolContext | Mapping[str, Any] | None = None,
+                  extra: Sequence[str] | str = "all") -> dict[str, Any]:
         """Run one tool; always a JSON-serialisable dict, ``{"error": ...}`` on bad input.
 
         ``extra`` defaults to "all" (a Python caller may call any tool); pass the

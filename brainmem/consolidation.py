@@ -59,7 +59,7 @@ from typing import Any
 from . import decay, graph, similarity
 from . import llm as llm_mod
 from .errors import StorageError
-from .model import Trace, content_hash, iso, new_id
+from .model import Trace, content_hash, iso, merge_fields, new_id
 from .policy import Policy
 from .store import Store
 
@@ -215,19 +215,21 @@ def prune(ctx: _Run) -> None:
         weak: list[str] = []
         expired: list[str] = []
         survivors: dict[tuple[str, str], list[tuple[float, float, str]]] = {}
-        for tid, scope, scope_id, strength, stability, last, pinned, expires in store.decay_rows(now):
+        pinned_counts: dict[tuple[str, str], int] = {}  # pinned traces fill capacity too
+        for tid, scope, scope_id, strength, stability, last, pinned, expires in store.decay_rows():
             if expires is not None and expires <= now:
                 expired.append(tid)
                 continue
+            if pinned:
+                pinned_counts[(scope, scope_id)] = pinned_counts.get((scope, scope_id), 0) + 1
+                continue
             r = decay.retrievability(strength, stability, last, now)
-            if not pinned and r < policy.prune_threshold:
+            if r < policy.prune_threshold:
                 weak.append(tid)
                 continue
-            if not pinned:
-                survivors.setdefault((scope, scope_id), []).append((r, last, tid))
+            survivors.setdefault((scope, scope_id), []).append((r, last, tid))
         evicted: list[str] = []
         if policy.capacity is not None:
-            pinned_counts = _pinned_counts(store, now)
             for key, rows in survivors.items():
                 over = len(rows) + pinned_counts.get(key, 0) - policy.capacity
                 if over > 0:
@@ -236,14 +238,6 @@ def prune(ctx: _Run) -> None:
         store.soft_delete_many([*weak, *expired, *evicted], now)
     report.pruned_weak, report.expired, report.evicted = len(weak), len(expired), len(evicted)
     report.pruned = len(weak) + len(expired) + len(evicted)
-
-
-def _pinned_counts(store: Store, now: float) -> dict[tuple[str, str], int]:
-    counts: dict[tuple[str, str], int] = {}
-    for _tid, scope, scope_id, _s, _st, _l, pinned, expires in store.decay_rows(now):
-        if pinned and (expires is None or expires > now):
-            counts[(scope, scope_id)] = counts.get((scope, scope_id), 0) + 1
-    return counts
 
 
 # --- 2. merge ---------------------------------------------------------------------------
@@ -325,19 +319,12 @@ def _components(edges: Sequence[tuple[str, str]]) -> list[list[str]]:
 
 def absorb(store: Store, policy: Policy, survivor: Trace, losers: Sequence[Trace], now: float) -> None:
     """Fold ``losers`` into ``survivor`` (inside the caller's write transaction)."""
-    everyone = [survivor, *losers]
     loser_ids = [t.id for t in losers]
-    tags = list(dict.fromkeys(tag for t in everyone for tag in t.tags))[: policy.max_tags]
+    kept = merge_fields([survivor, *losers])
     merged_from = list(dict.fromkeys([*survivor.metadata.get("merged_from", []), *loser_ids]))
     store.update_fields(survivor.id, {
-        "tags": tags,
-        "strength": max(t.strength for t in everyone),
-        "stability": max(t.stability for t in everyone),
-        "importance": max(t.importance for t in everyone),
-        "pinned": any(t.pinned for t in everyone),
-        "access_count": sum(t.access_count for t in everyone),
-        "created_at": min(t.created_at for t in everyone),
-        "last_accessed_at": max(t.last_accessed_at for t in everyone),
+        **kept,
+        "tags": kept["tags"][: policy.max_tags],
         "metadata": {**survivor.metadata, "merged_from": merged_from},
         "version": survivor.version + 1,
         "updated_at": now,
@@ -483,11 +470,11 @@ def compact(ctx: _Run) -> None:
             if twin is not None:
                 absorb(store, policy, twin, [trace], now)
             else:
-                base_old = policy.stability_for("episodic", trace.importance)
-                gained = trace.stability / base_old if base_old > 0 else 1.0
                 store.update_fields(trace.id, {
                     "type": "semantic",
-                    "stability": policy.stability_for("semantic", trace.importance) * gained,
+                    "stability": decay.rebase_stability(trace.stability, policy,
+                                                        ("episodic", trace.importance),
+                                                        ("semantic", trace.importance)),
                     "metadata": {**trace.metadata, "compacted": provenance},
                     "version": trace.version + 1,
                     "updated_at": now,

@@ -31,9 +31,6 @@ import math
 
 from .policy import Policy
 
-#: Default floor of stability (one hour); :attr:`Policy.min_stability` overrides it.
-MIN_STABILITY = 3_600.0
-
 
 def retrievability(strength: float, stability: float, last_access: float, now: float) -> float:
     """R at ``now``; time before ``last_access`` counts as zero elapsed."""
@@ -64,7 +61,7 @@ def penalise(stability: float, policy: Policy) -> float:
     Mild (``ignore_penalty``) and floored at ``min_stability``; a stability already
     under the floor is left as it is (a penalty never raises it).
     """
-    floor = getattr(policy, "min_stability", MIN_STABILITY)
+    floor = policy.min_stability
     if stability <= floor:
         return stability
     return max(floor, stability * (1.0 - policy.ignore_penalty))
@@ -73,6 +70,19 @@ def penalise(stability: float, policy: Policy) -> float:
 def boost(stability: float, policy: Policy) -> float:
     """Stability after feedback that the trace was retrieved and used."""
     return stability * (1.0 + max(0.0, policy.feedback_used_gain))
+
+
+def rebase_stability(stability: float, policy: Policy, old: tuple[str, float],
+                     new: tuple[str, float]) -> float:
+    """Stability after a trace's (type, importance) changes from ``old`` to ``new``.
+
+    The new initial stability (:meth:`Policy.stability_for`) times the reinforcement
+    the trace had gained over its old one, so a relabelled trace (``update`` of type or
+    importance, compaction to semantic) keeps what its recalls earned.
+    """
+    base = policy.stability_for(*old)
+    gained = stability / base if base > 0 else 1.0
+    return policy.stability_for(*new) * gained
 
 
 def stability_to_reach(strength: float, elapsed: float, target: float) -> float:

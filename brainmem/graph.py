@@ -136,26 +136,22 @@ def hebbian(
     return count
 
 
-def to_networkx(
-    store: Store, kinds: Sequence[str] | None = None, *, min_weight: float = 0.0,
-    live_only: bool = True, directed: bool = False,
-) -> Any:
-    """A networkx view of the edges (of ``kinds``, default all) between live traces.
+def to_networkx(store: Store, kinds: Sequence[str] | None = None, *, min_weight: float = 0.0) -> Any:
+    """An undirected networkx view of the edges (of ``kinds``, default all) between live traces.
 
     Nodes carry ``type``, ``scope``, ``scope_id`` and ``derived`` (tagged ``derived``)
-    attributes; edges carry ``kind`` and ``weight`` (on an undirected view the larger
-    weight wins when two kinds join the same pair).
+    attributes; edges carry ``kind`` and ``weight`` (the larger weight wins when two
+    kinds join the same pair).
     """
     import networkx as nx
 
-    graph = nx.DiGraph() if directed else nx.Graph()
+    graph = nx.Graph()
     kinds = list(kinds or EDGE_KINDS)
     marks = ", ".join("?" * len(kinds))
-    live = "AND a.deleted_at IS NULL AND b.deleted_at IS NULL" if live_only else ""
     rows = store.execute(
         f"SELECT e.src, e.dst, e.kind, e.weight FROM edges e "
         f"JOIN traces a ON a.id = e.src JOIN traces b ON b.id = e.dst "
-        f"WHERE e.kind IN ({marks}) AND e.weight >= ? {live}",
+        f"WHERE e.kind IN ({marks}) AND e.weight >= ? AND a.deleted_at IS NULL AND b.deleted_at IS NULL",
         [*kinds, min_weight],
     )
     for src, dst, kind, weight in rows:

@@ -12,7 +12,7 @@ import hashlib
 import json
 import math
 import os
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from datetime import datetime, timezone
 from typing import Any
@@ -74,6 +74,23 @@ class Hit:
     trace: Trace
     score: float
     explain: dict[str, float] | None = None
+
+
+def merge_fields(traces: Sequence[Trace]) -> dict[str, Any]:
+    """The fields one trace keeps when ``traces`` become it (``Brain.merge``, reflect's
+    merge and compact): the union of tags in order, the highest strength, stability and
+    importance, pinned if any was, the summed access counts, the earliest creation and
+    the latest access."""
+    return {
+        "tags": list(dict.fromkeys(tag for t in traces for tag in t.tags)),
+        "strength": max(t.strength for t in traces),
+        "stability": max(t.stability for t in traces),
+        "importance": max(t.importance for t in traces),
+        "pinned": any(t.pinned for t in traces),
+        "access_count": sum(t.access_count for t in traces),
+        "created_at": min(t.created_at for t in traces),
+        "last_accessed_at": max(t.last_accessed_at for t in traces),
+    }
 
 
 # --- validation ---------------------------------------------------------------------
@@ -158,6 +175,26 @@ def check_tags(tags: Any, max_tags: int, max_chars: int) -> list[str]:
     return out
 
 
+def check_int(value: Any, what: str, minimum: int, maximum: int | None = None) -> int:
+    """An ``int`` (not a bool) in [minimum, maximum], or :class:`InvalidInput` naming ``what``."""
+    if (isinstance(value, bool) or not isinstance(value, int) or value < minimum
+            or (maximum is not None and value > maximum)):
+        bounds = f">= {minimum}" if maximum is None else f"in [{minimum}, {maximum}]"
+        raise InvalidInput(f"{what} must be an integer {bounds}, not {value!r}")
+    return value
+
+
+def check_ids(value: Any, what: str) -> list[str]:
+    """The trace ids in ``value``, a list of strings (one string is one id; None: none)."""
+    if value is None:
+        return []
+    if isinstance(value, str):
+        value = [value]
+    elif isinstance(value, (bytes, Mapping)) or not isinstance(value, Iterable):
+        raise InvalidInput(f"{what} must be a list of trace ids, not {type(value).__name__}")
+    return [check_text(v, "trace id", max_chars=256, allow_none=False) or "" for v in value]
+
+
 def check_importance(value: Any) -> float:
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0.0 <= value <= 1.0:
         raise InvalidInput(f"importance must be a number in [0, 1], not {value!r}")
@@ -182,6 +219,11 @@ def check_metadata(metadata: Any) -> dict[str, Any]:
     return result
 
 
+#: The unix seconds a ``datetime`` can show: 0001-01-01 to 9999-12-31 (UTC).
+_MIN_TIME = datetime(1, 1, 1, tzinfo=timezone.utc).timestamp()
+_MAX_TIME = datetime(9999, 12, 31, 23, 59, 59, tzinfo=timezone.utc).timestamp()
+
+
 def to_timestamp(value: TimeLike | None, what: str = "time") -> float | None:
     """UTC unix seconds from a datetime, number or ISO-8601 string."""
     if value is None:
@@ -191,6 +233,9 @@ def to_timestamp(value: TimeLike | None, what: str = "time") -> float | None:
     if isinstance(value, (int, float)):
         if not math.isfinite(value):
             raise InvalidInput(f"{what} must be finite")
+        if not _MIN_TIME <= value <= _MAX_TIME:
+            # iso() (tools, CLI, reports) could not show it, and no memory is that far off
+            raise InvalidInput(f"{what} {value!r} is outside the years 1 to 9999")
         return float(value)
     if isinstance(value, str):
         try:

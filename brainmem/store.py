@@ -864,7 +864,7 @@ class Store:
     # --- consolidation: reflect's steps, lease and log -------------------------
     # Used by brainmem/consolidation.py; each caller wraps writes in write().
 
-    def decay_rows(self, now: float) -> list[tuple[str, str, str, float, float, float, int, float | None]]:
+    def decay_rows(self) -> list[tuple[str, str, str, float, float, float, int, float | None]]:
         """Every live trace as (id, scope, scope_id, strength, stability, last_accessed_at,
         pinned, expires_at): the numbers prune needs, without loading contents."""
         return list(self.execute(

@@ -46,7 +46,7 @@ import json
 import logging
 import math
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import asdict, dataclass, fields, is_dataclass
+from dataclasses import dataclass, fields
 from typing import Any
 
 from . import decay
@@ -523,23 +523,6 @@ def trace_view(trace: Trace, now: float | None = None) -> JSON:
     return view
 
 
-def _jsonable(value: Any) -> Any:
-    """A report object as plain JSON values (dataclasses, mappings, sequences)."""
-    if hasattr(value, "to_dict") and callable(value.to_dict):
-        value = value.to_dict()
-    elif is_dataclass(value) and not isinstance(value, type):
-        value = asdict(value)
-    if isinstance(value, Mapping):
-        return {str(k): _jsonable(v) for k, v in value.items()}
-    if isinstance(value, list | tuple | set | frozenset):
-        return [_jsonable(v) for v in value]
-    if isinstance(value, float) and not math.isfinite(value):
-        return None
-    if value is None or isinstance(value, str | int | float | bool):
-        return value
-    return str(value)
-
-
 # --- the core tools -----------------------------------------------------------------
 
 
@@ -672,7 +655,7 @@ def _memory_search(box: Toolbox, args: dict[str, Any]) -> JSON:
          "tags": list(h.trace.tags), "score": round(h.score, 6)}
         for h in hits
     ]
-    return {"results": results, "retrievalId": getattr(hits, "retrieval_id", None)}
+    return {"results": results, "retrievalId": hits.retrieval_id}
 
 
 def _reflect_schema(ctx: ToolContext | None) -> JSON:
@@ -684,14 +667,7 @@ def _reflect_schema(ctx: ToolContext | None) -> JSON:
        "used together, derive insights and tidy the index. Run it between sessions.",
        _reflect_schema)
 def _memory_reflect(box: Toolbox, args: dict[str, Any]) -> JSON:
-    reflect = getattr(box.brain, "reflect", None)
-    if not callable(reflect):
-        return {"error": {"type": "NotAvailable",
-                          "message": "reflect is not available in this brainmem build"}}
-    raw = reflect()
-    report = _jsonable(raw.to_tool() if callable(getattr(raw, "to_tool", None)) else raw)
-    if not isinstance(report, dict):
-        report = {"report": report}
+    report = box.brain.reflect().to_tool()
     if box.context is not None:  # brain-wide maintenance: show counts, never other scopes' ids
         report = {k: v for k, v in report.items()
                   if (v is None or isinstance(v, bool | int | float | str))
@@ -741,7 +717,7 @@ def _list_schema(ctx: ToolContext | None) -> JSON:
 def _memory_list(box: Toolbox, args: dict[str, Any]) -> JSON:
     where = box.read_scopes(args.pop("scope", None), args.pop("scope_id", None))
     listing = box.brain.list(**args, **{k: v for k, v in where.items() if v is not None})
-    items = [{k: (iso(v) if k.endswith("_at") else v) for k, v in _jsonable(item).items()}
+    items = [{k: (iso(v) if k.endswith("_at") else v) for k, v in item.to_dict().items()}
              for item in listing.items]
     return {"items": items, "truncated": listing.truncated}
 

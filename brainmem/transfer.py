@@ -39,7 +39,7 @@ from dataclasses import asdict, dataclass, field, fields
 from typing import IO, Any
 
 from . import graph, schema
-from .errors import InvalidInput
+from .errors import InvalidInput, StorageError
 from .faces import check_key
 from .model import (
     SCOPES,
@@ -48,6 +48,7 @@ from .model import (
     check_choice,
     check_content,
     check_importance,
+    check_int,
     check_metadata,
     check_tags,
     check_text,
@@ -83,13 +84,25 @@ def export_jsonl(store: Store, out: IO[str], *, include_deleted: bool, version: 
 
 
 def write_atomically(path: str, write: Callable[[IO[str]], Any]) -> Any:
-    """Run ``write(fp)`` on a temporary file next to ``path``, then move it into place."""
-    folder = os.path.dirname(os.path.abspath(path))
-    fd, tmp = tempfile.mkstemp(prefix=".brainmem-export-", dir=folder)
+    """Run ``write(fp)`` on a temporary file next to ``path``, then move it into place.
+
+    A path that cannot be written (no such folder, a directory, no permission) is
+    :class:`InvalidInput`; failing to write the data (disk full) is :class:`StorageError`.
+    """
     try:
-        with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as fp:
-            result = write(fp)
-        os.replace(tmp, path)
+        fd, tmp = tempfile.mkstemp(prefix=".brainmem-export-", dir=os.path.dirname(os.path.abspath(path)))
+    except (OSError, UnicodeError) as exc:
+        raise InvalidInput(f"cannot write {path}: {getattr(exc, 'strerror', None) or exc}") from None
+    try:
+        try:
+            with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as fp:
+                result = write(fp)
+        except OSError as exc:
+            raise StorageError(f"writing {path} failed: {exc.strerror or exc}") from exc
+        try:
+            os.replace(tmp, path)
+        except (OSError, UnicodeError) as exc:
+            raise InvalidInput(f"cannot write {path}: {getattr(exc, 'strerror', None) or exc}") from None
     except BaseException:
         if os.path.exists(tmp):
             os.unlink(tmp)
@@ -119,12 +132,6 @@ def _number(value: Any, what: str, *, minimum: float | None = None) -> float:
 
 def _optional_number(value: Any, what: str) -> float | None:
     return None if value is None else _number(value, what)
-
-
-def _integer(value: Any, what: str, minimum: int) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
-        raise InvalidInput(f"{what} must be an integer >= {minimum}, not {value!r}")
-    return value
 
 
 def trace_from_json(obj: Any, policy: Policy) -> Trace:
@@ -166,9 +173,9 @@ def trace_from_json(obj: Any, policy: Policy) -> Trace:
         created_at=created,
         updated_at=_number(obj.get("updated_at", created), "updated_at"),
         last_accessed_at=_number(obj.get("last_accessed_at", created), "last_accessed_at"),
-        access_count=_integer(obj.get("access_count", 0), "access_count", 0),
+        access_count=check_int(obj.get("access_count", 0), "access_count", 0),
         expires_at=_optional_number(obj.get("expires_at"), "expires_at"),
-        version=_integer(obj.get("version", 1), "version", 1),
+        version=check_int(obj.get("version", 1), "version", 1),
         deleted_at=_optional_number(obj.get("deleted_at"), "deleted_at"),
         merged_into=check_text(obj.get("merged_into"), "merged_into", max_chars=256),
         metadata=check_metadata(obj.get("metadata")),
@@ -265,7 +272,7 @@ def _check_header(obj: Any) -> dict[str, Any]:
         )
     for what in ("traces", "edges"):
         if what in obj:
-            _integer(obj[what], f"header {what}", 0)
+            check_int(obj[what], f"header {what}", 0)
     return obj
 
 
@@ -291,7 +298,7 @@ class ImportReport:
 
 
 def apply_import(store: Store, parsed: Parsed, *, new_ids: bool,
-                 before_insert: Callable[[Trace], None], at: float) -> ImportReport:
+                 before_insert: Callable[[Trace], None]) -> ImportReport:
     """Write a validated file inside the caller's transaction.
 
     Dedup decisions are made against the brain as it was before the import, so

@@ -61,11 +61,8 @@ def test_mcp_lists_adds_searches_and_reflects(tmp_path: Path) -> None:
     assert [r["id"] for r in payload(found)["results"]] == [trace_id]
     assert bad.is_error and payload(bad)["error"]["type"] == "InvalidInput"
     report = payload(reflected)
-    if callable(getattr(Brain, "reflect", None)):
-        assert not reflected.is_error
-        assert {"pruned", "merged", "derived", "compacted", "durationMs"} <= set(report)
-    else:
-        assert report["error"]["type"] == "NotAvailable"
+    assert not reflected.is_error
+    assert {"pruned", "merged", "derived", "compacted", "durationMs"} <= set(report)
     with Brain(str(path)) as brain:
         assert brain.get(trace_id).content == "User prefers dark mode"
 

@@ -10,10 +10,13 @@ its own haystack, LoCoMo one per conversation, the synthetic set a single one.
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
 
-__all__ = ["Dataset", "Document", "Haystack", "Question", "utc_timestamp"]
+__all__ = ["Dataset", "Document", "Haystack", "Question", "read_json_list", "utc_timestamp"]
 
 
 @dataclass(frozen=True)
@@ -87,3 +90,15 @@ def utc_timestamp(dt: datetime) -> float:
     if dt.tzinfo is None:
         dt = dt.replace(tzinfo=timezone.utc)
     return dt.timestamp()
+
+
+def read_json_list(data: str | Path | list[dict[str, Any]], what: str) -> list[dict[str, Any]]:
+    """A dataset file's top-level JSON list (``what`` names its items), or ``data`` itself
+    when it is already a list."""
+    if isinstance(data, list):
+        return data
+    with open(data, encoding="utf-8") as f:
+        loaded = json.load(f)
+    if not isinstance(loaded, list):
+        raise ValueError(f"{data}: expected a JSON list of {what}")
+    return loaded

@@ -21,13 +21,12 @@ malformed id as a miss for every system alike, which only adds noise).
 
 from __future__ import annotations
 
-import json
 import re
 from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from .dataset import Dataset, Document, Haystack, Question, utc_timestamp
+from .dataset import Dataset, Document, Haystack, Question, read_json_list, utc_timestamp
 
 __all__ = ["CATEGORIES", "clean_evidence", "load_locomo", "parse_date", "turn_text"]
 
@@ -79,7 +78,7 @@ def clean_evidence(raw: Any, valid: set[str]) -> tuple[tuple[str, ...], int]:
 
 def load_locomo(data: str | Path | list[dict[str, Any]], limit: int | None = None) -> Dataset:
     """Load a ``locomo10.json``-format file (or its parsed list); ``limit`` = first N conversations."""
-    samples = _read(data)
+    samples = read_json_list(data, "LoCoMo conversations")
     if limit is not None:
         samples = samples[:limit]
     notes = {"invalid_evidence_ids": 0, "no_evidence_counted_1": 0}
@@ -113,12 +112,3 @@ def load_locomo(data: str | Path | list[dict[str, Any]], limit: int | None = Non
     extra = sorted({q.category for h in haystacks for q in h.questions} - set(CATEGORIES))
     return Dataset("locomo", "locomo", haystacks, CATEGORIES + tuple(extra), notes)
 
-
-def _read(data: str | Path | list[dict[str, Any]]) -> list[dict[str, Any]]:
-    if isinstance(data, list):
-        return data
-    with open(data, encoding="utf-8") as f:
-        loaded = json.load(f)
-    if not isinstance(loaded, list):
-        raise ValueError(f"{data}: expected a JSON list of LoCoMo conversations")
-    return loaded

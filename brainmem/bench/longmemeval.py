@@ -21,13 +21,12 @@ each question is asked at its ``question_date``.
 
 from __future__ import annotations
 
-import json
 import re
 from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from .dataset import Dataset, Document, Haystack, Question, utc_timestamp
+from .dataset import Dataset, Document, Haystack, Question, read_json_list, utc_timestamp
 
 __all__ = ["CATEGORIES", "load_longmemeval", "parse_date"]
 
@@ -72,7 +71,7 @@ def load_longmemeval(data: str | Path | list[dict[str, Any]], limit: int | None 
 
     ``limit`` keeps the first ``limit`` *evaluated* questions (skipped ones do not count).
     """
-    entries = _read(data)
+    entries = read_json_list(data, "LongMemEval questions")
     notes = {"skipped_abstention": 0, "skipped_no_user_evidence": 0}
     haystacks: list[Haystack] = []
     for entry in entries:
@@ -104,12 +103,3 @@ def load_longmemeval(data: str | Path | list[dict[str, Any]], limit: int | None 
     )
     return Dataset("longmemeval", "longmemeval", haystacks, cats, notes)
 
-
-def _read(data: str | Path | list[dict[str, Any]]) -> list[dict[str, Any]]:
-    if isinstance(data, list):
-        return data
-    with open(data, encoding="utf-8") as f:
-        loaded = json.load(f)
-    if not isinstance(loaded, list):
-        raise ValueError(f"{data}: expected a JSON list of LongMemEval questions")
-    return loaded

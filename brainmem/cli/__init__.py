@@ -7,8 +7,10 @@ by theme, each with a ``register(commands)`` function adding its subparsers:
 * :mod:`.core` — add, search, show, update, delete, restore, merge, purge, stats, tools, call
 * :mod:`.engine` — reflect, graph, log
 * :mod:`.faces` — put, get-key, delete-key, list, recent, pin, unpin, due, end-task
-* :mod:`.admin` — export, import, backup, check, repair, serve
+* :mod:`.admin` — export, import, backup
+* :mod:`.maintenance` — check, repair
 * :mod:`.bench` — bench recall, bench perf
+* :mod:`.serve` — serve (the MCP server)
 
 Errors print one line on stderr; the exit code is 2 for bad input
 (:class:`~brainmem.errors.InvalidInput` and argument errors) and 1 for any other
@@ -60,9 +62,7 @@ def build_parser() -> argparse.ArgumentParser:
     commands = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
     commands.required = True
     for name in COMMAND_MODULES:
-        module = _command_module(name)
-        if module is not None:
-            module.register(commands)
+        importlib.import_module(f"{__name__}.{name}").register(commands)
     _accept_brain_after_command(commands)
     return parser
 
@@ -82,21 +82,12 @@ def _accept_brain_after_command(commands: Any) -> None:
                 _accept_brain_after_command(action)
 
 
-def _command_module(name: str) -> Any:
-    try:
-        return importlib.import_module(f"{__name__}.{name}")
-    except ModuleNotFoundError as exc:  # a command group not written yet
-        if exc.name == f"{__name__}.{name}":
-            return None
-        raise
-
-
 def brain_path(args: argparse.Namespace) -> str:
     return args.brain or os.environ.get("BRAINMEM_PATH") or DEFAULT_BRAIN
 
 
 def open_brain(args: argparse.Namespace, **kwargs: Any) -> Any:
-    """The Brain named by ``--brain``/``$BRAINMEM_PATH``; LLM settings come from the env."""
+    """The Brain named by ``--brain``/``$BRAINMEM_PATH``; ``kwargs`` go to ``Brain``."""
     from ..brain import Brain
 
     return Brain(brain_path(args), **kwargs)
@@ -119,6 +110,16 @@ def trace_json(trace: Any) -> dict[str, Any]:
     return trace_view(trace)
 
 
+def print_trace(args: argparse.Namespace, trace: Any, line: str) -> int:
+    """A command's trace result: JSON with ``--json`` (:func:`trace_json`), else ``line``
+    ending in exactly one newline (a value that has its own is not given a second). Returns 0."""
+    if args.json:
+        print_json(trace_json(trace))
+    else:
+        print(line.removesuffix("\n"))
+    return 0
+
+
 def time_arg(value: str | None) -> Any:
     """A time option as the API takes it: unix seconds when numeric, else ISO-8601 text."""
     if value is None:
@@ -127,6 +128,26 @@ def time_arg(value: str | None) -> Any:
         return float(value)
     except ValueError:
         return value
+
+
+def metadata_arg(text: str | None) -> dict[str, Any] | None:
+    """``--metadata JSON`` as the API takes it: a dict, or None when not given."""
+    if text is None:
+        return None
+    import json
+
+    try:
+        value = json.loads(text)
+    except ValueError as exc:
+        raise InvalidInput(f"--metadata is not valid JSON: {exc}") from None
+    if not isinstance(value, dict):
+        raise InvalidInput("--metadata must be a JSON object")
+    return value
+
+
+def stdin_if_dash(value: str) -> str:
+    """A text argument, or all of standard input when it is ``-``."""
+    return sys.stdin.read() if value == "-" else value
 
 
 def print_table(rows: Sequence[Sequence[Any]], headers: Sequence[str]) -> None:

@@ -1,8 +1,5 @@
-"""Administration commands.
-
-Transfer: ``export``, ``import``, ``backup``. Other admin commands may be
-added below in their own clearly separated section.
-"""
+"""Administration commands: ``export``, ``import``, ``backup`` (check and repair are in
+:mod:`.maintenance`)."""
 
 from __future__ import annotations
 
@@ -52,10 +49,8 @@ def _register_transfer(commands: Any) -> None:
 
 def _export(args: argparse.Namespace) -> int:
     with open_brain(args) as brain:
-        if args.path == "-":
-            counts = brain.export(sys.stdout, include_deleted=args.include_deleted)
-        else:
-            counts = brain.export(args.path, include_deleted=args.include_deleted)
+        counts = brain.export(sys.stdout if args.path == "-" else args.path,
+                              include_deleted=args.include_deleted)
     if args.path != "-":
         print(f"exported {counts['traces']} traces and {counts['edges']} edges to {args.path}",
               file=sys.stderr)
@@ -64,10 +59,7 @@ def _export(args: argparse.Namespace) -> int:
 
 def _import(args: argparse.Namespace) -> int:
     with open_brain(args) as brain:
-        if args.path == "-":
-            report = brain.import_jsonl(sys.stdin, new_ids=args.new_ids)
-        else:
-            report = brain.import_jsonl(args.path, new_ids=args.new_ids)
+        report = brain.import_jsonl(sys.stdin if args.path == "-" else args.path, new_ids=args.new_ids)
     if args.json:
         print_json(report.to_dict())
     else:

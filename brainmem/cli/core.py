@@ -10,11 +10,20 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import sys
 from typing import Any
 
 from ..errors import InvalidInput
-from . import add_json_flag, open_brain, print_json, print_table, trace_json
+from ..model import SCOPES, TYPES
+from . import (
+    add_json_flag,
+    metadata_arg,
+    open_brain,
+    print_json,
+    print_table,
+    print_trace,
+    stdin_if_dash,
+    trace_json,
+)
 
 #: Environment variable holding a default tool context for ``tools``/``call``/``serve``.
 CONTEXT_ENV = "BRAINMEM_CONTEXT"
@@ -25,7 +34,7 @@ def register(commands: Any) -> None:
     p = commands.add_parser("add", help="remember something", description="Add a memory trace.")
     p.add_argument("content", help='the text to remember ("-" reads stdin)')
     _trace_fields(p)
-    p.add_argument("--scope", choices=("user", "thread", "persona", "organization"))
+    p.add_argument("--scope", choices=SCOPES)
     p.add_argument("--scope-id", metavar="ID")
     p.add_argument("--episode", metavar="ID", help="conversation/session id")
     p.add_argument("--key", help="a name unique within the scope")
@@ -37,7 +46,7 @@ def register(commands: Any) -> None:
     p.add_argument("query")
     p.add_argument("-n", "--limit", type=int, default=10)
     p.add_argument("--type", action="append", metavar="TYPE", help="only this type (repeatable)")
-    p.add_argument("--scope", choices=("user", "thread", "persona", "organization"))
+    p.add_argument("--scope", choices=SCOPES)
     p.add_argument("--scope-id", metavar="ID")
     p.add_argument("--tag", action="append", dest="tags", metavar="TAG", help="any of these tags")
     p.add_argument("--episode", metavar="ID")
@@ -107,7 +116,7 @@ def register(commands: Any) -> None:
 
 
 def _trace_fields(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--type", choices=("episodic", "semantic", "procedural", "prospective", "working"))
+    p.add_argument("--type", choices=TYPES)
     p.add_argument("--tag", action="append", dest="tags", metavar="TAG", help="a tag (repeatable)")
     p.add_argument("--importance", type=float, metavar="0..1")
     p.add_argument("--pin", action="store_true", help="exempt from forgetting")
@@ -159,22 +168,6 @@ def _extra(args: argparse.Namespace) -> Any:
 # --- handlers -------------------------------------------------------------------------
 
 
-def _metadata(text: str | None) -> dict[str, Any] | None:
-    if text is None:
-        return None
-    try:
-        value = json.loads(text)
-    except ValueError as exc:
-        raise InvalidInput(f"--metadata is not valid JSON: {exc}") from None
-    if not isinstance(value, dict):
-        raise InvalidInput("--metadata must be a JSON object")
-    return value
-
-
-def _read_stdin_if_dash(value: str) -> str:
-    return sys.stdin.read() if value == "-" else value
-
-
 def _print_trace(trace: Any) -> None:
     for name, value in trace_json(trace).items():
         shown = json.dumps(value, ensure_ascii=False) if isinstance(value, dict | list) else value
@@ -185,20 +178,16 @@ def cmd_add(args: argparse.Namespace) -> int:
     fields: dict[str, Any] = {
         "type": args.type, "tags": args.tags, "scope": args.scope, "scope_id": args.scope_id,
         "episode": args.episode, "key": args.key, "ttl": args.ttl,
-        "metadata": _metadata(args.metadata),
+        "metadata": metadata_arg(args.metadata),
     }
     if args.importance is not None:
         fields["importance"] = args.importance
     if args.pin:
         fields["pinned"] = True
-    content = _read_stdin_if_dash(args.content)
+    content = stdin_if_dash(args.content)
     with open_brain(args) as brain:
         trace = brain.add(content, **{k: v for k, v in fields.items() if v is not None})
-    if args.json:
-        print_json(trace_json(trace))
-    else:
-        print(trace.id)
-    return 0
+    return print_trace(args, trace, trace.id)
 
 
 def cmd_search(args: argparse.Namespace) -> int:
@@ -246,7 +235,7 @@ def cmd_update(args: argparse.Namespace) -> int:
     if args.pin and args.unpin:
         raise InvalidInput("give --pin or --unpin, not both")
     changes: dict[str, Any] = {"content": args.content, "type": args.type, "tags": args.tags,
-                               "importance": args.importance, "metadata": _metadata(args.metadata)}
+                               "importance": args.importance, "metadata": metadata_arg(args.metadata)}
     changes = {k: v for k, v in changes.items() if v is not None}
     if args.pin or args.unpin:
         changes["pinned"] = bool(args.pin)
@@ -255,11 +244,7 @@ def cmd_update(args: argparse.Namespace) -> int:
                            "--pin/--unpin or --metadata")
     with open_brain(args) as brain:
         trace = brain.update(args.id, expected_version=args.expected_version, **changes)
-    if args.json:
-        print_json(trace_json(trace))
-    else:
-        print(f"{trace.id} now at version {trace.version}")
-    return 0
+    return print_trace(args, trace, f"{trace.id} now at version {trace.version}")
 
 
 def cmd_delete(args: argparse.Namespace) -> int:
@@ -277,11 +262,7 @@ def cmd_delete(args: argparse.Namespace) -> int:
 def cmd_restore(args: argparse.Namespace) -> int:
     with open_brain(args) as brain:
         trace = brain.restore(args.id)
-    if args.json:
-        print_json(trace_json(trace))
-    else:
-        print(f"{trace.id} restored (version {trace.version})")
-    return 0
+    return print_trace(args, trace, f"{trace.id} restored (version {trace.version})")
 
 
 def cmd_merge(args: argparse.Namespace) -> int:
@@ -333,7 +314,7 @@ def cmd_call(args: argparse.Namespace) -> int:
     from ..tools import Toolbox, error_dict, is_bad_input
 
     context, extra = tool_options(args)
-    arguments = _read_stdin_if_dash(args.arguments)
+    arguments = stdin_if_dash(args.arguments)
     with open_brain(args) as brain:
         try:
             box = Toolbox(brain, context, extra)

@@ -8,20 +8,23 @@ Each is one call on :class:`brainmem.Brain`; ``--json`` prints machine-readable 
 from __future__ import annotations
 
 import argparse
-import json
-import sys
 from typing import Any
 
-from ..errors import InvalidInput
-from . import add_json_flag, open_brain, print_json, print_table, time_arg, trace_json
-
-SCOPES = ("user", "thread", "persona", "organization")
-TYPES = ("episodic", "semantic", "procedural", "prospective", "working")
+from ..model import SCOPES, TYPES, iso
+from . import (
+    add_json_flag,
+    metadata_arg,
+    open_brain,
+    print_json,
+    print_table,
+    print_trace,
+    stdin_if_dash,
+    time_arg,
+    trace_json,
+)
 
 
 def _iso(ts: float | None) -> str:
-    from ..model import iso
-
     return iso(ts) or ""
 
 
@@ -120,13 +123,8 @@ def register(commands: Any) -> None:
 
 
 def _put(args: argparse.Namespace) -> int:
-    content = sys.stdin.read() if args.content == "-" else args.content
-    metadata = None
-    if args.metadata is not None:
-        try:
-            metadata = json.loads(args.metadata)
-        except ValueError as exc:
-            raise InvalidInput(f"--metadata is not JSON: {exc}") from None
+    content = stdin_if_dash(args.content)
+    metadata = metadata_arg(args.metadata)
     with open_brain(args) as brain:
         trace = brain.put(
             args.key, content, scope=args.scope, scope_id=args.scope_id, type=args.type,
@@ -135,21 +133,13 @@ def _put(args: argparse.Namespace) -> int:
             expected_version=args.expected_version, keep_lines=args.keep_lines,
             keep_chars=args.keep_chars,
         )
-    if args.json:
-        print_json(trace_json(trace))
-    else:
-        print(f"{trace.id} {trace.key} version {trace.version}")
-    return 0
+    return print_trace(args, trace, f"{trace.id} {trace.key} version {trace.version}")
 
 
 def _get_key(args: argparse.Namespace) -> int:
     with open_brain(args) as brain:
         trace = brain.get_key(args.key, scope=args.scope, scope_id=args.scope_id)
-    if args.json:
-        print_json(trace_json(trace))
-    else:
-        sys.stdout.write(trace.content if trace.content.endswith("\n") else trace.content + "\n")
-    return 0
+    return print_trace(args, trace, trace.content)  # the value as stored, one final newline
 
 
 def _delete_key(args: argparse.Namespace) -> int:
@@ -205,11 +195,8 @@ def _recent(args: argparse.Namespace) -> int:
 def _pin(args: argparse.Namespace) -> int:
     with open_brain(args) as brain:
         trace = brain.pin(args.id) if args.pin else brain.unpin(args.id)
-    if args.json:
-        print_json(trace_json(trace))
-    else:
-        print(f"{trace.id} {'pinned' if trace.pinned else 'unpinned'} (version {trace.version})")
-    return 0
+    state = "pinned" if trace.pinned else "unpinned"
+    return print_trace(args, trace, f"{trace.id} {state} (version {trace.version})")
 
 
 def _due(args: argparse.Namespace) -> int:
