@@ -35,6 +35,7 @@ def register(commands: Any) -> None:
     recall.add_argument("--limit", type=int, metavar="N", help="first N questions (LoCoMo: conversations)")
     recall.add_argument("--reflect", action="store_true",
                         help="run reflect() at the query date before querying")
+    recall.add_argument("--ks", default="1,5,10", metavar="K,K,...", help="cut-offs (default 1,5,10)")
     recall.add_argument("--json", metavar="OUT", help="also write the full report as JSON to OUT")
     recall.add_argument("--quiet", action="store_true", help="no progress bar")
     recall.set_defaults(handler=_recall)
@@ -57,7 +58,7 @@ def _recall(args: argparse.Namespace) -> int:
     progress = Progress(f"{args.dataset}", enabled=False if args.quiet else None)
     try:
         report = run_recall(args.dataset, data=args.data, limit=args.limit, reflect=args.reflect,
-                            progress=progress)
+                            progress=progress, ks=_integers(args.ks, "--ks"))
     except ValueError as exc:
         raise InvalidInput(str(exc)) from None
     print(report.format())
@@ -68,18 +69,21 @@ def _recall(args: argparse.Namespace) -> int:
 def _perf(args: argparse.Namespace) -> int:
     from ..bench import run_perf
 
-    try:
-        sizes = tuple(int(s) for s in args.sizes.split(",") if s.strip())
-    except ValueError:
-        raise InvalidInput(f"--sizes must be comma-separated integers, not {args.sizes!r}") from None
     progress = Progress("perf", enabled=False if args.quiet else None)
     try:
-        report = run_perf(sizes=sizes, queries=args.queries, progress=progress)
+        report = run_perf(sizes=_integers(args.sizes, "--sizes"), queries=args.queries, progress=progress)
     except ValueError as exc:
         raise InvalidInput(str(exc)) from None
     print(report.format())
     _write_json(args.json, report.to_dict())
     return 0
+
+
+def _integers(text: str, option: str) -> tuple[int, ...]:
+    try:
+        return tuple(int(part) for part in text.split(",") if part.strip())
+    except ValueError:
+        raise InvalidInput(f"{option} must be comma-separated integers, not {text!r}") from None
 
 
 def _write_json(path: str | None, data: dict[str, Any]) -> None:
