@@ -79,6 +79,11 @@ EVENT_KINDS = ("add", "update", "delete", "restore", "merge", "reflect")
 Subscriber = Callable[[str, dict[str, Any]], None]
 
 
+def _default(value: Any, default: str) -> Any:
+    """``default`` for a missing (None) argument; anything else, even "", is validated as given."""
+    return default if value is None else value
+
+
 class Hits(list[Hit]):
     """The hits of one search, best first, with the id to send feedback on."""
 
@@ -177,8 +182,8 @@ class Brain:
 
     def _scope_of(self, scope: str | None, scope_id: str | None) -> tuple[str, str]:
         """A validated (scope, scope_id), defaults filled in."""
-        scope_ = check_choice(scope or DEFAULT_SCOPE, SCOPES, "scope")
-        return scope_, check_text(scope_id or DEFAULT_SCOPE_ID, "scope_id", max_chars=256) or ""
+        scope_ = check_choice(_default(scope, DEFAULT_SCOPE), SCOPES, "scope")
+        return scope_, check_text(_default(scope_id, DEFAULT_SCOPE_ID), "scope_id", max_chars=256) or ""
 
     def _soft_delete(self, trace: Trace, at: float, reason: str, **note: Any) -> None:
         """Soft-delete inside the caller's transaction, noting why; queue its event."""
@@ -213,7 +218,7 @@ class Brain:
             raise InvalidInput(f"unknown field(s): {', '.join(sorted(unknown))}")
         policy = self.policy
         content = check_content(item.get("content"), policy.max_content_bytes)
-        type_ = check_choice(item.get("type") or DEFAULT_TYPE, TYPES, "type")
+        type_ = check_choice(_default(item.get("type"), DEFAULT_TYPE), TYPES, "type")
         scope, scope_id = self._scope_of(item.get("scope"), item.get("scope_id"))
         importance = check_importance(item.get("importance", 0.5))
         created = to_timestamp(item.get("created_at"), "created_at")
@@ -426,7 +431,7 @@ class Brain:
     def _apply_update(self, current: Trace, changes: Mapping[str, Any], expected_version: int | None,
                       at: float) -> Trace:
         """Validate and write ``changes`` to ``current`` inside the caller's transaction."""
-        if expected_version is not None and expected_version != current.version:
+        if expected_version is not None and check_int(expected_version, "expected_version", 0) != current.version:
             raise VersionConflict(current.id, expected_version, current.version)
         merged = {**current.to_dict(), **changes}
         for name in ("id", "content_hash", "strength", "stability", "created_at", "updated_at",

@@ -677,3 +677,13 @@ def test_add_many_under_a_quota_sees_its_own_rows(clock):
         live = {t.id for t in brain._store.select(brain._filters())}
         assert len(live) == 3 and live <= {t.id for t in out}
         assert rows(brain) == 5
+
+
+def test_empty_type_or_scope_and_bool_versions_are_refused(mem_brain: Brain) -> None:
+    trace = mem_brain.add("a fact")
+    for bad in ({"type": ""}, {"scope": ""}):
+        with pytest.raises(InvalidInput):
+            mem_brain.add("another fact", **bad)
+    with pytest.raises(InvalidInput):
+        mem_brain.update(trace.id, content="changed", expected_version=True)
+    assert mem_brain.get(trace.id).content == "a fact" and mem_brain.get(trace.id).version == 1
