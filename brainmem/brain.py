@@ -623,7 +623,9 @@ class Brain:
                  *, now: TimeLike | None = None) -> int:
         """Report which hits of a search the agent used or ignored; reflect learns from it.
 
-        Returns the number of feedback rows recorded.
+        Returns the number of feedback rows recorded. The first word on a hit counts:
+        feedback repeated for a hit of the same retrieval is ignored, so an agent loop
+        that reports twice does not strengthen anything twice.
         """
         at = self.now(now)
         used, ignored = check_ids(used, "used"), check_ids(ignored, "ignored")
@@ -637,11 +639,11 @@ class Brain:
                     raise InvalidInput(f"trace {trace_id!r} was not returned by retrieval {retrieval_id}")
             if set(used) & set(ignored):
                 raise InvalidInput("a trace cannot be both used and ignored")
-            for trace_id in used:
-                self._store.record_feedback(retrieval_id, trace_id, True, at)
-            for trace_id in ignored:
-                self._store.record_feedback(retrieval_id, trace_id, False, at)
-        return len(used) + len(ignored)
+            given = self._store.feedback_given(retrieval_id)
+            fresh = [(t, True) for t in used if t not in given] + [(t, False) for t in ignored if t not in given]
+            for trace_id, was_used in fresh:
+                self._store.record_feedback(retrieval_id, trace_id, was_used, at)
+        return len(fresh)
 
     def stats(self) -> dict[str, Any]:
         """Counts of live and deleted traces by type, edges by kind, retrievals, file size."""

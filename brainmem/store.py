@@ -724,6 +724,11 @@ class Store:
         ).fetchone()
         return (row[0], row[1], json.loads(row[2])) if row else None
 
+    def feedback_given(self, retrieval_id: int) -> set[str]:
+        """Trace ids of a retrieval that already have feedback."""
+        return {r[0] for r in self.execute(
+            "SELECT trace_id FROM feedback WHERE retrieval_id = ?", (retrieval_id,))}
+
     def record_feedback(self, retrieval_id: int, trace_id: str, used: bool, at: float) -> None:
         self.execute(
             "INSERT INTO feedback(retrieval_id, trace_id, used, at) VALUES (?, ?, ?, ?)",

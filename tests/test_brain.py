@@ -630,6 +630,9 @@ def test_feedback(mem_brain):
         mem_brain.feedback(hits.retrieval_id, used=["mt_other"])
     with pytest.raises(InvalidInput):
         mem_brain.feedback(hits.retrieval_id, used=[a.id], ignored=[a.id])
+    # repeated feedback on the same hits of the same retrieval records nothing more
+    assert mem_brain.feedback(hits.retrieval_id, used=[a.id, b.id]) == 0
+    assert rows(mem_brain, "feedback") == 2
 
 
 def test_readonly_brain_searches_without_writing(brain_factory, tmp_path):
