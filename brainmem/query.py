@@ -118,7 +118,8 @@ class QueryCompiler:
             raise QueryError(f"query must be a string, not {type(text).__name__}")
         # FTS5 syntax only for queries of a sane size: a 100 KB expression of thousands
         # of operators costs seconds to parse and run (and apsw's parser recurses).
-        if _SYNTAX.search(text) and len(self.words(text)) <= 4 * self.max_terms:
+        # Text that is not valid Unicode (lone surrogates) is searched by its words only.
+        if _SYNTAX.search(text) and _encodable(text) and len(self.words(text)) <= 4 * self.max_terms:
             parsed = _parse_fts5(text)
             terms = tuple(self.terms(text))
             if parsed is not None and terms:  # '""' parses but searches nothing: a QueryError
@@ -138,6 +139,14 @@ class QueryCompiler:
         phrases = [fq.PHRASE(t) for t in searched]
         expression = fq.to_query_string(fq.OR(phrases) if len(phrases) > 1 else phrases[0])
         return CompiledQuery(expression, tuple(terms), False)
+
+
+def _encodable(text: str) -> bool:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 def _parse_fts5(text: str) -> fq.QUERY | None:

@@ -72,10 +72,10 @@ def search(
     size = max(policy.min_candidates, limit * policy.candidate_factor)
     try:
         candidates = store.search(compiled.expression, filters, size, policy.bm25_weights)
-    except Exception:
+    except QueryError:
         if not compiled.syntax:
             raise
-        # Valid FTS5 that SQLite still refuses (rare): fall back to the words.
+        # FTS5 syntax that parsed but SQLite still refuses (rare): fall back to the words.
         compiled = compiler.compile(" ".join(compiled.terms) or query.replace('"', " "))
         candidates = store.search(compiled.expression, filters, size, policy.bm25_weights)
     for window in cues.windows:

@@ -27,6 +27,7 @@ from .errors import (
     BrainmemError,
     InvalidInput,
     NotABrainFile,
+    QueryError,
     ReadOnlyBrain,
     SchemaTooNew,
     StorageError,
@@ -515,7 +516,11 @@ class Store:
             )
             args = [expression, limit, *params]
         with translate_errors():
-            return [(row_to_trace(r[:-1]), -r[-1]) for r in self.db.execute(sql, args)]
+            try:
+                return [(row_to_trace(r[:-1]), -r[-1]) for r in self.db.execute(sql, args)]
+            except apsw.SQLError as exc:  # FTS5 refused the expression itself
+                raise QueryError(f"the search index cannot use this query ({exc})",
+                                 "use plain words, or valid FTS5 syntax") from exc
 
     def purge(self, before: float | None = None) -> int:
         """Physically remove soft-deleted traces (deleted before ``before``) and their edges."""

@@ -156,6 +156,7 @@ FRAGMENTS = st.sampled_from([
 @example("(" * 5000 + "dark" + ")" * 5000)
 @example("a AND " * 5000 + "b")
 @example(" OR ".join(f"w{i}" for i in range(20_000)))
+@example("AND\ud800")  # FTS5 syntax with a lone surrogate: searched by its words
 def test_search_never_leaks_errors(brain, query):
     try:
         hits = brain.search(query, reinforce=False)
