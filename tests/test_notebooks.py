@@ -108,7 +108,7 @@ def test_quickstart_runs(kernel_env: Path) -> None:
     assert "search 'dark':     []" in update
     assert "User prefers light mode with high contrast." in update
 
-    assert "status: ok" in text_of(out["reflect"])
+    assert "status: ok" in text_of(out["reflect"])  # from report.to_tool()
 
     tools = text_of(out["tools"])
     assert "memory_search" in tools and "memory_reflect" in tools
