@@ -320,6 +320,7 @@ class Brain:
         for trace in built:
             ident = (trace.content_hash, trace.type, trace.scope, trace.scope_id)
             existing = seen.get(ident)
+            holder = None  # the live trace holding this trace's key, when it has one
             if trace.key is not None and (existing is None or existing.key != trace.key):
                 # faces: a key names a slot, so a keyed trace is deduplicated only against
                 # the same key holding the same value (an idempotent add), never another trace
@@ -333,7 +334,7 @@ class Brain:
                 continue
             if trace.key is not None:
                 scoped_key = (trace.key, trace.scope, trace.scope_id)
-                if scoped_key in keys or store.find_key(*scoped_key):
+                if scoped_key in keys or holder is not None:
                     raise InvalidInput(f"key {trace.key!r} is already used in this scope (use put to overwrite)")
                 keys.add(scoped_key)
             if trace.episode is not None and trace.episode not in tails:
