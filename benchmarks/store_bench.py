@@ -3,6 +3,7 @@
 
     python benchmarks/store_bench.py                      # 100,000 texts, 1,000 queries
     python benchmarks/store_bench.py --n 20000 --queries 300 --profile add
+    python benchmarks/store_bench.py --floor              # where add_many's time goes
 
 Raw FTS5 baseline: one transaction inserting every text into an FTS5 table
 (``tokenize='porter unicode61'``), then ``SELECT rowid FROM fts WHERE fts MATCH ?
@@ -12,6 +13,14 @@ Both run on files in one temporary directory. brainmem searches with
 default ``reinforce=True`` (which also writes a retrieval row).
 
 Targets (issue 2): add_many at least half the raw insert rate; search p50 within 2x raw.
+
+``--floor`` splits add_many's cost by timing the SQL alone on rows built before
+the clock starts (no validation, hashing or dedup), written the way
+``Store.insert_many`` writes them: once into the full schema, and once into the
+same file with every secondary index dropped, which leaves only what DESIGN §4
+and issue 2 require of any brain: the ``traces`` row, its ``UNIQUE`` ``mt_<uuid4>``
+id and the external-content FTS5 index fed by its trigger. If that floor is
+already below half the raw rate, no Python-side work can reach the target.
 """
 
 from __future__ import annotations
@@ -114,12 +123,37 @@ def brainmem_run(path: str, texts: list[str], queries: list[str], profile: str |
             "p50_reinforce": pct(rtimes, 50), "p95_reinforce": pct(rtimes, 95), "_prof": prof}
 
 
+_SECONDARY_INDEXES = (
+    "traces_dedup", "traces_scope", "traces_episode", "traces_created", "traces_deleted",
+    "traces_key", "traces_task", "traces_due", "trace_tags_rid",
+)
+
+
+def sql_floor(path: str, texts: list[str], *, minimal: bool) -> float:
+    """Texts per second of the SQL alone: pre-built traces through ``Store.insert_many``."""
+    brain = Brain(path, clock=lambda: 1_767_225_600.0)
+    # Private on purpose: this times one layer of add_many, not the public call.
+    traces = [brain._build({"content": t}, 1_767_225_600.0) for t in texts]
+    store = brain._store
+    if minimal:
+        with store.write():
+            for name in _SECONDARY_INDEXES:
+                store.db.execute(f"DROP INDEX IF EXISTS {name}")
+    start = time.perf_counter()
+    with store.write():
+        store.insert_many(traces)
+    seconds = time.perf_counter() - start
+    brain.close()
+    return len(texts) / seconds
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--n", type=int, default=100_000, help="texts to add")
     p.add_argument("--queries", type=int, default=1_000, help="queries to time")
     p.add_argument("--seed", type=int, default=7)
     p.add_argument("--profile", choices=("add", "search"), help="cProfile one phase, print the top")
+    p.add_argument("--floor", action="store_true", help="also time add_many's SQL alone (full and minimal schema)")
     args = p.parse_args(argv)
 
     rng = random.Random(args.seed)
@@ -149,6 +183,15 @@ def main(argv: list[str] | None = None) -> int:
           f"{ours['p50_reinforce'] / raw['p50']:10.2f}  (writes a retrieval row)")
     print(f"{'search+reinforce p95':24}{raw['p95'] * ms:12.3f}{ours['p95_reinforce'] * ms:12.3f}"
           f"{ours['p95_reinforce'] / raw['p95']:10.2f}")
+    if args.floor:
+        with tempfile.TemporaryDirectory() as tmp:
+            full = sql_floor(str(Path(tmp) / "full.db"), texts, minimal=False)
+            minimal = sql_floor(str(Path(tmp) / "minimal.db"), texts, minimal=True)
+        print("add_many split (texts/s and ratio to raw; SQL timed on pre-built rows):")
+        for label, rate in (("SQL, full schema", full), ("SQL, table+id+FTS only", minimal),
+                            ("whole add_many", ours["add_rate"])):
+            print(f"  {label:24}{rate:12.0f}{rate / raw['add_rate']:10.2f}  ({1e6 / rate:.2f} us/text)")
+        print(f"  {'raw FTS5 insert':24}{raw['add_rate']:12.0f}{1.0:10.2f}  ({1e6 / raw['add_rate']:.2f} us/text)")
     if prof is not None:
         pstats.Stats(prof).sort_stats("cumulative").print_stats(25)
     return 0
