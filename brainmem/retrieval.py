@@ -11,7 +11,11 @@ a :class:`~brainmem.policy.Policy` weight, so a caller can switch it off:
    traces ("What are your pets' names?" / "Luna and Oliver!"). A trace is at
    least ``context_forward`` as relevant as the trace before it in its episode
    (``episode_next`` edges) and ``context_backward`` as the one after it, so an
-   answer that shares no word with the query is still found.
+   answer that shares no word with the query is still found. Forward, the carry
+   goes on for ``context_reach`` turns, shrinking each turn ("I'm looking into
+   counseling" / "What kind?" / the answer). A trace that is itself a question
+   (ends with "?") asks rather than tells: its own BM25 counts ``1 −
+   weight_question`` times, while what it carries to its answer is not discounted.
 3. **Episode context**: the episode read as one document has its own BM25 (term
    frequencies summed over its matching traces, its whole length, the index's
    IDF); ``weight_episode`` of it is added to each of its traces, so a fact stated
@@ -92,6 +96,8 @@ def search(
     hits: list[Hit] = []
     for trace, bm25 in candidates:
         own = max(bm25, 0.0) / best if best > 0 else 0.0
+        if policy.weight_question and _is_question(trace.content):
+            own *= 1 - policy.weight_question
         relevance = max(own, carried.get(trace.id, 0.0))
         context = policy.weight_episode * (episode.get(trace.episode, 0.0) if trace.episode else own)
         when = cues.match(trace.created_at)
@@ -143,6 +149,14 @@ def _add_window_candidates(store: Store, policy: Policy, compiled: CompiledQuery
     inside = store.search(compiled.expression, replace(filters, since=since, until=until), size,
                           policy.bm25_weights)
     candidates.extend(c for c in inside if c[0].id not in seen)
+
+
+#: A question: the trace ends with "?" (then perhaps closing quotes or brackets).
+_QUESTION_END = re.compile(r"\?[\s\"'\u201d\u2019)\]]*$")
+
+
+def _is_question(content: str) -> bool:
+    return _QUESTION_END.search(content) is not None
 
 
 #: Capitalised words: names, mostly. Sentence-initial ones count too (names start
@@ -202,18 +216,35 @@ def _conversation_context(store: Store, policy: Policy, filters: Filters, candid
     ranked = sorted(candidates, key=lambda c: -c[1])[: policy.context_seeds]
     relevance = {t.id: max(bm25, 0.0) / best for t, bm25 in ranked}
     carried: dict[str, float] = {}
-    for src, dst, kind, weight in graph.neighbours(store, list(relevance)):
-        if kind != "episode_next":
-            continue
-        if src in relevance:
-            carried[dst] = max(carried.get(dst, 0.0), policy.context_forward * weight * relevance[src])
-        if dst in relevance:
-            carried[src] = max(carried.get(src, 0.0), policy.context_backward * weight * relevance[dst])
+    forward = _carry(store, policy, relevance, relevance, carried)
+    # Further turns forward: "I've been looking into counseling" / "What kind?" / the answer.
+    for _ in range(policy.context_reach - 1):
+        forward = {i: v for i, v in forward.items() if i not in relevance}
+        if not forward:
+            break
+        forward = _carry(store, policy, forward, {}, carried)
     known = {t.id for t, _ in candidates}
     missing = [i for i in carried if i not in known]
     if missing:
         candidates.extend((trace, 0.0) for trace in store.select(replace(filters, ids=missing)))
     return carried
+
+
+def _carry(store: Store, policy: Policy, forward: dict[str, float], backward: dict[str, float],
+           carried: dict[str, float]) -> dict[str, float]:
+    """One step along ``episode_next`` edges: ``forward`` relevance passes to the next trace,
+    ``backward`` to the previous one; ``carried`` keeps the highest. Returns the forward step."""
+    ahead: dict[str, float] = {}
+    for src, dst, kind, weight in graph.neighbours(store, list(forward.keys() | backward.keys())):
+        if kind != "episode_next":
+            continue
+        if src in forward:
+            ahead[dst] = max(ahead.get(dst, 0.0), policy.context_forward * weight * forward[src])
+        if dst in backward:
+            carried[src] = max(carried.get(src, 0.0), policy.context_backward * weight * backward[dst])
+    for i, v in ahead.items():
+        carried[i] = max(carried.get(i, 0.0), v)
+    return ahead
 
 
 def _episode_bm25(store: Store, compiler: QueryCompiler, terms: tuple[str, ...],

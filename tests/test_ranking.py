@@ -136,3 +136,23 @@ def test_filters_still_bind_neighbours_and_second_hops() -> None:
             {"content": "Luna and Oliver.", "episode": "chat", "scope_id": "b"},
         ])
         assert top(brain, "pets names", 5, scope_id="a") == ["What are the names of your pets?"]
+
+
+def test_a_question_yields_to_a_statement_that_matches_as_well() -> None:
+    traces = ["Do you play violin?", "I play the violin daily."]
+    with brain_with() as brain:
+        brain.add_many([{"content": c} for c in traces])
+        assert top(brain, "violin play", 1) == ["I play the violin daily."]
+    with brain_with(replace(Policy(), weight_question=0.0)) as brain:
+        brain.add_many([{"content": c} for c in traces])
+        assert top(brain, "violin play", 1) == ["Do you play violin?"]
+
+
+def test_conversation_context_reaches_the_answer_after_a_follow_up_question() -> None:
+    chat = ["I've been looking into counseling lately.", "What kind?", "Family therapy, mostly."]
+    with brain_with() as brain:
+        brain.add_many([{"content": c, "episode": "chat", "created_at": T0 - 10 + i} for i, c in enumerate(chat)])
+        assert top(brain, "counseling", 3) == chat
+    with brain_with(replace(Policy(), context_reach=1)) as brain:
+        brain.add_many([{"content": c, "episode": "chat", "created_at": T0 - 10 + i} for i, c in enumerate(chat)])
+        assert "Family therapy, mostly." not in top(brain, "counseling", 3)
