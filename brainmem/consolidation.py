@@ -273,13 +273,37 @@ def merge(ctx: _Run) -> None:
         alive = [i for i in alive if rows[i][0] not in gone]
 
 
+#: Traces merged per write transaction. One transaction for everything held the write
+#: lock for 4.4 s on a brain with 29k duplicates, stalling every writer; chunks of 1,000
+#: hold it for a fraction of a second at ~15 % more merge time (FTS5 flushes at each
+#: commit). A group is whole inside one transaction, so a crash between chunks leaves
+#: only later groups for the next reflect.
+MERGE_TRACES_PER_WRITE = 1000
+
+
 def _merge_pass(ctx: _Run, pairs: Sequence[tuple[str, str]]) -> set[str]:
     """Merge each component of similar ``pairs``; return the ids soft-deleted."""
-    store, policy, now, report = ctx.store, ctx.policy, ctx.now, ctx.report
     similar = set(pairs) | {(b, a) for a, b in pairs}
     gone_all: set[str] = set()
+    chunk: list[list[str]] = []
+    size = 0
+    for group in _components(pairs):
+        chunk.append(group)
+        size += len(group)
+        if size >= MERGE_TRACES_PER_WRITE:
+            gone_all |= _merge_groups(ctx, chunk, similar)
+            chunk, size = [], 0
+    if chunk:
+        gone_all |= _merge_groups(ctx, chunk, similar)
+    return gone_all
+
+
+def _merge_groups(ctx: _Run, groups: Sequence[list[str]], similar: set[tuple[str, str]]) -> set[str]:
+    """Merge ``groups`` of similar ids in one write transaction; return the ids soft-deleted."""
+    store, policy, now, report = ctx.store, ctx.policy, ctx.now, ctx.report
+    gone_all: set[str] = set()
     with store.write():
-        for group in _components(pairs):
+        for group in groups:
             remaining = store.get_many(group, now=now)  # re-read: still live inside the write
             # A component may chain (A~B, B~C, A≁C): repeatedly take the best survivor and
             # fold in what is similar to *it*, until no similar pair is left.

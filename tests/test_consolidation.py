@@ -395,3 +395,29 @@ def test_cli_reflect_graph_log(tmp_path: Path, capsys) -> None:
     assert "status" in capsys.readouterr().out
     assert main(["--brain", path, "log", "--limit", "0"]) == 2
     assert main(["--brain", path, "reflect", "--now", "not a time"]) == 2
+
+
+def test_many_merges_commit_in_chunks_with_the_same_result(tmp_path: Path, clock: Clock,
+                                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    from brainmem import consolidation
+
+    topics = ["billing", "search", "login", "upload", "export", "backup"]
+    # distinct groups: each text leads with 30 words of its own topic
+    texts = [" ".join(f"{t}{k}" for k in range(30)) + " " + LONG for t in topics]
+    results = {}
+    for per_write in (10**9, 2):  # one transaction for all groups; then a transaction per group
+        monkeypatch.setattr(consolidation, "MERGE_TRACES_PER_WRITE", per_write)
+        with Brain(str(tmp_path / f"m{per_write}.brain"), clock=clock) as brain:
+            for t in texts:
+                brain.add(t)
+            clock.now += 60  # the originals are older: they survive
+            for t in texts:
+                brain.add(t.replace("check the error", "watch the error"))
+            before = brain._store.tx_serial
+            report = brain.reflect()
+            writes = brain._store.tx_serial - before
+            live = sorted(brain.get(item.id).content for item in brain.list(limit=100).items)
+        results[per_write] = (report.merged, report.merge_groups, live, writes)
+    one, chunked = results[10**9], results[2]
+    assert one[:3] == chunked[:3] and one[0] == len(topics) and one[2] == sorted(texts)
+    assert chunked[3] >= one[3] + len(topics) - 1  # each group committed on its own
