@@ -275,7 +275,7 @@ def merge(ctx: _Run) -> None:
 
 #: Traces merged per write transaction. One transaction for everything held the write
 #: lock for 4.4 s on a brain with 29k duplicates, stalling every writer; chunks of 1,000
-#: hold it for a fraction of a second at ~15 % more merge time (FTS5 flushes at each
+#: hold it 0.34 s at most, at ~15 % more merge time (FTS5 flushes at each
 #: commit). A group is whole inside one transaction, so a crash between chunks leaves
 #: only later groups for the next reflect.
 MERGE_TRACES_PER_WRITE = 1000
