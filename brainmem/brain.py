@@ -114,6 +114,8 @@ class Brain:
         readonly: bool = False,
     ) -> None:
         self.path = str(path)
+        if policy is not None and not isinstance(policy, Policy):
+            raise InvalidInput(f"policy must be a brainmem.Policy, not {type(policy).__name__}")
         self.policy = policy or Policy()
         self.clock = clock or time.time
         self.llm = llm

@@ -12,9 +12,29 @@ must never cost recall of what still matters, so strength only nudges ranking.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+import math
+from dataclasses import dataclass, field, fields
+from typing import Any
+
+from .errors import InvalidInput
+from .model import TYPES
 
 DAY = 86_400.0
+
+#: Fields that are shares, thresholds or mixing weights: between 0 and 1.
+_UNIT_INTERVAL = frozenset({
+    "weight_question", "weight_strength", "weight_recency", "bridge_max_share", "spread_decay",
+    "spread_threshold", "prune_threshold", "merge_threshold", "ignore_penalty", "hebbian_rate",
+    "derive_min_weight", "derive_cover", "derive_importance",
+})
+#: Durations something is divided by: above 0.
+_POSITIVE = frozenset({"stability_base", "min_stability", "recency_half_life", "lease_seconds"})
+#: Counts that must be at least 1 (the others may be 0).
+_AT_LEAST_ONE = frozenset({
+    "max_content_bytes", "max_tags", "max_tag_chars", "max_key_chars", "candidate_factor",
+    "min_candidates", "max_query_terms", "context_reach", "derive_min_size", "derive_max_size",
+    "capacity", "quota", "derive_sentences",
+})
 
 
 def _default_stability_base() -> dict[str, float]:
@@ -158,6 +178,53 @@ class Policy:
     #: "refuse" raises QuotaExceeded; "evict" soft-deletes the weakest unpinned.
     quota_policy: str = "refuse"
 
+    def __post_init__(self) -> None:
+        """Refuse a policy the engine cannot run with, naming the field (:class:`InvalidInput`)."""
+        for f in fields(self):
+            _check_field(f.name, str(f.type), getattr(self, f.name))
+        if set(self.stability_base) != set(TYPES):
+            raise InvalidInput(f"Policy.stability_base needs exactly the types {', '.join(TYPES)}")
+        if self.derive_min_size > self.derive_max_size:
+            raise InvalidInput("Policy.derive_min_size must not exceed derive_max_size")
+        if self.quota_policy not in ("refuse", "evict"):
+            raise InvalidInput(f"Policy.quota_policy must be 'refuse' or 'evict', not {self.quota_policy!r}")
+
     def stability_for(self, type: str, importance: float) -> float:
         """Initial stability of a trace of ``type`` with ``importance``."""
         return self.stability_base[type] * (1.0 + self.importance_factor * importance)
+
+
+def _check_number(name: str, value: Any, integer: bool) -> None:
+    kind = "an integer" if integer else "a number"
+    ok = isinstance(value, int) if integer else isinstance(value, (int, float)) and math.isfinite(value)
+    if isinstance(value, bool) or not ok:
+        raise InvalidInput(f"Policy.{name} must be {kind}, not {value!r}")
+    low = 1 if name in _AT_LEAST_ONE else 0
+    if value < low or (name in _UNIT_INTERVAL and value > 1) or (name in _POSITIVE and value <= 0):
+        bounds = ("between 0 and 1" if name in _UNIT_INTERVAL else
+                  "above 0" if name in _POSITIVE else f"at least {low}")
+        raise InvalidInput(f"Policy.{name} must be {bounds}, not {value!r}")
+
+
+def _check_field(name: str, annotation: str, value: Any) -> None:
+    """Check one field against its annotation (a string: annotations are postponed)."""
+    if annotation.endswith("| None"):
+        if value is None:
+            return
+        annotation = annotation.removesuffix(" | None")
+    if annotation in ("int", "float"):
+        _check_number(name, value, annotation == "int")
+    elif annotation == "str":
+        if not isinstance(value, str):
+            raise InvalidInput(f"Policy.{name} must be a string, not {value!r}")
+    elif annotation.startswith("tuple[str"):
+        if not isinstance(value, tuple) or not all(isinstance(v, str) for v in value):
+            raise InvalidInput(f"Policy.{name} must be a tuple of strings, not {value!r}")
+    elif annotation.startswith(("tuple[float", "dict[str, float]")):
+        items = value.values() if isinstance(value, dict) else value
+        if not isinstance(value, (tuple, dict)):
+            raise InvalidInput(f"Policy.{name} must be a {annotation.split('[')[0]}, not {value!r}")
+        for item in items:
+            _check_number(name, item, False)
+        if name == "bm25_weights" and len(value) != 3:
+            raise InvalidInput("Policy.bm25_weights needs 3 weights: content, tags, cue")

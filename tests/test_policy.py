@@ -1,0 +1,69 @@
+"""Policy refuses values the engine cannot run with, naming the field."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import fields, replace
+from pathlib import Path
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from brainmem import Brain, InvalidInput, Policy
+
+FIELDS = [f.name for f in fields(Policy)]
+
+
+def test_the_defaults_are_valid_and_a_valid_change_is_kept() -> None:
+    policy = replace(Policy(), weight_question=0.0, context_reach=3, quota=10, quota_policy="evict")
+    assert (policy.weight_question, policy.context_reach, policy.quota) == (0.0, 3, 10)
+
+
+@pytest.mark.parametrize(("change", "words"), [
+    ({"context_reach": 0}, "context_reach must be at least 1"),
+    ({"min_candidates": "50"}, "min_candidates must be an integer"),
+    ({"candidate_factor": 2.5}, "candidate_factor must be an integer"),
+    ({"weight_question": 1.5}, "weight_question must be between 0 and 1"),
+    ({"weight_recency": -0.1}, "weight_recency must be between 0 and 1"),
+    ({"weight_time": math.nan}, "weight_time must be a number"),
+    ({"weight_episode": True}, "weight_episode must be a number"),
+    ({"min_stability": 0.0}, "min_stability must be above 0"),
+    ({"recency_half_life": -1.0}, "recency_half_life must be above 0"),
+    ({"quota": 0}, "quota must be at least 1"),
+    ({"quota_policy": "drop"}, "quota_policy must be 'refuse' or 'evict'"),
+    ({"bm25_weights": (1.0, 0.5)}, "bm25_weights needs 3 weights"),
+    ({"bm25_weights": (1.0, -0.5, 1.0)}, "bm25_weights must be at least 0"),
+    ({"spread_kinds": ["co_activated"]}, "spread_kinds must be a tuple of strings"),
+    ({"stability_base": {"episodic": 86400.0}}, "stability_base needs exactly the types"),
+    ({"stability_base": {**Policy().stability_base, "working": 0.0}}, "stability_base must be above 0"),
+    ({"derive_min_size": 13}, "derive_min_size must not exceed derive_max_size"),
+])
+def test_bad_values_are_refused_by_name(change: dict, words: str) -> None:
+    with pytest.raises(InvalidInput, match=words):
+        replace(Policy(), **change)
+
+
+@given(st.sampled_from(FIELDS), st.one_of(st.none(), st.booleans(), st.text(max_size=3),
+                                          st.floats(allow_nan=True), st.integers(-5, 5),
+                                          st.lists(st.integers(), max_size=2)))
+def test_any_value_is_accepted_or_refused_with_invalid_input(name: str, value: object) -> None:
+    try:
+        policy = replace(Policy(), **{name: value})
+    except InvalidInput:
+        return
+    assert getattr(policy, name) == value or value != value  # kept as given (nan != nan)
+
+
+def test_a_brain_opens_with_an_edge_policy(tmp_path: Path) -> None:
+    policy = replace(Policy(), weight_question=1.0, context_reach=1, min_candidates=1, candidate_factor=1)
+    with Brain(str(tmp_path / "p.brain"), policy=policy) as brain:
+        brain.add("Do you like tea?")
+        brain.add("I like green tea.")
+        assert [h.trace.content for h in brain.search("tea like", limit=2)][0] == "I like green tea."
+
+
+def test_a_brain_refuses_a_policy_that_is_not_a_policy(tmp_path: Path) -> None:
+    with pytest.raises(InvalidInput, match="policy must be a brainmem.Policy"):
+        Brain(str(tmp_path / "p.brain"), policy={"weight_time": 0.0})  # type: ignore[arg-type]
+    assert not (tmp_path / "p.brain").exists()
