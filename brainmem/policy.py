@@ -88,7 +88,9 @@ class Policy:
     #: at least ``min_candidates``. Deeper pools did not find more: re-ranking them let
     #: weak matches from well-matching conversations crowd the top (recall@10 at limit
     #: 10, pool 50 -> 35: synthetic 0.712 -> 0.746, LoCoMo 0.777 -> 0.780; LongMemEval,
-    #: ranked 100 deep, unchanged), and a smaller pool is a faster search.
+    #: ranked 100 deep, unchanged), and a smaller pool is a faster search. Up to limit 11
+    #: the pool is the same, so those results are prefixes of one another; a larger
+    #: limit re-ranks a larger pool and may order its top differently.
     candidate_factor: int = 3
     min_candidates: int = 35
     #: Weights of the gentle factors; relevance stays first.
