@@ -227,10 +227,10 @@ def _check_field(name: str, annotation: str, value: Any) -> None:
         if not isinstance(value, tuple) or not all(isinstance(v, str) for v in value):
             raise InvalidInput(f"Policy.{name} must be a tuple of strings, not {value!r}")
     elif annotation.startswith(("tuple[float", "dict[str, float]")):
-        items = value.values() if isinstance(value, dict) else value
-        if not isinstance(value, (tuple, dict)):
-            raise InvalidInput(f"Policy.{name} must be a {annotation.split('[')[0]}, not {value!r}")
-        for item in items:
+        container = dict if annotation.startswith("dict") else tuple
+        if not isinstance(value, container):
+            raise InvalidInput(f"Policy.{name} must be a {container.__name__}, not {value!r}")
+        for item in value.values() if isinstance(value, dict) else value:
             _check_number(name, item, False)
         if name == "bm25_weights" and len(value) != 3:
             raise InvalidInput("Policy.bm25_weights needs 3 weights: content, tags, cue")

@@ -33,6 +33,8 @@ def test_the_defaults_are_valid_and_a_valid_change_is_kept() -> None:
     ({"quota": 0}, "quota must be at least 1"),
     ({"quota_policy": "drop"}, "quota_policy must be 'refuse' or 'evict'"),
     ({"bm25_weights": (1.0, 0.5)}, "bm25_weights needs 3 weights"),
+    ({"bm25_weights": {"content": 1.0, "tags": 0.5, "cue": 1.0}}, "bm25_weights must be a tuple"),
+    ({"stability_base": list(Policy().stability_base.values())}, "stability_base must be a dict"),
     ({"bm25_weights": (1.0, -0.5, 1.0)}, "bm25_weights must be at least 0"),
     ({"spread_kinds": ["co_activated"]}, "spread_kinds must be a tuple of strings"),
     ({"stability_base": {"episodic": 86400.0}}, "stability_base needs exactly the types"),
