@@ -44,7 +44,6 @@ from __future__ import annotations
 
 import json
 import logging
-import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, fields
 from typing import Any
@@ -52,6 +51,7 @@ from typing import Any
 from . import decay
 from .errors import BrainmemError, InvalidInput, NotFound, QueryError, VersionConflict
 from .model import DEFAULT_SCOPE, DEFAULT_TYPE, SCOPES, TYPES, Trace, iso
+from .schemacheck import json_type, short, validate
 
 log = logging.getLogger("brainmem")
 
@@ -139,123 +139,6 @@ class ToolContext:
             raise InvalidInput(f"this tool context may not write {type_} memories")
         if scope not in self.writable_scopes():
             raise InvalidInput(f"this tool context may not write to the {scope} scope")
-
-
-# --- a small JSON Schema validator ----------------------------------------------------
-
-
-_JSON_TYPES: dict[str, Callable[[Any], bool]] = {
-    "object": lambda v: isinstance(v, dict),
-    "array": lambda v: isinstance(v, list),
-    "string": lambda v: isinstance(v, str),
-    "boolean": lambda v: isinstance(v, bool),
-    "null": lambda v: v is None,
-    "integer": lambda v: (isinstance(v, int) and not isinstance(v, bool))
-    or (isinstance(v, float) and math.isfinite(v) and v.is_integer()),
-    "number": lambda v: isinstance(v, int | float) and not isinstance(v, bool),
-}
-
-
-def validate(value: Any, schema: Mapping[str, Any], where: str = "arguments") -> Any:
-    """Check ``value`` against the JSON Schema subset the tools use; return it normalised.
-
-    Supported: type (one or a list), properties, required, additionalProperties
-    (false), enum, items, minimum, maximum, exclusiveMinimum, minLength, maxLength,
-    minItems, maxItems. Integral floats become ints for "integer"; numbers must be
-    finite; strings must be valid Unicode. Raises :class:`InvalidInput` naming the path.
-    """
-    types = schema.get("type")
-    if types is not None:
-        names = [types] if isinstance(types, str) else list(types)
-        matched = next((t for t in names if _JSON_TYPES[t](value)), None)
-        if matched is None:
-            raise InvalidInput(f"{where} must be {' or '.join(names)}, not {_json_type(value)}")
-        if matched in ("integer", "number"):
-            value = _check_number(value, matched, schema, where)
-        elif matched == "string":
-            value = _check_string(value, schema, where)
-        elif matched == "array":
-            value = _check_array(value, schema, where)
-        elif matched == "object":
-            value = _check_object(value, schema, where)
-    if "enum" in schema and value not in schema["enum"]:
-        choices = ", ".join(json.dumps(c) for c in schema["enum"])
-        raise InvalidInput(f"{where} must be one of {choices}, not {_short(value)}")
-    return value
-
-
-def _json_type(value: Any) -> str:
-    for name in ("null", "boolean", "integer", "number", "string", "array", "object"):
-        if _JSON_TYPES[name](value):
-            return name
-    return type(value).__name__
-
-
-def _short(value: Any) -> str:
-    text = repr(value)
-    return text if len(text) <= 60 else text[:57] + "..."
-
-
-def _check_number(value: Any, kind: str, schema: Mapping[str, Any], where: str) -> Any:
-    try:
-        as_float = float(value)
-    except OverflowError:
-        raise InvalidInput(f"{where} is out of range") from None
-    if not math.isfinite(as_float):
-        raise InvalidInput(f"{where} must be a finite number")
-    if kind == "integer":
-        value = int(value)
-    if "minimum" in schema and value < schema["minimum"]:
-        raise InvalidInput(f"{where} must be >= {schema['minimum']}, not {_short(value)}")
-    if "exclusiveMinimum" in schema and value <= schema["exclusiveMinimum"]:
-        raise InvalidInput(f"{where} must be > {schema['exclusiveMinimum']}, not {_short(value)}")
-    if "maximum" in schema and value > schema["maximum"]:
-        raise InvalidInput(f"{where} must be <= {schema['maximum']}, not {_short(value)}")
-    return value
-
-
-def _check_string(value: str, schema: Mapping[str, Any], where: str) -> str:
-    try:
-        value.encode("utf-8")
-    except UnicodeEncodeError:
-        raise InvalidInput(f"{where} is not valid Unicode text") from None
-    if len(value) < schema.get("minLength", 0):
-        raise InvalidInput(f"{where} must not be empty" if schema["minLength"] == 1
-                           else f"{where} must have at least {schema['minLength']} characters")
-    if "maxLength" in schema and len(value) > schema["maxLength"]:
-        raise InvalidInput(f"{where} is {len(value)} characters, over the limit of {schema['maxLength']}")
-    return value
-
-
-def _check_array(value: list[Any], schema: Mapping[str, Any], where: str) -> list[Any]:
-    if len(value) < schema.get("minItems", 0):
-        raise InvalidInput(f"{where} needs at least {schema['minItems']} items")
-    if "maxItems" in schema and len(value) > schema["maxItems"]:
-        raise InvalidInput(f"{where} has {len(value)} items, over the limit of {schema['maxItems']}")
-    items = schema.get("items")
-    if items is None:
-        return value
-    return [validate(item, items, f"{where}[{i}]") for i, item in enumerate(value)]
-
-
-def _check_object(value: dict[Any, Any], schema: Mapping[str, Any], where: str) -> dict[str, Any]:
-    props: Mapping[str, Any] = schema.get("properties", {})
-    for key in value:
-        if not isinstance(key, str):
-            raise InvalidInput(f"{where} has a non-string key {_short(key)}")
-    if schema.get("additionalProperties") is False:
-        unknown = sorted(k for k in value if k not in props)
-        if unknown:
-            known = ", ".join(props) or "none"
-            raise InvalidInput(f"unknown argument(s) {', '.join(unknown)} in {where}; expected: {known}")
-    missing = [k for k in schema.get("required", ()) if k not in value]
-    if missing:
-        raise InvalidInput(f"missing required argument(s) in {where}: {', '.join(missing)}")
-    out: dict[str, Any] = {}
-    for key, item in value.items():
-        sub = props.get(key)
-        out[key] = validate(item, sub, f"{where}.{key}" if where != "arguments" else key) if sub else item
-    return out
 
 
 # --- schema helpers -------------------------------------------------------------------
@@ -388,7 +271,7 @@ class Toolbox:
         """Validate and run one tool; always a JSON-serialisable dict, never an exception."""
         try:
             if not isinstance(name, str) or name not in self.names:
-                raise InvalidInput(f"unknown tool {_short(name)}; available: {', '.join(self.names)}")
+                raise InvalidInput(f"unknown tool {short(name)}; available: {', '.join(self.names)}")
             args = validate(parse_arguments(arguments), self.schema(name))
             result = REGISTRY[name].run(self, args)
             json.dumps(result, allow_nan=False)  # the promise: always serialisable
@@ -473,7 +356,7 @@ def parse_arguments(arguments: Any) -> dict[str, Any]:
         except (ValueError, RecursionError) as exc:
             raise InvalidInput(f"arguments are not valid JSON: {exc}") from None
     if not isinstance(arguments, Mapping):
-        raise InvalidInput(f"arguments must be a JSON object, not {_json_type(arguments)}")
+        raise InvalidInput(f"arguments must be a JSON object, not {json_type(arguments)}")
     return dict(arguments)
 
 

@@ -12,7 +12,8 @@ from hypothesis import strategies as st
 
 from brainmem import Brain
 from brainmem.errors import InvalidInput
-from brainmem.tools import REGISTRY, Toolbox, ToolContext, call_tool, is_bad_input, validate
+from brainmem.schemacheck import validate
+from brainmem.tools import REGISTRY, Toolbox, ToolContext, call_tool, is_bad_input
 
 CORE = ["memory_add", "memory_update", "memory_delete", "memory_merge", "memory_search",
         "memory_reflect"]
