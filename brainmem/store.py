@@ -12,29 +12,23 @@ import contextlib
 import json
 import operator
 import os
-import urllib.parse
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from dataclasses import fields as dataclass_fields
 from typing import Any
 
 import apsw
-import apsw.bestpractice
 
-from . import schema
+from . import files
 from .errors import (
     BrainFileError,
     BrainmemError,
     InvalidInput,
-    NotABrainFile,
     QueryError,
     ReadOnlyBrain,
-    SchemaTooNew,
     StorageError,
 )
 from .model import Trace
-
-SQLITE_HEADER = b"SQLite format 3\x00"
 
 #: Column order of every trace SELECT; :func:`row_to_trace` reads it.
 TRACE_COLUMNS = (
@@ -204,143 +198,7 @@ class Store:
         self._vocab = False  # temp.traces_vocab created on this connection
         self._cache: dict[str, tuple[tuple[int, int], Any]] = {}
         with translate_errors():
-            self.db = self._open(path, readonly, busy_timeout_ms)
-
-    # --- opening ----------------------------------------------------------------------
-
-    @staticmethod
-    def _check_file(path: str, readonly: bool) -> None:
-        if path == ":memory:" or path.startswith("file:"):
-            return
-        if os.path.isdir(path):
-            raise BrainFileError(f"{path} is a directory, not a brain file")
-        if not os.path.exists(path):
-            if readonly:
-                raise BrainFileError(f"no brain file at {path} (read-only open does not create)")
-            return
-        with open(path, "rb") as handle:
-            head = handle.read(100)
-        if head and head[: len(SQLITE_HEADER)] != SQLITE_HEADER:
-            raise NotABrainFile(f"{path} is not a brainmem brain (not a SQLite file); it was left unchanged")
-        if head:
-            Store._check_header(path, head)
-
-    @staticmethod
-    def _check_header(path: str, head: bytes) -> None:
-        """Refuse truncated, foreign and too-new files from the 100-byte header alone.
-
-        Opening a WAL-mode file creates ``-wal``/``-shm`` beside it, even read-only,
-        so what the header can tell is checked before SQLite opens anything. While a
-        non-empty -wal or a -journal exists the header may be stale: SQLite decides.
-        """
-        if len(head) < 100:
-            raise NotABrainFile(f"{path} is truncated ({len(head)} bytes, shorter than a SQLite "
-                                "header); it was left unchanged")
-        if any(os.path.exists(f"{path}{suffix}") and os.path.getsize(f"{path}{suffix}") > 0
-               for suffix in ("-wal", "-journal")):
-            return
-        number = int.from_bytes
-        page_size = number(head[16:18], "big")
-        page_size = 65_536 if page_size == 1 else page_size
-        pages, size = number(head[28:32], "big"), os.path.getsize(path)
-        if pages and number(head[92:96], "big") == number(head[24:28], "big") and size < pages * page_size:
-            raise BrainFileError(
-                f"{path} is truncated: its header promises {pages * page_size} bytes but the file "
-                f"has {size}; it was left unchanged (restore a backup)"
-            )
-        version = number(head[60:64], "big", signed=True)
-        app_id = number(head[68:72], "big", signed=True)
-        if app_id not in (0, schema.APPLICATION_ID):
-            raise NotABrainFile(
-                f"{path} is not a brainmem brain: a SQLite database of another application "
-                f"(application_id {app_id:#x}); it was left unchanged"
-            )
-        if app_id == schema.APPLICATION_ID and version > schema.SCHEMA_VERSION:
-            raise SchemaTooNew(
-                f"{path}: brain schema version {version} is newer than this brainmem supports "
-                f"({schema.SCHEMA_VERSION}); upgrade brainmem"
-            )
-
-    @staticmethod
-    def _first_read(db: apsw.Connection, path: str, readonly: bool) -> apsw.Connection:
-        """Read once, reopening immutably when a read-only WAL brain cannot get its -shm.
-
-        A WAL-mode file is read through its shared-memory index ``<path>-shm``, which
-        SQLite creates on first read (https://sqlite.org/wal.html#readonly). When the
-        directory is not writable and no -shm exists, even a read-only open fails.
-        If there is also no (non-empty) ``-wal``, every committed change is in the main
-        file and no process can write (a writer would need to create -wal), so the
-        file is opened with ``immutable=1``: no locks, no -shm, the same data. With a
-        non-empty -wal but no -shm the recent changes cannot be read safely: refused.
-        A read-write open of a file that cannot be written is refused up front.
-        """
-        if path == ":memory:" or path.startswith("file:"):
-            return db
-        try:
-            db.pragma("user_version")
-        except (apsw.NotADBError, apsw.CorruptError):
-            return db  # not a usable database: inspect() says so
-        except (apsw.ReadOnlyError, apsw.CantOpenError) as exc:
-            db.close()
-            if not readonly:
-                raise ReadOnlyBrain(
-                    f"{path} is not writable (the file or its directory is read-only); "
-                    "open it with readonly=True to search it"
-                ) from exc
-            wal = f"{path}-wal"
-            if os.path.exists(wal) and os.path.getsize(wal) > 0:
-                raise ReadOnlyBrain(
-                    f"{path} cannot be read here: its write-ahead log {wal} holds changes but "
-                    f"{path}-shm is missing and the directory is not writable; open the brain "
-                    "read-write once where its directory is writable"
-                ) from exc
-            uri = "file:" + urllib.parse.quote(os.path.abspath(path)) + "?immutable=1"
-            return apsw.Connection(uri, flags=apsw.SQLITE_OPEN_READONLY | apsw.SQLITE_OPEN_URI)
-        if not readonly and db.readonly("main"):
-            db.close()
-            raise ReadOnlyBrain(
-                f"{path} is not writable (file permissions or a read-only file system); "
-                "open it with readonly=True to search it"
-            )
-        return db
-
-    def _open(self, path: str, readonly: bool, busy_timeout_ms: int) -> apsw.Connection:
-        self._check_file(path, readonly)
-        flags = apsw.SQLITE_OPEN_READONLY if readonly else apsw.SQLITE_OPEN_READWRITE | apsw.SQLITE_OPEN_CREATE
-        flags |= apsw.SQLITE_OPEN_URI if path.startswith("file:") else 0
-        db = apsw.Connection(path, flags=flags)
-        try:
-            db.set_busy_timeout(busy_timeout_ms)
-            db = self._first_read(db, path, readonly)
-            db.set_busy_timeout(busy_timeout_ms)
-            try:
-                blank, version = schema.inspect(db)  # reads only: refused files stay untouched
-            except (apsw.NotADBError, apsw.CorruptError) as exc:
-                raise NotABrainFile(f"{path} is not a usable brain file ({exc}); it was left unchanged") from exc
-            if readonly and (blank or version < schema.SCHEMA_VERSION):
-                raise BrainFileError(
-                    f"{path} needs a schema upgrade (version {version} -> {schema.SCHEMA_VERSION}); "
-                    "open it once read-write"
-                )
-            # Not bestpractice's 100 ms busy timeout: its connection_optimize may write
-            # (ANALYZE), and under contention 100 ms made opening fail with "locked".
-            skip = (apsw.bestpractice.library_logging, apsw.bestpractice.connection_busy_timeout)
-            if readonly:  # journal_mode=wal is a write; a read-only open takes the file as it is
-                skip += (apsw.bestpractice.connection_wal,)
-            for setting in apsw.bestpractice.recommended:
-                if setting not in skip:
-                    setting(db)
-            db.set_busy_timeout(busy_timeout_ms)  # bestpractice sets a short one
-            # 32 MiB page cache (default 2 MiB): a big add_many updates random pages of the
-            # id and hash indexes; measured +15-30% add rate at 100k traces (store_bench)
-            db.pragma("cache_size", -32768)
-            if not readonly:
-                db.pragma("synchronous", "NORMAL")  # safe with WAL: only durability of the last commit on power loss
-                schema.migrate(db)
-        except BaseException:
-            db.close()
-            raise
-        return db
+            self.db = files.open_connection(path, readonly, busy_timeout_ms)
 
     def close(self) -> None:
         with translate_errors():
