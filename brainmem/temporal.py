@@ -44,6 +44,9 @@ _HOLIDAYS = {
 #: Cue words that are topics too ("last weekend" is also about a weekend).
 _KEEP = {"weekend", "weekends", "night", "morning", "afternoon", "evening"}
 
+#: Month names as regex alternatives, in calendar order (the tables above map them to numbers).
+_MONTH_RE = "|".join(_MONTH_NAMES)
+_MONTH_ABBR_RE = "jan|feb|mar|apr|jun|jul|aug|sep|sept|oct|nov|dec"
 _NUM = r"(?P<n>\d+|a couple of|a couple|couple of|a few|few|several|an?|one|two|three|four|five|six|seven|eight|nine|ten|eleven|twelve)"
 _UNIT = r"(?P<unit>days?|nights?|weeks?|weekends?|fortnights?|months?|years?)"
 _PATTERNS: list[tuple[str, re.Pattern[str]]] = [
@@ -54,9 +57,9 @@ _PATTERNS: list[tuple[str, re.Pattern[str]]] = [
     ("today", re.compile(r"(?<!before )(?<!until )(?<!since )(?<!prior to )(?<!up to )\b(?:today|this morning|this afternoon|earlier today)\b", re.I)),
     ("weekday", re.compile(r"\b(?:(?P<which>last|this|past)\s+|on\s+)(?P<day>monday|tuesday|wednesday|thursday|friday|saturday|sunday)\b", re.I)),
     ("holiday", re.compile(r"\b(?:on\s+|at\s+|for\s+|around\s+)?(?P<name>valentine'?s?(?:\s+day)?|christmas eve|christmas|xmas|new year'?s eve|new year'?s day|new year|halloween|independence day|fourth of july|4th of july|st\.? patrick'?s day|saint patrick'?s day)\b", re.I)),
-    ("month_day", re.compile(r"\b(?:on\s+)?(?P<month>january|february|march|april|may|june|july|august|september|october|november|december|jan|feb|mar|apr|jun|jul|aug|sep|sept|oct|nov|dec)\.?\s+(?P<day>\d{1,2})(?:st|nd|rd|th)?(?:,?\s+(?P<year>\d{4}))?\b", re.I)),
-    ("day_month", re.compile(r"\b(?:on\s+)?(?:the\s+)?(?P<day>\d{1,2})(?:st|nd|rd|th)?\s+(?:of\s+)?(?P<month>january|february|march|april|may|june|july|august|september|october|november|december)(?:,?\s+(?P<year>\d{4}))?\b", re.I)),
-    ("month", re.compile(r"\b(?:in|during|since|last|this|early|late|mid)\s+(?P<month>january|february|march|april|may|june|july|august|september|october|november|december)(?:\s+(?P<year>\d{4}))?\b", re.I)),
+    ("month_day", re.compile(rf"\b(?:on\s+)?(?P<month>{_MONTH_RE}|{_MONTH_ABBR_RE})\.?\s+(?P<day>\d{{1,2}})(?:st|nd|rd|th)?(?:,?\s+(?P<year>\d{{4}}))?\b", re.I)),
+    ("day_month", re.compile(rf"\b(?:on\s+)?(?:the\s+)?(?P<day>\d{{1,2}})(?:st|nd|rd|th)?\s+(?:of\s+)?(?P<month>{_MONTH_RE})(?:,?\s+(?P<year>\d{{4}}))?\b", re.I)),
+    ("month", re.compile(rf"\b(?:in|during|since|last|this|early|late|mid)\s+(?P<month>{_MONTH_RE})(?:\s+(?P<year>\d{{4}}))?\b", re.I)),
     ("recently", re.compile(r"(?<!most )\b(?:recently|lately|these days)\b", re.I)),
     # "how many days ago": a question about elapsed time, not a window; its words
     # are still no topic.
