@@ -44,7 +44,7 @@ STOPWORDS = frozenset(
     those through to too under until up us ve very was wasn we were weren what when where
     which while who whom why will with won would wouldn y you your yours yourself
     yourselves tell remember know recall please also get got ever many much kind sort ways
-    thing things
+    thing things happen happened happens happening
     """.split()
 )
 

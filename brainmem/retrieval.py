@@ -6,7 +6,10 @@ a :class:`~brainmem.policy.Policy` weight, so a caller can switch it off:
 1. **Temporal cues** (:mod:`brainmem.temporal`): "a month ago", "last weekend",
    "on Valentine's day" become time windows relative to ``now``; the cue words
    stop being searched as topics, the window's traces join the candidates, and a
-   trace inside a window scores up to ``1 + weight_time`` times higher.
+   trace inside a window scores up to ``1 + weight_time`` times higher. A query
+   that is nothing but a time ("what did I do yesterday?") has no topic to match:
+   the window's traces join even if they share no word with it, and fitting the
+   window is their relevance.
 2. **Conversation context**: a turn's words and its answer are often in two
    traces ("What are your pets' names?" / "Luna and Oliver!"). A trace is at
    least ``context_forward`` as relevant as the trace before it in its episode
@@ -72,7 +75,7 @@ def search(
     now: float,
     explain: bool,
 ) -> Ranked:
-    compiled, cues = _compile(compiler, policy, query, now)
+    compiled, cues, topical = _compile(compiler, policy, query, now)
     size = max(policy.min_candidates, limit * policy.candidate_factor)
     try:
         candidates = store.search(compiled.expression, filters, size, policy.bm25_weights)
@@ -83,7 +86,8 @@ def search(
         compiled = compiler.compile(" ".join(compiled.terms) or query.replace('"', " "))
         candidates = store.search(compiled.expression, filters, size, policy.bm25_weights)
     for window in cues.windows:
-        _add_window_candidates(store, policy, compiled, filters, window, size, candidates)
+        _add_window_candidates(store, policy, compiled, filters, window, size, candidates,
+                               fill=not topical)
     if not candidates:
         return Ranked([], compiled.terms)
 
@@ -98,9 +102,10 @@ def search(
         own = max(bm25, 0.0) / best if best > 0 else 0.0
         if policy.weight_question and _is_question(trace.content):
             own *= 1 - policy.weight_question
-        relevance = max(own, carried.get(trace.id, 0.0))
-        context = policy.weight_episode * (episode.get(trace.episode, 0.0) if trace.episode else own)
         when = cues.match(trace.created_at)
+        # "What did I do yesterday?" has no topic: fitting the window is the relevance.
+        relevance = max(own, carried.get(trace.id, 0.0), 0.0 if topical else when)
+        context = policy.weight_episode * (episode.get(trace.episode, 0.0) if trace.episode else own)
         r = decay.retrievability(trace.strength, trace.stability, trace.last_accessed_at, now)
         recency = decay.recency(trace.created_at, now, policy.recency_half_life)
         act = activation.get(trace.id, 0.0)
@@ -124,30 +129,41 @@ def search(
 
 
 def _compile(compiler: QueryCompiler, policy: Policy, query: str,
-             now: float) -> tuple[CompiledQuery, temporal.TemporalCues]:
-    """The FTS5 query and the temporal cues; cue words are left out of the topic words."""
+             now: float) -> tuple[CompiledQuery, temporal.TemporalCues, bool]:
+    """The FTS5 query, the temporal cues, and whether the query has a topic beyond its times.
+
+    Cue words are left out of the topic words.
+    """
     compiled = compiler.compile(query)
     if compiled.syntax or not policy.weight_time:
-        return compiled, temporal.TemporalCues(rest=query)
+        return compiled, temporal.TemporalCues(rest=query), True
     cues = temporal.parse(query, now)
     if cues.rest != query:
-        try:
-            compiled = compiler.compile(cues.rest)
-        except QueryError:  # the query was nothing but a time ("last week"): keep its words
-            pass
-    return compiled, cues
+        if all(w in STOPWORDS for w in compiler.words(cues.rest)):
+            return compiled, cues, False  # nothing but a time ("what did I do last week?")
+        compiled = compiler.compile(cues.rest)
+    return compiled, cues, True
 
 
 def _add_window_candidates(store: Store, policy: Policy, compiled: CompiledQuery, filters: Filters,
-                           window: temporal.Window, size: int, candidates: Candidates) -> None:
-    """The best matches inside a cue's window join the candidates, however weak elsewhere."""
+                           window: temporal.Window, size: int, candidates: Candidates,
+                           fill: bool) -> None:
+    """The best matches inside a cue's window join the candidates, however weak elsewhere.
+
+    With ``fill`` (a query with no topic but its times), the window's newest other
+    traces join them too, with BM25 0, up to ``size`` in all.
+    """
     since = window.start if filters.since is None else max(window.start, filters.since)
     until = window.end if filters.until is None else min(window.end, filters.until)
     if since > until:
         return
     seen = {t.id for t, _ in candidates}
-    inside = store.search(compiled.expression, replace(filters, since=since, until=until), size,
-                          policy.bm25_weights)
+    in_window = replace(filters, since=since, until=until)
+    inside = store.search(compiled.expression, in_window, size, policy.bm25_weights)
+    if fill and len(inside) < size:
+        matched = {t.id for t, _ in inside}
+        inside += [(t, 0.0) for t in store.select(in_window, limit=size) if t.id not in matched][
+            : size - len(inside)]
     candidates.extend(c for c in inside if c[0].id not in seen)
 
 

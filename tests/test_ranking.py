@@ -54,6 +54,29 @@ def test_temporal_cue_prefers_the_trace_from_that_time() -> None:
         assert top(brain, "Who did I go hiking with a month ago?", 1) == ["I went hiking with my colleagues."]
 
 
+def day_of_errands(brain: Brain) -> None:
+    brain.add("Cooked lasagna for the family dinner.", created_at=T0 - 1 * DAY)
+    brain.add("Went hiking at Mount Tam with Sam.", created_at=T0 - 1 * DAY + 3600)
+    brain.add("Planning a trip to Tahoe for next month.", created_at=T0 - 40 * DAY)
+    brain.add("Yesterday's weather report said rain.", created_at=T0 - 300 * DAY)
+
+
+def test_a_query_that_is_only_a_time_returns_that_time() -> None:
+    with brain_with() as brain:
+        day_of_errands(brain)
+        yesterday = {"Cooked lasagna for the family dinner.", "Went hiking at Mount Tam with Sam."}
+        for query in ("What did I do yesterday?", "what happened yesterday", "yesterday"):
+            assert set(top(brain, query, 2)) == yesterday, query
+        # filters still hold for the traces the window brings in
+        assert top(brain, "What did I do yesterday?", 5, since=T0 - DAY + 60) == [
+            "Went hiking at Mount Tam with Sam."]
+        # with a topic, the window only favours matches: nothing unrelated joins them
+        assert top(brain, "What did I cook yesterday?", 5) == ["Cooked lasagna for the family dinner."]
+    with brain_with(replace(Policy(), weight_time=0.0)) as brain:
+        day_of_errands(brain)  # no temporal cues: "yesterday" is just a word
+        assert top(brain, "What did I do yesterday?", 5) == ["Yesterday's weather report said rain."]
+
+
 def test_explain_reports_the_time_factor() -> None:
     with brain_with() as brain:
         timeline(brain)
