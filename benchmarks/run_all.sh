@@ -38,6 +38,13 @@ for variant in "" "--reflect"; do
   fi
 done
 run "$PY" benchmarks/perf.py --json "$OUT/perf.json"
+# diagnostics: how far lexical ranking can go on the two datasets (RESULTS.md quotes them)
+if [ -n "$LME" ]; then
+  run "$PY" benchmarks/lme_session_bound.py --data "$LME" > "$OUT/lme_session_bound.txt"
+fi
+if [ -n "$LOCOMO" ]; then
+  run "$PY" benchmarks/locomo_multihop_gap.py --data "$LOCOMO" > "$OUT/locomo_multihop_gap.txt"
+fi
 run "$PY" benchmarks/plots.py "$OUT" --out benchmarks
 echo "python benchmarks/write_results.py $OUT --data $DATA > benchmarks/RESULTS.md" >> "$OUT/commands.txt"
 "$PY" benchmarks/write_results.py "$OUT" --data "$DATA" > benchmarks/RESULTS.md

@@ -175,8 +175,32 @@ def main(argv: list[str] | None = None) -> int:
         out += ["![latency and throughput vs size](perf_latency.png)", ""]
     else:
         out += ["No performance results yet.", ""]
+    out += _diagnostics(res)
     sys.stdout.write("\n".join(out))
     return 0
+
+
+#: Diagnostic scripts run_all.sh runs, with what each shows.
+DIAGNOSTICS = {
+    "lme_session_bound": "LongMemEval session metrics of brainmem's and of whole-session FTS5 "
+    "rankings, each also with every non-answer (`noans`) turn deleted: a perfect choice of the "
+    "answer turn within each session. Then the questions whose evidence shares at most one "
+    "content word with them.",
+    "locomo_multihop_gap": "LoCoMo multi-hop evidence turns, found or missed at 10, by the content "
+    "words they share with the question (speakers' names not counted).",
+}
+
+
+def _diagnostics(res: Path) -> list[str]:
+    """The diagnostic scripts' printed output, verbatim."""
+    found = [(name, res / f"{name}.txt") for name in DIAGNOSTICS if (res / f"{name}.txt").is_file()]
+    if not found:
+        return []
+    out = ["## Diagnostics: how far lexical ranking can go", ""]
+    for name, f in found:
+        out += [f"### {name}", "", DIAGNOSTICS[name], "", "```",
+                *f.read_text(encoding="utf-8").splitlines(), "```", ""]
+    return out
 
 
 if __name__ == "__main__":
