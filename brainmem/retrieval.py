@@ -139,8 +139,10 @@ def _compile(compiler: QueryCompiler, policy: Policy, query: str,
         return compiled, temporal.TemporalCues(rest=query), True
     cues = temporal.parse(query, now)
     if cues.rest != query:
-        if all(w in STOPWORDS for w in compiler.words(cues.rest)):
-            return compiled, cues, False  # nothing but a time ("what did I do last week?")
+        words = compiler.words(cues.rest)
+        if all(w in STOPWORDS or w in cues.kept for w in words):
+            # nothing but a time ("what did I do last weekend?"): its words, if any, still count
+            return (compiler.compile(cues.rest) if cues.kept else compiled), cues, False
         compiled = compiler.compile(cues.rest)
     return compiled, cues, True
 

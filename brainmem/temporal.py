@@ -7,15 +7,17 @@ words of the cue ("week", "ago", "past") stop being searched as topic words —
 otherwise "three months ago" matches every trace that mentions months.
 
 Windows are deliberately generous (a "week ago" is 4–11 days back), because people
-are vague about time. English only; text without a cue yields no windows and no
-change in ranking.
+are vague about time. English only; seasons are the northern hemisphere's
+meteorological ones (summer is June to August; the winter of a year is the one
+its January belongs to). Text without a cue yields no windows and no change in
+ranking.
 """
 
 from __future__ import annotations
 
 import calendar
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta, timezone
 
 DAY = 86_400.0
@@ -42,7 +44,10 @@ _HOLIDAYS = {
 }
 
 #: Cue words that are topics too ("last weekend" is also about a weekend).
-_KEEP = {"weekend", "weekends", "night", "morning", "afternoon", "evening"}
+_KEEP = {"weekend", "weekends", "night", "morning", "afternoon", "evening",
+         "spring", "summer", "fall", "autumn", "winter"}
+#: Seasons by the month they start in (December's winter counts to the next year).
+_SEASONS = {"spring": 3, "summer": 6, "fall": 9, "autumn": 9, "winter": 12}
 
 #: Month names as regex alternatives, in calendar order (the tables above map them to numbers).
 _MONTH_RE = "|".join(_MONTH_NAMES)
@@ -52,14 +57,16 @@ _UNIT = r"(?P<unit>days?|nights?|weeks?|weekends?|fortnights?|months?|years?)"
 _PATTERNS: list[tuple[str, re.Pattern[str]]] = [
     ("ago", re.compile(rf"\b{_NUM}\s+{_UNIT}\s+(?:ago|back|earlier|before)\b", re.I)),
     ("past_n", re.compile(rf"\b(?:in\s+|over\s+|during\s+|within\s+)?(?:the\s+)?(?:past|last|previous|recent)\s+{_NUM}\s+{_UNIT}\b", re.I)),
-    ("last_unit", re.compile(r"\b(?:in\s+|over\s+|during\s+)?(?:the\s+)?(?P<which>past|last|previous|this)\s+(?P<unit>day|night|week|weekend|month|year)\b", re.I)),
+    ("last_unit", re.compile(r"\b(?:earlier\s+|later\s+)?(?:in\s+|over\s+|during\s+)?(?:the\s+)?(?P<which>past|last|previous|this)\s+(?P<unit>day|night|week|weekend|month|year)\b", re.I)),
     ("yesterday", re.compile(r"\b(?:yesterday|last night)\b", re.I)),
     ("today", re.compile(r"(?<!before )(?<!until )(?<!since )(?<!prior to )(?<!up to )\b(?:today|this morning|this afternoon|earlier today)\b", re.I)),
     ("weekday", re.compile(r"\b(?:(?P<which>last|this|past)\s+|on\s+)(?P<day>monday|tuesday|wednesday|thursday|friday|saturday|sunday)\b", re.I)),
-    ("holiday", re.compile(r"\b(?:on\s+|at\s+|for\s+|around\s+)?(?P<name>valentine'?s?(?:\s+day)?|christmas eve|christmas|xmas|new year'?s eve|new year'?s day|new year|halloween|independence day|fourth of july|4th of july|st\.? patrick'?s day|saint patrick'?s day)\b", re.I)),
+    ("holiday", re.compile(r"\b(?:on\s+|at\s+|for\s+|around\s+|last\s+|this\s+)?(?P<name>valentine'?s?(?:\s+day)?|christmas eve|christmas|xmas|new year'?s eve|new year'?s day|new year|halloween|independence day|fourth of july|4th of july|st\.? patrick'?s day|saint patrick'?s day)\b", re.I)),
     ("month_day", re.compile(rf"\b(?:on\s+)?(?P<month>{_MONTH_RE}|{_MONTH_ABBR_RE})\.?\s+(?P<day>\d{{1,2}})(?:st|nd|rd|th)?(?:,?\s+(?P<year>\d{{4}}))?\b", re.I)),
     ("day_month", re.compile(rf"\b(?:on\s+)?(?:the\s+)?(?P<day>\d{{1,2}})(?:st|nd|rd|th)?\s+(?:of\s+)?(?P<month>{_MONTH_RE})(?:,?\s+(?P<year>\d{{4}}))?\b", re.I)),
     ("month", re.compile(rf"\b(?:in|during|since|last|this|early|late|mid)\s+(?P<month>{_MONTH_RE})(?:\s+(?P<year>\d{{4}}))?\b", re.I)),
+    ("season", re.compile(r"\b(?:(?P<which>last|this|past)\s+|(?:in|during|over|through)\s+(?:the\s+)?)(?P<season>spring|summer|fall|autumn|winter)(?:\s+(?:of\s+)?(?P<year>\d{4}))?\b", re.I)),
+    ("year", re.compile(r"\b(?P<since>in|during|throughout|back in|since)\s+(?P<year>(?:19|20)\d{2})\b", re.I)),
     ("recently", re.compile(r"(?<!most )\b(?:recently|lately|these days)\b", re.I)),
     # "how many days ago": a question about elapsed time, not a window; its words
     # are still no topic.
@@ -89,6 +96,10 @@ class TemporalCues:
     windows: list[Window] = field(default_factory=list)
     #: The query with the cue phrases blanked out, for the topic search.
     rest: str = ""
+    #: Words in ``rest`` that are times and topics at once ("weekend", "Valentine",
+    #: "summer"), lower-cased: a query whose only words are these and stopwords
+    #: asks about a time, not a topic.
+    kept: frozenset[str] = frozenset()
 
     def match(self, when: float) -> float:
         return max((w.match(when) for w in self.windows), default=0.0)
@@ -108,18 +119,19 @@ def parse(text: str, now: float) -> TemporalCues:
                 taken.append(m.span())
             if window is not None:
                 windows.append(window)
+    if not taken:
+        return TemporalCues(windows, text)
     rest = text
     for s, e in sorted(taken, reverse=True):
-        kept = _kept_words(text[s:e])
-        rest = rest[:s] + " " + kept + " " + rest[e:]
-    return TemporalCues(windows, rest if taken else text)
+        rest = rest[:s] + " " + " ".join(_kept_words(text[s:e])) + " " + rest[e:]
+    # "yesterday evening": a time word next to a cue is part of the time too
+    return TemporalCues(windows, rest, frozenset(w.lower() for w in _kept_words(rest)))
 
 
-def _kept_words(phrase: str) -> str:
-    """Words of a cue worth searching as topics too (holiday names, month names)."""
+def _kept_words(phrase: str) -> list[str]:
+    """Words of ``phrase`` that are times and topics at once (holidays, seasons, "weekend")."""
     words = re.findall(r"[A-Za-z']+", phrase)
-    keep = [w for w in words if w.lower().rstrip("'s") in _HOLIDAYS or w.lower() in _KEEP]
-    return " ".join(keep)
+    return [w for w in words if w.lower().removesuffix("'s") in _HOLIDAYS or w.lower() in _KEEP]
 
 
 def _count(m: re.Match[str]) -> float:
@@ -176,10 +188,39 @@ def _window(kind: str, m: re.Match[str], now: float, today: datetime) -> Window 
         first = datetime(year, month, 1, tzinfo=timezone.utc)
         last = first.replace(day=calendar.monthrange(year, month)[1]) + timedelta(days=1)
         return Window(first.timestamp(), last.timestamp())
+    if kind == "season":
+        return _season_window(m, now)
+    if kind == "year":
+        year = int(m.group("year"))
+        start = datetime(year, 1, 1, tzinfo=timezone.utc).timestamp()
+        if m.group("since").lower() == "since":
+            return Window(start, max(start, now))
+        return Window(start, datetime(year + 1, 1, 1, tzinfo=timezone.utc).timestamp())
     if kind == "recently":
         return Window(now - 45 * DAY, now, 0.3)
     return None
 
+
+def _season_window(m: re.Match[str], now: float) -> Window:
+    """The season of the given year; else "last" is the latest ended, any other the latest begun."""
+    first_month = _SEASONS[m.group("season").lower()]
+
+    def season(year: int) -> Window:  # the one ending in ``year`` (winter starts the December before)
+        start_year = year - 1 if first_month == 12 else year
+        start = datetime(start_year, first_month, 1, tzinfo=timezone.utc)
+        end_month = (first_month + 2) % 12 + 1
+        end = datetime(start_year + (end_month < first_month), end_month, 1, tzinfo=timezone.utc)
+        return Window(start.timestamp(), end.timestamp())
+
+    if m.group("year"):
+        return season(int(m.group("year")))
+    year = datetime.fromtimestamp(now, tz=timezone.utc).year + 1
+    which = (m.group("which") or "").lower()
+    while True:  # at most three steps back
+        window = season(year)
+        if (window.end <= now) if which in ("last", "past") else (window.start <= now):
+            return window if which else replace(window, weight=0.8)
+        year -= 1
 
 def _month_number(name: str) -> int | None:
     name = name.lower().rstrip(".")

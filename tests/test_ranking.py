@@ -65,7 +65,8 @@ def test_a_query_that_is_only_a_time_returns_that_time() -> None:
     with brain_with() as brain:
         day_of_errands(brain)
         yesterday = {"Cooked lasagna for the family dinner.", "Went hiking at Mount Tam with Sam."}
-        for query in ("What did I do yesterday?", "what happened yesterday", "yesterday"):
+        for query in ("What did I do yesterday?", "what happened yesterday", "yesterday",
+                      "what did I do yesterday evening?"):  # "evening" is a time here
             assert set(top(brain, query, 2)) == yesterday, query
         # filters still hold for the traces the window brings in
         assert top(brain, "What did I do yesterday?", 5, since=T0 - DAY + 60) == [

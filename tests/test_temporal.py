@@ -50,6 +50,40 @@ def test_calendar_cues() -> None:
     assert saturday.start <= datetime(2023, 5, 27, 12, tzinfo=timezone.utc).timestamp() <= saturday.end
 
 
+def utc(*ymd: int) -> float:
+    return datetime(*ymd, tzinfo=timezone.utc).timestamp()
+
+
+def test_years_and_seasons() -> None:
+    (year,) = temporal.parse("What did I do in 2021?", NOW).windows
+    assert (year.start, year.end) == (utc(2021, 1, 1), utc(2022, 1, 1))
+    (since,) = temporal.parse("everything since 2021", NOW).windows
+    assert (since.start, since.end) == (utc(2021, 1, 1), NOW)
+    (month,) = temporal.parse("in March 2021", NOW).windows  # the month, not the whole year
+    assert (month.start, month.end) == (utc(2021, 3, 1), utc(2021, 4, 1))
+    # NOW is 30 May 2023: spring has begun, this year's summer has not, last winter has ended
+    (spring,) = temporal.parse("what did I plant this spring", NOW).windows
+    assert (spring.start, spring.end) == (utc(2023, 3, 1), utc(2023, 6, 1))
+    (summer,) = temporal.parse("where did I go last summer", NOW).windows
+    assert (summer.start, summer.end) == (utc(2022, 6, 1), utc(2022, 9, 1))
+    (summer,) = temporal.parse("during the summer", NOW).windows
+    assert summer.start == utc(2022, 6, 1) and summer.weight < 1  # vaguer: no "last"/"this"
+    (winter,) = temporal.parse("last winter", NOW).windows
+    assert (winter.start, winter.end) == (utc(2022, 12, 1), utc(2023, 3, 1))
+    (winter,) = temporal.parse("in winter 2021", NOW).windows  # the winter January 2021 is in
+    assert (winter.start, winter.end) == (utc(2020, 12, 1), utc(2021, 3, 1))
+    assert temporal.parse("summer camp plans", NOW).windows == []  # a topic, not a time
+    assert temporal.parse("Can I fall asleep faster?", NOW).windows == []
+
+
+def test_cue_words_that_are_topics_stay_and_are_reported() -> None:
+    cues = temporal.parse("What did I do last Christmas?", NOW)
+    assert "Christmas" in cues.rest and cues.kept == {"christmas"}
+    cues = temporal.parse("hikes in the summer of 2021", NOW)
+    assert "summer" in cues.rest and "2021" not in cues.rest and cues.kept == {"summer"}
+    assert temporal.parse("what did I do earlier this week", NOW).rest.split() == ["what", "did", "I", "do"]
+
+
 @pytest.mark.parametrize("text", [
     "What camera lens did I buy most recently?",       # "most recently" is an order, not a window
     "the order of airlines I flew with before today",  # "before today" is everything
