@@ -114,7 +114,10 @@ def parse(text: str, now: float) -> TemporalCues:
         for m in pattern.finditer(text):
             if any(s < m.end() and m.start() < e for s, e in taken):
                 continue
-            window = _window(kind, m, now, today)
+            try:
+                window = _window(kind, m, now, today)
+            except (ValueError, OverflowError):  # a date no calendar has ("March 0000")
+                window = None
             if window is not None or kind == "elapsed":
                 taken.append(m.span())
             if window is not None:
@@ -201,7 +204,7 @@ def _window(kind: str, m: re.Match[str], now: float, today: datetime) -> Window 
     return None
 
 
-def _season_window(m: re.Match[str], now: float) -> Window:
+def _season_window(m: re.Match[str], now: float) -> Window | None:
     """The season of the given year; else "last" is the latest ended, any other the latest begun."""
     first_month = _SEASONS[m.group("season").lower()]
 
@@ -214,13 +217,14 @@ def _season_window(m: re.Match[str], now: float) -> Window:
 
     if m.group("year"):
         return season(int(m.group("year")))
-    year = datetime.fromtimestamp(now, tz=timezone.utc).year + 1
     which = (m.group("which") or "").lower()
-    while True:  # at most three steps back
+    this_year = datetime.fromtimestamp(now, tz=timezone.utc).year
+    for year in range(this_year + 1, this_year - 2, -1):  # a season ends each year
         window = season(year)
         if (window.end <= now) if which in ("last", "past") else (window.start <= now):
             return window if which else replace(window, weight=0.8)
-        year -= 1
+    return None
+
 
 def _month_number(name: str) -> int | None:
     name = name.lower().rstrip(".")

@@ -76,6 +76,11 @@ def test_years_and_seasons() -> None:
     assert temporal.parse("Can I fall asleep faster?", NOW).windows == []
 
 
+@pytest.mark.parametrize("text", ["in March 0000", "in summer 0000", "in winter 0001", "in December 9999"])
+def test_a_date_no_calendar_has_is_no_window(text: str) -> None:
+    assert temporal.parse(text, NOW).windows == []  # and no ValueError from datetime
+
+
 def test_cue_words_that_are_topics_stay_and_are_reported() -> None:
     cues = temporal.parse("What did I do last Christmas?", NOW)
     assert "Christmas" in cues.rest and cues.kept == {"christmas"}
