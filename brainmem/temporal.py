@@ -231,13 +231,13 @@ def _month_number(name: str) -> int | None:
     return _MONTH_NAMES.get(name) or _MONTHS.get(name) or ({"sept": 9}.get(name))
 
 
-def _day_window(today: datetime, month: int, day: int, year: int | None) -> Window | None:
-    """A window of ±2 days around the most recent (month, day) not after today."""
+def _day_window(today: datetime, month: int, day: int, year: int | None) -> Window:
+    """A window of ±2 days around the most recent (month, day) not after today.
+
+    A date no calendar has raises ValueError, which :func:`parse` reads as no window.
+    """
     year = year or today.year
-    try:
-        when = datetime(year, month, min(day, calendar.monthrange(year, month)[1]), tzinfo=timezone.utc)
-    except ValueError:
-        return None
+    when = datetime(year, month, min(day, calendar.monthrange(year, month)[1]), tzinfo=timezone.utc)
     if when > today and year == today.year:
         when = when.replace(year=year - 1)
     stamp = when.timestamp()
