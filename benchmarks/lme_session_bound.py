@@ -27,14 +27,13 @@ from __future__ import annotations
 import argparse
 from collections.abc import Callable
 
-import apsw
+from content_words import content_stems
 
 from brainmem.bench import metrics
 from brainmem.bench.baseline import Fts5Baseline
 from brainmem.bench.dataset import Document, Question
 from brainmem.bench.recall import LONGMEMEVAL_DEPTH, load_dataset
 from brainmem.bench.systems import BrainSystem, prepare_documents
-from brainmem.query import STOPWORDS, QueryCompiler
 
 Ranker = Callable[[Question], list[str]]
 
@@ -69,11 +68,6 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--data", required=True, help="a longmemeval_s JSON file")
     p.add_argument("--k", type=int, default=5)
     args = p.parse_args(argv)
-
-    compiler = QueryCompiler(apsw.Connection(":memory:"))
-
-    def content_stems(text: str) -> set[str]:
-        return {s for w in compiler.words(text) if w not in STOPWORDS for s in compiler.stems(w)}
 
     dataset = load_dataset("longmemeval", args.data)
     labels = ("brainmem", "FTS5 over whole sessions")

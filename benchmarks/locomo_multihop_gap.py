@@ -15,11 +15,10 @@ from __future__ import annotations
 import argparse
 from collections import Counter
 
-import apsw
+from content_words import content_stems
 
 from brainmem.bench.recall import load_dataset
 from brainmem.bench.systems import BrainSystem, prepare_documents
-from brainmem.query import STOPWORDS, QueryCompiler
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -27,11 +26,6 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--data", required=True, help="a locomo10 JSON file")
     p.add_argument("--k", type=int, default=10)
     args = p.parse_args(argv)
-
-    compiler = QueryCompiler(apsw.Connection(":memory:"))
-
-    def content_stems(text: str) -> set[str]:
-        return {s for w in compiler.words(text) if w not in STOPWORDS for s in compiler.stems(w)}
 
     counts: Counter[tuple[bool, int]] = Counter()
     for haystack in load_dataset("locomo", args.data).haystacks:
