@@ -28,6 +28,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import IO, TYPE_CHECKING, Any
 
 from . import decay, faces, graph, retrieval
+from . import unmerge as unmerge_mod
 from .consolidation import ReflectReport
 from .errors import InvalidInput, NotFound, VersionConflict
 from .faces import Listing, ListItem, Reading
@@ -524,12 +525,27 @@ class Brain:
                 raise InvalidInput("merge needs traces of one scope and scope_id")
             merged = self._merged_trace(sources, content, at)
             self._store.insert(merged)
-            for source in sources:
-                self._store.update_fields(source.id, {"deleted_at": at, "merged_into": merged.id, "updated_at": at})
-            graph.repoint_edges(self._store, ids, merged.id, at)
-            graph.add_edges(self._store, [(merged.id, s.id, "supersedes", 1.0) for s in sources], at)
+            unmerge_mod.fold(self._store, merged, sources, "merge", at)
         self._emit("merge", {"id": merged.id, "trace": merged, "sources": ids})
         return merged
+
+    def unmerge(self, trace_id: str, *, now: TimeLike | None = None) -> dict[str, Any]:
+        """Undo the merges into ``trace_id`` (a ``merge`` result or a reflect survivor).
+
+        The sources become live again with their history and edges; a trace made by
+        :meth:`merge` is soft-deleted (``deleted_reason: "unmerged"``), a reflect
+        survivor gets its own fields back. Returns ``{"id", "by", "restored": [ids],
+        "edges_restored", "merged_trace_deleted", "notes"}``. See :mod:`brainmem.unmerge`.
+        """
+        check_ids([trace_id], "id")
+        at = self.now(now)
+        with self._lock, self._store.write():
+            result = unmerge_mod.unmerge(self._store, trace_id, at)
+        for restored in result["restored"]:
+            self._emit("restore", {"id": restored, "trace": self._store.get(restored)})
+        if result["merged_trace_deleted"]:
+            self._emit("delete", {"id": trace_id, "reason": "unmerged"})
+        return result
 
     def _merged_trace(self, sources: Sequence[Trace], content: str | None, at: float) -> Trace:
         first, kept = sources[0], merge_fields(sources)
@@ -537,7 +553,7 @@ class Brain:
         built = self._build(
             {"content": text, "type": first.type, "scope": first.scope, "scope_id": first.scope_id,
              "episode": first.episode, "tags": kept["tags"],  # validated: over max_tags refuses
-             "metadata": {"merged_from": [s.id for s in sources]}},
+             "metadata": {"merged_from": [s.id for s in sources], "merged_by": "merge"}},
             at,
         )
         return dataclasses.replace(built, **kept, updated_at=at)

@@ -9,14 +9,18 @@ the same ``now`` changes nothing.
    ``Policy.prune_threshold``, and expired traces (a TTL is explicit, so it wins over
    a pin); with ``Policy.capacity`` set, evict the weakest unpinned traces of each
    scope/scope_id over capacity.
-2. :func:`merge` — near-duplicates (TF-IDF cosine ≥ ``Policy.merge_threshold``, same
-   type, scope, scope_id, task and due time; keyed traces are never merged: a key
-   is a name the caller chose) found by the exact prefix filter of
-   :mod:`brainmem.similarity`, never all pairs. The survivor is the pinned one, else
+2. :func:`merge` — near-duplicates: pairs *nominated* by TF-IDF cosine ≥
+   ``Policy.merge_threshold`` (same type, scope, scope_id, task and due time; keyed
+   traces are never merged: a key is a name the caller chose), found by the exact
+   prefix filter of :mod:`brainmem.similarity`, never all pairs, and *decided* by the
+   merge rule of :mod:`brainmem.sameness` (same words in the same order up to case,
+   punctuation, Unicode form and one typo; same numbers, names and polarity). The survivor is the pinned one, else
    the most recalled, else the oldest; it keeps its content and gets the union of
    tags, max strength/stability/importance, summed access counts, the earliest
-   creation time; losers are soft-deleted with ``merged_into``, their edges
-   re-pointed, and ``supersedes`` edges run survivor → loser (as ``Brain.merge``).
+   creation time; losers are soft-deleted with ``merged_into`` and a merge record
+   (both texts, their edges: :mod:`brainmem.unmerge` undoes it), their edges
+   re-pointed, and ``supersedes`` edges run survivor → loser (as ``Brain.merge``);
+   the report's ``merges`` (kept in the consolidation log) lists both texts of each.
 3. :func:`strengthen` — replay ``feedback`` rows after the watermark kept in
    ``meta``: traces used together in one retrieval gain ``co_activated`` weight
    (``w += hebbian_rate · (1 − w)``), used traces gain stability, ignored ones lose a
@@ -56,8 +60,9 @@ from dataclasses import asdict, dataclass, field
 from itertools import combinations
 from typing import Any
 
-from . import decay, graph, similarity
+from . import decay, graph, sameness, similarity
 from . import llm as llm_mod
+from . import unmerge as unmerge_mod
 from .errors import StorageError
 from .model import Trace, content_hash, iso, merge_fields, new_id
 from .policy import Policy
@@ -87,6 +92,8 @@ class ReflectReport:
     #: merge: traces soft-deleted into a survivor, and how many survivors absorbed them
     merged: int = 0
     merge_groups: int = 0
+    #: one entry per merged trace: survivor and loser ids and both texts
+    merges: list[dict[str, Any]] = field(default_factory=list)
     #: strengthen: feedback rows replayed, co_activated updates, stability changes
     feedback: int = 0
     edges_strengthened: int = 0
@@ -261,10 +268,13 @@ def merge(ctx: _Run) -> None:
     counts = similarity.count_matrix([r[1] for r in rows])
     blocks = [(r[2], r[3], r[4], r[5], r[6]) for r in rows]
     alive = list(range(len(rows)))
+    judge = sameness.Judge([r[1] for r in rows])
     for _ in range(MERGE_MAX_PASSES):
-        pairs = similarity.near_duplicate_pairs_counts(
+        nominated = similarity.near_duplicate_pairs_counts(
             counts[alive], [blocks[i] for i in alive], policy.merge_threshold
         )
+        # the cosine only nominates; the merge rule decides (brainmem.sameness)
+        pairs = [p for p in nominated if judge(alive[p[0]], alive[p[1]])]
         if not pairs:
             return
         gone = _merge_pass(ctx, [(rows[alive[i]][0], rows[alive[j]][0]) for i, j, _ in pairs])
@@ -311,7 +321,7 @@ def _merge_groups(ctx: _Run, groups: Sequence[list[str]], similar: set[tuple[str
                 survivor = min(remaining, key=lambda t: (not t.pinned, -t.access_count, t.created_at, t.id))
                 losers = [t for t in remaining if t.id != survivor.id and (survivor.id, t.id) in similar]
                 if losers:
-                    absorb(store, policy, survivor, losers, now)
+                    report.merges.extend(absorb(store, policy, survivor, losers, now))
                     report.merged += len(losers)
                     report.merge_groups += 1
                     gone_all.update(t.id for t in losers)
@@ -341,8 +351,10 @@ def _components(edges: Sequence[tuple[str, str]]) -> list[list[str]]:
     return sorted(sorted(g) for g in groups.values())
 
 
-def absorb(store: Store, policy: Policy, survivor: Trace, losers: Sequence[Trace], now: float) -> None:
-    """Fold ``losers`` into ``survivor`` (inside the caller's write transaction)."""
+def absorb(store: Store, policy: Policy, survivor: Trace, losers: Sequence[Trace], now: float,
+           by: str = "reflect") -> list[dict[str, Any]]:
+    """Fold ``losers`` into ``survivor`` (inside the caller's write transaction); returns
+    one log entry per loser with both texts. Undone by :func:`brainmem.unmerge.unmerge`."""
     loser_ids = [t.id for t in losers]
     kept = merge_fields([survivor, *losers])
     merged_from = list(dict.fromkeys([*survivor.metadata.get("merged_from", []), *loser_ids]))
@@ -353,9 +365,7 @@ def absorb(store: Store, policy: Policy, survivor: Trace, losers: Sequence[Trace
         "version": survivor.version + 1,
         "updated_at": now,
     })
-    store.soft_delete_many(loser_ids, now, merged_into=survivor.id)
-    graph.repoint_edges(store, loser_ids, survivor.id, now)
-    graph.add_edges(store, [(survivor.id, i, "supersedes", 1.0) for i in loser_ids], now)
+    return unmerge_mod.fold(store, survivor, losers, by, now, unmerge_mod.survivor_state(survivor))
 
 
 # --- 3. strengthen ----------------------------------------------------------------------
@@ -492,7 +502,7 @@ def compact(ctx: _Run) -> None:
                           "episode": trace.episode, "created_at": trace.created_at}
             twin = store.find_duplicate(trace.content_hash, "semantic", trace.scope, trace.scope_id)
             if twin is not None:
-                absorb(store, policy, twin, [trace], now)
+                absorb(store, policy, twin, [trace], now, by="compact")
             else:
                 store.update_fields(trace.id, {
                     "type": "semantic",

@@ -70,10 +70,15 @@ def spread_activation(
     return activation
 
 
-def repoint_edges(store: Store, old_ids: Sequence[str], new_id: str, at: float) -> None:
-    """Move every edge of ``old_ids`` onto ``new_id``, keeping the larger weight on collisions."""
+def repoint_edges(store: Store, old_ids: Sequence[str], new_id: str, at: float) -> dict[str, Any]:
+    """Move every edge of ``old_ids`` onto ``new_id``, keeping the larger weight on collisions.
+
+    Returns what an unmerge needs to undo it: ``moved`` (the original edges, as
+    ``[src, dst, kind, weight]``) and ``before`` (for every edge written on ``new_id``,
+    ``[src, dst, kind, previous weight or None]``).
+    """
     if not old_ids:
-        return
+        return {"moved": [], "before": []}
     marks = ", ".join("?" * len(old_ids))
     rows = list(store.execute(
         f"SELECT src, dst, kind, weight FROM edges WHERE (src IN ({marks}) OR dst IN ({marks})) "
@@ -92,11 +97,14 @@ def repoint_edges(store: Store, old_ids: Sequence[str], new_id: str, at: float) 
         f"DELETE FROM edges WHERE (src IN ({marks}) OR dst IN ({marks})) AND kind != 'supersedes'",
         [*old_ids, *old_ids],
     )
+    before: list[list[Any]] = []
     for (src, dst, kind), weight in moved.items():
         current = store.execute(
             "SELECT weight FROM edges WHERE src = ? AND dst = ? AND kind = ?", (src, dst, kind)
         ).fetchone()
+        before.append([src, dst, kind, current[0] if current else None])
         add_edges(store, [(src, dst, kind, max(weight, current[0] if current else 0.0))], at)
+    return {"moved": [list(r) for r in rows], "before": before}
 
 
 # --- views and algorithms for consolidation ------------------------------------

@@ -748,6 +748,24 @@ class Store:
             [(at, at, merged_into, i) for i in ids],
         )
 
+    def soft_delete_merged(self, rows: Sequence[tuple[str, dict[str, Any]]], at: float, merged_into: str) -> None:
+        """Soft-delete live traces merged into ``merged_into``, each with new metadata
+        (the merge record :mod:`brainmem.unmerge` reads back)."""
+        self.db.executemany(
+            "UPDATE traces SET deleted_at = ?, updated_at = ?, merged_into = ?, metadata = ? "
+            "WHERE id = ? AND deleted_at IS NULL",
+            [(at, at, merged_into, _column_value("metadata", meta), i) for i, meta in rows],
+        )
+
+    def merged_sources(self) -> list[Trace]:
+        """Soft-deleted traces that point at a trace with ``merged_into``, oldest first;
+        update snapshots are left out (one scan: for ``check``)."""
+        rows = self.execute(
+            f"SELECT {_SELECT} FROM traces t WHERE t.merged_into IS NOT NULL AND t.deleted_at IS NOT NULL "
+            "AND json_extract(t.metadata, '$.snapshot_of') IS NULL ORDER BY t.rid"
+        )
+        return [row_to_trace(r) for r in rows]
+
     def merge_rows(self, now: float) -> list[tuple[str, str, str, str, str, str | None, float | None]]:
         """Live, unexpired, keyless, non-derived traces as (id, content, type, scope,
         scope_id, task_id, due_at), oldest first: merge's candidates."""

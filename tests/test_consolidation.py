@@ -104,7 +104,8 @@ LONG = ("When deploying the billing service to production always run the databas
 def test_near_duplicates_merge_and_distinct_facts_do_not(brain: Brain, clock: Clock) -> None:
     a = brain.add(LONG, tags=["deploy"])
     clock.now += 60
-    b = brain.add(LONG.replace("check the error", "watch the error"), tags=["ops"])  # one word
+    b = brain.add(LONG.replace("dashboard", "dashbaord"), tags=["ops"])  # a typo
+    swapped = brain.add(LONG.replace("check the error", "watch the error"))  # one word: kept
     c = brain.add("  " + LONG.upper().replace(" ", "   ") + "  ")  # case and whitespace
     d = brain.add("User prefers dark mode in the editor and uses the Fira Code font.")
     e = brain.add("User prefers dark mode in the editor and uses the JetBrains Mono font.")
@@ -125,10 +126,11 @@ def test_near_duplicates_merge_and_distinct_facts_do_not(brain: Brain, clock: Cl
         row = brain.get(loser.id, include_deleted=True)
         assert row.merged_into == a.id and row.deleted_at == clock.now
     assert brain.get(d.id).live and brain.get(e.id).live and brain.get(f.id).live
+    assert brain.get(swapped.id).live  # a substituted word is another text (brainmem.sameness)
     edges = set(brain._store.execute("SELECT src, dst, kind FROM edges"))
     assert {(a.id, b.id, "supersedes"), (a.id, c.id, "supersedes"), (a.id, other.id, "co_activated")} <= edges
     assert not any(b.id in (s, d_) for s, d_, k in edges if k != "supersedes")
-    hits = brain.search("watch the error dashboard", limit=5, reinforce=False)
+    hits = brain.search("check the error dashbaord", limit=5, reinforce=False)
     assert [h.trace.id for h in hits][:1] in ([a.id], [f.id])
     assert b.id not in {h.trace.id for h in hits}
 
@@ -267,7 +269,7 @@ def test_deleted_fts_data_rows_are_rebuilt(brain: Brain) -> None:
 def test_second_reflect_at_same_now_changes_nothing(brain: Brain, clock: Clock) -> None:
     ids = _cluster(brain)
     brain.add(LONG)
-    brain.add(LONG.replace("check", "watch"))
+    brain.add(LONG.replace("migrations", "migratoins"))
     brain.add("old episode", created_at=T0 - 400 * DAY)
     hits = brain.search("Miso", limit=5)
     brain.feedback(hits.retrieval_id, used=ids[:2], ignored=ids[2:3])
@@ -299,7 +301,7 @@ def test_report_log_and_subscription(brain: Brain) -> None:
 
 def test_held_lease_skips_and_expired_lease_is_taken(brain: Brain, clock: Clock) -> None:
     brain.add(LONG)
-    brain.add(LONG.replace("check", "watch"))
+    brain.add(LONG.replace("migrations", "migratoins"))
     brain._store.execute("INSERT INTO leases(name, owner, expires_at) VALUES ('reflect', 'crashed:1', ?)",
                          (T0 + 100,))
     skipped = brain.reflect()
@@ -349,7 +351,7 @@ def test_two_processes_reflect_at_once(tmp_path: Path) -> None:
     path = str(tmp_path / "shared.brain")
     with Brain(path, clock=lambda: T0) as b:
         b.add(LONG)
-        b.add(LONG.replace("check", "watch"))
+        b.add(LONG.replace("migrations", "migratoins"))
         x, y = b.add("shared alpha one").id, b.add("shared alpha two").id
         hits = b.search("shared alpha", limit=5)
         b.feedback(hits.retrieval_id, used=[x, y])
@@ -378,7 +380,7 @@ def test_cli_reflect_graph_log(tmp_path: Path, capsys) -> None:
     path = str(tmp_path / "cli.brain")
     with Brain(path) as b:
         b.add(LONG)
-        b.add(LONG.replace("check", "watch"))
+        b.add(LONG.replace("migrations", "migratoins"))
     out = subprocess.run([sys.executable, "-m", "brainmem", "--brain", path, "reflect", "--json", "--no-llm"],
                          capture_output=True, text=True, timeout=60)
     assert out.returncode == 0, out.stderr
@@ -412,7 +414,7 @@ def test_many_merges_commit_in_chunks_with_the_same_result(tmp_path: Path, clock
                 brain.add(t)
             clock.now += 60  # the originals are older: they survive
             for t in texts:
-                brain.add(t.replace("check the error", "watch the error"))
+                brain.add(t.replace("dashboard", "dashbaord"))
             before = brain._store.tx_serial
             report = brain.reflect()
             writes = brain._store.tx_serial - before

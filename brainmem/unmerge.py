@@ -1,0 +1,195 @@
+"""Merges that can be undone, and the check for merges the rule now refuses.
+
+Every merge — reflect's (and compact's) :func:`~brainmem.consolidation.absorb` and
+``Brain.merge`` — goes through :func:`fold`, which soft-deletes each source with a
+*merge record* in its ``metadata["merge"]``:
+
+* ``into`` (the trace it became), ``by`` (``reflect``, ``compact`` or ``merge``),
+  ``at``, ``survivor_text`` (so both texts stay side by side; the source keeps its own);
+* ``edges``: the source's edges as they were before they were re-pointed;
+* on the first source of a group, ``survivor_before`` (the survivor's tags, strengths,
+  counts and creation time before it absorbed anything) and ``before_edges`` (the
+  survivor's edges the re-pointing overwrote, with their previous weight or None).
+
+:func:`unmerge` reads those records back: the sources become live again (version + 1,
+``metadata["unmerged"]`` notes when and from what) with their edges; a reflect
+survivor goes back to its own fields and edges (it was a source too); a trace made by
+``Brain.merge`` is soft-deleted with ``deleted_reason: "unmerged"``. Merges made
+before records existed restore the sources without edges (there is nothing to read
+them from) and say so in ``notes``.
+
+:func:`unsafe_merges` lists reflect merges whose two texts :func:`brainmem.sameness.same`
+refuses (``brainmem check``); ``brainmem repair --unmerge-unsafe`` undoes them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from . import graph, sameness
+from .errors import InvalidInput, NotFound
+from .model import Trace
+from .store import Store
+
+RECORD_KEY = "merge"
+#: the survivor fields a merge changes (see :func:`brainmem.model.merge_fields`)
+_KEPT = ("tags", "strength", "stability", "importance", "pinned", "access_count", "created_at")
+
+
+def survivor_state(trace: Trace) -> dict[str, Any]:
+    """What :func:`unmerge` puts back on a reflect survivor."""
+    state = {name: getattr(trace, name) for name in _KEPT}
+    state["merged_from"] = list(trace.metadata.get("merged_from", []))
+    return state
+
+
+def fold(store: Store, into: Trace, sources: Sequence[Trace], by: str, now: float,
+         survivor_before: dict[str, Any] | None = None) -> list[dict[str, Any]]:
+    """Soft-delete ``sources`` into ``into`` (inside the caller's write), with merge
+    records; re-point their edges and add ``supersedes`` edges. Returns one log entry
+    (both texts) per source."""
+    ids = [t.id for t in sources]
+    moved = graph.repoint_edges(store, ids, into.id, now)
+    rows = []
+    for index, source in enumerate(sources):
+        record: dict[str, Any] = {
+            "into": into.id, "by": by, "at": now, "survivor_text": into.content,
+            "edges": [e for e in moved["moved"] if source.id in (e[0], e[1])],
+        }
+        if index == 0 and survivor_before is not None:
+            record["survivor_before"] = survivor_before
+            record["before_edges"] = moved["before"]
+        rows.append((source.id, {**source.metadata, RECORD_KEY: record}))
+    store.soft_delete_merged(rows, now, into.id)
+    graph.add_edges(store, [(into.id, i, "supersedes", 1.0) for i in ids], now)
+    return [{"survivor": into.id, "loser": s.id, "by": by, "survivor_text": into.content,
+             "loser_text": s.content} for s in sources]
+
+
+def _origin(target: Trace, sources: Sequence[Trace]) -> str:
+    for source in sources:
+        record = source.metadata.get(RECORD_KEY)
+        if isinstance(record, dict) and record.get("by"):
+            return str(record["by"])
+    if target.metadata.get("merged_by"):
+        return str(target.metadata["merged_by"])
+    # Merged before records existed: Brain.merge wrote a new trace (version 1), a
+    # reflect survivor was rewritten in place (version bumped).
+    return "merge" if target.version == 1 else "reflect"
+
+
+def sources_of(store: Store, target: Trace) -> list[Trace]:
+    """The soft-deleted traces merged into ``target`` (in merge order)."""
+    ids = [i for i in target.metadata.get("merged_from", []) if isinstance(i, str)]
+    return [t for t in store.get_many(ids, include_deleted=True)
+            if t.deleted_at is not None and t.merged_into == target.id
+            and "snapshot_of" not in t.metadata]
+
+
+def unmerge(store: Store, trace_id: str, now: float) -> dict[str, Any]:
+    """Undo every merge into ``trace_id`` (inside the caller's write transaction)."""
+    target = store.get(trace_id, include_deleted=True)
+    if target is None:
+        raise NotFound(f"no trace with id {trace_id!r}")
+    sources = sources_of(store, target)
+    if not sources:
+        raise InvalidInput(f"trace {trace_id} is not the result of a merge (nothing was merged into it)")
+    if target.deleted_at is not None:
+        raise InvalidInput(f"trace {trace_id} is deleted; restore or unmerge what it went into first")
+    by = _origin(target, sources)
+    leaving = target.id if by == "merge" else None
+    for source in sources:  # validate everything before writing anything
+        if source.key is not None:
+            holder = store.find_key(source.key, source.scope, source.scope_id)
+            if holder is not None and holder.id != leaving:
+                raise InvalidInput(f"cannot unmerge {trace_id}: key {source.key!r} of {source.id} "
+                                   f"is taken by live trace {holder.id}")
+        twin = store.find_duplicate(source.content_hash, source.type, source.scope, source.scope_id)
+        if twin is not None and twin.id != leaving:
+            raise InvalidInput(f"cannot unmerge {trace_id}: the content of {source.id} is live as {twin.id}")
+    notes: list[str] = []
+    restored_edges = 0
+    records = []
+    for source in sources:
+        record = source.metadata.get(RECORD_KEY)
+        metadata = {k: v for k, v in source.metadata.items() if k != RECORD_KEY}
+        metadata["unmerged"] = {"from": target.id, "at": now, "by": by}
+        store.update_fields(source.id, {"deleted_at": None, "merged_into": None, "updated_at": now,
+                                        "version": source.version + 1, "metadata": metadata})
+        if isinstance(record, dict):
+            records.append(record)
+            edges = [(s, d, k, float(w)) for s, d, k, w in record.get("edges", [])]
+            graph.add_edges(store, edges, now)
+            restored_edges += len(edges)
+        else:
+            notes.append(f"{source.id} was merged before merges were recorded: its edges stay on {target.id}")
+    ids = [s.id for s in sources]
+    marks = ", ".join("?" * len(ids))
+    store.execute(f"DELETE FROM edges WHERE src = ? AND kind = 'supersedes' AND dst IN ({marks})",
+                  [target.id, *ids])
+    if by == "merge":
+        store.update_fields(target.id, {
+            "deleted_at": now, "updated_at": now,
+            "metadata": {**target.metadata, "deleted_reason": "unmerged", "unmerged_into": ids},
+        })
+    else:
+        _reset_survivor(store, target, ids, records, now, notes)
+    return {"id": target.id, "by": by, "restored": ids, "edges_restored": restored_edges,
+            "merged_trace_deleted": by == "merge", "notes": notes}
+
+
+def _reset_survivor(store: Store, target: Trace, ids: list[str], records: list[dict[str, Any]],
+                    now: float, notes: list[str]) -> None:
+    """A reflect survivor was a source too: give it back its own fields and edges."""
+    fields: dict[str, Any] = {}
+    # undo the latest merge first, so the earliest state wins
+    for record in sorted(records, key=lambda r: r.get("at", 0), reverse=True):
+        for src, dst, kind, weight in record.get("before_edges", []):
+            if weight is None:
+                store.execute("DELETE FROM edges WHERE src = ? AND dst = ? AND kind = ?", (src, dst, kind))
+            else:
+                graph.add_edges(store, [(src, dst, kind, float(weight))], now)
+        if isinstance(record.get("survivor_before"), dict):
+            fields = dict(record["survivor_before"])
+    metadata = dict(target.metadata)
+    remaining = [i for i in fields.pop("merged_from", target.metadata.get("merged_from", []))
+                 if i not in ids]
+    if remaining:
+        metadata["merged_from"] = remaining
+    else:
+        metadata.pop("merged_from", None)
+    metadata["unmerged"] = {"restored": ids, "at": now}
+    if not fields:
+        notes.append(f"{target.id} was merged into before merges were recorded: it keeps its merged "
+                     "tags, strength and counts")
+    store.update_fields(target.id, {**fields, "metadata": metadata, "version": target.version + 1,
+                                    "updated_at": now})
+
+
+def unsafe_merges(store: Store) -> list[dict[str, Any]]:
+    """Reflect (and compact) merges whose texts the merge rule refuses, oldest first."""
+    found = []
+    survivors: dict[str, Trace | None] = {}
+    for source in store.merged_sources():
+        into = source.merged_into
+        assert into is not None
+        if into not in survivors:
+            survivors[into] = store.get(into, include_deleted=True)
+        target = survivors[into]
+        if target is None or target.deleted_at is not None:
+            continue
+        record = source.metadata.get(RECORD_KEY)
+        if isinstance(record, dict):
+            if record.get("by") == "merge":
+                continue  # the caller chose to merge these; not reflect's judgement
+            survivor_text = str(record.get("survivor_text", target.content))
+        else:
+            if source.id not in target.metadata.get("merged_from", []) or _origin(target, [source]) == "merge":
+                continue
+            survivor_text = target.content
+        reason = sameness.why_not(survivor_text, source.content)
+        if reason is not None:
+            found.append({"survivor": target.id, "loser": source.id, "survivor_text": survivor_text,
+                          "loser_text": source.content, "reason": reason})
+    return found
