@@ -36,7 +36,11 @@ def _words(rng: random.Random, n: int) -> list[str]:
 def synthetic(n: int, dup_rate: float = 0.05, seed: int = 7) -> tuple[list[tuple[str, str]], int]:
     """``n`` (text, scope_id) pairs: originals of 12-40 Zipf-distributed words in four
     scopes, plus ~dup_rate variants in their original's scope (case/whitespace
-    changes, or one word replaced in a text of 30+ words)."""
+    changes, or one word replaced in a text of 30+ words).
+
+    Under the merge rule (brainmem.sameness) only the case/whitespace variants are the
+    same text; a replaced word makes another text, which is kept. :func:`planted`
+    tells them apart."""
     rng = random.Random(seed)
     vocab = _words(rng, 20_000)
     weights = [1.0 / (rank + 1) for rank in range(len(vocab))]
@@ -59,6 +63,21 @@ def synthetic(n: int, dup_rate: float = 0.05, seed: int = 7) -> tuple[list[tuple
     return texts, n_dups
 
 
+def planted(texts: list[tuple[str, str]]) -> list[tuple[int, int]]:
+    """(variant index, original index) of every case/whitespace variant in ``texts``."""
+    where = {(t, s): i for i, (t, s) in enumerate(texts)}
+    found = []
+    for i, (text, scope_id) in enumerate(texts):
+        if text.startswith("  "):
+            words = text.split()
+            original = " ".join(words).lower().capitalize()
+            # the original's capitalisation: first letter upper, the rest as generated (lower)
+            j = where.get((original, scope_id))
+            if j is not None:
+                found.append((i, j))
+    return found
+
+
 def run_one(n: int) -> dict:
     from brainmem import Brain
 
@@ -67,9 +86,10 @@ def run_one(n: int) -> dict:
         path = os.path.join(tmp, "scale.brain")
         with Brain(path, clock=lambda: T0) as brain:
             t = time.perf_counter()
+            ids: list[str] = []
             for start in range(0, n, 5_000):
-                brain.add_many([{"content": c, "scope_id": scope_id}
-                                for c, scope_id in texts[start:start + 5_000]])
+                ids.extend(trace.id for trace in brain.add_many(
+                    [{"content": c, "scope_id": scope_id} for c, scope_id in texts[start:start + 5_000]]))
             add_s = time.perf_counter() - t
             # some feedback so strengthen and derive have work
             rng = random.Random(1)
@@ -83,10 +103,18 @@ def run_one(n: int) -> dict:
             reflect_s = time.perf_counter() - t
             rss_after = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
             again = brain.reflect(now=T0 + 3600)
+            case_pairs = planted(texts)
+            # a variant pair is merged when exactly one of its two traces is still live
+            case_merged = sum(
+                1 for i, j in case_pairs
+                if (brain.get(ids[i], include_deleted=True).deleted_at is None)
+                != (brain.get(ids[j], include_deleted=True).deleted_at is None)
+            )
     return {
         "traces": n, "near_duplicates_planted": n_dups, "add_seconds": round(add_s, 2),
         "reflect_seconds": round(reflect_s, 3), "step_ms": report.step_ms,
-        "merged": report.merged, "feedback": report.feedback, "derived": report.derived,
+        "merged": report.merged, "case_variants_planted": len(case_pairs),
+        "case_variants_merged": case_merged, "feedback": report.feedback, "derived": report.derived,
         "second_reflect_changes": again.merged + again.derived + again.pruned + again.compacted,
         "peak_rss_mb_before_reflect": round(rss_before / 1024, 1),
         "peak_rss_mb": round(rss_after / 1024, 1),  # Linux: ru_maxrss is KiB
@@ -110,7 +138,8 @@ def main() -> int:
         results.append(result)
         print(f"{n:>7} traces: reflect {result['reflect_seconds']:.2f} s "
               f"(merge {result['step_ms'].get('merge', 0) / 1000:.2f} s), merged {result['merged']} "
-              f"of {result['near_duplicates_planted']} planted, peak RSS {result['peak_rss_mb']:.0f} MB, "
+              f"of {result['near_duplicates_planted']} planted (case/whitespace variants: "
+              f"{result['case_variants_merged']} of {result['case_variants_planted']} merged), peak RSS {result['peak_rss_mb']:.0f} MB, "
               f"add {result['add_seconds']:.1f} s", flush=True)
     if len(results) >= 2:
         small, big = results[0], results[-1]

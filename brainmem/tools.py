@@ -694,5 +694,14 @@ def _memory_feedback(box: Toolbox, args: dict[str, Any]) -> JSON:
     return {"recorded": box.brain.feedback(args["retrieval_id"], used, ignored)}
 
 
+@_tool("memory_unmerge",
+       "Undo a merge: the memories that were merged into this one come back as they were "
+       "(with their links); a memory made by memory_merge is removed.",
+       _delete_schema, extra=True, requires=("unmerge",))
+def _memory_unmerge(box: Toolbox, args: dict[str, Any]) -> JSON:
+    result = box.brain.unmerge(box.writable(args["id"]).id)
+    return {"restored": result["restored"], "mergedTraceDeleted": result["merged_trace_deleted"]}
+
+
 __all__ = ["REGISTRY", "ToolContext", "ToolDef", "Toolbox", "call_tool", "error_dict",
            "is_bad_input", "parse_arguments", "trace_view", "validate"]

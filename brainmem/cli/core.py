@@ -1,4 +1,5 @@
-"""Core commands: add, search, show, update, delete, restore, merge, purge, stats, tools, call.
+"""Core commands: add, search, show, update, delete, restore, merge, unmerge, purge, stats,
+tools, call.
 
 Each one makes one call on :class:`brainmem.Brain` (or the tool layer) and prints a
 readable result, or JSON with ``--json``. ``call`` prints the tool's JSON result and
@@ -87,6 +88,13 @@ def register(commands: Any) -> None:
     p.add_argument("--content", help="content of the merged trace (default: joined)")
     add_json_flag(p)
     p.set_defaults(handler=cmd_merge)
+
+    p = commands.add_parser("unmerge", help="undo a merge",
+                            description="Bring back the traces merged into ID (by merge or by "
+                                        "reflect) with their edges; a trace made by merge is deleted.")
+    p.add_argument("id")
+    add_json_flag(p)
+    p.set_defaults(handler=cmd_unmerge)
 
     p = commands.add_parser("purge", help="physically remove deleted traces",
                             description="Physically remove soft-deleted traces (cannot be undone).")
@@ -272,6 +280,20 @@ def cmd_merge(args: argparse.Namespace) -> int:
         print_json({"mergedTraceId": merged.id, "sourcesDeleted": list(dict.fromkeys(args.ids))})
     else:
         print(merged.id)
+    return 0
+
+
+def cmd_unmerge(args: argparse.Namespace) -> int:
+    with open_brain(args) as brain:
+        result = brain.unmerge(args.id)
+    if args.json:
+        print_json(result)
+    else:
+        print(f"restored: {' '.join(result['restored'])}")
+        if result["merged_trace_deleted"]:
+            print(f"deleted: {result['id']} (the merged trace)")
+        for note in result["notes"]:
+            print(f"note: {note}")
     return 0
 
 
