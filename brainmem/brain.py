@@ -974,7 +974,8 @@ class Brain:
 
         Reports ``integrity`` (PRAGMA integrity_check), ``fts_integrity``, ``fts_sync``
         (live traces missing from the index, index rows of no live trace), ``orphans``
-        (edges/tag rows of traces that do not exist), ``counts`` and readable
+        (edges/tag rows of traces that do not exist), ``unsafe_merges`` (past merges
+        the merge rule refuses), ``counts`` and readable
         ``problems``. See :mod:`brainmem.maintenance`.
         """
         from . import maintenance
@@ -982,14 +983,15 @@ class Brain:
         with self._lock:
             return maintenance.check(self._store)
 
-    def repair(self, backup_to: str | None = None) -> dict[str, Any]:
+    def repair(self, backup_to: str | None = None, *, unmerge_unsafe: bool = False) -> dict[str, Any]:
         """Back up the file (online backup, to ``backup_to`` or ``<path>.<time>.bak``),
-        rebuild the search index and drop orphan edges; returns what was done and a
-        fresh :meth:`check` under ``["after"]``."""
+        rebuild the search index and drop orphan edges; with ``unmerge_unsafe``, undo
+        the past merges :meth:`check` reports as ``unsafe_merges``. Returns what was done
+        and a fresh :meth:`check` under ``["after"]``."""
         from . import maintenance
 
         with self._lock:
-            return maintenance.repair(self._store, backup_to, self.now())
+            return maintenance.repair(self._store, backup_to, self.now(), unmerge_unsafe)
 
     # --- agent tools ------------------------------------------------------------------
 

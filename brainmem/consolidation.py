@@ -35,12 +35,16 @@ the same ``now`` changes nothing.
    (``derive_importance``, 0.3) so they rank below their sources on equal
    relevance; at most ``derive_max_per_run`` are written per run. The text comes
    from the LLM when one is configured, else (or when it fails — the report says
-   why) from the most central sentences of the sources.
+   why) from the most central sentences of the sources. An LLM text that adds or
+   drops negation, or names a number no source has
+   (:func:`brainmem.sameness.contradiction`), is refused for the extractive summary,
+   which copies source sentences verbatim and so cannot contradict them.
 5. :func:`compact` — episodic traces older than ``compact_age`` recalled at least
    ``compact_min_retrievals`` times (``access_count``: search hits and repeated
    adds) become semantic; stability is rescaled to the semantic base keeping the
    reinforcement gained; provenance goes to ``metadata["compacted"]``. If the same
-   content is already live as semantic, the episode is merged into it.
+   content is already live as semantic, the episode is merged into it. Compaction
+   never rewrites content, so it cannot state the opposite of its source.
 6. :func:`reindex` — FTS5 integrity check (rebuild only when it fails, reported),
    FTS5 ``optimize``, ``PRAGMA optimize``.
 
@@ -454,6 +458,13 @@ def derive(ctx: _Run) -> None:
                 # one failure is enough: later clusters go extractive instead of each waiting
                 use_llm = False
                 report.llm_fallback = f"LLM failed, used extractive summaries: {exc}"
+            if text is not None:
+                # an insight must not say the opposite of its sources (brainmem.sameness)
+                problem = sameness.contradiction(text, texts)
+                if problem is not None:
+                    report.notes.append(f"LLM insight for {len(sources)} traces refused ({problem}): "
+                                        f"used an extractive summary")
+                    text, method = None, "extractive"
         if text is None:
             text = " ".join(similarity.central_sentences(texts, policy.derive_sentences))
         insight = _insight(policy, sources, text, method, ctx.llm if method == "llm" else None, now)

@@ -9,10 +9,17 @@ What is checked (the SQL lives in :mod:`brainmem.store`, section "maintenance"):
   (``extra``): soft-deleted or vanished rows must not be searchable.
 * ``orphans`` — edges with an end that is no trace at all (not even a deleted
   one), and tag rows of vanished traces.
+* ``unsafe_merges`` — past reflect merges whose two texts the merge rule of
+  :mod:`brainmem.sameness` refuses (brains consolidated before the rule existed
+  folded e.g. "likes cats, allergic to dogs" into its swap); each with both texts
+  and the reason.
 
 What repair does, in order: an online backup of the whole file (SQLite's backup
 API, a consistent snapshot even while other processes write), an FTS5
 ``rebuild`` from the live traces, and deletion of orphan edges and tag rows.
+With ``unmerge_unsafe`` (``brainmem repair --unmerge-unsafe``), repair then undoes
+every merge into a survivor that has an unsafe merge (:func:`brainmem.unmerge.unmerge`:
+all its sources come back; the safe ones merge again at the next reflect).
 Damage to the b-trees themselves (``integrity`` not clean) cannot be repaired in
 place; repair still makes the backup and says so — restore an older backup, or
 salvage with the ``sqlite3`` shell's ``.recover``.
@@ -24,6 +31,7 @@ import os
 import time
 from typing import Any
 
+from . import unmerge
 from .errors import BrainmemError, ReadOnlyBrain
 from .store import Store
 
@@ -66,6 +74,11 @@ def check(store: Store) -> dict[str, Any]:
         problems.append(f"orphans: {orphans['edges']} edge(s) point at traces that do not exist")
     if orphans and orphans["tags"]:
         problems.append(f"orphans: {orphans['tags']} tag row(s) belong to traces that do not exist")
+    unsafe = run("unsafe_merges", lambda: unmerge.unsafe_merges(store))
+    report["unsafe_merges"] = unsafe
+    if unsafe:
+        problems.append(f"merges: {len(unsafe)} past merge(s) joined texts that say different things "
+                        "(brainmem repair --unmerge-unsafe undoes them)")
     report["counts"] = run("counts", store.maintenance_counts)
     report["ok"] = not problems
     return report
@@ -82,7 +95,7 @@ def default_backup_path(path: str, now: float) -> str:
     return candidate
 
 
-def repair(store: Store, backup_to: str | None, now: float) -> dict[str, Any]:
+def repair(store: Store, backup_to: str | None, now: float, unmerge_unsafe: bool = False) -> dict[str, Any]:
     """Back up, rebuild the FTS index, drop orphans; return what was done and a fresh check.
 
     The backup is always made first (to ``backup_to``, or beside the brain); an
@@ -96,11 +109,13 @@ def repair(store: Store, backup_to: str | None, now: float) -> dict[str, Any]:
         backup = backup_to or default_backup_path(store.path, now)
         store.backup_to(backup)
     result: dict[str, Any] = {"backup": backup, "before": before, "fts_rebuilt": False,
-                              "dropped": {"edges": 0, "tags": 0}, "error": None}
+                              "dropped": {"edges": 0, "tags": 0}, "unmerged": [], "error": None}
     try:
         store.repair_index()
         result["fts_rebuilt"] = True
         result["dropped"] = store.drop_orphans()
+        if unmerge_unsafe:
+            result["unmerged"] = _unmerge_unsafe(store, before.get("unsafe_merges") or [], now)
     except BrainmemError as exc:
         result["error"] = (
             f"{exc}; the file is damaged beyond what repair fixes in place: restore the "
@@ -109,3 +124,15 @@ def repair(store: Store, backup_to: str | None, now: float) -> dict[str, Any]:
     result["after"] = check(store)
     result["ok"] = result["after"]["ok"]
     return result
+
+
+def _unmerge_unsafe(store: Store, unsafe: list[dict[str, Any]], now: float) -> list[dict[str, Any]]:
+    """Unmerge each survivor with an unsafe merge, one write transaction each."""
+    done = []
+    for survivor in dict.fromkeys(m["survivor"] for m in unsafe):
+        try:
+            with store.write():
+                done.append(unmerge.unmerge(store, survivor, now))
+        except BrainmemError as exc:  # e.g. a source's key was reused since: leave it, say so
+            done.append({"id": survivor, "error": str(exc)})
+    return done

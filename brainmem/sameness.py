@@ -50,16 +50,15 @@ _INVISIBLE = re.compile(
     "[\u00ad\u180e\u200b-\u200f\u2060-\u2064\ufeff\ufe00-\ufe0f"
     "\U000e0000-\U000e007f\U000e0100-\U000e01ef]"
 )
-_CJK = "\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\uac00-\ud7af\u3005"
+_CJK = re.compile("[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\uac00-\ud7af\u3005]")
 _TOKEN = re.compile(
-    # a number with its meaningful punctuation: currency, minus, decimal/thousand
-    # separators, time colons, date separators, percent
-    r"(?P<num>(?<![\w])-?[$€£¥₹]?\d+(?:[.,:/\-]\d+)*%?)"
-    rf"|(?P<cjk>[{_CJK}])"
-    r"|(?P<cur>[$€£¥₹%])"
-    rf"|(?P<word>[^\W\d_{_CJK}](?:[^\W_{_CJK}]|'(?=[^\W_{_CJK}]))*)"
-    r"|(?P<alnum>\w+)"
-    r"|(?P<other>\S)"
+    # a number with its meaningful punctuation (minus, currency, decimal/thousand
+    # separators, time colons, date separators, percent), a word (inner apostrophes
+    # kept: "don't"), letters-and-digits, or any other single character
+    r"-?[$€£¥₹]?\d+(?:[.,:/\-]\d+)*%?"
+    r"|[^\W\d_]+(?:'[^\W\d_]+)*"
+    r"|\w+"
+    r"|\S"
 )
 #: dropped from the end of a text, repeatedly ("thanks" after a fact adds nothing)
 FILLER = frozenset({
@@ -79,8 +78,12 @@ TYPO_MIN_LENGTH = 5
 
 
 def _clean(text: str) -> str:
+    if text.isascii():  # the common case: nothing to normalise, no CJK
+        return text
     text = unicodedata.normalize("NFKC", text)
     text = _INVISIBLE.sub("", text)
+    # CJK is written without spaces: one token per character (spaces around each)
+    text = _CJK.sub(r" \g<0> ", text)
     return text.replace("\u2019", "'").replace("\u2018", "'").replace("\u2212", "-")
 
 
@@ -90,17 +93,16 @@ def _is_symbol(char: str) -> bool:
 
 
 def tokens(text: str) -> list[tuple[str, bool]]:
-    """(canonical token, written with a capital) pairs of ``text``, filler not yet dropped."""
+    """(canonical token, written with a capital) pairs of ``text``, trailing filler dropped."""
     out: list[tuple[str, bool]] = []
-    for match in _TOKEN.finditer(_clean(text)):
-        raw = match.group(0)
-        if match.lastgroup == "other" and not _is_symbol(raw):
-            continue  # punctuation carries no fact; symbols (emoji, +, =) do
-        out.append((raw.casefold(), raw[:1] != raw[:1].lower()))
+    for raw in _TOKEN.findall(_clean(text)):
+        if len(raw) == 1 and not raw.isalnum() and not _is_symbol(raw):
+            continue  # punctuation carries no fact; symbols (emoji, +, =, currency) do
+        out.append((raw.casefold(), raw[0].isupper()))
     while out:
         if out[-1][0] in FILLER:
             out.pop()
-        elif any(len(out) >= len(p) and tuple(t for t, _ in out[-len(p):]) == p for p in _FILLER_PAIRS):
+        elif len(out) >= 2 and (out[-2][0], out[-1][0]) in _FILLER_PAIRS:
             del out[-2:]
         else:
             break
@@ -182,6 +184,32 @@ def why_not(a: str, b: str) -> str | None:
     if sorted(ca) == sorted(cb):
         return f"same words in a different order: {shown}"
     return f"different words: {shown}"
+
+
+def _numbers(toks: Sequence[str]) -> set[str]:
+    return {t for t in toks if any(c.isdigit() for c in t)}
+
+
+def _negations(toks: Sequence[str]) -> set[str]:
+    return {t.replace("'", "") for t in toks if _is_negation(t)}
+
+
+def contradiction(text: str, sources: Sequence[str]) -> str | None:
+    """Why ``text`` (an insight written from ``sources``) may state something its sources
+    do not, or None. Conservative, for reflect's derive: it adds a negation word none of
+    the sources has, drops every negation the sources have, or names a number (amount,
+    date, time) that no source contains."""
+    mine = canonical(text)
+    theirs = [canonical(s) for s in sources]
+    added = _negations(mine) - set().union(*(_negations(t) for t in theirs))
+    if added:
+        return f"adds negation ({', '.join(sorted(added))}) its sources do not have"
+    if any(_negations(t) for t in theirs) and not _negations(mine):
+        return "drops the negation its sources state"
+    new_numbers = _numbers(mine) - set().union(*(_numbers(t) for t in theirs))
+    if new_numbers:
+        return f"introduces numbers not in its sources ({', '.join(sorted(new_numbers))})"
+    return None
 
 
 class Judge:

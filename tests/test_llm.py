@@ -19,7 +19,7 @@ INSIGHT = "The user has a ginger cat called Miso and looks after it daily."
 
 
 class FakeOpenAI(BaseHTTPRequestHandler):
-    mode = "ok"  # ok | error | slow | malformed | empty
+    mode = "ok"  # ok | error | slow | malformed | empty | negate | number
     requests: list[dict] = []
 
     def log_message(self, *args: object) -> None:  # keep test output clean
@@ -36,7 +36,8 @@ class FakeOpenAI(BaseHTTPRequestHandler):
             time.sleep(2.5)
         if mode == "malformed":
             return self._send(200, b'{"choices": [ this is not json')
-        content = "" if mode == "empty" else INSIGHT
+        content = {"empty": "", "negate": "The user does not have a cat called Miso.",
+                   "number": "The user feeds Miso 3 times a day."}.get(mode, INSIGHT)
         reply = {"id": "x", "object": "chat.completion", "created": 0, "model": body["model"],
                  "choices": [{"index": 0, "finish_reason": "stop",
                               "message": {"role": "assistant", "content": content}}],
@@ -121,10 +122,10 @@ def test_unreachable_llm_falls_back(tmp_path: Path) -> None:
 
 
 def test_callable_llm_and_error(tmp_path: Path) -> None:
-    brain, _ = _brain_with_cluster(tmp_path / "b.brain", lambda texts: f"{len(texts)} notes about Miso.")
+    brain, _ = _brain_with_cluster(tmp_path / "b.brain", lambda texts: f"Notes about Miso: {texts[1]}")
     with brain:
         report = brain.reflect()
-        assert brain.get(report.derived_ids[0]).content == "3 notes about Miso."
+        assert brain.get(report.derived_ids[0]).content.startswith("Notes about Miso: ")
 
     def broken(texts: list[str]) -> str:
         raise ValueError("nope")
@@ -146,3 +147,25 @@ def test_insight_raises_llmerror(server: str) -> None:
     FakeOpenAI.mode = "error"
     with pytest.raises(LLMError):
         LLM(base_url=server, model="m", timeout=1).insight(["a", "b"])
+
+
+@pytest.mark.parametrize(("mode", "why"), [("negate", "adds negation"), ("number", "introduces numbers")])
+def test_insight_contradicting_its_sources_is_refused(server: str, tmp_path: Path, mode: str, why: str) -> None:
+    """The guard of issue 16: an LLM insight that adds a negation or a number its sources
+    do not have is not written; the extractive summary (source sentences verbatim) is."""
+    FakeOpenAI.mode = mode
+    llm = LLM(base_url=server, model="m", timeout=5)
+    brain, ids = _brain_with_cluster(tmp_path / "b.brain", llm)
+    with brain:
+        report = brain.reflect()
+        assert report.derived == 1 and report.derived_by == {"extractive": 1}
+        assert any(why in note for note in report.notes)
+        insight = brain.get(report.derived_ids[0])
+        assert "not" not in insight.content.split() and "3" not in insight.content
+        sources = [brain.get(i).content for i in ids]
+        from brainmem.similarity import sentences
+
+        assert all(any(s in src for src in sources) for s in sentences(insight.content))
+        edges = set(brain._store.execute("SELECT dst FROM edges WHERE src = ? AND kind = 'derived_from'",
+                                         (insight.id,)))
+        assert {e[0] for e in edges} == set(ids)

@@ -3,7 +3,8 @@
 ``check`` opens the brain read-only and never writes; it exits 1 when it finds a
 problem, so scripts and cron jobs can alert on it. ``repair`` backs the file up
 first (SQLite's online backup), then rebuilds the search index and drops orphan
-edges; it exits 1 when problems remain afterwards.
+edges (and, with ``--unmerge-unsafe``, undoes past merges of texts that say different
+things); it exits 1 when problems remain afterwards.
 """
 
 from __future__ import annotations
@@ -32,6 +33,9 @@ def register(commands: Any) -> None:
     )
     repair.add_argument("--backup", metavar="PATH",
                         help="where to write the backup (default: <brain>.<UTC time>.bak)")
+    repair.add_argument("--unmerge-unsafe", action="store_true",
+                        help="also undo past merges that joined texts saying different things "
+                             "(those `brainmem check` lists under 'merges')")
     add_json_flag(repair)
     repair.set_defaults(handler=_repair)
 
@@ -48,7 +52,7 @@ def _check(args: argparse.Namespace) -> int:
 
 def _repair(args: argparse.Namespace) -> int:
     with open_brain(args) as brain:
-        result = brain.repair(backup_to=args.backup)
+        result = brain.repair(backup_to=args.backup, unmerge_unsafe=args.unmerge_unsafe)
     if args.json:
         print_json(result)
         return 0 if result["ok"] else 1
@@ -57,6 +61,11 @@ def _repair(args: argparse.Namespace) -> int:
     print(f"search index rebuilt: {'yes' if result['fts_rebuilt'] else 'no'}")
     dropped = result["dropped"]
     print(f"orphan edges dropped: {dropped['edges']}; orphan tag rows dropped: {dropped['tags']}")
+    for done in result["unmerged"]:
+        if done.get("error"):
+            print(f"not unmerged: {done['id']}: {done['error']}")
+        else:
+            print(f"unmerged {done['id']}: restored {' '.join(done['restored'])}")
     if result["error"]:
         print(f"error: {result['error']}")
     print("after repair:")
@@ -73,3 +82,7 @@ def _print_report(report: dict[str, Any]) -> None:
         return
     for line in report["problems"]:
         print(f"problem: {line}")
+    for merge in (report.get("unsafe_merges") or [])[:20]:
+        print(f"  merge {merge['loser']} -> {merge['survivor']}: {merge['reason']}")
+        print(f"    kept:   {merge['survivor_text'][:100]!r}")
+        print(f"    merged: {merge['loser_text'][:100]!r}")
