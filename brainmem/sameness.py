@@ -226,6 +226,11 @@ class Judge:
         return found
 
     def __call__(self, i: int, j: int) -> bool:
+        # Fast path, exact: texts equal up to case and whitespace have equal canonical
+        # forms. It answers the common duplicate (a re-added fact in other case or
+        # spacing) in ~2 µs instead of tokenising both texts (~80 µs each).
+        if self.texts[i].lower().split() == self.texts[j].lower().split():
+            return True
         a, b = self._of(i), self._of(j)
         if not a or not b:
             return same(self.texts[i], self.texts[j])

@@ -229,3 +229,13 @@ def test_very_long_texts_stay_fast(mem_brain: Brain) -> None:
     mem_brain.add(text.replace("word7 ", "word8 ", 1))
     report = mem_brain.reflect()
     assert report.merged == 1 and report.step_ms["merge"] < 20_000
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.sampled_from([BASE, *NEAR_DUPLICATES, *(t for pair in HARD_NEGATIVES for t in pair),
+                                 *(t for pair in EMOJI for t in pair)]), min_size=2, max_size=2),
+       st.sampled_from([str.upper, str.lower, lambda t: "  " + t.replace(" ", " \n "), lambda t: t]))
+def test_judge_agrees_with_same(texts: list[str], change: Any) -> None:
+    """reflect's Judge (a fast path for case/whitespace copies, then the rule) is the rule."""
+    texts = [texts[0], change(texts[1])]
+    assert sameness.Judge(texts)(0, 1) == sameness.same(*texts)
