@@ -27,12 +27,16 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from . import graph, sameness
+from . import graph, sameness, similarity
 from .errors import InvalidInput, NotFound
 from .model import Trace
 from .store import Store
 
 RECORD_KEY = "merge"
+#: a merge made before records existed counts as reflect's only when the two texts have
+#: at least this TF-IDF cosine (fitted on the pair): reflect merged at ≥ 0.95 over the
+#: whole brain, which a pair-fitted cosine lowers a little for genuinely close texts
+OLD_NOMINATION = 0.8
 #: the survivor fields a merge changes (see :func:`brainmem.model.merge_fields`)
 _KEPT = ("tags", "strength", "stability", "importance", "pinned", "access_count", "created_at")
 
@@ -74,9 +78,14 @@ def _origin(target: Trace, sources: Sequence[Trace]) -> str:
             return str(record["by"])
     if target.metadata.get("merged_by"):
         return str(target.metadata["merged_by"])
-    # Merged before records existed: Brain.merge wrote a new trace (version 1), a
-    # reflect survivor was rewritten in place (version bumped).
-    return "merge" if target.version == 1 else "reflect"
+    # Merged before records existed. A reflect survivor was rewritten in place (version
+    # bumped) and its losers were near-duplicates by cosine; Brain.merge wrote a new
+    # trace (version 1 unless updated since) whose content (by default the sources
+    # joined) is far from each source: "A\nB" against A has a cosine near 0.6.
+    if target.version == 1:
+        return "merge"
+    close = all(similarity.cosine(target.content, s.content) >= OLD_NOMINATION for s in sources)
+    return "reflect" if close else "merge"
 
 
 def sources_of(store: Store, target: Trace) -> list[Trace]:
