@@ -145,12 +145,16 @@ def _old_rule_brain(path: Path, monkeypatch: pytest.MonkeyPatch, *, records: boo
             long_a = brain.add(LONG, type="semantic")
             long_b = brain.add(LONG.upper(), type="semantic")
             note = brain.add("the user's vet is called Rosa")
+            # a merge the caller chose, edited since (version 2): never reported as unsafe
+            chosen = brain.merge([brain.add("tea at nine").id, brain.add("coffee at noon").id])
+            brain.update(chosen.id, tags=["drinks"])
             graph.add_edges(brain._store, [(dogs.id, note.id, "co_activated", 0.5)], brain.now())
             report = brain.reflect()
             assert report.merged == 2
             ids = {"cats": cats.id, "dogs": dogs.id, "long_a": long_a.id, "long_b": long_b.id}
             if not records:
-                brain._store.execute("UPDATE traces SET metadata = json_remove(metadata, '$.merge')")
+                brain._store.execute(
+                    "UPDATE traces SET metadata = json_remove(metadata, '$.merge', '$.merged_by')")
     return ids
 
 
