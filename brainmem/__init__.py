@@ -9,6 +9,7 @@
 
 from __future__ import annotations
 
+from ._version import __version__
 from .brain import Brain, Hits
 from .consolidation import ReflectReport
 from .errors import (
@@ -27,10 +28,10 @@ from .errors import (
 from .model import Hit, Trace
 from .policy import Policy
 from .tools import ToolContext
-
-__version__ = "0.1.0"
+from .write import AddResult
 
 __all__ = [
+    "AddResult",
     "Brain",
     "Hit",
     "Hits",

@@ -2,8 +2,8 @@
 
 :class:`~brainmem.brain.Brain` keeps the methods thin (``put``/``get_key``,
 ``list``/``read``, ``recent``, ``pin``, ``due``, ``end_task``); the validation, the
-JSON-friendly result dataclasses and quota enforcement (:func:`make_room`) live here,
-below ``brain.py`` and above ``store.py``.
+JSON-friendly result shapes and value retention live here; the input rules are in
+:mod:`brainmem.validate` and quota enforcement in :mod:`brainmem.write`.
 
 Decisions where DESIGN is silent:
 
@@ -14,60 +14,19 @@ Decisions where DESIGN is silent:
   N lines / characters (lines first, then characters), for log-like values that are
   rewritten with new text appended.
 * **Listing.** ``list`` returns metadata only (a title, the size in bytes), newest
-  first; ``limit`` above :data:`LIST_CAP` is clamped to it and ``truncated`` says that
-  more traces matched. ``read`` then fetches full traces by id.
+  first; ``limit`` follows the one rule (:data:`brainmem.validate.LIMIT_MAX`) and
+  ``truncated`` says that more traces matched. ``read`` then fetches full traces by id.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from .errors import InvalidInput, QuotaExceeded
-from .model import Trace, check_choice, check_int
-from .policy import Policy
-from .store import Filters, Store
+from .model import Trace
 
-#: Hard cap on the number of items ``list``, ``recent``, ``due`` and ``read`` return.
-LIST_CAP = 200
 #: Characters of a trace's first line kept as its title in a listing.
 TITLE_CHARS = 80
-
-
-def check_key(key: Any, max_chars: int) -> str:
-    """A usable key, or :class:`InvalidInput` naming the problem."""
-    if not isinstance(key, str):
-        raise InvalidInput(f"key must be a string, not {type(key).__name__}")
-    if not key.strip():
-        raise InvalidInput("key must not be empty")
-    if len(key) > max_chars:
-        raise InvalidInput(
-            f"key is {len(key)} characters, over the limit of {max_chars} (Policy.max_key_chars)"
-        )
-    try:
-        key.encode("utf-8")
-    except UnicodeEncodeError:
-        raise InvalidInput("key is not valid Unicode text") from None
-    return key
-
-
-def check_limit(limit: Any, cap: int = LIST_CAP) -> int:
-    """A positive integer limit, clamped to ``cap`` (the hard cap)."""
-    return min(check_int(limit, "limit", 1), cap)
-
-
-def check_count(value: Any, what: str) -> int | None:
-    """None, or a positive integer (``keep_lines``, ``keep_chars``)."""
-    return None if value is None else check_int(value, what, 1)
-
-
-def check_ttl(ttl: Any) -> float | None:
-    if ttl is None:
-        return None
-    if isinstance(ttl, bool) or not isinstance(ttl, (int, float)) or not ttl > 0 or ttl != ttl:
-        raise InvalidInput(f"ttl must be a positive number of seconds, not {ttl!r}")
-    return float(ttl)
 
 
 def retain(content: str, keep_lines: int | None, keep_chars: int | None) -> str:
@@ -80,48 +39,6 @@ def retain(content: str, keep_lines: int | None, keep_chars: int | None) -> str:
     if keep_chars is not None and len(content) > keep_chars:
         content = content[-keep_chars:]
     return content
-
-
-def make_room(store: Store, policy: Policy, trace: Trace, at: float,
-              counts: dict[tuple[str, str], int],
-              soft_delete: Callable[..., None]) -> None:
-    """Make room for ``trace`` in its scope under ``Policy.quota`` (inside the write).
-
-    ``counts`` caches live traces per (scope, scope_id) for the current write
-    transaction: one COUNT on the scope index per scope, then counted here, so a big
-    ``add_many`` stays linear. When the scope is full, its expired traces are
-    soft-deleted first (they are invisible anyway); then "refuse" raises
-    :class:`QuotaExceeded` and "evict" soft-deletes the unpinned traces with the
-    lowest retrievability R(now) (least recently used on ties). ``soft_delete(trace,
-    at, reason, **note)`` is the brain's, so every removal notes why and is announced.
-    """
-    quota, mode = policy.quota, policy.quota_policy
-    if isinstance(quota, bool) or not isinstance(quota, int) or quota < 1:
-        raise InvalidInput(f"Policy.quota must be a positive integer or None, not {quota!r}")
-    check_choice(mode, ("refuse", "evict"), "Policy.quota_policy")
-    slot = (trace.scope, trace.scope_id)
-    live = counts.get(slot)
-    if live is None:
-        live = store.count(Filters(scope=trace.scope, scope_id=trace.scope_id))
-    if live >= quota:
-        expired = store.get_many(store.expired_ids(trace.scope, trace.scope_id, at))
-        for old in expired:
-            soft_delete(old, at, "expired")
-        live -= len(expired)
-    if live < quota:
-        counts[slot] = live + 1
-        return
-    name = f"{trace.scope}/{trace.scope_id!r}"
-    if mode == "refuse":
-        raise QuotaExceeded(f"scope {name} already holds {live} live traces, its quota of "
-                            f"{quota} (Policy.quota, quota_policy 'refuse')")
-    victims = store.weakest(trace.scope, trace.scope_id, at, live - quota + 1)
-    if len(victims) < live - quota + 1:
-        raise QuotaExceeded(f"scope {name} is at its quota of {quota} live traces and every "
-                            "one that could be evicted is pinned")
-    for victim in victims:
-        soft_delete(victim, at, "evicted", evicted_for_quota=quota)
-    counts[slot] = quota
 
 
 def title_of(content: str, width: int = TITLE_CHARS) -> str:

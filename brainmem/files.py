@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 import urllib.parse
+from typing import Any
 
 import apsw
 import apsw.bestpractice
@@ -141,7 +142,8 @@ def open_connection(path: str, readonly: bool, busy_timeout_ms: int) -> apsw.Con
             )
         # Not bestpractice's 100 ms busy timeout: its connection_optimize may write
         # (ANALYZE), and under contention 100 ms made opening fail with "locked".
-        skip = (apsw.bestpractice.library_logging, apsw.bestpractice.connection_busy_timeout)
+        skip: tuple[Any, ...] = (apsw.bestpractice.library_logging,
+                                 apsw.bestpractice.connection_busy_timeout)
         if readonly:  # journal_mode=wal is a write; a read-only open takes the file as it is
             skip += (apsw.bestpractice.connection_wal,)
         for setting in apsw.bestpractice.recommended:

@@ -1,4 +1,4 @@
-"""The co-activation graph (DESIGN §7): edges in SQLite, networkx as the working view.
+"""The co-activation graph (ARCHITECTURE.md, "Graph"): edges in SQLite, networkx as the view.
 
 Edge kinds: ``co_activated`` (Hebbian: traces used together), ``episode_next``
 (consecutive traces of an episode), ``derived_from`` (insight -> sources) and
@@ -17,26 +17,12 @@ EDGE_KINDS = ("co_activated", "episode_next", "derived_from", "supersedes")
 
 def add_edges(store: Store, edges: Iterable[tuple[str, str, str, float]], at: float) -> None:
     """Insert or overwrite edges (src, dst, kind, weight); weights are clamped to [0, 1]."""
-    rows = [(s, d, k, min(1.0, max(0.0, w)), at) for s, d, k, w in edges if s != d]
-    store.db.executemany(
-        "INSERT INTO edges(src, dst, kind, weight, updated_at) VALUES (?, ?, ?, ?, ?) "
-        "ON CONFLICT(src, dst, kind) DO UPDATE SET weight = excluded.weight, updated_at = excluded.updated_at",
-        rows,
-    )
+    store.upsert_edges([(s, d, k, min(1.0, max(0.0, w)), at) for s, d, k, w in edges if s != d])
 
 
 def neighbours(store: Store, ids: Sequence[str]) -> list[tuple[str, str, str, float]]:
     """Edges touching any of ``ids`` whose other end is a live trace, as (src, dst, kind, weight)."""
-    if not ids:
-        return []
-    marks = ", ".join("?" * len(ids))
-    sql = (
-        f"SELECT e.src, e.dst, e.kind, e.weight FROM edges e JOIN traces t ON t.id = e.dst "
-        f"WHERE e.src IN ({marks}) AND t.deleted_at IS NULL "
-        f"UNION SELECT e.src, e.dst, e.kind, e.weight FROM edges e JOIN traces t ON t.id = e.src "
-        f"WHERE e.dst IN ({marks}) AND t.deleted_at IS NULL"
-    )
-    return list(store.execute(sql, [*ids, *ids]))
+    return store.live_neighbours(ids)
 
 
 def spread_activation(
@@ -79,12 +65,7 @@ def repoint_edges(store: Store, old_ids: Sequence[str], new_id: str, at: float) 
     """
     if not old_ids:
         return {"moved": [], "before": []}
-    marks = ", ".join("?" * len(old_ids))
-    rows = list(store.execute(
-        f"SELECT src, dst, kind, weight FROM edges WHERE (src IN ({marks}) OR dst IN ({marks})) "
-        "AND kind != 'supersedes'",
-        [*old_ids, *old_ids],
-    ))
+    rows = store.take_edges(old_ids)
     old = set(old_ids)
     moved: dict[tuple[str, str, str], float] = {}
     for src, dst, kind, weight in rows:
@@ -93,17 +74,11 @@ def repoint_edges(store: Store, old_ids: Sequence[str], new_id: str, at: float) 
         if src2 != dst2:
             key = (src2, dst2, kind)
             moved[key] = max(moved.get(key, 0.0), weight)
-    store.execute(
-        f"DELETE FROM edges WHERE (src IN ({marks}) OR dst IN ({marks})) AND kind != 'supersedes'",
-        [*old_ids, *old_ids],
-    )
     before: list[list[Any]] = []
     for (src, dst, kind), weight in moved.items():
-        current = store.execute(
-            "SELECT weight FROM edges WHERE src = ? AND dst = ? AND kind = ?", (src, dst, kind)
-        ).fetchone()
-        before.append([src, dst, kind, current[0] if current else None])
-        add_edges(store, [(src, dst, kind, max(weight, current[0] if current else 0.0))], at)
+        current = store.edge_weight(src, dst, kind)
+        before.append([src, dst, kind, current])
+        add_edges(store, [(src, dst, kind, max(weight, current or 0.0))], at)
     return {"moved": [list(r) for r in rows], "before": before}
 
 
@@ -130,15 +105,7 @@ def hebbian(
         if a == b:
             continue
         src, dst = _canonical(a, b)
-        row = store.execute(
-            "SELECT max(weight) FROM edges WHERE kind = 'co_activated' AND "
-            "((src = ? AND dst = ?) OR (src = ? AND dst = ?))",
-            (src, dst, dst, src),
-        ).fetchone()
-        current = row[0] if row and row[0] is not None else 0.0
-        store.execute(
-            "DELETE FROM edges WHERE kind = 'co_activated' AND src = ? AND dst = ?", (dst, src)
-        )
+        current = store.take_undirected_weight("co_activated", src, dst)
         add_edges(store, [(src, dst, "co_activated", current + rate * (1.0 - current))], at)
         count += 1
     return count
@@ -155,27 +122,14 @@ def to_networkx(store: Store, kinds: Sequence[str] | None = None, *, min_weight:
 
     graph = nx.Graph()
     kinds = list(kinds or EDGE_KINDS)
-    marks = ", ".join("?" * len(kinds))
-    rows = store.execute(
-        f"SELECT e.src, e.dst, e.kind, e.weight FROM edges e "
-        f"JOIN traces a ON a.id = e.src JOIN traces b ON b.id = e.dst "
-        f"WHERE e.kind IN ({marks}) AND e.weight >= ? AND a.deleted_at IS NULL AND b.deleted_at IS NULL",
-        [*kinds, min_weight],
-    )
-    for src, dst, kind, weight in rows:
+    for src, dst, kind, weight in store.live_edges(kinds, min_weight):
         if graph.has_edge(src, dst) and graph[src][dst]["weight"] >= weight:
             continue
         graph.add_edge(src, dst, kind=kind, weight=weight)
     if graph.number_of_nodes():
-        ids = list(graph.nodes)
-        for start in range(0, len(ids), 500):
-            chunk = ids[start : start + 500]
-            for tid, type_, scope, scope_id, tags in store.execute(
-                f"SELECT id, type, scope, scope_id, tags FROM traces WHERE id IN ({', '.join('?' * len(chunk))})",
-                chunk,
-            ):
-                graph.nodes[tid].update(type=type_, scope=scope, scope_id=scope_id,
-                                        derived='"derived"' in tags)
+        for tid, type_, scope, scope_id, tags in store.node_attributes(list(graph.nodes)):
+            graph.nodes[tid].update(type=type_, scope=scope, scope_id=scope_id,
+                                    derived='"derived"' in tags)
     return graph
 
 
@@ -221,10 +175,7 @@ def clusters(
 def insight_sources(store: Store) -> dict[str, set[str]]:
     """``{insight id: source ids}`` over live insights (``derived_from`` edges)."""
     sources: dict[str, set[str]] = {}
-    for src, dst in store.execute(
-        "SELECT e.src, e.dst FROM edges e JOIN traces t ON t.id = e.src "
-        "WHERE e.kind = 'derived_from' AND t.deleted_at IS NULL"
-    ):
+    for src, dst in store.live_derivations():
         sources.setdefault(src, set()).add(dst)
     return sources
 
@@ -232,12 +183,8 @@ def insight_sources(store: Store) -> dict[str, set[str]]:
 def summary(store: Store, top: int = 5) -> dict[str, Any]:
     """Nodes, edges by kind and the largest co-activation clusters (for ``brainmem graph``)."""
     by_kind = {kind: 0 for kind in EDGE_KINDS}
-    for kind, count in store.execute("SELECT kind, count(*) FROM edges GROUP BY kind"):
-        by_kind[kind] = count
-    nodes = store.execute(
-        "SELECT count(*) FROM (SELECT src AS id FROM edges UNION SELECT dst FROM edges) n "
-        "JOIN traces t ON t.id = n.id WHERE t.deleted_at IS NULL"
-    ).get
+    by_kind.update(store.edge_counts())
+    nodes = store.live_node_count()
     import networkx as nx
 
     view = to_networkx(store, ["co_activated", "derived_from"])
@@ -245,8 +192,9 @@ def summary(store: Store, top: int = 5) -> dict[str, Any]:
     top_clusters = []
     for component in components:
         members = sorted(component, key=lambda n: -view.degree(n, weight="weight"))
-        row = store.execute("SELECT content FROM traces WHERE id = ?", (members[0],)).fetchone()
+        central = store.get(members[0], include_deleted=True)
         top_clusters.append({"size": len(component), "central": members[0],
-                             "central_content": row[0] if row else None, "members": members[:20]})
+                             "central_content": central.content if central else None,
+                             "members": members[:20]})
     return {"nodes": nodes, "edges": sum(by_kind.values()), "edges_by_kind": by_kind,
             "clusters": top_clusters}

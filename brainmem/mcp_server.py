@@ -47,7 +47,7 @@ def build_server(brain: Any, context: Any = None, extra: Sequence[str] | str = (
     from mcp import types
     from mcp.server.lowlevel import Server
 
-    from . import __version__
+    from ._version import __version__
     from .tools import Toolbox
 
     box = Toolbox(brain, context, extra)  # a bad context/extra fails here, before serving

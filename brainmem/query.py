@@ -99,13 +99,13 @@ class QueryCompiler:
     def stem_list(self, text: str) -> list[str]:
         """The index's terms for ``text`` (porter stems), in order."""
         data = text.encode("utf-8", "replace")
-        return [tok[0] for tok in self._stem(data, apsw.FTS5_TOKENIZE_DOCUMENT, None, include_offsets=False)]
+        return [str(tok[0]) for tok in self._stem(data, apsw.FTS5_TOKENIZE_DOCUMENT, None, include_offsets=False)]
 
     def words(self, text: str) -> list[str]:
         """Lower-cased words of ``text`` in order, as the index sees them."""
         data = text.encode("utf-8", "replace")
         tokens = self._tokenize(data, apsw.FTS5_TOKENIZE_QUERY, None, include_offsets=False)
-        return [tok[0] for tok in tokens]
+        return [str(tok[0]) for tok in tokens]
 
     def terms(self, text: str) -> list[str]:
         """Distinct content words of ``text`` (stopwords dropped unless nothing is left)."""
@@ -121,10 +121,10 @@ class QueryCompiler:
         # Text that is not valid Unicode (lone surrogates) is searched by its words only.
         if _SYNTAX.search(text) and _encodable(text) and len(self.words(text)) <= 4 * self.max_terms:
             parsed = _parse_fts5(text)
-            terms = tuple(self.terms(text))
-            if parsed is not None and terms:  # '""' parses but searches nothing: a QueryError
+            found = tuple(self.terms(text))
+            if parsed is not None and found:  # '""' parses but searches nothing: a QueryError
                 try:
-                    return CompiledQuery(fq.to_query_string(parsed), terms, True)
+                    return CompiledQuery(fq.to_query_string(parsed), found, True)
                 except RecursionError:  # absurdly deep nesting: read it as words instead
                     pass
         terms = self.terms(text)

@@ -282,6 +282,7 @@ def _episode_bm25(store: Store, compiler: QueryCompiler, terms: tuple[str, ...],
     idf = {s: math.log(1 + (n - df.get(s, 0) + 0.5) / (df.get(s, 0) + 0.5)) for s in stems}
     tf: dict[str, Counter[str]] = {}
     for trace in in_episodes:
+        assert trace.episode is not None
         words = compiler.stem_list(trace.content)
         tf.setdefault(trace.episode, Counter()).update(w for w in words if w in wanted)
     lengths = store.episode_lengths(list(tf))

@@ -1,34 +1,34 @@
-"""All SQL lives here (DESIGN §2): opening the file, rows <-> traces, filters, writes.
+"""The traces table (rows <-> traces, filters, writes) and :class:`Store`, which joins
+every table group (ARCHITECTURE.md, "Layers" and "File format").
 
-One :class:`Store` wraps one apsw connection. Writes run inside :meth:`Store.write`,
-a ``BEGIN IMMEDIATE`` transaction that nests (inner blocks join the outer one), so a
-batch is one commit and readers never see half of it. apsw errors are translated
-into the :mod:`brainmem.errors` tree at this boundary.
+One :class:`Store` wraps one apsw connection (:mod:`brainmem.store_base`). Writes run
+inside :meth:`Store.write`, a ``BEGIN IMMEDIATE`` transaction that nests (inner
+blocks join the outer one), so a batch is one commit and readers never see half of
+it. apsw errors are translated into the :mod:`brainmem.errors` tree at this boundary.
+The FTS5 index (:mod:`brainmem.store_index`), the edges (:mod:`brainmem.store_edges`)
+and the logs (:mod:`brainmem.store_log`) are table groups of their own.
 """
 
 from __future__ import annotations
 
-import contextlib
 import json
 import operator
-import os
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from dataclasses import fields as dataclass_fields
 from typing import Any
 
 import apsw
 
-from . import files
 from .errors import (
-    BrainFileError,
-    BrainmemError,
     InvalidInput,
     QueryError,
-    ReadOnlyBrain,
-    StorageError,
 )
 from .model import Trace
+from .store_base import translate_errors
+from .store_edges import EdgeTables
+from .store_index import IndexTables
+from .store_log import LogTables
 
 #: Column order of every trace SELECT; :func:`row_to_trace` reads it.
 TRACE_COLUMNS = (
@@ -165,93 +165,8 @@ class Filters:
         )
 
 
-@contextlib.contextmanager
-def translate_errors() -> Iterator[None]:
-    """Turn apsw errors into the brainmem tree (with the cause chained)."""
-    try:
-        yield
-    except BrainmemError:
-        raise
-    except apsw.ReadOnlyError as exc:
-        raise ReadOnlyBrain(f"the brain is read-only: {exc}") from exc
-    except apsw.FullError as exc:
-        raise StorageError(f"the disk or the database is full: {exc}") from exc
-    except apsw.BusyError as exc:
-        raise StorageError(f"the brain stayed locked by another process: {exc}") from exc
-    except (apsw.CorruptError, apsw.NotADBError) as exc:
-        raise BrainFileError(f"the brain file is damaged: {exc}") from exc
-    except apsw.CantOpenError as exc:
-        raise BrainFileError(f"cannot open the brain file: {exc}") from exc
-    except apsw.IOError as exc:
-        raise StorageError(f"I/O error on the brain file: {exc}") from exc
-
-
-class Store:
-    """The brain file: one apsw connection and every statement brainmem runs."""
-
-    def __init__(self, path: str, *, readonly: bool = False, busy_timeout_ms: int = 30_000) -> None:
-        self.path = path
-        self.readonly = readonly
-        self._depth = 0
-        #: Counts outermost write transactions, so a caller can cache facts for one of them.
-        self.tx_serial = 0
-        self._vocab = False  # temp.traces_vocab created on this connection
-        self._cache: dict[str, tuple[tuple[int, int], Any]] = {}
-        with translate_errors():
-            self.db = files.open_connection(path, readonly, busy_timeout_ms)
-
-    def close(self) -> None:
-        with translate_errors():
-            if not self.readonly:
-                with contextlib.suppress(apsw.Error):
-                    self.db.pragma("optimize")
-            self.db.close()
-
-    # --- transactions -----------------------------------------------------------------
-
-    @contextlib.contextmanager
-    def write(self) -> Iterator[None]:
-        """A ``BEGIN IMMEDIATE`` transaction; nested calls join the outermost one."""
-        if self.readonly:
-            raise ReadOnlyBrain(f"{self.path} was opened read-only")
-        with translate_errors():
-            if self._depth:
-                self._depth += 1
-                try:
-                    yield
-                finally:
-                    self._depth -= 1
-                return
-            self.db.execute("BEGIN IMMEDIATE")
-            self._depth = 1
-            self.tx_serial += 1
-            try:
-                yield
-            except BaseException:
-                self._depth = 0
-                if self.db.in_transaction:
-                    self.db.execute("ROLLBACK")
-                raise
-            self._depth = 0
-            self.db.execute("COMMIT")
-
-    @contextlib.contextmanager
-    def read(self) -> Iterator[None]:
-        """A consistent snapshot for several reads (joins a surrounding write)."""
-        with translate_errors():
-            if self._depth or self.db.in_transaction:
-                yield
-                return
-            self.db.execute("BEGIN")
-            try:
-                yield
-            finally:
-                if self.db.in_transaction:
-                    self.db.execute("COMMIT")
-
-    def execute(self, sql: str, params: Sequence[Any] | dict[str, Any] = ()) -> apsw.Cursor:
-        with translate_errors():
-            return self.db.execute(sql, params)
+class Store(IndexTables, EdgeTables, LogTables):
+    """The brain file: the traces table here, the other table groups mixed in."""
 
     # --- traces -----------------------------------------------------------------------
 
@@ -418,7 +333,8 @@ class Store:
             self.db.execute(f"CREATE TEMP TABLE IF NOT EXISTS staged_traces (rid, {columns})")
             rid = self.db.execute("SELECT coalesce(max(rid), 0) FROM main.traces").get
             for start in range(0, len(traces), _INSERT_CHUNK):
-                rows, tag_rows = [], []
+                rows: list[tuple[Any, ...]] = []
+                tag_rows: list[tuple[Any, ...]] = []
                 for trace in traces[start : start + _INSERT_CHUNK]:
                     rid += 1
                     rows.append((rid, *_insert_row(trace)))
@@ -490,8 +406,7 @@ class Store:
         rows = self.execute(
             f"SELECT {_SELECT} FROM traces t WHERE t.scope = ? AND t.scope_id = ? "
             "AND t.deleted_at IS NULL AND t.pinned = 0 "
-            "ORDER BY CASE WHEN t.stability > 0 THEN "
-            "t.strength * exp(-max(0.0, ? - t.last_accessed_at) / t.stability) ELSE 0.0 END, "
+            "ORDER BY retrievability(t.strength, t.stability, t.last_accessed_at, ?), "
             "t.last_accessed_at, t.rid LIMIT ?",
             (scope, scope_id, now, limit),
         )
@@ -503,63 +418,11 @@ class Store:
         for row in self.execute(f"SELECT {_SELECT} FROM traces t WHERE {where} ORDER BY t.rid", params):
             yield row_to_trace(row)
 
-    @staticmethod
-    def _export_edges_sql(include_deleted: bool) -> str:
-        live = "" if include_deleted else " WHERE a.deleted_at IS NULL AND b.deleted_at IS NULL"
-        return ("FROM edges e JOIN traces a ON a.id = e.src JOIN traces b ON b.id = e.dst" + live)
-
-    def iter_edges(self, *, include_deleted: bool) -> Iterator[tuple[str, str, str, float, float]]:
-        """Edges whose both ends are exported traces, as (src, dst, kind, weight, updated_at)."""
-        yield from self.execute(
-            "SELECT e.src, e.dst, e.kind, e.weight, e.updated_at "
-            f"{self._export_edges_sql(include_deleted)} ORDER BY e.src, e.dst, e.kind"
-        )
-
-    def count_export_edges(self, *, include_deleted: bool) -> int:
-        return self.execute(f"SELECT count(*) {self._export_edges_sql(include_deleted)}").get
-
     def trace_exists(self, trace_id: str) -> bool:
         """True if any row (live or deleted) has this id."""
         return self.execute("SELECT 1 FROM traces WHERE id = ?", (trace_id,)).fetchone() is not None
 
     # --- term statistics (ranking) ---------------------------------------------------
-
-    def document_frequencies(self, terms: Sequence[str]) -> tuple[int, dict[str, int]]:
-        """(live traces indexed, {term: traces containing it}) from the FTS5 index itself.
-
-        Reads an ``fts5vocab`` table created in the connection's TEMP schema, so it
-        costs nothing on disk and works on read-only brains too.
-        """
-        if not self._vocab:
-            self.db.execute(
-                "CREATE VIRTUAL TABLE IF NOT EXISTS temp.traces_vocab USING fts5vocab(main, traces_fts, row)"
-            )
-            self._vocab = True
-        terms = list(dict.fromkeys(terms))
-        df = {}
-        if terms:
-            df = dict(self.db.execute(
-                f"SELECT term, doc FROM temp.traces_vocab WHERE term IN ({', '.join('?' * len(terms))})", terms
-            ))
-        return self.indexed_count(), df
-
-    def indexed_count(self) -> int:
-        """How many traces the FTS5 index holds (cached until a write)."""
-        return self._cached("indexed", lambda: self.db.execute("SELECT count(*) FROM traces_fts_docsize").get)
-
-    def edge_kinds(self) -> frozenset[str]:
-        """The kinds of edge the graph holds (cached until a write): ranking skips absent ones."""
-        return self._cached("edge_kinds", lambda: frozenset(
-            r[0] for r in self.db.execute("SELECT DISTINCT kind FROM edges")))
-
-    def _cached(self, name: str, compute: Callable[[], Any]) -> Any:
-        """``compute()``, remembered until this connection or another one commits a write."""
-        key = (self.db.pragma("data_version"), self.tx_serial)
-        stamp, value = self._cache.get(name, (None, None))
-        if stamp != key:
-            value = compute()
-            self._cache[name] = (key, value)
-        return value
 
     def episode_lengths(self, episodes: Sequence[str]) -> dict[str, int]:
         """Total content length (characters) of the live traces of each episode."""
@@ -572,52 +435,14 @@ class Store:
             ))
         return out
 
-    # --- retrievals ---------------------------------------------------------------------
-
-    def record_retrieval(self, query: str, at: float, results: list[tuple[str, int, float]]) -> int:
-        self.execute(
-            "INSERT INTO retrievals(query, at, results) VALUES (?, ?, ?)",
-            (query, at, json.dumps(results)),
-        )
-        return self.db.last_insert_rowid()
-
-    def retrieval(self, retrieval_id: int) -> tuple[str, float, list[Any]] | None:
-        row = self.execute(
-            "SELECT query, at, results FROM retrievals WHERE id = ?", (retrieval_id,)
-        ).fetchone()
-        return (row[0], row[1], json.loads(row[2])) if row else None
-
-    def feedback_given(self, retrieval_id: int) -> set[str]:
-        """Trace ids of a retrieval that already have feedback."""
-        return {r[0] for r in self.execute(
-            "SELECT trace_id FROM feedback WHERE retrieval_id = ?", (retrieval_id,))}
-
-    def record_feedback(self, retrieval_id: int, trace_id: str, used: bool, at: float) -> None:
-        self.execute(
-            "INSERT INTO feedback(retrieval_id, trace_id, used, at) VALUES (?, ?, ?, ?)",
-            (retrieval_id, trace_id, int(used), at),
-        )
-
-    # --- meta ---------------------------------------------------------------------------
-
-    def meta_get(self, key: str, default: str | None = None) -> str | None:
-        row = self.execute("SELECT value FROM meta WHERE key = ?", (key,)).fetchone()
-        return row[0] if row else default
-
-    def meta_set(self, key: str, value: str) -> None:
-        self.execute(
-            "INSERT INTO meta(key, value) VALUES (?, ?) ON CONFLICT(key) DO UPDATE SET value = excluded.value",
-            (key, value),
-        )
-
     # --- statistics -------------------------------------------------------------------
 
     def stats(self) -> dict[str, Any]:
-        live = dict(self.execute(
+        live: dict[str, int] = dict(self.execute(  # type: ignore[arg-type]
             "SELECT type, count(*) FROM traces WHERE deleted_at IS NULL GROUP BY type"
         ).fetchall())
         deleted = self.execute("SELECT count(*) FROM traces WHERE deleted_at IS NOT NULL").get
-        edges = dict(self.execute("SELECT kind, count(*) FROM edges GROUP BY kind").fetchall())
+        edges = self.edge_counts()
         retrievals = self.execute("SELECT count(*) FROM retrievals").get
         page_size = self.db.pragma("page_size")
         pages = self.db.pragma("page_count")
@@ -644,43 +469,7 @@ class Store:
             rows = [r[0] for r in self.db.execute("PRAGMA integrity_check(100)")]
         return [] if rows == ["ok"] else rows
 
-    def fts_integrity_check(self) -> str | None:
-        """None if FTS5's ``integrity-check`` (index vs. live content) passes, else the error.
 
-        The check is an INSERT command, which SQLite refuses on a read-only
-        connection; a read-only brain is checked on an in-memory copy instead.
-        """
-        sql = "INSERT INTO traces_fts(traces_fts, rank) VALUES ('integrity-check', 1)"
-        db, copy = self.db, None
-        try:
-            if self.readonly:
-                copy = apsw.Connection(":memory:")
-                with copy.backup("main", self.db, "main") as backup:
-                    backup.step(-1)
-                db = copy
-            db.execute(sql)
-        except (apsw.CorruptError, apsw.SQLError) as exc:
-            return f"full-text index does not match the traces: {exc}"
-        finally:
-            if copy is not None:
-                copy.close()
-        return None
-
-    def fts_sync(self) -> dict[str, int]:
-        """Live traces missing from the FTS index, and indexed rows that are not live traces.
-
-        ``traces_fts_docsize`` has one row per indexed document, so it is the set of
-        indexed rowids.
-        """
-        missing = self.execute(
-            "SELECT count(*) FROM traces t WHERE t.deleted_at IS NULL "
-            "AND NOT EXISTS (SELECT 1 FROM traces_fts_docsize d WHERE d.id = t.rid)"
-        ).get
-        extra = self.execute(
-            "SELECT count(*) FROM traces_fts_docsize d WHERE NOT EXISTS "
-            "(SELECT 1 FROM traces t WHERE t.rid = d.id AND t.deleted_at IS NULL)"
-        ).get
-        return {"missing": missing, "extra": extra}
 
     _ORPHAN_EDGES = (
         "FROM edges AS e WHERE NOT EXISTS (SELECT 1 FROM traces t WHERE t.id = e.src) "
@@ -702,23 +491,6 @@ class Store:
             "indexed": self.execute("SELECT count(*) FROM traces_fts_docsize").get,
             "edges": self.execute("SELECT count(*) FROM edges").get,
         }
-
-    def backup_to(self, path: str) -> None:
-        """Copy the whole brain to ``path`` with SQLite's online backup (a consistent snapshot)."""
-        if os.path.exists(path):
-            raise InvalidInput(f"backup target {path} already exists; choose a new path")
-        with translate_errors():
-            target = apsw.Connection(path)
-            try:
-                with target.backup("main", self.db, "main") as backup:
-                    backup.step(-1)
-            finally:
-                target.close()
-
-    def repair_index(self) -> None:
-        """Rebuild the FTS index from the live traces (``traces_live``)."""
-        with self.write():
-            self.execute("INSERT INTO traces_fts(traces_fts) VALUES ('rebuild')")
 
     def drop_orphans(self) -> dict[str, int]:
         """Delete orphan edges and tag rows; return how many of each went."""
@@ -777,13 +549,6 @@ class Store:
             (now,),
         ))
 
-    def feedback_after(self, watermark: int, limit: int = 100_000) -> list[tuple[int, int, str, int]]:
-        """Feedback rows with id > ``watermark`` as (id, retrieval_id, trace_id, used)."""
-        return list(self.execute(
-            "SELECT id, retrieval_id, trace_id, used FROM feedback WHERE id > ? ORDER BY id LIMIT ?",
-            (watermark, limit),
-        ))
-
     def compact_candidates(self, created_before: float, min_access: int, now: float) -> list[Trace]:
         """Live, unexpired episodic traces created before a time with enough recalls."""
         rows = self.execute(
@@ -794,53 +559,8 @@ class Store:
         )
         return [row_to_trace(r) for r in rows]
 
-    def fts_optimize(self) -> None:
-        """Merge the FTS5 index's segments (one write)."""
-        with self.write():
-            self.execute("INSERT INTO traces_fts(traces_fts) VALUES ('optimize')")
 
-    def pragma_optimize(self) -> None:
-        with translate_errors():
-            self.db.pragma("optimize")
 
-    def lease_acquire(self, name: str, owner: str, now: float, seconds: float) -> tuple[bool, str | None, float | None]:
-        """Take (or renew) lease ``name`` for ``owner`` until ``now + seconds``.
 
-        Returns (taken, holder, holder_expires_at): a live lease held by someone else
-        is left alone; an expired one (its holder crashed) is taken over.
-        """
-        with self.write():
-            row = self.execute("SELECT owner, expires_at FROM leases WHERE name = ?", (name,)).fetchone()
-            if row is not None and row[0] != owner and row[1] > now:
-                return False, row[0], row[1]
-            self.execute(
-                "INSERT INTO leases(name, owner, expires_at) VALUES (?, ?, ?) "
-                "ON CONFLICT(name) DO UPDATE SET owner = excluded.owner, expires_at = excluded.expires_at",
-                (name, owner, now + seconds),
-            )
-        return True, owner, now + seconds
 
-    def lease_release(self, name: str, owner: str) -> None:
-        with self.write():
-            self.execute("DELETE FROM leases WHERE name = ? AND owner = ?", (name, owner))
 
-    def log_consolidation(self, started_at: float, finished_at: float, now: float, status: str,
-                          report: dict[str, Any]) -> int:
-        with self.write():
-            self.execute(
-                "INSERT INTO consolidation_log(started_at, finished_at, now, status, report) "
-                "VALUES (?, ?, ?, ?, ?)",
-                (started_at, finished_at, now, status, json.dumps(report, default=str)),
-            )
-            return self.db.last_insert_rowid()
-
-    def consolidation_history(self, limit: int) -> list[dict[str, Any]]:
-        """The last ``limit`` consolidation runs, newest first."""
-        return [
-            {"id": r[0], "started_at": r[1], "finished_at": r[2], "now": r[3], "status": r[4],
-             "report": json.loads(r[5])}
-            for r in self.execute(
-                "SELECT id, started_at, finished_at, now, status, report FROM consolidation_log "
-                "ORDER BY id DESC LIMIT ?", (limit,),
-            )
-        ]

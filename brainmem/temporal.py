@@ -174,8 +174,7 @@ def _window(kind: str, m: re.Match[str], now: float, today: datetime) -> Window 
         key = next((h for h in sorted(_HOLIDAYS, key=len, reverse=True) if name.startswith(h)), None)
         if key is None:
             return None
-        month, day = _HOLIDAYS[key]
-        return _day_window(today, month, day, None)
+        return _day_window(today, *_HOLIDAYS[key], None)
     if kind in ("month_day", "day_month"):
         month = _month_number(m.group("month"))
         day = int(m.group("day"))

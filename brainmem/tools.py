@@ -1,4 +1,4 @@
-"""Agent-facing tools (DESIGN §9): JSON schemas, validation and dispatch.
+"""Agent-facing tools (ARCHITECTURE.md, "Layers"): JSON schemas, validation and dispatch.
 
 :class:`Toolbox` turns a :class:`~brainmem.brain.Brain` into OpenAI function-calling
 tools. ``specs()`` lists them; ``call(name, arguments)`` validates the arguments
@@ -36,8 +36,8 @@ Decisions where DESIGN is silent:
 * ``memory_delete`` of an unknown or already deleted id is ``NotFound``.
 * ``memory_reflect`` consolidates the whole brain (it is maintenance by policy,
   not a read); under a context its report keeps only counts and timings, no ids.
-* ``Brain.call_tool`` defaults to ``extra="all"``: Python callers may call any
-  tool. The MCP server and ``brainmem call`` only accept the tools they list.
+* ``Brain.call_tool`` accepts exactly the tools ``Brain.tools`` lists for the same
+  ``extra`` (core tools by default); ``extra="all"`` opens every tool.
 """
 
 from __future__ import annotations
@@ -46,22 +46,24 @@ import json
 import logging
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, fields
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from . import decay
 from .errors import BrainmemError, InvalidInput, NotFound, QueryError, VersionConflict
 from .model import DEFAULT_SCOPE, DEFAULT_TYPE, SCOPES, TYPES, Trace, iso
+from .policy import Policy
 from .schemacheck import json_type, short, validate
+from .validate import LIMIT_MAX, MAX_ID_CHARS, MAX_TTL
+
+if TYPE_CHECKING:  # the tools sit above the Brain they call; imported for types only
+    from .brain import Brain
 
 log = logging.getLogger("brainmem")
+_POLICY = Policy()  # the default bounds the schemas advertise
 
 #: Which ToolContext field holds the id of each scope.
 SCOPE_FIELDS = {"user": "user_id", "thread": "thread_id", "persona": "persona_id",
                 "organization": "org_id"}
-#: Longest TTL a tool accepts (100 years), so ``now + ttl`` stays a finite float.
-MAX_TTL = 100 * 365 * 86_400
-#: Most results one memory_search returns.
-MAX_LIMIT = 100
 
 JSON = dict[str, Any]
 
@@ -155,10 +157,20 @@ def _str(description: str, **extra: Any) -> JSON:
     return {"type": "string", "description": description, **extra}
 
 
+def _limit(what: str, default: int) -> JSON:
+    """The one limit rule (:func:`brainmem.validate.check_limit`) as a schema."""
+    return {"type": "integer", "minimum": 1, "maximum": LIMIT_MAX,
+            "description": f"{what} (default {default}, at most {LIMIT_MAX})."}
+
+
+# Bounds below come from brainmem.validate and the default Policy: declared once there.
 _ID = _str("The memory's id (mt_...), as returned by memory_add or memory_search.", minLength=1,
-           maxLength=256)
-_TAGS = {"type": "array", "items": {"type": "string", "minLength": 1, "maxLength": 128},
-         "maxItems": 64, "description": "Short labels, e.g. [\"preference\", \"ui\"]."}
+           maxLength=MAX_ID_CHARS)
+_TAGS = {"type": "array",
+         "items": {"type": "string", "minLength": 1, "maxLength": _POLICY.max_tag_chars},
+         "maxItems": _POLICY.max_tags, "description": "Short labels, e.g. [\"preference\", \"ui\"]."}
+_TTL = {"type": "number", "exclusiveMinimum": 0, "maximum": MAX_TTL,
+        "description": "Forget after this many seconds."}
 _IMPORTANCE = {"type": "number", "minimum": 0, "maximum": 1,
                "description": "0..1 (default 0.5); important memories are forgotten more slowly."}
 _PINNED = {"type": "boolean", "description": "Pinned memories are never forgotten automatically."}
@@ -177,7 +189,7 @@ def _scope_props(ctx: ToolContext | None, write: bool) -> JSON:
         return {
             "scope": {"type": "string", "enum": list(SCOPES),
                       "description": "Visibility: user (default), thread, persona or organization."},
-            "scope_id": _str("Id within the scope (e.g. the user's id).", maxLength=256),
+            "scope_id": _str("Id within the scope (e.g. the user's id).", maxLength=MAX_ID_CHARS),
         }
     choices = ctx.writable_scopes() if write else [s for s, _ in ctx.grants()]
     return {"scope": {"type": "string", "enum": choices,
@@ -201,7 +213,7 @@ class ToolDef:
     extra: bool = False
     requires: tuple[str, ...] = ()  # Brain methods the tool needs
 
-    def available(self, brain: Any) -> bool:
+    def available(self, brain: Brain) -> bool:
         return all(callable(getattr(brain, m, None)) for m in self.requires)
 
 
@@ -228,7 +240,7 @@ class Toolbox:
     unknown extra raises :class:`InvalidInput` here (configuration, not agent input).
     """
 
-    def __init__(self, brain: Any, context: ToolContext | Mapping[str, Any] | None = None,
+    def __init__(self, brain: Brain, context: ToolContext | Mapping[str, Any] | None = None,
                  extra: Sequence[str] | str = ()) -> None:
         self.brain = brain
         self.context = ToolContext.coerce(context)
@@ -328,8 +340,8 @@ class Toolbox:
         return {"scopes": ctx.grants()}
 
 
-def call_tool(brain: Any, name: Any, arguments: Any = None, *, context: Any = None,
-              extra: Sequence[str] | str = "all") -> JSON:
+def call_tool(brain: Brain, name: Any, arguments: Any = None, *, context: Any = None,
+              extra: Sequence[str] | str = ()) -> JSON:
     """``Toolbox(brain, context, extra).call(name, arguments)``, with a bad context or
     extra also reported as an error dict (Brain.call_tool never raises)."""
     try:
@@ -418,11 +430,11 @@ def _add_schema(ctx: ToolContext | None) -> JSON:
         "importance": _IMPORTANCE,
         "pinned": _PINNED,
         "episode": _str("Id of the conversation/session this came from; links consecutive memories.",
-                        maxLength=256),
+                        maxLength=MAX_ID_CHARS),
         "metadata": _METADATA,
-        "key": _str("Optional name unique within the scope (fails if taken).", minLength=1, maxLength=256),
-        "ttl": {"type": "number", "exclusiveMinimum": 0, "maximum": MAX_TTL,
-                "description": "Forget after this many seconds."},
+        "key": _str("Optional name unique within the scope (fails if taken).", minLength=1,
+                    maxLength=_POLICY.max_key_chars),
+        "ttl": _TTL,
     }, ["content"])
 
 
@@ -438,13 +450,8 @@ def _memory_add(box: Toolbox, args: dict[str, Any]) -> JSON:
         args["scope"] = scope
     if scope_id is not None:
         args["scope_id"] = scope_id
-    fresh: set[str] = set()
-    unsubscribe = box.brain.subscribe(lambda kind, payload: fresh.add(payload["id"]), ["add"])
-    try:
-        trace = box.brain.add(args.pop("content"), **args)
-    finally:
-        unsubscribe()
-    return {"traceId": trace.id, "deduplicated": trace.id not in fresh}
+    added = box.brain.add_result(args.pop("content"), **args)
+    return {"traceId": added.trace.id, "deduplicated": added.deduplicated}
 
 
 def _update_schema(ctx: ToolContext | None) -> JSON:
@@ -519,8 +526,7 @@ def _search_schema(ctx: ToolContext | None) -> JSON:
         "type": _type_prop(ctx, write=False),
         **_scope_props(ctx, write=False),
         "tags": {**_TAGS, "description": "Only memories with at least one of these tags."},
-        "limit": {"type": "integer", "minimum": 1, "maximum": MAX_LIMIT,
-                  "description": f"Most results to return (default 10, at most {MAX_LIMIT})."},
+        "limit": _limit("Most results to return", 10),
     }, ["query"])
 
 
@@ -586,9 +592,8 @@ def _list_schema(ctx: ToolContext | None) -> JSON:
         "type": _type_prop(ctx, write=False),
         **_scope_props(ctx, write=False),
         "tags": {**_TAGS, "description": "Only memories with at least one of these tags."},
-        "key_prefix": _str("Only keyed memories whose key starts with this.", maxLength=256),
-        "limit": {"type": "integer", "minimum": 1, "maximum": 200,
-                  "description": "Most items to return (default 50)."},
+        "key_prefix": _str("Only keyed memories whose key starts with this.", maxLength=_POLICY.max_key_chars),
+        "limit": _limit("Most items to return", 50),
         "offset": {"type": "integer", "minimum": 0, "description": "Items to skip (paging)."},
     })
 
@@ -607,7 +612,7 @@ def _memory_list(box: Toolbox, args: dict[str, Any]) -> JSON:
 
 def _put_schema(ctx: ToolContext | None) -> JSON:
     return _obj({
-        "key": _str("The name of the value, unique within the scope.", minLength=1, maxLength=256),
+        "key": _str("The name of the value, unique within the scope.", minLength=1, maxLength=_POLICY.max_key_chars),
         "content": _str("The value to store under the key.", minLength=1),
         **_scope_props(ctx, write=True),
         "type": {**_type_prop(ctx, write=True), "description": _TYPE_DOC + " Default semantic."},
@@ -615,8 +620,7 @@ def _put_schema(ctx: ToolContext | None) -> JSON:
         "importance": _IMPORTANCE,
         "pinned": _PINNED,
         "metadata": _METADATA,
-        "ttl": {"type": "number", "exclusiveMinimum": 0, "maximum": MAX_TTL,
-                "description": "Forget after this many seconds."},
+        "ttl": _TTL,
         "expected_version": {"type": "integer", "minimum": 0,
                              "description": "Only write if the value is at this version (0: absent)."},
     }, ["key", "content"])
@@ -638,7 +642,7 @@ def _memory_put(box: Toolbox, args: dict[str, Any]) -> JSON:
 
 def _get_key_schema(ctx: ToolContext | None) -> JSON:
     return _obj({
-        "key": _str("The name of the value.", minLength=1, maxLength=256),
+        "key": _str("The name of the value.", minLength=1, maxLength=_POLICY.max_key_chars),
         **_scope_props(ctx, write=False),
     }, ["key"])
 
@@ -649,19 +653,22 @@ def _memory_get_key(box: Toolbox, args: dict[str, Any]) -> JSON:
     if box.context is None:
         trace = box.brain.get_key(args["key"], scope=args.get("scope"), scope_id=args.get("scope_id"))
     else:
-        trace = _find_key(box, args["key"], args.get("scope"), every_scope=True)
-        if trace is None:
+        found = _find_key(box, args["key"], args.get("scope"), every_scope=True)
+        if found is None:
             raise NotFound(f"no value for key {args['key']!r}")
+        trace = found
     return {"trace": trace_view(trace, box.brain.now())}
 
 
 def _find_key(box: Toolbox, key: str, scope: str | None, every_scope: bool = False) -> Trace | None:
     """The live value of ``key`` in the context's scope (or, for reads, its first granted one)."""
     assert box.context is not None
+    where: list[tuple[str, str]]
     if scope is not None:
-        where = [(scope, box.context.scope_id(scope))]
-        if where[0][1] is None:
+        scope_id_ = box.context.scope_id(scope)
+        if scope_id_ is None:
             raise InvalidInput(f"this tool context has no {scope} scope")
+        where = [(scope, scope_id_)]
     else:
         where = box.context.grants() if every_scope else []
     for scope_, scope_id in where:
@@ -673,7 +680,7 @@ def _find_key(box: Toolbox, key: str, scope: str | None, every_scope: bool = Fal
 
 
 def _feedback_schema(ctx: ToolContext | None) -> JSON:
-    ids = {"type": "array", "items": _ID, "maxItems": MAX_LIMIT}
+    ids = {"type": "array", "items": _ID, "maxItems": LIMIT_MAX}
     return _obj({
         "retrieval_id": {"type": "integer", "minimum": 1,
                          "description": "The retrievalId memory_search returned."},

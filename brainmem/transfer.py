@@ -30,6 +30,7 @@ Import decisions (DESIGN is silent):
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 import os
@@ -40,23 +41,10 @@ from typing import IO, Any
 
 from . import graph, schema
 from .errors import InvalidInput, StorageError
-from .faces import check_key
-from .model import (
-    SCOPES,
-    TYPES,
-    Trace,
-    check_choice,
-    check_content,
-    check_importance,
-    check_int,
-    check_metadata,
-    check_tags,
-    check_text,
-    content_hash,
-    new_id,
-)
+from .model import Trace, new_id
 from .policy import Policy
 from .store import Filters, Store
+from .validate import MAX_ID_CHARS, build_trace, check_choice, check_int, check_text, to_timestamp
 
 TRACE_FIELDS = tuple(f.name for f in fields(Trace))
 EDGE_FIELDS = ("src", "dst", "kind", "weight", "updated_at")
@@ -130,12 +118,17 @@ def _number(value: Any, what: str, *, minimum: float | None = None) -> float:
     return float(value)
 
 
-def _optional_number(value: Any, what: str) -> float | None:
-    return None if value is None else _number(value, what)
+#: Exported fields that are stored state, not add arguments (checked here, not by build_trace).
+_STATE_FIELDS = ("id", "content_hash", "strength", "stability", "updated_at", "last_accessed_at",
+                 "access_count", "version", "deleted_at", "merged_into")
 
 
 def trace_from_json(obj: Any, policy: Policy) -> Trace:
-    """A validated :class:`Trace` from an exported dict (``content_hash`` recomputed)."""
+    """A validated :class:`Trace` from an exported dict (``content_hash`` recomputed).
+
+    The add fields go through the one factory (:func:`brainmem.validate.build_trace`);
+    the stored state (strengths, counts, times of use, deletion) is checked here.
+    """
     if not isinstance(obj, dict):
         raise InvalidInput("a trace must be a JSON object")
     unknown = set(obj) - set(TRACE_FIELDS)
@@ -144,44 +137,30 @@ def trace_from_json(obj: Any, policy: Policy) -> Trace:
     for required in ("id", "content", "created_at"):
         if required not in obj:
             raise InvalidInput(f"trace has no {required!r}")
-    trace_id = check_text(obj["id"], "id", max_chars=256, allow_none=False)
+    trace_id = check_text(obj["id"], "id", max_chars=MAX_ID_CHARS, allow_none=False)
     if not trace_id or not trace_id.strip():
         raise InvalidInput("id must not be empty")
-    content = check_content(obj["content"], policy.max_content_bytes)
-    type_ = check_choice(obj.get("type", "episodic"), TYPES, "type")
-    importance = check_importance(obj.get("importance", 0.5))
     created = _number(obj["created_at"], "created_at")
-    key = obj.get("key")
-    pinned = obj.get("pinned", False)
-    if not isinstance(pinned, bool):
-        raise InvalidInput("pinned must be true or false")
-    return Trace(
+    built = build_trace({k: v for k, v in obj.items() if k not in _STATE_FIELDS}, created, policy)
+
+    def when(name: str, default: float | None) -> float | None:
+        value = obj.get(name, default)
+        return None if value is None else to_timestamp(_number(value, name), name)
+
+    def time_of(name: str) -> float:
+        return when(name, created) or created
+
+    return dataclasses.replace(
+        built,
         id=trace_id,
-        content=content,
-        content_hash=content_hash(content),
-        type=type_,
-        scope=check_choice(obj.get("scope", "user"), SCOPES, "scope"),
-        scope_id=check_text(obj.get("scope_id", ""), "scope_id", max_chars=256, allow_none=False) or "",
-        episode=check_text(obj.get("episode"), "episode", max_chars=256),
-        key=None if key is None else check_key(key, policy.max_key_chars),
-        tags=check_tags(obj.get("tags"), policy.max_tags, policy.max_tag_chars),
         strength=_number(obj.get("strength", 1.0), "strength", minimum=0.0),
-        stability=_number(obj.get("stability", policy.stability_for(type_, importance)), "stability",
-                          minimum=0.0),
-        importance=importance,
-        pinned=pinned,
-        created_at=created,
-        updated_at=_number(obj.get("updated_at", created), "updated_at"),
-        last_accessed_at=_number(obj.get("last_accessed_at", created), "last_accessed_at"),
+        stability=_number(obj.get("stability", built.stability), "stability", minimum=0.0),
+        updated_at=time_of("updated_at"),
+        last_accessed_at=time_of("last_accessed_at"),
         access_count=check_int(obj.get("access_count", 0), "access_count", 0),
-        expires_at=_optional_number(obj.get("expires_at"), "expires_at"),
         version=check_int(obj.get("version", 1), "version", 1),
-        deleted_at=_optional_number(obj.get("deleted_at"), "deleted_at"),
-        merged_into=check_text(obj.get("merged_into"), "merged_into", max_chars=256),
-        metadata=check_metadata(obj.get("metadata")),
-        task_id=check_text(obj.get("task_id"), "task_id", max_chars=256),
-        due_at=_optional_number(obj.get("due_at"), "due_at"),
-        cue=check_text(obj.get("cue"), "cue", max_chars=4096),
+        deleted_at=when("deleted_at", None),
+        merged_into=check_text(obj.get("merged_into"), "merged_into", max_chars=MAX_ID_CHARS),
     )
 
 
@@ -190,8 +169,8 @@ def edge_from_json(obj: Any) -> tuple[str, str, str, float, float]:
         raise InvalidInput("an edge must be a JSON object")
     if set(obj) != set(EDGE_FIELDS):
         raise InvalidInput(f"an edge needs exactly the fields {', '.join(EDGE_FIELDS)}")
-    src = check_text(obj["src"], "src", max_chars=256, allow_none=False)
-    dst = check_text(obj["dst"], "dst", max_chars=256, allow_none=False)
+    src = check_text(obj["src"], "src", max_chars=MAX_ID_CHARS, allow_none=False)
+    dst = check_text(obj["dst"], "dst", max_chars=MAX_ID_CHARS, allow_none=False)
     if src == dst:
         raise InvalidInput("an edge cannot join a trace to itself")
     kind = check_choice(obj["kind"], graph.EDGE_KINDS, "edge kind")

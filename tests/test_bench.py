@@ -12,7 +12,6 @@ import importlib.util
 import json
 import math
 import random
-import time
 from pathlib import Path
 
 import apsw
@@ -247,10 +246,8 @@ def test_missing_data_is_a_clear_error(tmp_path: Path) -> None:
 # --- synthetic dataset ------------------------------------------------------------------------
 
 
-def test_synthetic_is_deterministic_fast_and_well_formed() -> None:
-    t0 = time.perf_counter()
+def test_synthetic_is_deterministic_and_well_formed() -> None:
     ds = build_synthetic()
-    assert time.perf_counter() - t0 < 1.0
     assert ds == build_synthetic()
     (hay,) = ds.haystacks
     by_id = {d.doc_id: d for d in hay.documents}

@@ -22,7 +22,11 @@ import threading
 import time
 from pathlib import Path
 
+import pytest
+
 from brainmem import Brain
+
+pytestmark = pytest.mark.slow  # real processes writing, searching and reflecting at once
 
 HERE = Path(__file__).resolve()
 WRITERS = 4

@@ -347,6 +347,7 @@ CHILD = textwrap.dedent("""
 """)
 
 
+@pytest.mark.slow
 def test_two_processes_reflect_at_once(tmp_path: Path) -> None:
     path = str(tmp_path / "shared.brain")
     with Brain(path, clock=lambda: T0) as b:

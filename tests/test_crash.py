@@ -26,6 +26,8 @@ import pytest
 
 from brainmem import Brain, Policy
 
+pytestmark = pytest.mark.slow  # ~20 s of real processes killed at random moments
+
 HERE = Path(__file__).resolve()
 STEPS = ("prune", "merge", "strengthen", "derive", "compact", "reindex")
 #: 20 rounds: add, update and merge rounds, and a kill inside each reflect step.
@@ -145,12 +147,13 @@ def _verify(path: str, adds: dict[str, str], updates: dict[str, tuple[int, str]]
 def _start_child(path: str, ack_path: Path, mode: str, seed: int) -> subprocess.Popen:
     """Start a child and wait until it has opened the brain (its first acknowledgement)."""
     child = subprocess.Popen([sys.executable, str(HERE), path, str(ack_path), mode, str(seed)])
-    deadline = time.monotonic() + 20
-    while not (ack_path.exists() and ack_path.read_text()):
+    for _ in range(2000):  # a hang guard (~20 s of polls), not a speed check
+        if ack_path.exists() and ack_path.read_text():
+            return child
         assert child.poll() is None, f"child exited with {child.returncode} before work"
-        assert time.monotonic() < deadline
         time.sleep(0.01)
-    return child
+    child.kill()
+    pytest.fail("the child never opened the brain")
 
 
 def test_schedule_has_20_kills_and_every_reflect_step() -> None:
@@ -167,7 +170,6 @@ def test_sigkill_at_random_moments_loses_nothing_acknowledged(tmp_path: Path) ->
     adds: dict[str, str] = {}
     updates: dict[str, tuple[int, str]] = {}
     merges: dict[str, list[str]] = {}
-    started = time.monotonic()
     for round_, mode in enumerate(SCHEDULE):
         ack_path = tmp_path / f"ack{round_}.jsonl"
         child = _start_child(path, ack_path, mode, round_)
@@ -193,7 +195,6 @@ def test_sigkill_at_random_moments_loses_nothing_acknowledged(tmp_path: Path) ->
         _verify(path, adds, updates, merges)
     assert len(adds) > len(SCHEDULE)  # the children really worked between kills
     assert updates and merges
-    assert time.monotonic() - started < 60
 
 
 def test_lease_of_a_killed_reflect_expires(tmp_path: Path) -> None:

@@ -8,7 +8,7 @@ from dataclasses import replace
 import pytest
 
 from brainmem import Brain, InvalidInput, NotFound, Policy, QuotaExceeded, VersionConflict
-from brainmem.faces import LIST_CAP
+from brainmem.validate import LIMIT_MAX, READ_MAX
 
 
 def fts_count(brain: Brain, word: str) -> int:
@@ -156,17 +156,29 @@ def test_list_filters_and_truncation(mem_brain: Brain, clock) -> None:
     assert {i.key for i in mem_brain.list(key_prefix="cfg").items} == {"cfg.a", "cfg_b", "cfgXa"}
     window = mem_brain.list(since=clock.now - 35, until=clock.now - 15)
     assert [i.id for i in window.items] == [ids[3], ids[2]]
-    assert len(mem_brain.list(limit=1000).items) == 8  # clamped to the cap, not refused
+    assert len(mem_brain.list(limit=LIMIT_MAX).items) == 8
     with pytest.raises(InvalidInput):
         mem_brain.list(limit=0)
     with pytest.raises(InvalidInput):
         mem_brain.list(tags_mode="some")
 
 
-def test_list_hard_cap(mem_brain: Brain) -> None:
-    mem_brain.add_many([f"item number {i}" for i in range(LIST_CAP + 5)])
-    listing = mem_brain.list(limit=10_000)
-    assert len(listing.items) == LIST_CAP and listing.truncated
+def test_one_limit_rule_everywhere(mem_brain: Brain) -> None:
+    """search, list, recent, due and the tools: 1..LIMIT_MAX, more is refused, never clamped."""
+    mem_brain.add_many([f"item number {i}" for i in range(25)])
+    listing = mem_brain.list(limit=20)
+    assert len(listing.items) == 20 and listing.truncated
+    for call in (lambda n: mem_brain.list(limit=n), lambda n: mem_brain.recent(limit=n),
+                 lambda n: mem_brain.due(limit=n), lambda n: mem_brain.search("item", n)):
+        call(LIMIT_MAX)
+        for bad in (0, LIMIT_MAX + 1, 2.0, True):
+            with pytest.raises(InvalidInput, match="limit"):
+                call(bad)
+    for tool, args in (("memory_search", {"query": "item"}), ("memory_list", {})):
+        ok = mem_brain.call_tool(tool, {**args, "limit": LIMIT_MAX}, extra="all")
+        assert "error" not in ok
+        bad = mem_brain.call_tool(tool, {**args, "limit": LIMIT_MAX + 1}, extra="all")
+        assert bad["error"]["type"] == "InvalidInput"
 
 
 def test_read_returns_full_traces_and_missing(mem_brain: Brain) -> None:
@@ -181,7 +193,7 @@ def test_read_returns_full_traces_and_missing(mem_brain: Brain) -> None:
     assert mem_brain.read(a.id).traces[0].content == "alpha"
     assert reading.to_dict()["missing"] == [b.id, "mt_nope"]
     with pytest.raises(InvalidInput):
-        mem_brain.read([f"mt_{i}" for i in range(LIST_CAP + 1)])
+        mem_brain.read([f"mt_{i}" for i in range(READ_MAX + 1)])
 
 
 def test_recent_newest_first_with_since_and_tags(mem_brain: Brain, clock) -> None:

@@ -148,7 +148,7 @@ def _assert_clean(brain: Brain, result: Any, before: dict[str, int]) -> None:
 def test_fuzz_every_tool(fuzz_brain: Brain, data: st.DataObject) -> None:
     name, arguments = data.draw(tool_calls(fuzz_brain))
     before = _counts(fuzz_brain)
-    _assert_clean(fuzz_brain, fuzz_brain.call_tool(name, arguments), before)
+    _assert_clean(fuzz_brain, fuzz_brain.call_tool(name, arguments, extra="all"), before)
 
 
 @FUZZ
@@ -160,7 +160,7 @@ def test_fuzz_every_tool(fuzz_brain: Brain, data: st.DataObject) -> None:
 def test_fuzz_every_tool_under_a_context(fuzz_brain: Brain, data: st.DataObject, context: Any) -> None:
     name, arguments = data.draw(tool_calls(fuzz_brain))
     before = _counts(fuzz_brain)
-    _assert_clean(fuzz_brain, call_tool(fuzz_brain, name, arguments, context=context), before)
+    _assert_clean(fuzz_brain, call_tool(fuzz_brain, name, arguments, context=context, extra="all"), before)
 
 
 FTS_SOUP = st.lists(st.sampled_from([
@@ -275,8 +275,8 @@ def test_sql_looking_ids_touch_nothing(file_brain: Brain, trace_id: str) -> None
         file_brain.merge([trace_id, live[0]])
     for tool, args in [("memory_delete", {"id": trace_id}), ("memory_update", {"id": trace_id, "content": "x"}),
                        ("memory_merge", {"ids": [trace_id, live[1]]})]:
-        assert file_brain.call_tool(tool, args)["error"]["type"] in ("NotFound", "InvalidInput")
-    read = file_brain.call_tool("memory_read", {"ids": [trace_id]})
+        assert file_brain.call_tool(tool, args, extra="all")["error"]["type"] in ("NotFound", "InvalidInput")
+    read = file_brain.call_tool("memory_read", {"ids": [trace_id]}, extra="all")
     assert read == {"traces": [], "missing": [trace_id]}
     assert _counts(file_brain) == before
     assert [t.id for t in file_brain._store.get_many(live)] == live
@@ -307,7 +307,7 @@ def test_wildcards_in_scope_ids_stay_literal(file_brain: Brain) -> None:
         for other, other_id in ids.items():
             if other != owner:
                 read = call_tool(file_brain, "memory_read", {"ids": [other_id]},
-                                 context={"user_id": owner})
+                                 context={"user_id": owner}, extra="all")
                 assert read == {"traces": [], "missing": [other_id]}
                 for tool, args in [("memory_delete", {"id": other_id}),
                                    ("memory_update", {"id": other_id, "content": "mine now"})]:
@@ -333,7 +333,7 @@ def test_deeply_nested_arguments_are_refused_cleanly(file_brain: Brain) -> None:
     for name in ("memory_add", "memory_search", "memory_update", "memory_merge", "memory_list"):
         for arguments in ({"content": "x", "metadata": deep}, {"query": deep}, {"tags": [deep]},
                           {"ids": deep}, {"extra": deep}):
-            _assert_clean(file_brain, file_brain.call_tool(name, arguments), before)
+            _assert_clean(file_brain, file_brain.call_tool(name, arguments, extra="all"), before)
 
 
 def test_tool_result_shapes_hold_for_success(tmp_path: Path) -> None:

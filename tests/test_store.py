@@ -18,6 +18,7 @@ from brainmem import (
     schema,
 )
 from brainmem.store import _SELECT, Filters, Store, row_to_trace
+from brainmem.validate import build_trace
 
 
 def snapshot(path: Path) -> bytes:
@@ -140,7 +141,7 @@ def test_insert_many_matches_insert(tmp_path):
         items = [{"content": f"text {i}", "tags": [f"t{i % 3}", "all"], "metadata": {"i": i},
                   "pinned": i % 2 == 0, "importance": (i % 10) / 10, "episode": "e" if i % 4 else None}
                  for i in range(4500)]
-        built = [brain._build(item, 1e9) for item in items]
+        built = [build_trace(item, 1e9, brain.policy) for item in items]
         store = brain._store
         with store.write():
             store.insert_many(built[:4000])  # several chunks
@@ -162,7 +163,7 @@ def test_insert_many_matches_insert(tmp_path):
 
 def test_insert_many_failure_rolls_back(tmp_path):
     with Brain(str(tmp_path / "b.db"), clock=lambda: 1e9) as brain:
-        built = [brain._build({"content": f"x{i}"}, 1e9) for i in range(10)]
+        built = [build_trace({"content": f"x{i}"}, 1e9, brain.policy) for i in range(10)]
         built[7].id = built[2].id  # violates UNIQUE(id)
         with pytest.raises(apsw.ConstraintError):
             with brain._store.write():

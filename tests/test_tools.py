@@ -137,7 +137,7 @@ def test_add_search_update_delete_merge_contracts(brain: Brain) -> None:
     merged = brain.call_tool("memory_merge", {"ids": [a, b], "content": "Meeting Monday 10:00"})
     assert merged["sourcesDeleted"] == [a, b]
     assert brain.get(merged["mergedTraceId"]).content == "Meeting Monday 10:00"
-    assert brain.call_tool("memory_read", {"ids": [a]}) == {"traces": [], "missing": [a]}
+    assert brain.call_tool("memory_read", {"ids": [a]}, extra="all") == {"traces": [], "missing": [a]}
 
     assert brain.call_tool("memory_delete", {"id": tid}) == {"deleted": True}
     assert brain.call_tool("memory_delete", {"id": tid})["error"]["type"] == "NotFound"
@@ -166,8 +166,8 @@ def test_reflect_returns_the_report(brain: Brain) -> None:
 def test_feedback_extra(brain: Brain) -> None:
     tid = brain.call_tool("memory_add", {"content": "green tea"})["traceId"]
     rid = brain.call_tool("memory_search", {"query": "tea"})["retrievalId"]
-    assert brain.call_tool("memory_feedback", {"retrieval_id": rid, "used": [tid]}) == {"recorded": 1}
-    assert brain.call_tool("memory_feedback", {"retrieval_id": rid + 100})["error"]["type"] == "NotFound"
+    assert brain.call_tool("memory_feedback", {"retrieval_id": rid, "used": [tid]}, extra="all") == {"recorded": 1}
+    assert brain.call_tool("memory_feedback", {"retrieval_id": rid + 100}, extra="all")["error"]["type"] == "NotFound"
     only_core = brain.call_tool("memory_feedback", {"retrieval_id": rid}, extra=())
     assert only_core["error"]["type"] == "InvalidInput"
 
@@ -203,7 +203,7 @@ def test_feedback_extra(brain: Brain) -> None:
 def test_bad_input_is_an_error_dict(brain: Brain, name: Any, arguments: Any, fragment: str) -> None:
     if name == "memory_update":
         arguments = {"id": brain.add("exists").id}
-    result = brain.call_tool(name, arguments)
+    result = brain.call_tool(name, arguments, extra="all")
     assert set(result) == {"error"}, result
     assert result["error"]["type"] == "InvalidInput", result
     assert fragment in result["error"]["message"]
@@ -216,7 +216,7 @@ def test_unknown_ids_are_not_found(brain: Brain) -> None:
     for name, args in [("memory_update", {"id": "mt_nope", "content": "x"}),
                        ("memory_delete", {"id": "mt_nope"}),
                        ("memory_merge", {"ids": [keep, "mt_nope"]})]:
-        result = brain.call_tool(name, args)
+        result = brain.call_tool(name, args, extra="all")
         assert result["error"]["type"] == "NotFound", (name, result)
         assert not is_bad_input(result)
     assert brain.get(keep).live
@@ -240,7 +240,7 @@ def test_bad_context_is_an_error_dict_not_an_exception(brain: Brain) -> None:
 def test_fuzz_call_never_raises(brain: Brain, name: str, args: Any, as_text: bool, scoped: bool) -> None:
     payload = json.dumps(args) if as_text and not isinstance(args, str) else args
     context = {"user_id": "u1", "thread_id": "t1"} if scoped else None
-    result = brain.call_tool(name, payload, context=context)
+    result = brain.call_tool(name, payload, context=context, extra="all")
     assert isinstance(result, dict)
     json.dumps(result, allow_nan=False)
     if "error" in result:
@@ -307,3 +307,12 @@ def test_context_scopes_and_write_restrictions(brain: Brain) -> None:
     assert brain.get(t).live
     assert call_tool(brain, "memory_search", {"query": "x"}, context={"org_id": ""})["error"]["type"] == \
         "InvalidInput"
+
+
+def test_call_tool_runs_only_the_tools_tools_lists(brain: Brain) -> None:
+    listed = {spec["function"]["name"] for spec in brain.tools()}
+    assert "memory_read" not in listed
+    refused = brain.call_tool("memory_read", {"ids": ["mt_x"]})
+    assert refused["error"]["type"] == "InvalidInput"
+    assert "memory_read" in {s["function"]["name"] for s in brain.tools(extra=["memory_read"])}
+    assert "error" not in brain.call_tool("memory_read", {"ids": ["mt_x"]}, extra=["memory_read"])

@@ -12,6 +12,7 @@ brainmem/raw ratio, so a reader sees what brainmem's extra work costs.
 
 from __future__ import annotations
 
+import functools
 import os
 import random
 import tempfile
@@ -200,8 +201,8 @@ def _measure(tmp: str, texts: list[str], queries: list[str]) -> tuple[dict[str, 
             fts.search(q, 10)
         bm_lat, raw_lat = [], []
         for q in queries:
-            bm_lat.append(_timed(lambda q=q: brain.search(q, limit=10, reinforce=False)) * 1000.0)
-            raw_lat.append(_timed(lambda q=q: fts.search(q, 10)) * 1000.0)
+            bm_lat.append(_timed(functools.partial(brain.search, q, limit=10, reinforce=False)) * 1000.0)
+            raw_lat.append(_timed(functools.partial(fts.search, q, 10)) * 1000.0)
         bm.update(_latency(bm_lat))
         raw.update(_latency(raw_lat))
         bm["reflect_seconds"] = None

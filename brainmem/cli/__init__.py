@@ -24,7 +24,7 @@ import importlib
 import os
 import sys
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, NoReturn
 
 from ..errors import BrainmemError, InvalidInput
 
@@ -35,7 +35,7 @@ Handler = Callable[[argparse.Namespace], int | None]
 
 
 class _Parser(argparse.ArgumentParser):
-    def error(self, message: str) -> None:  # argparse's default prints usage; keep it one line
+    def error(self, message: str) -> NoReturn:  # argparse's default prints usage; keep it one line
         raise _UsageError(message)
 
 
@@ -56,7 +56,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--brain", metavar="PATH",
         help="brain file (default: $BRAINMEM_PATH or ./brain.db)",
     )
-    from .. import __version__
+    from .._version import __version__
 
     parser.add_argument("--version", action="version", version=f"brainmem {__version__}")
     commands = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)

@@ -206,10 +206,10 @@ def cmd_search(args: argparse.Namespace) -> int:
     if args.json:
         results = []
         for h in hits:
-            row = {**trace_json(h.trace), "score": h.score}
+            result = {**trace_json(h.trace), "score": h.score}
             if h.explain is not None:
-                row["explain"] = h.explain
-            results.append(row)
+                result["explain"] = h.explain
+            results.append(result)
         print_json({"results": results, "retrievalId": hits.retrieval_id})
         return 0
     if not hits:

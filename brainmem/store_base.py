@@ -1,0 +1,141 @@
+"""The connection under every table group (ARCHITECTURE.md, "File format").
+
+:class:`Database` wraps one apsw connection: opening the file, transactions and the
+translation of apsw errors into the :mod:`brainmem.errors` tree. The table groups
+(:mod:`brainmem.store` traces, :mod:`brainmem.store_index` the FTS5 index,
+:mod:`brainmem.store_edges` the graph, :mod:`brainmem.store_log` retrievals,
+feedback, meta, leases and the consolidation log) build on it, and
+:class:`brainmem.store.Store` joins them: all SQL lives in these modules.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from collections.abc import Callable, Iterator, Sequence
+from typing import Any
+
+import apsw
+
+from . import decay, files
+from .errors import (
+    BrainFileError,
+    BrainmemError,
+    InvalidInput,
+    ReadOnlyBrain,
+    StorageError,
+)
+
+
+@contextlib.contextmanager
+def translate_errors() -> Iterator[None]:
+    """Turn apsw errors into the brainmem tree (with the cause chained)."""
+    try:
+        yield
+    except BrainmemError:
+        raise
+    except apsw.ReadOnlyError as exc:
+        raise ReadOnlyBrain(f"the brain is read-only: {exc}") from exc
+    except apsw.FullError as exc:
+        raise StorageError(f"the disk or the database is full: {exc}") from exc
+    except apsw.BusyError as exc:
+        raise StorageError(f"the brain stayed locked by another process: {exc}") from exc
+    except (apsw.CorruptError, apsw.NotADBError) as exc:
+        raise BrainFileError(f"the brain file is damaged: {exc}") from exc
+    except apsw.CantOpenError as exc:
+        raise BrainFileError(f"cannot open the brain file: {exc}") from exc
+    except apsw.IOError as exc:
+        raise StorageError(f"I/O error on the brain file: {exc}") from exc
+
+
+class Database:
+    """One apsw connection to a brain file, with nesting write transactions."""
+
+    def __init__(self, path: str, *, readonly: bool = False, busy_timeout_ms: int = 30_000) -> None:
+        self.path = path
+        self.readonly = readonly
+        self._depth = 0
+        #: Counts outermost write transactions, so a caller can cache facts for one of them.
+        self.tx_serial = 0
+        self._cache: dict[str, tuple[tuple[int, int], Any]] = {}
+        with translate_errors():
+            self.db = files.open_connection(path, readonly, busy_timeout_ms)
+            # R(now) is defined once, in decay.py; SQL that ranks by it calls the same code
+            self.db.create_scalar_function("retrievability", decay.retrievability,  # type: ignore[arg-type]
+                                           4, deterministic=True)
+
+    def close(self) -> None:
+        with translate_errors():
+            if not self.readonly:
+                with contextlib.suppress(apsw.Error):
+                    self.db.pragma("optimize")
+            self.db.close()
+
+    @contextlib.contextmanager
+    def write(self) -> Iterator[None]:
+        """A ``BEGIN IMMEDIATE`` transaction; nested calls join the outermost one."""
+        if self.readonly:
+            raise ReadOnlyBrain(f"{self.path} was opened read-only")
+        with translate_errors():
+            if self._depth:
+                self._depth += 1
+                try:
+                    yield
+                finally:
+                    self._depth -= 1
+                return
+            self.db.execute("BEGIN IMMEDIATE")
+            self._depth = 1
+            self.tx_serial += 1
+            try:
+                yield
+            except BaseException:
+                self._depth = 0
+                if self.db.in_transaction:
+                    self.db.execute("ROLLBACK")
+                raise
+            self._depth = 0
+            self.db.execute("COMMIT")
+
+    @contextlib.contextmanager
+    def read(self) -> Iterator[None]:
+        """A consistent snapshot for several reads (joins a surrounding write)."""
+        with translate_errors():
+            if self._depth or self.db.in_transaction:
+                yield
+                return
+            self.db.execute("BEGIN")
+            try:
+                yield
+            finally:
+                if self.db.in_transaction:
+                    self.db.execute("COMMIT")
+
+    def execute(self, sql: str, params: Sequence[Any] | dict[str, Any] = ()) -> apsw.Cursor:
+        with translate_errors():
+            return self.db.execute(sql, params)
+
+    def _cached(self, name: str, compute: Callable[[], Any]) -> Any:
+        """``compute()``, remembered until this connection or another one commits a write."""
+        key = (self.db.pragma("data_version"), self.tx_serial)
+        stamp, value = self._cache.get(name, (None, None))
+        if stamp != key:
+            value = compute()
+            self._cache[name] = (key, value)
+        return value
+
+    def pragma_optimize(self) -> None:
+        with translate_errors():
+            self.db.pragma("optimize")
+
+    def backup_to(self, path: str) -> None:
+        """Copy the whole brain to ``path`` with SQLite's online backup (a consistent snapshot)."""
+        if os.path.exists(path):
+            raise InvalidInput(f"backup target {path} already exists; choose a new path")
+        with translate_errors():
+            target = apsw.Connection(path)
+            try:
+                with target.backup("main", self.db, "main") as backup:
+                    backup.step(-1)
+            finally:
+                target.close()

@@ -1,0 +1,117 @@
+"""The edges table: every SQL statement the co-activation graph runs.
+
+:mod:`brainmem.graph` holds the graph's rules (spreading activation, Hebbian
+updates, clusters) and calls these; nothing else touches ``edges``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+
+from .store_base import Database
+
+
+class EdgeTables(Database):
+    """``edges(src, dst, kind, weight, updated_at)``, one row per (src, dst, kind)."""
+
+    @staticmethod
+    def _export_edges_sql(include_deleted: bool) -> str:
+        live = "" if include_deleted else " WHERE a.deleted_at IS NULL AND b.deleted_at IS NULL"
+        return ("FROM edges e JOIN traces a ON a.id = e.src JOIN traces b ON b.id = e.dst" + live)
+
+    def iter_edges(self, *, include_deleted: bool) -> Iterator[tuple[str, str, str, float, float]]:
+        """Edges whose both ends are exported traces, as (src, dst, kind, weight, updated_at)."""
+        yield from self.execute(
+            "SELECT e.src, e.dst, e.kind, e.weight, e.updated_at "
+            f"{self._export_edges_sql(include_deleted)} ORDER BY e.src, e.dst, e.kind"
+        )
+
+    def count_export_edges(self, *, include_deleted: bool) -> int:
+        return self.execute(f"SELECT count(*) {self._export_edges_sql(include_deleted)}").get
+
+    def edge_kinds(self) -> frozenset[str]:
+        """The kinds of edge the graph holds (cached until a write): ranking skips absent ones."""
+        return self._cached("edge_kinds", lambda: frozenset(
+            r[0] for r in self.db.execute("SELECT DISTINCT kind FROM edges")))
+
+    def upsert_edges(self, rows: Sequence[tuple[str, str, str, float, float]]) -> None:
+        """Insert or overwrite edges given as (src, dst, kind, weight, updated_at)."""
+        self.db.executemany(
+            "INSERT INTO edges(src, dst, kind, weight, updated_at) VALUES (?, ?, ?, ?, ?) "
+            "ON CONFLICT(src, dst, kind) DO UPDATE SET weight = excluded.weight, updated_at = excluded.updated_at",
+            rows,
+        )
+
+    def live_neighbours(self, ids: Sequence[str]) -> list[tuple[str, str, str, float]]:
+        """Edges touching any of ``ids`` whose other end is a live trace, as (src, dst, kind, weight)."""
+        if not ids:
+            return []
+        marks = ", ".join("?" * len(ids))
+        sql = (
+            f"SELECT e.src, e.dst, e.kind, e.weight FROM edges e JOIN traces t ON t.id = e.dst "
+            f"WHERE e.src IN ({marks}) AND t.deleted_at IS NULL "
+            f"UNION SELECT e.src, e.dst, e.kind, e.weight FROM edges e JOIN traces t ON t.id = e.src "
+            f"WHERE e.dst IN ({marks}) AND t.deleted_at IS NULL"
+        )
+        return list(self.execute(sql, [*ids, *ids]))
+
+    def take_edges(self, ids: Sequence[str]) -> list[tuple[str, str, str, float]]:
+        """Delete and return every edge of ``ids`` except ``supersedes`` (lineage stays)."""
+        marks = ", ".join("?" * len(ids))
+        where = f"WHERE (src IN ({marks}) OR dst IN ({marks})) AND kind != 'supersedes'"
+        rows = list(self.execute(f"SELECT src, dst, kind, weight FROM edges {where}", [*ids, *ids]))
+        self.execute(f"DELETE FROM edges {where}", [*ids, *ids])
+        return rows
+
+    def edge_weight(self, src: str, dst: str, kind: str) -> float | None:
+        row = self.execute(
+            "SELECT weight FROM edges WHERE src = ? AND dst = ? AND kind = ?", (src, dst, kind)
+        ).fetchone()
+        return None if row is None else float(row[0])
+
+    def take_undirected_weight(self, kind: str, src: str, dst: str) -> float:
+        """The larger weight of ``kind`` between the two in either direction (0.0 if none);
+        the (dst, src) row is deleted, so the pair is stored once, as (src, dst)."""
+        row = self.execute(
+            "SELECT max(weight) FROM edges WHERE kind = ? AND ((src = ? AND dst = ?) OR (src = ? AND dst = ?))",
+            (kind, src, dst, dst, src),
+        ).fetchone()
+        self.execute("DELETE FROM edges WHERE kind = ? AND src = ? AND dst = ?", (kind, dst, src))
+        return float(row[0]) if row and row[0] is not None else 0.0
+
+    def live_edges(self, kinds: Sequence[str], min_weight: float) -> Iterator[tuple[str, str, str, float]]:
+        """Edges of ``kinds`` of at least ``min_weight`` between two live traces."""
+        marks = ", ".join("?" * len(kinds))
+        yield from self.execute(
+            f"SELECT e.src, e.dst, e.kind, e.weight FROM edges e "
+            f"JOIN traces a ON a.id = e.src JOIN traces b ON b.id = e.dst "
+            f"WHERE e.kind IN ({marks}) AND e.weight >= ? AND a.deleted_at IS NULL AND b.deleted_at IS NULL",
+            [*kinds, min_weight],
+        )
+
+    def node_attributes(self, ids: Sequence[str]) -> Iterator[tuple[str, str, str, str, str]]:
+        """(id, type, scope, scope_id, tags JSON) of each trace in ``ids``."""
+        for start in range(0, len(ids), 500):
+            chunk = ids[start : start + 500]
+            yield from self.execute(
+                f"SELECT id, type, scope, scope_id, tags FROM traces WHERE id IN ({', '.join('?' * len(chunk))})",
+                chunk,
+            )
+
+    def live_derivations(self) -> Iterator[tuple[str, str]]:
+        """(insight, source) pairs of ``derived_from`` edges from live insights."""
+        yield from self.execute(
+            "SELECT e.src, e.dst FROM edges e JOIN traces t ON t.id = e.src "
+            "WHERE e.kind = 'derived_from' AND t.deleted_at IS NULL"
+        )
+
+    def edge_counts(self) -> dict[str, int]:
+        """Edges per kind."""
+        return {str(kind): int(n) for kind, n in self.execute("SELECT kind, count(*) FROM edges GROUP BY kind")}
+
+    def live_node_count(self) -> int:
+        """Live traces with at least one edge."""
+        return int(self.execute(
+            "SELECT count(*) FROM (SELECT src AS id FROM edges UNION SELECT dst FROM edges) n "
+            "JOIN traces t ON t.id = n.id WHERE t.deleted_at IS NULL"
+        ).get)

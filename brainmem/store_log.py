@@ -1,0 +1,95 @@
+"""Retrievals, feedback, meta, leases and the consolidation log."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from .store_base import Database
+
+
+class LogTables(Database):
+    """The tables around the traces: what was searched and used, and reflect's own records."""
+
+    def record_retrieval(self, query: str, at: float, results: list[tuple[str, int, float]]) -> int:
+        self.execute(
+            "INSERT INTO retrievals(query, at, results) VALUES (?, ?, ?)",
+            (query, at, json.dumps(results)),
+        )
+        return self.db.last_insert_rowid()
+
+    def retrieval(self, retrieval_id: int) -> tuple[str, float, list[Any]] | None:
+        row = self.execute(
+            "SELECT query, at, results FROM retrievals WHERE id = ?", (retrieval_id,)
+        ).fetchone()
+        return (row[0], row[1], json.loads(row[2])) if row else None
+
+    def feedback_given(self, retrieval_id: int) -> set[str]:
+        """Trace ids of a retrieval that already have feedback."""
+        return {r[0] for r in self.execute(
+            "SELECT trace_id FROM feedback WHERE retrieval_id = ?", (retrieval_id,))}
+
+    def record_feedback(self, retrieval_id: int, trace_id: str, used: bool, at: float) -> None:
+        self.execute(
+            "INSERT INTO feedback(retrieval_id, trace_id, used, at) VALUES (?, ?, ?, ?)",
+            (retrieval_id, trace_id, int(used), at),
+        )
+
+    def meta_get(self, key: str, default: str | None = None) -> str | None:
+        row = self.execute("SELECT value FROM meta WHERE key = ?", (key,)).fetchone()
+        return row[0] if row else default
+
+    def meta_set(self, key: str, value: str) -> None:
+        self.execute(
+            "INSERT INTO meta(key, value) VALUES (?, ?) ON CONFLICT(key) DO UPDATE SET value = excluded.value",
+            (key, value),
+        )
+
+    def feedback_after(self, watermark: int, limit: int = 100_000) -> list[tuple[int, int, str, int]]:
+        """Feedback rows with id > ``watermark`` as (id, retrieval_id, trace_id, used)."""
+        return list(self.execute(
+            "SELECT id, retrieval_id, trace_id, used FROM feedback WHERE id > ? ORDER BY id LIMIT ?",
+            (watermark, limit),
+        ))
+
+    def lease_acquire(self, name: str, owner: str, now: float, seconds: float) -> tuple[bool, str | None, float | None]:
+        """Take (or renew) lease ``name`` for ``owner`` until ``now + seconds``.
+
+        Returns (taken, holder, holder_expires_at): a live lease held by someone else
+        is left alone; an expired one (its holder crashed) is taken over.
+        """
+        with self.write():
+            row = self.execute("SELECT owner, expires_at FROM leases WHERE name = ?", (name,)).fetchone()
+            if row is not None and row[0] != owner and row[1] > now:
+                return False, row[0], row[1]
+            self.execute(
+                "INSERT INTO leases(name, owner, expires_at) VALUES (?, ?, ?) "
+                "ON CONFLICT(name) DO UPDATE SET owner = excluded.owner, expires_at = excluded.expires_at",
+                (name, owner, now + seconds),
+            )
+        return True, owner, now + seconds
+
+    def lease_release(self, name: str, owner: str) -> None:
+        with self.write():
+            self.execute("DELETE FROM leases WHERE name = ? AND owner = ?", (name, owner))
+
+    def log_consolidation(self, started_at: float, finished_at: float, now: float, status: str,
+                          report: dict[str, Any]) -> int:
+        with self.write():
+            self.execute(
+                "INSERT INTO consolidation_log(started_at, finished_at, now, status, report) "
+                "VALUES (?, ?, ?, ?, ?)",
+                (started_at, finished_at, now, status, json.dumps(report, default=str)),
+            )
+            return self.db.last_insert_rowid()
+
+    def consolidation_history(self, limit: int) -> list[dict[str, Any]]:
+        """The last ``limit`` consolidation runs, newest first."""
+        return [
+            {"id": r[0], "started_at": r[1], "finished_at": r[2], "now": r[3], "status": r[4],
+             "report": json.loads(r[5])}
+            for r in self.execute(
+                "SELECT id, started_at, finished_at, now, status, report FROM consolidation_log "
+                "ORDER BY id DESC LIMIT ?", (limit,),
+            )
+        ]

@@ -1,0 +1,356 @@
+"""Every input rule, declared once (ARCHITECTURE.md, "Validation").
+
+The Python API, import (:mod:`brainmem.transfer`), consolidation, the agent tools
+and the CLI all check their input here, before anything is written, and a trace is
+built by one factory, :func:`build_trace`. The bounds below are also where the
+tools' JSON schemas take theirs from (:mod:`brainmem.tools`), so a value one
+surface accepts is one every surface accepts.
+
+Times: every time on a :class:`~brainmem.model.Trace` is UTC unix seconds. The API
+accepts a timezone-aware ``datetime`` (a naive one is taken as UTC), unix seconds or
+an ISO-8601 string wherever it takes a time (:func:`to_timestamp`); a time outside
+the years 1 to 9999 (what ISO-8601 text can show) is :class:`InvalidInput`, and so
+is a ``ttl`` whose expiry would be.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Iterable, Mapping, Sequence
+from datetime import datetime, timezone
+from typing import Any
+
+from .errors import InvalidInput
+from .model import (
+    DEFAULT_SCOPE,
+    DEFAULT_SCOPE_ID,
+    DEFAULT_TYPE,
+    SCOPES,
+    TYPES,
+    TimeLike,
+    Trace,
+    content_hash,
+    new_id,
+)
+from .policy import Policy
+
+#: The one ``limit`` rule: an integer from 1 to LIMIT_MAX; more is InvalidInput, never
+#: silently clamped (search, list, recent, due, the tools and the CLI alike).
+LIMIT_MAX = 1000
+#: Most ids one ``read`` takes.
+READ_MAX = 200
+#: Longest ``ttl`` (100 years, in seconds): a memory meant to last longer is not given one.
+MAX_TTL = 100 * 365 * 86_400
+#: Longest ``scope_id``, ``episode``, ``task_id`` and trace id.
+MAX_ID_CHARS = 256
+#: Longest ``cue``.
+MAX_CUE_CHARS = 4096
+
+#: Arguments ``add``/``add_many`` accept per trace.
+ADD_FIELDS = frozenset(
+    {"content", "type", "scope", "scope_id", "episode", "key", "tags", "importance", "pinned",
+     "created_at", "expires_at", "ttl", "metadata", "task_id", "due_at", "cue"}
+)
+#: Fields ``update`` may change.
+UPDATE_FIELDS = frozenset(
+    {"content", "tags", "type", "importance", "pinned", "metadata", "expires_at", "episode",
+     "key", "task_id", "due_at", "cue"}
+)
+
+#: The unix seconds a ``datetime`` can show: 0001-01-01 to 9999-12-31 (UTC).
+_MIN_TIME = datetime(1, 1, 1, tzinfo=timezone.utc).timestamp()
+_MAX_TIME = datetime(9999, 12, 31, 23, 59, 59, tzinfo=timezone.utc).timestamp()
+
+
+def _default(value: Any, default: str) -> Any:
+    """``default`` for a missing (None) argument; anything else, even "", is validated as given."""
+    return default if value is None else value
+
+
+# --- single values --------------------------------------------------------------------
+
+
+def check_content(content: Any, max_bytes: int) -> str:
+    if not isinstance(content, str):
+        raise InvalidInput(f"content must be a string, not {type(content).__name__}")
+    if not content.strip():
+        raise InvalidInput("content must not be empty")
+    try:
+        size = len(content.encode("utf-8"))
+    except UnicodeEncodeError as exc:
+        raise InvalidInput(f"content is not valid Unicode text ({exc.reason})") from None
+    if size > max_bytes:
+        raise InvalidInput(
+            f"content is {size} bytes, over the limit of {max_bytes} bytes "
+            "(Policy.max_content_bytes)"
+        )
+    return content
+
+
+def check_choice(value: Any, choices: tuple[str, ...], what: str) -> str:
+    if value not in choices:
+        raise InvalidInput(f"unknown {what} {value!r}; expected one of {', '.join(choices)}")
+    return value  # type: ignore[no-any-return]
+
+
+def check_text(value: Any, what: str, *, max_chars: int = 1024, allow_none: bool = True) -> str | None:
+    if value is None and allow_none:
+        return None
+    if not isinstance(value, str):
+        raise InvalidInput(f"{what} must be a string, not {type(value).__name__}")
+    if len(value) > max_chars:
+        raise InvalidInput(f"{what} is {len(value)} characters, over the limit of {max_chars}")
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        raise InvalidInput(f"{what} is not valid Unicode text") from None
+    return value
+
+
+def check_tags(tags: Any, max_tags: int, max_chars: int) -> list[str]:
+    if tags is None:
+        return []
+    if isinstance(tags, str) or not isinstance(tags, Iterable):
+        raise InvalidInput("tags must be a list of strings")
+    out: list[str] = []
+    for tag in tags:
+        if not isinstance(tag, str):
+            raise InvalidInput(f"tags must be strings, not {type(tag).__name__}")
+        tag = tag.strip()
+        if not tag:
+            raise InvalidInput("tags must not be empty")
+        check_text(tag, "tag", max_chars=max_chars)
+        if tag not in out:
+            out.append(tag)
+    if len(out) > max_tags:
+        raise InvalidInput(f"{len(out)} tags, over the limit of {max_tags}")
+    return out
+
+
+def check_int(value: Any, what: str, minimum: int, maximum: int | None = None) -> int:
+    """An ``int`` (not a bool) in [minimum, maximum], or :class:`InvalidInput` naming ``what``."""
+    if (isinstance(value, bool) or not isinstance(value, int) or value < minimum
+            or (maximum is not None and value > maximum)):
+        bounds = f">= {minimum}" if maximum is None else f"in [{minimum}, {maximum}]"
+        raise InvalidInput(f"{what} must be an integer {bounds}, not {value!r}")
+    return value
+
+
+def check_limit(limit: Any) -> int:
+    """The one ``limit`` rule: an integer in [1, LIMIT_MAX]."""
+    return check_int(limit, "limit", 1, LIMIT_MAX)
+
+
+def check_count(value: Any, what: str) -> int | None:
+    """None, or a positive integer (``keep_lines``, ``keep_chars``)."""
+    return None if value is None else check_int(value, what, 1)
+
+
+def check_ids(value: Any, what: str) -> list[str]:
+    """The trace ids in ``value``, a list of strings (one string is one id; None: none)."""
+    if value is None:
+        return []
+    if isinstance(value, str):
+        value = [value]
+    elif isinstance(value, (bytes, Mapping)) or not isinstance(value, Iterable):
+        raise InvalidInput(f"{what} must be a list of trace ids, not {type(value).__name__}")
+    return [check_text(v, "trace id", max_chars=MAX_ID_CHARS, allow_none=False) or "" for v in value]
+
+
+def check_importance(value: Any) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0.0 <= value <= 1.0:
+        raise InvalidInput(f"importance must be a number in [0, 1], not {value!r}")
+    return float(value)
+
+
+def check_bool(value: Any, what: str) -> bool:
+    if not isinstance(value, bool):
+        raise InvalidInput(f"{what} must be true or false")
+    return value
+
+
+def check_metadata(metadata: Any) -> dict[str, Any]:
+    """A JSON object that survives a round trip unchanged."""
+    if metadata is None:
+        return {}
+    if not isinstance(metadata, Mapping):
+        raise InvalidInput("metadata must be a JSON object (a dict)")
+    try:
+        text = json.dumps(dict(metadata), ensure_ascii=False, allow_nan=False)
+        text.encode("utf-8")
+    except (TypeError, ValueError, RecursionError, UnicodeEncodeError) as exc:
+        raise InvalidInput(f"metadata is not JSON-serialisable: {exc}") from None
+    result: dict[str, Any] = json.loads(text)
+    if result != metadata:
+        # e.g. non-string keys or tuples would not come back as given
+        raise InvalidInput("metadata would not round-trip through JSON (use string keys and lists)")
+    return result
+
+
+def check_key(key: Any, max_chars: int) -> str:
+    """A usable key: any non-blank string of at most ``max_chars``, used exactly as given."""
+    if not isinstance(key, str):
+        raise InvalidInput(f"key must be a string, not {type(key).__name__}")
+    if not key.strip():
+        raise InvalidInput("key must not be empty")
+    if len(key) > max_chars:
+        raise InvalidInput(
+            f"key is {len(key)} characters, over the limit of {max_chars} (Policy.max_key_chars)"
+        )
+    try:
+        key.encode("utf-8")
+    except UnicodeEncodeError:
+        raise InvalidInput("key is not valid Unicode text") from None
+    return key
+
+
+def check_ttl(ttl: Any) -> float | None:
+    """None, or a finite number of seconds in (0, MAX_TTL] (inf, NaN and 1e300 are refused)."""
+    if ttl is None:
+        return None
+    if (isinstance(ttl, bool) or not isinstance(ttl, (int, float)) or not math.isfinite(ttl)
+            or not 0 < ttl <= MAX_TTL):
+        raise InvalidInput(f"ttl must be a number of seconds in (0, {MAX_TTL}] (100 years), not {ttl!r}")
+    return float(ttl)
+
+
+def to_timestamp(value: TimeLike | None, what: str = "time") -> float | None:
+    """UTC unix seconds from a datetime, number or ISO-8601 string, in the years 1 to 9999."""
+    if value is None:
+        return None
+    if isinstance(value, bool):
+        raise InvalidInput(f"{what} must be a datetime, unix seconds or ISO-8601 string")
+    if isinstance(value, str):
+        try:
+            value = datetime.fromisoformat(value.strip().replace("Z", "+00:00"))
+        except ValueError:
+            raise InvalidInput(f"{what} {value!r} is not an ISO-8601 time") from None
+    if isinstance(value, datetime):
+        if value.tzinfo is None:
+            value = value.replace(tzinfo=timezone.utc)
+        value = value.timestamp()
+    if isinstance(value, (int, float)):
+        if not math.isfinite(value):
+            raise InvalidInput(f"{what} must be finite")
+        if not _MIN_TIME <= value <= _MAX_TIME:
+            # iso() (tools, CLI, reports) could not show it, and no memory is that far off
+            raise InvalidInput(f"{what} {value!r} is outside the years 1 to 9999")
+        return float(value)
+    raise InvalidInput(f"{what} must be a datetime, unix seconds or ISO-8601 string")
+
+
+def expiry(ttl: Any, expires_at: Any, now: float) -> float | None:
+    """The expiry a write asks for: ``expires_at``, or ``now + ttl``, never both."""
+    seconds = check_ttl(ttl)
+    if seconds is None:
+        return to_timestamp(expires_at, "expires_at")
+    if expires_at is not None:
+        raise InvalidInput("give ttl or expires_at, not both")
+    return to_timestamp(now + seconds, "expires_at (now + ttl)")
+
+
+def scope_of(scope: Any, scope_id: Any) -> tuple[str, str]:
+    """A validated (scope, scope_id), defaults filled in."""
+    scope_ = check_choice(_default(scope, DEFAULT_SCOPE), SCOPES, "scope")
+    return scope_, check_text(_default(scope_id, DEFAULT_SCOPE_ID), "scope_id",
+                              max_chars=MAX_ID_CHARS) or ""
+
+
+def scope_pairs(scopes: Any) -> list[tuple[str, str]]:
+    """(scope, scope_id) pairs for a confined read (scoped tools); [] matches nothing."""
+    if isinstance(scopes, (str, bytes, Mapping)) or not isinstance(scopes, Iterable):
+        raise InvalidInput("scopes must be a list of (scope, scope_id) pairs")
+    pairs = []
+    for pair in scopes:
+        if isinstance(pair, (str, bytes)) or not isinstance(pair, Sequence) or len(pair) != 2:
+            raise InvalidInput(f"scopes must hold (scope, scope_id) pairs, not {pair!r}")
+        pairs.append((check_choice(pair[0], SCOPES, "scope"),
+                      check_text(pair[1], "scope_id", max_chars=MAX_ID_CHARS, allow_none=False) or ""))
+    return pairs
+
+
+def check_types(type_: Any) -> list[str] | None:
+    """None, or the types of a read filter (one type or a list)."""
+    if type_ is None:
+        return None
+    if not isinstance(type_, str) and not isinstance(type_, Iterable):
+        raise InvalidInput(f"type must be a type or a list of types, not {type_!r}")
+    return [check_choice(t, TYPES, "type") for t in ([type_] if isinstance(type_, str) else type_)]
+
+
+# --- whole traces ---------------------------------------------------------------------
+
+
+def build_trace(item: Mapping[str, Any], now: float, policy: Policy) -> Trace:
+    """Validate one trace's fields (:data:`ADD_FIELDS`) and build it, not yet stored.
+
+    The one factory: ``add``, ``put``, ``update`` (which checks the fields it changes
+    through it), ``merge``, reflect's merge and derive and import all make traces here.
+    """
+    if len(item) == 1 and "content" in item:
+        # fast path (add_many of plain strings): every other field at its default
+        content = check_content(item["content"], policy.max_content_bytes)
+        return Trace(
+            id=new_id(), content=content, content_hash=content_hash(content),
+            stability=policy.stability_for(DEFAULT_TYPE, 0.5), importance=0.5,
+            created_at=now, updated_at=now, last_accessed_at=now,
+        )
+    unknown = set(item) - ADD_FIELDS
+    if unknown:
+        raise InvalidInput(f"unknown field(s): {', '.join(sorted(unknown))}")
+    content = check_content(item.get("content"), policy.max_content_bytes)
+    type_ = check_choice(_default(item.get("type"), DEFAULT_TYPE), TYPES, "type")
+    scope, scope_id = scope_of(item.get("scope"), item.get("scope_id"))
+    importance = check_importance(item.get("importance", 0.5))
+    created = to_timestamp(item.get("created_at"), "created_at")
+    created = now if created is None else created
+    key = item.get("key")
+    return Trace(
+        id=new_id(),
+        content=content,
+        content_hash=content_hash(content),
+        type=type_,
+        scope=scope,
+        scope_id=scope_id,
+        episode=check_text(item.get("episode"), "episode", max_chars=MAX_ID_CHARS),
+        key=None if key is None else check_key(key, policy.max_key_chars),
+        tags=check_tags(item.get("tags"), policy.max_tags, policy.max_tag_chars),
+        strength=1.0,
+        stability=policy.stability_for(type_, importance),
+        importance=importance,
+        pinned=check_bool(item.get("pinned", False), "pinned"),
+        created_at=created,
+        updated_at=created,
+        last_accessed_at=created,
+        access_count=0,
+        expires_at=expiry(item.get("ttl"), item.get("expires_at"), now),
+        metadata=check_metadata(item.get("metadata")),
+        task_id=check_text(item.get("task_id"), "task_id", max_chars=MAX_ID_CHARS),
+        due_at=to_timestamp(item.get("due_at"), "due_at"),
+        cue=check_text(item.get("cue"), "cue", max_chars=MAX_CUE_CHARS),
+    )
+
+
+def check_changes(changes: Mapping[str, Any], policy: Policy) -> dict[str, Any]:
+    """The validated values of an ``update``'s ``changes`` (names in :data:`UPDATE_FIELDS`)."""
+    unknown = set(changes) - UPDATE_FIELDS
+    if unknown:
+        raise InvalidInput(f"cannot update field(s): {', '.join(sorted(unknown))}")
+    if not changes:
+        raise InvalidInput("nothing to update")
+    rules: dict[str, Any] = {
+        "content": lambda v: check_content(v, policy.max_content_bytes),
+        "tags": lambda v: check_tags(v, policy.max_tags, policy.max_tag_chars),
+        "type": lambda v: check_choice(_default(v, DEFAULT_TYPE), TYPES, "type"),
+        "importance": check_importance,
+        "pinned": lambda v: check_bool(v, "pinned"),
+        "metadata": check_metadata,
+        "expires_at": lambda v: to_timestamp(v, "expires_at"),
+        "episode": lambda v: check_text(v, "episode", max_chars=MAX_ID_CHARS),
+        "key": lambda v: None if v is None else check_key(v, policy.max_key_chars),
+        "task_id": lambda v: check_text(v, "task_id", max_chars=MAX_ID_CHARS),
+        "due_at": lambda v: to_timestamp(v, "due_at"),
+        "cue": lambda v: check_text(v, "cue", max_chars=MAX_CUE_CHARS),
+    }
+    return {name: rules[name](value) for name, value in changes.items()}

@@ -1,0 +1,268 @@
+"""The write path: everything that changes traces, below :class:`~brainmem.brain.Brain`.
+
+:class:`Writer` runs inside a write transaction the caller (``Brain``) opened and
+holds the lock for; each method returns what it did, so the facade never has to
+watch its own events:
+
+* :meth:`Writer.add` -- dedup, key checks, quota (:meth:`Writer.make_room`),
+  insertion, episode links and reinforcement of duplicates -> one
+  :class:`AddResult` per item (``created`` False when it deduplicated);
+* :meth:`Writer.update` -- field changes, a snapshot of replaced content,
+  stability re-derived on a type/importance change;
+* :meth:`Writer.merge` -- a new trace from several, sources soft-deleted;
+* :meth:`Writer.soft_delete` -- a delete noting why (expired, evicted, archived),
+  collected in :attr:`Writer.side_deletes` for the facade to announce.
+
+Validation happens before: traces arrive built by :func:`brainmem.validate.build_trace`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from . import decay, graph
+from .errors import InvalidInput, QuotaExceeded, VersionConflict
+from .model import Trace, merge_fields, new_id
+from .policy import Policy
+from .store import Filters, Store
+from .validate import build_trace, check_changes, check_choice, check_int
+
+
+@dataclass(frozen=True)
+class AddResult:
+    """What one add did: the trace stored (or the live duplicate, reinforced) and
+    whether it was created (False: deduplicated against an existing trace)."""
+
+    trace: Trace
+    created: bool
+
+    @property
+    def deduplicated(self) -> bool:
+        return not self.created
+
+
+class Writer:
+    """The write operations of one brain file (call inside ``store.write()``)."""
+
+    def __init__(self, store: Store, policy: Policy) -> None:
+        self.store = store
+        self.policy = policy
+        #: "delete" payloads of traces soft-deleted by quota, expiry or end_task in the
+        #: current write (the facade resets it per transaction and emits them after)
+        self.side_deletes: list[dict[str, Any]] = []
+        #: live traces per scope, valid for the write transaction numbered _quota_tx
+        self._quota_tx = -1
+        self._quota_counts: dict[tuple[str, str], int] = {}
+
+    # --- deletes ----------------------------------------------------------------------
+
+    def soft_delete(self, trace: Trace, at: float, reason: str, **note: Any) -> None:
+        """Soft-delete noting why in ``metadata["deleted_reason"]``; queue its event."""
+        metadata = {**trace.metadata, "deleted_reason": reason, **note}
+        self.store.update_fields(trace.id, {"deleted_at": at, "updated_at": at, "metadata": metadata})
+        self.side_deletes.append({"id": trace.id, "reason": reason})
+
+    # --- adds -------------------------------------------------------------------------
+
+    def add(self, built: list[Trace], at: float) -> list[AddResult]:
+        """Dedup, check keys and insert ``built``; one :class:`AddResult` per item.
+
+        Hot path of ``add_many``: duplicates already in the brain are found with one
+        chunked lookup up front (``Store.find_duplicates``), not one query per trace.
+        Each episode's previous trace is looked up before the batch's own rows are
+        written, so consecutive traces of one batch link in batch order.
+        """
+        store = self.store
+        seen = store.find_duplicates((t.content_hash, t.type, t.scope, t.scope_id) for t in built)
+        # New rows are written in chunks after the loop (Store.insert_many, ~3x faster);
+        # Under an "evict" quota the hook must see every earlier row of the batch in the
+        # table (they may be evicted); "refuse" counts the batch in memory.
+        rows_visible_to_hook = self.policy.quota is not None and self.policy.quota_policy == "evict"
+        pending: list[Trace] = []
+        result: list[AddResult] = []
+        fresh: list[Trace] = []
+        fresh_ids: set[str] = set()
+        keys: set[tuple[str, str, str]] = set()
+        tails: dict[str, str | None] = {}
+        reinforced: dict[str, Trace] = {}
+        for trace in built:
+            ident = (trace.content_hash, trace.type, trace.scope, trace.scope_id)
+            existing = seen.get(ident)
+            holder = None  # the live trace holding this trace's key, when it has one
+            if trace.key is not None and (existing is None or existing.key != trace.key):
+                # a key names a slot, so a keyed trace is deduplicated only against the
+                # same key holding the same value (an idempotent add), never another trace
+                holder = store.find_key(trace.key, trace.scope, trace.scope_id)
+                same = holder is not None and (holder.content_hash, holder.type) == ident[:2]
+                existing = holder if same else None
+            if existing is not None:
+                created_here = existing.id in fresh_ids
+                if not created_here:
+                    reinforced[existing.id] = existing
+                result.append(AddResult(existing, False))
+                continue
+            if trace.key is not None:
+                scoped_key = (trace.key, trace.scope, trace.scope_id)
+                if scoped_key in keys or holder is not None:
+                    raise InvalidInput(f"key {trace.key!r} is already used in this scope (use put to overwrite)")
+                keys.add(scoped_key)
+            if trace.episode is not None and trace.episode not in tails:
+                tails[trace.episode] = store.episode_tail(trace.episode, trace.created_at)
+            if rows_visible_to_hook and pending:
+                store.insert_many(pending)
+                pending.clear()
+            self.before_insert(trace, at)
+            pending.append(trace)
+            seen[ident] = trace
+            fresh.append(trace)
+            fresh_ids.add(trace.id)
+            result.append(AddResult(trace, True))
+        store.insert_many(pending)
+        self.link_episodes(fresh, at, tails)
+        self.reinforce(list(reinforced.values()), at)
+        if reinforced:
+            # hand back duplicates as they are now (reinforced), not as they were found
+            now_ = {t.id: t for t in store.get_many(list(reinforced), include_deleted=True)}
+            result = [AddResult(now_.get(r.trace.id, r.trace), r.created) for r in result]
+        return result
+
+    def before_insert(self, trace: Trace, at: float) -> None:
+        """Hook run before a new trace is stored (adds and import): enforces
+        ``Policy.quota`` (:meth:`make_room`); free when quota is None."""
+        if self.policy.quota is None:
+            return
+        if self._quota_tx != self.store.tx_serial:
+            # live counts per scope, valid for this write transaction only (its own
+            # inserts and evictions keep them exact), so a batch COUNTs once per scope
+            self._quota_tx, self._quota_counts = self.store.tx_serial, {}
+        self.make_room(trace, at)
+
+    def make_room(self, trace: Trace, at: float) -> None:
+        """Make room for ``trace`` in its scope under ``Policy.quota``.
+
+        One COUNT on the scope index per scope and transaction, then counted here, so a
+        big ``add_many`` stays linear. When the scope is full, its expired traces are
+        soft-deleted first (they are invisible anyway); then "refuse" raises
+        :class:`QuotaExceeded` and "evict" soft-deletes the unpinned traces with the
+        lowest retrievability R(now) (least recently used on ties).
+        """
+        store, counts = self.store, self._quota_counts
+        quota, mode = self.policy.quota, self.policy.quota_policy
+        if isinstance(quota, bool) or not isinstance(quota, int) or quota < 1:
+            raise InvalidInput(f"Policy.quota must be a positive integer or None, not {quota!r}")
+        check_choice(mode, ("refuse", "evict"), "Policy.quota_policy")
+        slot = (trace.scope, trace.scope_id)
+        live = counts.get(slot)
+        if live is None:
+            live = store.count(Filters(scope=trace.scope, scope_id=trace.scope_id))
+        if live >= quota:
+            expired = store.get_many(store.expired_ids(trace.scope, trace.scope_id, at))
+            for old in expired:
+                self.soft_delete(old, at, "expired")
+            live -= len(expired)
+        if live < quota:
+            counts[slot] = live + 1
+            return
+        name = f"{trace.scope}/{trace.scope_id!r}"
+        if mode == "refuse":
+            raise QuotaExceeded(f"scope {name} already holds {live} live traces, its quota of "
+                                f"{quota} (Policy.quota, quota_policy 'refuse')")
+        victims = store.weakest(trace.scope, trace.scope_id, at, live - quota + 1)
+        if len(victims) < live - quota + 1:
+            raise QuotaExceeded(f"scope {name} is at its quota of {quota} live traces and every "
+                                "one that could be evicted is pinned")
+        for victim in victims:
+            self.soft_delete(victim, at, "evicted", evicted_for_quota=quota)
+        counts[slot] = quota
+
+    def link_episodes(self, fresh: Sequence[Trace], at: float, tails: dict[str, str | None]) -> None:
+        """Write ``episode_next`` edges from each episode's previous trace to the new one.
+
+        ``tails`` maps every episode of ``fresh`` to its latest trace before this batch
+        (``Store.episode_tail``, looked up before the batch's rows were written).
+        """
+        last = dict(tails)
+        edges = []
+        for trace in fresh:
+            if trace.episode is None:
+                continue
+            prev = last[trace.episode]
+            if prev is not None:
+                edges.append((prev, trace.id, "episode_next", self.policy.episode_edge_weight))
+            last[trace.episode] = trace.id
+        graph.add_edges(self.store, edges, at)
+
+    def reinforce(self, traces: Sequence[Trace], at: float) -> None:
+        """Count a recall of each trace at ``at`` (spacing effect, ARCHITECTURE.md "Reinforcement")."""
+        updates = []
+        for t in traces:
+            r = decay.retrievability(t.strength, t.stability, t.last_accessed_at, at)
+            strength, stability = decay.reinforce(t.strength, t.stability, t.access_count, r, self.policy)
+            updates.append((strength, stability, max(at, t.last_accessed_at), t.id))
+        self.store.touch_many(updates)
+
+    # --- updates ----------------------------------------------------------------------
+
+    def update(self, current: Trace, changes: Mapping[str, Any], expected_version: int | None,
+               at: float) -> Trace:
+        """Validate and write ``changes`` to ``current``; only the changed fields are checked."""
+        if expected_version is not None and check_int(expected_version, "expected_version", 0) != current.version:
+            raise VersionConflict(current.id, expected_version, current.version)
+        fields = check_changes(changes, self.policy)
+        key = fields.get("key", current.key)
+        if key is not None and key != current.key:
+            other = self.store.find_key(key, current.scope, current.scope_id)
+            if other is not None and other.id != current.id:
+                raise InvalidInput(f"key {key!r} is already used in this scope")
+        if "content" in fields:
+            probe = build_trace({"content": fields["content"]}, at, self.policy)
+            if probe.content_hash != current.content_hash:
+                fields["content_hash"] = probe.content_hash
+                self.snapshot(current, at)
+        if "type" in fields or "importance" in fields:
+            # re-derive stability so the new type's base applies, keeping reinforcement gained
+            fields["stability"] = decay.rebase_stability(
+                current.stability, self.policy, (current.type, current.importance),
+                (fields.get("type", current.type), fields.get("importance", current.importance)))
+        fields["version"] = current.version + 1
+        fields["updated_at"] = at
+        self.store.update_fields(current.id, fields)
+        updated = self.store.get(current.id, include_deleted=True)
+        assert updated is not None
+        return updated
+
+    def snapshot(self, current: Trace, at: float) -> None:
+        """Keep the pre-update content as a soft-deleted trace pointing at ``current``."""
+        snap = Trace(**{**current.to_dict(), "id": new_id(), "key": None, "deleted_at": at,
+                        "merged_into": current.id,
+                        "metadata": {**current.metadata, "snapshot_of": current.id,
+                                     "snapshot_version": current.version}})
+        self.store.insert(snap)
+        graph.add_edges(self.store, [(current.id, snap.id, "supersedes", 1.0)], at)
+
+    # --- merges -----------------------------------------------------------------------
+
+    def merge(self, sources: Sequence[Trace], content: str | None, at: float) -> Trace:
+        """A new trace from ``sources`` (one scope); the sources are soft-deleted into it."""
+        scopes = {(s.scope, s.scope_id) for s in sources}
+        if len(scopes) > 1:
+            raise InvalidInput("merge needs traces of one scope and scope_id")
+        first, kept = sources[0], merge_fields(sources)
+        text = content if content is not None else "\n".join(s.content for s in sources)
+        built = build_trace(
+            {"content": text, "type": first.type, "scope": first.scope, "scope_id": first.scope_id,
+             "episode": first.episode, "tags": kept["tags"],  # validated: over max_tags refuses
+             "metadata": {"merged_from": [s.id for s in sources]}},
+            at, self.policy,
+        )
+        merged = dataclasses.replace(built, **kept, updated_at=at)
+        ids = [s.id for s in sources]
+        self.store.insert(merged)
+        for source in sources:
+            self.store.update_fields(source.id, {"deleted_at": at, "merged_into": merged.id, "updated_at": at})
+        graph.repoint_edges(self.store, ids, merged.id, at)
+        graph.add_edges(self.store, [(merged.id, i, "supersedes", 1.0) for i in ids], at)
+        return merged

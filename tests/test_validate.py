@@ -1,0 +1,65 @@
+"""The one validation path: every surface refuses a bad value before anything is written."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from brainmem import AddResult, Brain, InvalidInput
+from brainmem.validate import MAX_TTL
+
+BAD_TTLS = [math.inf, -math.inf, math.nan, 1e300, MAX_TTL * 2, 0, -1, True, "60"]
+
+
+@pytest.mark.parametrize("ttl", BAD_TTLS, ids=repr)
+def test_bad_ttl_is_invalid_input_before_anything_is_written(file_brain: Brain, ttl) -> None:
+    with pytest.raises(InvalidInput, match="ttl"):
+        file_brain.add("x", ttl=ttl)
+    with pytest.raises(InvalidInput, match="ttl"):
+        file_brain.put("k", "x", ttl=ttl)
+    assert file_brain.read([], include_deleted=True).traces == []
+    assert file_brain.list().items == []
+
+
+@pytest.mark.parametrize("ttl", [math.inf, math.nan, 1e300])
+def test_bad_ttl_through_the_tools(file_brain: Brain, ttl) -> None:
+    result = file_brain.call_tool("memory_add", {"content": "x", "ttl": ttl})
+    assert result["error"]["type"] == "InvalidInput"
+    assert file_brain.list().items == []
+
+
+def test_ttl_whose_expiry_passes_year_9999_is_refused(file_brain: Brain) -> None:
+    late = 253402300799.0 - 10  # ten seconds before the end of year 9999
+    with pytest.raises(InvalidInput, match="expires_at"):
+        file_brain.add_many([{"content": "y", "ttl": 60}], now=late)
+    assert file_brain.list().items == []
+
+
+def test_largest_ttl_round_trips_to_every_surface(file_brain: Brain) -> None:
+    trace = file_brain.add("lasting", ttl=MAX_TTL)
+    read = file_brain.call_tool("memory_read", {"ids": [trace.id]}, extra="all")
+    assert read["traces"][0]["expires_at"].endswith("Z")
+
+
+def test_add_result_says_whether_it_deduplicated(mem_brain: Brain) -> None:
+    first = mem_brain.add_result("the sky is blue")
+    again = mem_brain.add_result("the  sky is blue")
+    assert isinstance(first, AddResult) and first.created and not first.deduplicated
+    assert again.deduplicated and again.trace.id == first.trace.id
+    report = mem_brain.add_many(["new one", "the sky is blue", "new one"], report=True)
+    assert [r.created for r in report] == [True, False, False]
+    assert report[0].trace.id == report[2].trace.id
+    assert mem_brain.add_many(["plain"])[0].content == "plain"  # default: traces, as before
+
+
+def test_update_checks_only_what_changes(mem_brain: Brain) -> None:
+    trace = mem_brain.add("a fact", tags=["t"])
+    with pytest.raises(InvalidInput, match="importance"):
+        mem_brain.update(trace.id, importance=2)
+    with pytest.raises(InvalidInput, match="cannot update"):
+        mem_brain.update(trace.id, scope="thread")
+    with pytest.raises(InvalidInput, match="nothing"):
+        mem_brain.update(trace.id)
+    assert mem_brain.update(trace.id, pinned=True).pinned
+    assert mem_brain.get(trace.id).version == 2
