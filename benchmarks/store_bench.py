@@ -17,7 +17,7 @@ Targets (issue 2): add_many at least half the raw insert rate; search p50 within
 ``--floor`` splits add_many's cost by timing the SQL alone on rows built before
 the clock starts (no validation, hashing or dedup), written the way
 ``Store.insert_many`` writes them: once into the full schema, and once into the
-same file with every secondary index dropped, which leaves only what DESIGN §4
+same file with every secondary index dropped, which leaves only what ARCHITECTURE.md ("File format")
 and issue 2 require of any brain: the ``traces`` row, its ``UNIQUE`` ``mt_<uuid4>``
 id and the external-content FTS5 index fed by its trigger. If that floor is
 already below half the raw rate, no Python-side work can reach the target.

@@ -1,6 +1,7 @@
-"""``Brain``: the one public entry point (DESIGN §1), a facade over the engine.
+"""``Brain``: the one public entry point, a facade over the engine
+(ARCHITECTURE.md, "Layers").
 
-Decisions where DESIGN is silent:
+Decisions:
 
 * Times on a :class:`~brainmem.model.Trace` are UTC unix seconds; every time
   argument also takes a ``datetime`` or an ISO-8601 string.
@@ -33,13 +34,12 @@ from ._version import __version__
 from .consolidation import ReflectReport
 from .errors import InvalidInput, NotFound, VersionConflict
 from .faces import Listing, ListItem, Reading
-from .model import Hit, TimeLike, Trace
+from .model import SCOPES, Hit, TimeLike, Trace
 from .policy import Policy
 from .query import QueryCompiler
 from .store import Filters, Store
 from .validate import (
     READ_MAX,
-    SCOPES,
     build_trace,
     check_changes,
     check_choice,
@@ -669,9 +669,10 @@ class Brain:
                 return transfer.export_jsonl(self._store, fp, include_deleted=include_deleted,
                                              version=__version__)
 
-        if hasattr(fp_or_path, "write"):
+        if not isinstance(fp_or_path, (str, os.PathLike)):
             return write(fp_or_path)
-        return transfer.write_atomically(str(fp_or_path), write)
+        counts: dict[str, int] = transfer.write_atomically(str(fp_or_path), write)
+        return counts
 
     def import_jsonl(self, fp_or_path: str | os.PathLike[str] | IO[str], *, new_ids: bool = False,
                      now: TimeLike | None = None) -> ImportReport:

@@ -1,4 +1,4 @@
-"""reflect(): the six-step consolidation (DESIGN §8).
+"""reflect(): the six-step consolidation (ARCHITECTURE.md, "Consolidation").
 
 :func:`run` takes the ``reflect`` lease, runs the steps in order — each its own
 function and its own short write transaction — writes a ``consolidation_log`` row
@@ -68,9 +68,10 @@ from . import decay, graph, sameness, similarity
 from . import llm as llm_mod
 from . import unmerge as unmerge_mod
 from .errors import StorageError
-from .model import Trace, content_hash, iso, merge_fields, new_id
+from .model import Trace, iso, merge_fields
 from .policy import Policy
 from .store import Store
+from .validate import build_trace
 
 STEPS = ("prune", "merge", "strengthen", "derive", "compact", "reindex")
 LEASE_NAME = "reflect"
@@ -493,13 +494,12 @@ def _insight(policy: Policy, sources: Sequence[Trace], text: str, method: str, l
     metadata: dict[str, Any] = {"derived_from": [t.id for t in sources], "method": method}
     if llm is not None:
         metadata["llm"] = llm_mod.describe(llm)
-    return Trace(
-        id=new_id(), content=text, content_hash=content_hash(text), type="semantic",
-        scope=sources[0].scope, scope_id=sources[0].scope_id,
-        tags=[DERIVED_TAG, *shared][: policy.max_tags], strength=1.0,
-        stability=policy.stability_for("semantic", importance), importance=importance,
-        created_at=now, updated_at=now, last_accessed_at=now, metadata=metadata,
-    )
+    if not text.strip():
+        text = sources[0].content[:1000]
+    return build_trace({"content": text, "type": "semantic", "scope": sources[0].scope,
+                        "scope_id": sources[0].scope_id, "importance": importance,
+                        "tags": [DERIVED_TAG, *shared][: policy.max_tags], "metadata": metadata},
+                       now, policy)
 
 
 # --- 5. compact -------------------------------------------------------------------------

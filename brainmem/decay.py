@@ -1,4 +1,4 @@
-"""Forgetting and reinforcement (DESIGN §5): pure functions over numbers.
+"""Forgetting and reinforcement (ARCHITECTURE.md, "Retrievability and reinforcement"): pure functions over numbers.
 
 * Retrievability ``R(t) = S0 · exp(-(t - last_access) / stability)``: S0 is the
   trace's ``strength`` (1.0 at creation, never above 1), stability is in seconds.

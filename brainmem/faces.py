@@ -5,7 +5,7 @@
 JSON-friendly result shapes and value retention live here; the input rules are in
 :mod:`brainmem.validate` and quota enforcement in :mod:`brainmem.write`.
 
-Decisions where DESIGN is silent:
+Decisions:
 
 * **Keys.** A key is any non-blank string of at most ``Policy.max_key_chars``
   characters, used exactly as given (no trimming, case-sensitive). Keyed traces are

@@ -1,4 +1,4 @@
-"""An MCP server over stdio exposing the brain's tools (DESIGN §9).
+"""An MCP server over stdio exposing the brain's tools (ARCHITECTURE.md, "Layers").
 
 Built on the official ``mcp`` SDK's low-level :class:`mcp.server.lowlevel.Server`, so
 each tool's JSON Schema is passed to the client exactly as :meth:`Toolbox.specs`

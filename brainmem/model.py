@@ -24,7 +24,7 @@ TimeLike = datetime | float | int | str
 
 @dataclass
 class Trace:
-    """One memory. Field meanings are those of DESIGN §3."""
+    """One memory. Fields: README "In five lines"; storage: ARCHITECTURE.md, "File format"."""
 
     id: str
     content: str
@@ -105,7 +105,7 @@ def normalise_whitespace(text: str) -> str:
 
 
 def content_hash(content: str) -> str:
-    """SHA-256 of the whitespace-normalised content (DESIGN §3)."""
+    """SHA-256 of the whitespace-normalised content (ARCHITECTURE.md, "File format")."""
     return hashlib.sha256(normalise_whitespace(content).encode("utf-8")).hexdigest()
 
 

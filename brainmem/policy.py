@@ -66,7 +66,7 @@ class Policy:
     #: Longest key (key-value face), in characters.
     max_key_chars: int = 256
 
-    # --- decay (DESIGN §5) ----------------------------------------------------
+    # --- decay (ARCHITECTURE.md, "Retrievability and reinforcement") ----------------------------------------------------
     #: Initial stability per type, seconds.
     stability_base: dict[str, float] = field(default_factory=_default_stability_base)
     #: ``stability = base[type] * (1 + importance_factor * importance)``.
@@ -83,7 +83,7 @@ class Policy:
     #: Stability never drops below this many seconds (penalties cannot erase a trace at once).
     min_stability: float = 3_600.0
 
-    # --- ranking (DESIGN §6; see brainmem/retrieval.py) -------------------------
+    # --- ranking (ARCHITECTURE.md, "Ranking"; brainmem/retrieval.py) -------------------------
     #: How many BM25 candidates are re-ranked: ``candidate_factor`` per requested hit,
     #: at least ``min_candidates``. Deeper pools did not find more: re-ranking them let
     #: weak matches from well-matching conversations crowd the top (recall@10 at limit
@@ -137,7 +137,7 @@ class Policy:
     bridge_seeds: int = 3
     bridge_max_share: float = 0.05
 
-    # --- graph (DESIGN §7) ----------------------------------------------------
+    # --- graph (ARCHITECTURE.md, "Graph") ----------------------------------------------------
     spread_decay: float = 0.5
     spread_depth: int = 2
     spread_threshold: float = 0.05
@@ -148,7 +148,7 @@ class Policy:
     #: Weight of the ``episode_next`` edge written between consecutive traces of an episode.
     episode_edge_weight: float = 1.0
 
-    # --- consolidation (DESIGN §8) -------------------------------------------
+    # --- consolidation (ARCHITECTURE.md, "Consolidation") -------------------------------------------
     prune_threshold: float = 0.05
     #: Per-scope live-trace capacity enforced by prune (None: off).
     capacity: int | None = None

@@ -1,4 +1,4 @@
-"""Turn what a user or agent types into a safe FTS5 expression (DESIGN §6 step 1).
+"""Turn what a user or agent types into a safe FTS5 expression (ARCHITECTURE.md, "Following a search").
 
 Two modes:
 

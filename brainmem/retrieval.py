@@ -1,4 +1,4 @@
-"""Search (DESIGN §6): compile, gather BM25 candidates, re-rank.
+"""Search (ARCHITECTURE.md, "Ranking"): compile, gather BM25 candidates, re-rank.
 
 Four general mechanisms lift recall above plain BM25 over single traces; each is
 a :class:`~brainmem.policy.Policy` weight, so a caller can switch it off:

@@ -53,8 +53,9 @@ def terms(text: str) -> list[str]:
         _TOKENIZER = apsw.Connection(":memory:").fts5_tokenizer(
             "porter", ["unicode61", "remove_diacritics", "2"]
         )
-    return _TOKENIZER(text.encode("utf-8"), apsw.FTS5_TOKENIZE_DOCUMENT, None,
-                      include_offsets=False, include_colocated=False)
+    tokens: list[str] = _TOKENIZER(text.encode("utf-8"), apsw.FTS5_TOKENIZE_DOCUMENT, None,
+                                   include_offsets=False, include_colocated=False)
+    return tokens
 
 
 def _vectorizer(**extra: Any) -> Any:

@@ -262,7 +262,7 @@ class Store(IndexTables, EdgeTables, LogTables):
 
     def count(self, filters: Filters) -> int:
         where, params = filters.sql()
-        return self.execute(f"SELECT count(*) FROM traces t WHERE {where}", params).get
+        return int(self.execute(f"SELECT count(*) FROM traces t WHERE {where}", params).get)
 
     def search(self, expression: str, filters: Filters, limit: int,
                weights: Sequence[float]) -> list[tuple[Trace, float]]:

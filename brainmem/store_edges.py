@@ -27,12 +27,13 @@ class EdgeTables(Database):
         )
 
     def count_export_edges(self, *, include_deleted: bool) -> int:
-        return self.execute(f"SELECT count(*) {self._export_edges_sql(include_deleted)}").get
+        return int(self.execute(f"SELECT count(*) {self._export_edges_sql(include_deleted)}").get)
 
     def edge_kinds(self) -> frozenset[str]:
         """The kinds of edge the graph holds (cached until a write): ranking skips absent ones."""
-        return self._cached("edge_kinds", lambda: frozenset(
+        kinds: frozenset[str] = self._cached("edge_kinds", lambda: frozenset(
             r[0] for r in self.db.execute("SELECT DISTINCT kind FROM edges")))
+        return kinds
 
     def upsert_edges(self, rows: Sequence[tuple[str, str, str, float, float]]) -> None:
         """Insert or overwrite edges given as (src, dst, kind, weight, updated_at)."""

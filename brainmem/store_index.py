@@ -85,7 +85,7 @@ class IndexTables(Database):
     def repair_index(self) -> None:
         """Rebuild the FTS index from the live traces (``traces_live``)."""
         with self.write(), translate_errors():
-            self.fts.command_rebuild()
+            self.fts.command_rebuild()  # type: ignore[no-untyped-call]
 
     def fts_optimize(self) -> None:
         """Merge the FTS5 index's segments (one write)."""

@@ -9,8 +9,7 @@ exception. The same tools back ``brainmem call`` and the MCP server.
 The six core tools are always on: ``memory_add``, ``memory_update``,
 ``memory_delete``, ``memory_merge``, ``memory_search``, ``memory_reflect``.
 Extras are opt-in by name (``extra=["memory_read"]``) or all at once
-(``extra="all"``); an extra whose Brain method this build lacks is left out of
-``"all"``.
+(``extra="all"``).
 
 Adding a tool is one schema-builder function and one handler, tied together by
 :func:`_tool`::
@@ -27,7 +26,7 @@ same answer as for an id that does not exist, so a tool never reveals that
 another user's trace exists. ``allowed_types``/``allowed_scopes`` further restrict
 what the context may *write* (add, update, delete, merge); reads are unaffected.
 
-Decisions where DESIGN is silent:
+Decisions:
 
 * Without a context the tools see the whole brain and take ``scope``/``scope_id``
   arguments, as the Python API does. With one, ``scope_id`` is not an argument
@@ -121,7 +120,8 @@ class ToolContext:
         return cls(**dict(value))
 
     def scope_id(self, scope: str) -> str | None:
-        return getattr(self, SCOPE_FIELDS[scope])
+        found: str | None = getattr(self, SCOPE_FIELDS[scope])
+        return found
 
     def grants(self) -> list[tuple[str, str]]:
         """The (scope, scope_id) pairs this context may read."""
@@ -211,10 +211,6 @@ class ToolDef:
     schema: Callable[[ToolContext | None], JSON]
     run: Handler
     extra: bool = False
-    requires: tuple[str, ...] = ()  # Brain methods the tool needs
-
-    def available(self, brain: Brain) -> bool:
-        return all(callable(getattr(brain, m, None)) for m in self.requires)
 
 
 #: Every tool, core first, in registration order.
@@ -222,9 +218,9 @@ REGISTRY: dict[str, ToolDef] = {}
 
 
 def _tool(name: str, description: str, schema: Callable[[ToolContext | None], JSON], *,
-          extra: bool = False, requires: Sequence[str] = ()) -> Callable[[Handler], Handler]:
+          extra: bool = False) -> Callable[[Handler], Handler]:
     def register(run: Handler) -> Handler:
-        REGISTRY[name] = ToolDef(name, description, schema, run, extra, tuple(requires))
+        REGISTRY[name] = ToolDef(name, description, schema, run, extra)
         return run
 
     return register
@@ -248,7 +244,7 @@ class Toolbox:
 
     def _enabled(self, extra: Sequence[str] | str) -> list[str]:
         if extra == "all":
-            wanted = {n for n, t in REGISTRY.items() if t.extra and t.available(self.brain)}
+            wanted = {n for n, t in REGISTRY.items() if t.extra}
         elif isinstance(extra, str) or not isinstance(extra, Sequence | set | frozenset | tuple):
             raise InvalidInput('extra must be a list of tool names or "all"')
         else:
@@ -257,9 +253,6 @@ class Toolbox:
                 tool = REGISTRY.get(name) if isinstance(name, str) else None
                 if tool is None:
                     raise InvalidInput(f"unknown tool {name!r}; known: {', '.join(REGISTRY)}")
-                if not tool.available(self.brain):
-                    raise InvalidInput(f"tool {name} needs Brain.{', Brain.'.join(tool.requires)}, "
-                                       "which this brainmem lacks")
                 wanted.add(name)
         return [n for n, t in REGISTRY.items() if not t.extra or n in wanted]
 
@@ -577,7 +570,7 @@ def _read_schema(ctx: ToolContext | None) -> JSON:
 @_tool("memory_read",
        "Read memories in full by id (content and every field). Ids that do not exist come "
        "back in 'missing'.",
-       _read_schema, extra=True, requires=("read",))
+       _read_schema, extra=True)
 def _memory_read(box: Toolbox, args: dict[str, Any]) -> JSON:
     reading = box.brain.read(args["ids"])
     now = box.brain.now()
@@ -601,7 +594,7 @@ def _list_schema(ctx: ToolContext | None) -> JSON:
 @_tool("memory_list",
        "List memories newest first: id, key, type, tags and a one-line title, without the "
        "content (use memory_read for that).",
-       _list_schema, extra=True, requires=("list",))
+       _list_schema, extra=True)
 def _memory_list(box: Toolbox, args: dict[str, Any]) -> JSON:
     where = box.read_scopes(args.pop("scope", None), args.pop("scope_id", None))
     listing = box.brain.list(**args, **{k: v for k, v in where.items() if v is not None})
@@ -629,7 +622,7 @@ def _put_schema(ctx: ToolContext | None) -> JSON:
 @_tool("memory_put",
        "Set a named value (key-value memory): creates the key or overwrites its value, keeping "
        "the old value as history.",
-       _put_schema, extra=True, requires=("put",))
+       _put_schema, extra=True)
 def _memory_put(box: Toolbox, args: dict[str, Any]) -> JSON:
     scope, scope_id = box.write_scope(args.pop("scope", None), args.pop("scope_id", None))
     if box.context is not None:
@@ -648,7 +641,7 @@ def _get_key_schema(ctx: ToolContext | None) -> JSON:
 
 
 @_tool("memory_get_key", "Get the value stored under a key (see memory_put).", _get_key_schema,
-       extra=True, requires=("get_key",))
+       extra=True)
 def _memory_get_key(box: Toolbox, args: dict[str, Any]) -> JSON:
     if box.context is None:
         trace = box.brain.get_key(args["key"], scope=args.get("scope"), scope_id=args.get("scope_id"))
@@ -692,7 +685,7 @@ def _feedback_schema(ctx: ToolContext | None) -> JSON:
 @_tool("memory_feedback",
        "Tell the memory which results of a search were used and which were ignored; used "
        "memories are strengthened and linked during reflect.",
-       _feedback_schema, extra=True, requires=("feedback",))
+       _feedback_schema, extra=True)
 def _memory_feedback(box: Toolbox, args: dict[str, Any]) -> JSON:
     used, ignored = args.get("used", []), args.get("ignored", [])
     if box.context is not None:  # only feedback on memories this context can see

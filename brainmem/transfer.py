@@ -12,7 +12,7 @@ The header comes first. Trace lines follow in insertion order, then edge lines (
 edges whose both ends are exported). The header's ``traces``/``edges`` counts let an
 import notice a file cut at a line boundary; a hand-written file may leave them out.
 
-Import decisions (DESIGN is silent):
+Import decisions:
 
 * Every line is validated before anything is written; any problem raises
   :class:`InvalidInput` naming the line number, and the brain is unchanged.

@@ -101,9 +101,6 @@ def _searcher(path: str, out_path: str, stop: str) -> None:
 def _reflecter(path: str, out_path: str, stop: str) -> None:
     done = 0
     with open(out_path, "w") as out, Brain(path) as brain:
-        if not hasattr(Brain, "reflect"):  # reflect() is not written yet: nothing to run
-            _report(out, {"reflects": 0, "skipped": True})
-            return
         while not os.path.exists(stop):
             try:
                 brain.reflect()
@@ -156,8 +153,7 @@ def test_writers_searchers_and_reflect_share_one_file(tmp_path: Path) -> None:
             acked.setdefault(content, set()).add(trace_id)
     assert sum(r["searches"] for i in range(SEARCHERS)
                for r in _records(outs[f"searcher{i}"]) if "searches" in r) > 0
-    if hasattr(Brain, "reflect"):
-        assert sum(r.get("reflects", 0) for r in _records(outs["reflecter"])) > 0
+    assert sum(r.get("reflects", 0) for r in _records(outs["reflecter"])) > 0
 
     # every content has one id, even when 4 processes added it at the same time
     assert len(acked) == WRITERS * (PER_WRITER - SHARED) + SHARED

@@ -18,8 +18,8 @@ def test_bad_ttl_is_invalid_input_before_anything_is_written(file_brain: Brain, 
         file_brain.add("x", ttl=ttl)
     with pytest.raises(InvalidInput, match="ttl"):
         file_brain.put("k", "x", ttl=ttl)
-    assert file_brain.read([], include_deleted=True).traces == []
-    assert file_brain.list().items == []
+    stats = file_brain.stats()
+    assert (stats["live"], stats["deleted"]) == (0, 0)
 
 
 @pytest.mark.parametrize("ttl", [math.inf, math.nan, 1e300])
@@ -63,3 +63,19 @@ def test_update_checks_only_what_changes(mem_brain: Brain) -> None:
         mem_brain.update(trace.id)
     assert mem_brain.update(trace.id, pinned=True).pinned
     assert mem_brain.get(trace.id).version == 2
+
+
+@pytest.mark.parametrize("ttl", ["1e300", "inf", "nan"])
+def test_cli_refuses_a_ttl_out_of_range_and_writes_nothing(tmp_path, ttl: str) -> None:
+    import subprocess
+    import sys
+
+    path = str(tmp_path / "b.brain")
+    Brain(path).close()
+    done = subprocess.run([sys.executable, "-m", "brainmem", "--brain", path, "add", "x", "--ttl", ttl,
+                           "--json"], capture_output=True, text=True, timeout=60)
+    assert done.returncode != 0
+    assert "ttl" in done.stderr + done.stdout and "Traceback" not in done.stderr
+    with Brain(path, readonly=True) as brain:
+        stats = brain.stats()
+        assert (stats["live"], stats["deleted"]) == (0, 0)

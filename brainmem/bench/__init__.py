@@ -4,7 +4,7 @@
 (the embedded synthetic set by default, or LongMemEval / LoCoMo from a path),
 following each dataset's official retrieval protocol; ``run_perf`` times adding,
 searching and reflecting at growing corpus sizes beside the same baseline. Only
-brainmem's public API is used (DESIGN §11), so the numbers are what a user gets.
+brainmem's public API is used (ARCHITECTURE.md, "Layers"), so the numbers are what a user gets.
 
 >>> from brainmem.bench import run_recall
 >>> report = run_recall("synthetic", limit=20)   # doctest: +SKIP

@@ -176,11 +176,7 @@ def _warm_up_reflect() -> None:
 
     with Brain(":memory:") as brain:
         brain.add_many(["warm up one", "warm up two", "warm up two too"])
-        if hasattr(brain, "reflect"):
-            try:
-                brain.reflect()
-            except NotImplementedError:
-                pass
+        brain.reflect()
 
 
 def _measure(tmp: str, texts: list[str], queries: list[str]) -> tuple[dict[str, float | None], dict[str, float | None], bool]:
@@ -205,13 +201,8 @@ def _measure(tmp: str, texts: list[str], queries: list[str]) -> tuple[dict[str, 
             raw_lat.append(_timed(functools.partial(fts.search, q, 10)) * 1000.0)
         bm.update(_latency(bm_lat))
         raw.update(_latency(raw_lat))
-        bm["reflect_seconds"] = None
-        if hasattr(brain, "reflect"):
-            try:
-                bm["reflect_seconds"] = _timed(brain.reflect)
-                reflected = True
-            except NotImplementedError:
-                pass
+        bm["reflect_seconds"] = _timed(brain.reflect)
+        reflected = True
     raw["reflect_seconds"] = None  # raw FTS5 has nothing like consolidation: no ratio
     for out, path in ((bm, bm_path), (raw, raw_path)):
         add = out["add_seconds"]

@@ -2,7 +2,7 @@
 
 Both index the same :class:`~brainmem.bench.dataset.Document` list and answer a
 question with a ranking of document ids. brainmem is driven only through its
-public API (``Brain.add_many`` / ``search`` / ``reflect``), as DESIGN §11 asks.
+public API (``Brain.add_many`` / ``search`` / ``reflect``), as ARCHITECTURE.md ("Layers") asks.
 """
 
 from __future__ import annotations
@@ -128,20 +128,13 @@ class BrainSystem:
                 self._docs[t.id].append(d.doc_id)
 
     def reflect(self, now: float) -> bool:
-        """Run ``brain.reflect(now=now)``; False when this brainmem has no reflect yet.
+        """Run ``brain.reflect(now=now)``; True (the protocol's "reflect ran").
 
         Afterwards, traces that reflect merged away are followed (``merged_into``)
         to their survivor, which then stands for their documents too: a merge
         keeps the memory, so finding the survivor counts as finding them.
         """
-        fn = getattr(self.brain, "reflect", None)
-        if fn is None:
-            return False
-        try:
-            report = fn(now=now)
-        except NotImplementedError:
-            return False
-        summary = report.to_dict() if hasattr(report, "to_dict") else {}
+        summary = self.brain.reflect(now=now).to_dict()
         for key in ("pruned", "merged", "derived", "compacted"):
             value = summary.get(key)
             if isinstance(value, int) and not isinstance(value, bool):

@@ -1,4 +1,4 @@
-"""``brainmem bench recall`` and ``brainmem bench perf``: the benchmarks of DESIGN §11.
+"""``brainmem bench recall`` and ``brainmem bench perf``: the benchmarks (benchmarks/RESULTS.md).
 
 Both run brainmem and raw SQLite FTS5 on the same documents in the same process
 and print them side by side; they never touch the ``--brain`` file.

@@ -11,6 +11,7 @@ import argparse
 from typing import Any
 
 from ..model import SCOPES, TYPES, iso
+from ..validate import LIMIT_MAX
 from . import (
     add_json_flag,
     metadata_arg,
@@ -82,14 +83,14 @@ def register(commands: Any) -> None:
     listing.add_argument("--task", metavar="ID", help="only traces of this task")
     listing.add_argument("--since", metavar="TIME", help="created at or after TIME")
     listing.add_argument("--until", metavar="TIME", help="created at or before TIME")
-    listing.add_argument("--limit", type=int, default=50, metavar="N", help="at most N (max 200)")
+    listing.add_argument("--limit", type=int, default=50, metavar="N", help=f"at most N (1 to {LIMIT_MAX})")
     listing.add_argument("--offset", type=int, default=0, metavar="N", help="skip the first N")
     add_json_flag(listing)
     listing.set_defaults(handler=_list)
 
     recent = commands.add_parser("recent", help="the newest traces, full content")
     recent.add_argument("--since", metavar="TIME", help="created at or after TIME")
-    recent.add_argument("--limit", type=int, default=20, metavar="N", help="at most N (max 200)")
+    recent.add_argument("--limit", type=int, default=20, metavar="N", help=f"at most N (1 to {LIMIT_MAX})")
     recent.add_argument("--type", action="append", choices=TYPES, help="a type (repeatable)")
     _scope_args(recent)
     recent.add_argument("--tag", action="append", dest="tags", metavar="TAG", help="a tag (repeatable)")
@@ -105,7 +106,7 @@ def register(commands: Any) -> None:
 
     due = commands.add_parser("due", help="reminders (prospective traces) whose time has come")
     due.add_argument("--now", metavar="TIME", help="as of TIME (default: now)")
-    due.add_argument("--limit", type=int, default=50, metavar="N", help="at most N (max 200)")
+    due.add_argument("--limit", type=int, default=50, metavar="N", help=f"at most N (1 to {LIMIT_MAX})")
     _scope_args(due)
     add_json_flag(due)
     due.set_defaults(handler=_due)
