@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import builtins
 import contextlib
-import logging
 import os
 import threading
 import time
@@ -32,9 +31,10 @@ from . import faces, graph, retrieval
 from . import unmerge as unmerge_mod
 from ._version import __version__
 from .consolidation import ReflectReport
-from .errors import InvalidInput, NotFound, VersionConflict
+from .errors import InvalidInput, NotFound
+from .events import Events, Subscriber
 from .faces import Listing, ListItem, Reading
-from .model import SCOPES, Hit, TimeLike, Trace
+from .model import Hit, TimeLike, Trace
 from .policy import Policy
 from .query import QueryCompiler
 from .store import Filters, Store
@@ -42,18 +42,15 @@ from .validate import (
     READ_MAX,
     build_trace,
     check_changes,
-    check_choice,
     check_count,
     check_ids,
     check_int,
     check_key,
     check_limit,
-    check_tags,
     check_text,
-    check_types,
     expiry,
+    read_filters,
     scope_of,
-    scope_pairs,
     to_timestamp,
 )
 from .write import AddResult, Writer
@@ -62,12 +59,7 @@ if TYPE_CHECKING:  # imported lazily at run time (tools sit above this module)
     from .tools import ToolContext
     from .transfer import ImportReport
 
-log = logging.getLogger("brainmem")
 
-#: Event kinds a subscriber may ask for.
-EVENT_KINDS = ("add", "update", "delete", "restore", "merge", "reflect")
-
-Subscriber = Callable[[str, dict[str, Any]], None]
 
 
 class Hits(list[Hit]):
@@ -109,7 +101,7 @@ class Brain:
         self._store = Store(self.path, readonly=readonly)
         self._compiler = QueryCompiler(self._store.db, self.policy.max_query_terms)
         self._lock = threading.RLock()
-        self._subscribers: list[tuple[Subscriber, frozenset[str]]] = []
+        self._events = Events()
         self._writer = Writer(self._store, self.policy)
 
     # --- lifecycle --------------------------------------------------------------------
@@ -139,27 +131,10 @@ class Brain:
 
         Returns a function that unsubscribes. A failing callback never breaks the write.
         """
-        if kinds is None:
-            kinds = EVENT_KINDS
-        elif isinstance(kinds, (str, bytes)) or not isinstance(kinds, Iterable):
-            raise InvalidInput(f"kinds must be a list of event kinds ({', '.join(EVENT_KINDS)})")
-        wanted = frozenset(check_choice(kind, EVENT_KINDS, "event kind") for kind in kinds)
-        entry = (callback, wanted)
-        self._subscribers.append(entry)
-
-        def unsubscribe() -> None:
-            with contextlib.suppress(ValueError):
-                self._subscribers.remove(entry)
-
-        return unsubscribe
+        return self._events.subscribe(callback, kinds)
 
     def _emit(self, kind: str, payload: dict[str, Any]) -> None:
-        for callback, kinds in list(self._subscribers):
-            if kind in kinds:
-                try:
-                    callback(kind, payload)
-                except Exception:  # a subscriber must not break the write it observes
-                    log.exception("brainmem subscriber failed on %s", kind)
+        self._events.emit(kind, payload)
 
     # --- writing ----------------------------------------------------------------------
 
@@ -279,17 +254,7 @@ class Brain:
             trace = self.get(trace_id, include_deleted=True)
             if trace.deleted_at is None:
                 return trace
-            if trace.key is not None and self._store.find_key(trace.key, trace.scope, trace.scope_id):
-                raise InvalidInput(f"cannot restore {trace_id}: key {trace.key!r} is taken by a live trace")
-            duplicate = self._store.find_duplicate(trace.content_hash, trace.type, trace.scope, trace.scope_id)
-            if duplicate is not None:
-                raise InvalidInput(f"cannot restore {trace_id}: its content is live as {duplicate.id}")
-            self._store.update_fields(
-                trace_id, {"deleted_at": None, "merged_into": None, "updated_at": at,
-                           "version": trace.version + 1},
-            )
-            restored = self._store.get(trace_id)
-        assert restored is not None
+            restored = self._writer.restore(trace, at)
         self._emit("restore", {"id": trace_id, "trace": restored})
         return restored
 
@@ -374,22 +339,9 @@ class Brain:
                     self._writer.reinforce([h.trace for h in hits], at)
         return hits
 
-    def _filters(self, *, type: str | Sequence[str] | None = None, scope: str | None = None,
-                 scope_id: str | None = None, tags: Sequence[str] | None = None,
-                 tags_mode: str = "any", episode: str | None = None, since: TimeLike | None = None,
-                 until: TimeLike | None = None, now: float | None = None,
-                 scopes: Iterable[Sequence[str]] | None = None, **extra: Any) -> Filters:
+    def _filters(self, **given: Any) -> Filters:
         """Validated :class:`Filters` from the read methods' keyword arguments."""
-        if scope is not None:
-            check_choice(scope, SCOPES, "scope")
-        check_choice(tags_mode, ("any", "all"), "tags mode")
-        return Filters(
-            types=check_types(type), scope=scope, scope_id=check_text(scope_id, "scope_id"),
-            tags=check_tags(tags, self.policy.max_tags, self.policy.max_tag_chars) if tags else None,
-            tags_mode=tags_mode, episode=check_text(episode, "episode"),
-            since=to_timestamp(since, "since"), until=to_timestamp(until, "until"), now=now,
-            scopes=None if scopes is None else scope_pairs(scopes), **extra,
-        )
+        return read_filters(self.policy, **given)
 
     def feedback(self, retrieval_id: int, used: Sequence[str] = (), ignored: Sequence[str] = (),
                  *, now: TimeLike | None = None) -> int:
@@ -402,20 +354,7 @@ class Brain:
         at = self.now(now)
         used, ignored = check_ids(used, "used"), check_ids(ignored, "ignored")
         with self._lock, self._store.write():
-            found = self._store.retrieval(retrieval_id) if isinstance(retrieval_id, int) else None
-            if found is None:
-                raise NotFound(f"no retrieval with id {retrieval_id!r}")
-            returned = {row[0] for row in found[2]}
-            for trace_id in [*used, *ignored]:
-                if trace_id not in returned:
-                    raise InvalidInput(f"trace {trace_id!r} was not returned by retrieval {retrieval_id}")
-            if set(used) & set(ignored):
-                raise InvalidInput("a trace cannot be both used and ignored")
-            given = self._store.feedback_given(retrieval_id)
-            fresh = [(t, True) for t in used if t not in given] + [(t, False) for t in ignored if t not in given]
-            for trace_id, was_used in fresh:
-                self._store.record_feedback(retrieval_id, trace_id, was_used, at)
-        return len(fresh)
+            return self._writer.feedback(retrieval_id, used, ignored, at)
 
     def stats(self) -> dict[str, Any]:
         """Counts of live and deleted traces by type, edges by kind, retrievals, file size."""
@@ -489,20 +428,7 @@ class Brain:
         if expires is not None:
             given["expires_at"] = expires
         with self._write_with_events() as events:
-            current = self._store.find_key(key, scope_, scope_id_)
-            if current is not None and current.expires_at is not None and current.expires_at <= at:
-                self._writer.soft_delete(current, at, "expired")
-                current = None
-            if current is None:
-                if expected_version not in (None, 0):
-                    raise VersionConflict(f"for key {key!r}", expected_version, 0)
-                given.setdefault("type", "semantic")  # a named value is a fact, meant to last
-                built = build_trace({"content": content, "key": key, "scope": scope_,
-                                     "scope_id": scope_id_, **given}, at, self.policy)
-                kind, trace = "add", self._writer.add([built], at)[0].trace
-            else:
-                kind = "update"
-                trace = self._writer.update(current, {"content": content, **given}, expected_version, at)
+            kind, trace = self._writer.put(key, content, scope_, scope_id_, given, expected_version, at)
         self._emit_deletes(events)
         self._emit(kind, {"id": trace.id, "trace": trace})
         return trace
@@ -620,23 +546,8 @@ class Brain:
         check_text(task_id, "task_id", max_chars=256, allow_none=False)
         promote = list(dict.fromkeys(check_ids(promote, "promote")))
         at = self.now(now)
-        promoted: list[Trace] = []
         with self._write_with_events() as events:
-            working = self._store.select(Filters(types=["working"], task_id=task_id),
-                                         order="t.created_at, t.rid")
-            by_id = {t.id: t for t in working}
-            strangers = [i for i in promote if i not in by_id]
-            if strangers:
-                raise InvalidInput(f"cannot promote {', '.join(map(str, strangers))}: not a live "
-                                   f"working trace of task {task_id!r}")
-            for trace in working:
-                if trace.id in promote:
-                    promoted.append(self._writer.update(
-                        trace, {"type": "episodic",
-                                "metadata": {**trace.metadata, "promoted_from_task": task_id}},
-                        None, at))
-                else:
-                    self._writer.soft_delete(trace, at, "archived", archived=True)
+            promoted = self._writer.end_task(task_id, promote, at)
         self._emit_deletes(events)
         for trace in promoted:
             self._emit("update", {"id": trace.id, "trace": trace})
@@ -685,16 +596,7 @@ class Brain:
         from . import transfer
 
         at = self.now(now)
-        if not isinstance(fp_or_path, (str, os.PathLike)):
-            parsed = transfer.parse_jsonl(fp_or_path, self.policy)
-        else:
-            try:
-                with open(str(fp_or_path), encoding="utf-8", newline="") as fp:
-                    parsed = transfer.parse_jsonl(fp, self.policy)
-            except (OSError, UnicodeEncodeError) as exc:  # encode: a path no file system takes
-                raise InvalidInput(f"cannot read {fp_or_path}: {getattr(exc, 'strerror', None) or exc}") from None
-            except UnicodeDecodeError:
-                raise InvalidInput(f"{fp_or_path} is not UTF-8 text") from None
+        parsed = transfer.parse_file(fp_or_path, self.policy)
         with self._write_with_events() as events:
             report = transfer.apply_import(self._store, parsed, new_ids=new_ids,
                                            before_insert=lambda t: self._writer.before_insert(t, at))

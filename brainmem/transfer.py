@@ -180,6 +180,19 @@ def edge_from_json(obj: Any) -> tuple[str, str, str, float, float]:
     return src or "", dst or "", kind, weight, _number(obj["updated_at"], "updated_at")
 
 
+def parse_file(fp_or_path: str | os.PathLike[str] | IO[str], policy: Policy) -> Parsed:
+    """:func:`parse_jsonl` of a text file object or a path (opened as UTF-8)."""
+    if not isinstance(fp_or_path, (str, os.PathLike)):
+        return parse_jsonl(fp_or_path, policy)
+    try:
+        with open(str(fp_or_path), encoding="utf-8", newline="") as fp:
+            return parse_jsonl(fp, policy)
+    except (OSError, UnicodeEncodeError) as exc:  # encode: a path no file system takes
+        raise InvalidInput(f"cannot read {fp_or_path}: {getattr(exc, 'strerror', None) or exc}") from None
+    except UnicodeDecodeError:
+        raise InvalidInput(f"{fp_or_path} is not UTF-8 text") from None
+
+
 def parse_jsonl(lines: Iterable[str], policy: Policy) -> Parsed:
     """Read and validate a whole export; :class:`InvalidInput` names the first bad line."""
     parsed: Parsed | None = None

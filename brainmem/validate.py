@@ -34,6 +34,7 @@ from .model import (
     new_id,
 )
 from .policy import Policy
+from .store import Filters
 
 #: The one ``limit`` rule: an integer from 1 to LIMIT_MAX; more is InvalidInput, never
 #: silently clamped (search, list, recent, due, the tools and the CLI alike).
@@ -277,6 +278,23 @@ def check_types(type_: Any) -> list[str] | None:
     if not isinstance(type_, str) and not isinstance(type_, Iterable):
         raise InvalidInput(f"type must be a type or a list of types, not {type_!r}")
     return [check_choice(t, TYPES, "type") for t in ([type_] if isinstance(type_, str) else type_)]
+
+
+def read_filters(policy: Policy, *, type: Any = None, scope: Any = None, scope_id: Any = None,
+                 tags: Any = None, tags_mode: Any = "any", episode: Any = None, since: Any = None,
+                 until: Any = None, now: float | None = None, scopes: Any = None,
+                 **extra: Any) -> Filters:
+    """Validated :class:`~brainmem.store.Filters` from a read method's keyword arguments."""
+    if scope is not None:
+        check_choice(scope, SCOPES, "scope")
+    check_choice(tags_mode, ("any", "all"), "tags mode")
+    return Filters(
+        types=check_types(type), scope=scope, scope_id=check_text(scope_id, "scope_id"),
+        tags=check_tags(tags, policy.max_tags, policy.max_tag_chars) if tags else None,
+        tags_mode=tags_mode, episode=check_text(episode, "episode"),
+        since=to_timestamp(since, "since"), until=to_timestamp(until, "until"), now=now,
+        scopes=None if scopes is None else scope_pairs(scopes), **extra,
+    )
 
 
 # --- whole traces ---------------------------------------------------------------------

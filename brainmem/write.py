@@ -10,6 +10,8 @@ watch its own events:
 * :meth:`Writer.update` -- field changes, a snapshot of replaced content,
   stability re-derived on a type/importance change;
 * :meth:`Writer.merge` -- a new trace from several, sources soft-deleted;
+* :meth:`Writer.put`, :meth:`Writer.end_task`, :meth:`Writer.restore`,
+  :meth:`Writer.feedback` -- the key-value, task, restore and feedback writes;
 * :meth:`Writer.soft_delete` -- a delete noting why (expired, evicted, archived),
   collected in :attr:`Writer.side_deletes` for the facade to announce.
 
@@ -24,7 +26,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from . import decay, graph
-from .errors import InvalidInput, QuotaExceeded, VersionConflict
+from .errors import InvalidInput, NotFound, QuotaExceeded, VersionConflict
 from .model import Trace, merge_fields, new_id
 from .policy import Policy
 from .store import Filters, Store
@@ -204,6 +206,38 @@ class Writer:
             updates.append((strength, stability, max(at, t.last_accessed_at), t.id))
         self.store.touch_many(updates)
 
+    def restore(self, trace: Trace, at: float) -> Trace:
+        """Bring a soft-deleted trace back (same id, ``version`` + 1), unless its key or its
+        content is live in another trace now."""
+        if trace.key is not None and self.store.find_key(trace.key, trace.scope, trace.scope_id):
+            raise InvalidInput(f"cannot restore {trace.id}: key {trace.key!r} is taken by a live trace")
+        duplicate = self.store.find_duplicate(trace.content_hash, trace.type, trace.scope, trace.scope_id)
+        if duplicate is not None:
+            raise InvalidInput(f"cannot restore {trace.id}: its content is live as {duplicate.id}")
+        self.store.update_fields(trace.id, {"deleted_at": None, "merged_into": None, "updated_at": at,
+                                            "version": trace.version + 1})
+        restored = self.store.get(trace.id)
+        assert restored is not None
+        return restored
+
+    def feedback(self, retrieval_id: Any, used: list[str], ignored: list[str], at: float) -> int:
+        """Record which hits of a retrieval were used or ignored; the first word on a hit
+        counts (repeated feedback is ignored). Returns the rows recorded."""
+        found = self.store.retrieval(retrieval_id) if isinstance(retrieval_id, int) else None
+        if found is None:
+            raise NotFound(f"no retrieval with id {retrieval_id!r}")
+        returned = {row[0] for row in found[2]}
+        for trace_id in [*used, *ignored]:
+            if trace_id not in returned:
+                raise InvalidInput(f"trace {trace_id!r} was not returned by retrieval {retrieval_id}")
+        if set(used) & set(ignored):
+            raise InvalidInput("a trace cannot be both used and ignored")
+        given = self.store.feedback_given(retrieval_id)
+        fresh = [(t, True) for t in used if t not in given] + [(t, False) for t in ignored if t not in given]
+        for trace_id, was_used in fresh:
+            self.store.record_feedback(retrieval_id, trace_id, was_used, at)
+        return len(fresh)
+
     # --- updates ----------------------------------------------------------------------
 
     def update(self, current: Trace, changes: Mapping[str, Any], expected_version: int | None,
@@ -242,6 +276,47 @@ class Writer:
                                      "snapshot_version": current.version}})
         self.store.insert(snap)
         graph.add_edges(self.store, [(current.id, snap.id, "supersedes", 1.0)], at)
+
+    def put(self, key: str, content: str, scope: str, scope_id: str, given: dict[str, Any],
+            expected_version: int | None, at: float) -> tuple[str, Trace]:
+        """Insert or overwrite the value of ``key``; ("add" | "update", the trace).
+
+        An expired value counts as absent (soft-deleted, reason "expired"); a new key's
+        trace is ``semantic`` unless ``given`` says otherwise (a named value is a fact,
+        meant to last).
+        """
+        current = self.store.find_key(key, scope, scope_id)
+        if current is not None and current.expires_at is not None and current.expires_at <= at:
+            self.soft_delete(current, at, "expired")
+            current = None
+        if current is not None:
+            return "update", self.update(current, {"content": content, **given}, expected_version, at)
+        if expected_version not in (None, 0):
+            raise VersionConflict(f"for key {key!r}", expected_version, 0)
+        built = build_trace({"type": "semantic", **given, "content": content, "key": key,
+                             "scope": scope, "scope_id": scope_id}, at, self.policy)
+        return "add", self.add([built], at)[0].trace
+
+    def end_task(self, task_id: str, promote: list[str], at: float) -> list[Trace]:
+        """Archive the task's live working traces, promoting ``promote`` to episodic;
+        return the promoted traces (the archived ones are in :attr:`side_deletes`)."""
+        working = self.store.select(Filters(types=["working"], task_id=task_id),
+                                    order="t.created_at, t.rid")
+        by_id = {t.id: t for t in working}
+        strangers = [i for i in promote if i not in by_id]
+        if strangers:
+            raise InvalidInput(f"cannot promote {', '.join(map(str, strangers))}: not a live "
+                               f"working trace of task {task_id!r}")
+        promoted = []
+        for trace in working:
+            if trace.id in promote:
+                promoted.append(self.update(
+                    trace, {"type": "episodic",
+                            "metadata": {**trace.metadata, "promoted_from_task": task_id}},
+                    None, at))
+            else:
+                self.soft_delete(trace, at, "archived", archived=True)
+        return promoted
 
     # --- merges -----------------------------------------------------------------------
 
