@@ -14,9 +14,12 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .errors import BrainmemError
+
+if TYPE_CHECKING:  # the server sits above the Brain it serves
+    from .brain import Brain
 
 SERVER_NAME = "brainmem"
 INSTRUCTIONS = (
@@ -40,7 +43,7 @@ def _require_mcp() -> None:
         ) from None
 
 
-def build_server(brain: Any, context: Any = None, extra: Sequence[str] | str = ()) -> Any:
+def build_server(brain: Brain, context: Any = None, extra: Sequence[str] | str = ()) -> Any:
     """A low-level MCP ``Server`` serving ``Toolbox(brain, context, extra)``."""
     _require_mcp()
     import anyio.to_thread
@@ -73,7 +76,7 @@ def build_server(brain: Any, context: Any = None, extra: Sequence[str] | str = (
                   on_list_tools=list_tools, on_call_tool=call_tool)
 
 
-async def serve_stdio(brain: Any, context: Any = None, extra: Sequence[str] | str = ()) -> None:
+async def serve_stdio(brain: Brain, context: Any = None, extra: Sequence[str] | str = ()) -> None:
     """Serve the tools on stdin/stdout until the client disconnects."""
     server = build_server(brain, context, extra)
     from mcp.server.stdio import stdio_server
@@ -82,7 +85,7 @@ async def serve_stdio(brain: Any, context: Any = None, extra: Sequence[str] | st
         await server.run(read_stream, write_stream, server.create_initialization_options())
 
 
-def run(brain: Any, context: Any = None, extra: Sequence[str] | str = ()) -> None:
+def run(brain: Brain, context: Any = None, extra: Sequence[str] | str = ()) -> None:
     """Blocking entry point used by ``brainmem serve``."""
     _require_mcp()
     import anyio

@@ -5,6 +5,8 @@ from __future__ import annotations
 import math
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from brainmem import AddResult, Brain, InvalidInput
 from brainmem.validate import MAX_TTL
@@ -79,3 +81,41 @@ def test_cli_refuses_a_ttl_out_of_range_and_writes_nothing(tmp_path, ttl: str) -
     with Brain(path, readonly=True) as brain:
         stats = brain.stats()
         assert (stats["live"], stats["deleted"]) == (0, 0)
+
+
+# --- whatever one surface accepts, every surface can show and carry ----------------------
+
+_EDGE_TIMES = st.sampled_from([-62135596800.0, 0.0, 1e9, 253402300799.0]) | st.floats(-6e10, 2.5e11)
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(item=st.fixed_dictionaries({"content": st.text(min_size=1, max_size=40).filter(str.strip)}, optional={
+    "created_at": _EDGE_TIMES,
+    "due_at": _EDGE_TIMES,
+    "ttl": st.sampled_from([1e-6, 1.0, float(MAX_TTL)]) | st.floats(1e-3, MAX_TTL),
+    "tags": st.lists(st.text(min_size=1, max_size=10).filter(str.strip), max_size=3),
+    "importance": st.floats(0, 1),
+    "cue": st.text(max_size=20),
+    "task_id": st.text(max_size=10),
+}))
+def test_anything_add_accepts_round_trips_through_json_tools_and_export(item) -> None:
+    import io
+    import json
+
+    from brainmem.tools import trace_view
+
+    with Brain(":memory:", clock=lambda: 1e9) as source:
+        try:
+            trace = source.add(**item)
+        except InvalidInput:
+            return  # refused before anything was written: nothing to carry
+        json.dumps(trace_view(trace, 1e9), allow_nan=False)  # what every tool shows of it
+        read = source.call_tool("memory_read", {"ids": [trace.id]}, extra="all")
+        assert "error" not in read, read
+        out = io.StringIO()
+        source.export(out, include_deleted=True)
+    with Brain(":memory:", clock=lambda: 1e9) as target:
+        target.import_jsonl(io.StringIO(out.getvalue()))
+        again = target.read([trace.id], include_deleted=True).traces[0]
+        assert (again.content, again.created_at, again.expires_at, again.due_at) == \
+            (trace.content, trace.created_at, trace.expires_at, trace.due_at)
