@@ -325,6 +325,7 @@ def test_run_perf_tiny(tmp_path: Path) -> None:
     assert list(tmp_path.iterdir()) == []  # temporary files are removed
 
 
+@pytest.mark.slow  # renders every plot with matplotlib
 def test_plots_and_results_page(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     pytest.importorskip("matplotlib")
     results = tmp_path / "results"

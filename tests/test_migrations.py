@@ -143,6 +143,7 @@ def test_interrupted_upgrade_leaves_the_old_version(tmp_path: Path, version: int
         assert brain.check()["ok"]
 
 
+@pytest.mark.slow  # several real processes race to migrate one file
 def test_processes_opening_an_old_brain_at_once_migrate_it_once(tmp_path: Path) -> None:
     path = tmp_path / "v1.db"
     build_old_brain(path, 1)
