@@ -60,8 +60,6 @@ if TYPE_CHECKING:  # imported lazily at run time (tools sit above this module)
     from .transfer import ImportReport
 
 
-
-
 class Hits(list[Hit]):
     """The hits of one search, best first, with the id to send feedback on."""
 
