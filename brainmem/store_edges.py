@@ -64,6 +64,13 @@ class EdgeTables(Database):
         self.execute(f"DELETE FROM edges {where}", [*ids, *ids])
         return rows
 
+    def delete_edges(self, src: str, dsts: Sequence[str], kind: str) -> None:
+        """Delete the ``kind`` edges from ``src`` to each of ``dsts``."""
+        if dsts:
+            marks = ", ".join("?" * len(dsts))
+            self.execute(f"DELETE FROM edges WHERE src = ? AND kind = ? AND dst IN ({marks})",
+                         [src, kind, *dsts])
+
     def edge_weight(self, src: str, dst: str, kind: str) -> float | None:
         row = self.execute(
             "SELECT weight FROM edges WHERE src = ? AND dst = ? AND kind = ?", (src, dst, kind)

@@ -697,7 +697,7 @@ def _memory_feedback(box: Toolbox, args: dict[str, Any]) -> JSON:
 @_tool("memory_unmerge",
        "Undo a merge: the memories that were merged into this one come back as they were "
        "(with their links); a memory made by memory_merge is removed.",
-       _delete_schema, extra=True, requires=("unmerge",))
+       _delete_schema, extra=True)
 def _memory_unmerge(box: Toolbox, args: dict[str, Any]) -> JSON:
     result = box.brain.unmerge(box.writable(args["id"]).id)
     return {"restored": result["restored"], "mergedTraceDeleted": result["merged_trace_deleted"]}

@@ -134,9 +134,7 @@ def unmerge(store: Store, trace_id: str, now: float) -> dict[str, Any]:
         else:
             notes.append(f"{source.id} was merged before merges were recorded: its edges stay on {target.id}")
     ids = [s.id for s in sources]
-    marks = ", ".join("?" * len(ids))
-    store.execute(f"DELETE FROM edges WHERE src = ? AND kind = 'supersedes' AND dst IN ({marks})",
-                  [target.id, *ids])
+    store.delete_edges(target.id, ids, "supersedes")
     if by == "merge":
         store.update_fields(target.id, {
             "deleted_at": now, "updated_at": now,
@@ -156,7 +154,7 @@ def _reset_survivor(store: Store, target: Trace, ids: list[str], records: list[d
     for record in sorted(records, key=lambda r: r.get("at", 0), reverse=True):
         for src, dst, kind, weight in record.get("before_edges", []):
             if weight is None:
-                store.execute("DELETE FROM edges WHERE src = ? AND dst = ? AND kind = ?", (src, dst, kind))
+                store.delete_edges(src, [dst], kind)
             else:
                 graph.add_edges(store, [(src, dst, kind, float(weight))], now)
         if isinstance(record.get("survivor_before"), dict):

@@ -25,7 +25,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from . import decay, graph
+from . import decay, graph, unmerge
 from .errors import InvalidInput, NotFound, QuotaExceeded, VersionConflict
 from .model import Trace, merge_fields, new_id
 from .policy import Policy
@@ -330,14 +330,12 @@ class Writer:
         built = build_trace(
             {"content": text, "type": first.type, "scope": first.scope, "scope_id": first.scope_id,
              "episode": first.episode, "tags": kept["tags"],  # validated: over max_tags refuses
-             "metadata": {"merged_from": [s.id for s in sources]}},
+             "metadata": {"merged_from": [s.id for s in sources], "merged_by": "merge"}},
             at, self.policy,
         )
         merged = dataclasses.replace(built, **kept, updated_at=at)
-        ids = [s.id for s in sources]
         self.store.insert(merged)
-        for source in sources:
-            self.store.update_fields(source.id, {"deleted_at": at, "merged_into": merged.id, "updated_at": at})
-        graph.repoint_edges(self.store, ids, merged.id, at)
-        graph.add_edges(self.store, [(merged.id, i, "supersedes", 1.0) for i in ids], at)
+        # sources soft-deleted with a merge record, edges re-pointed, supersedes edges:
+        # the one fold every merge goes through, so Brain.unmerge can undo it
+        unmerge.fold(self.store, merged, sources, "merge", at)
         return merged
