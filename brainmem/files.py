@@ -40,6 +40,15 @@ def _check_file(path: str, readonly: bool) -> None:
     if head:
         _check_header(path, head)
 
+def _size(path: str) -> int:
+    """The file's size, 0 when it does not exist (a -journal vanishes when another
+    process commits, so exists-then-getsize raced into a FileNotFoundError)."""
+    try:
+        return os.path.getsize(path)
+    except OSError:
+        return 0
+
+
 def _check_header(path: str, head: bytes) -> None:
     """Refuse truncated, foreign and too-new files from the 100-byte header alone.
 
@@ -50,8 +59,7 @@ def _check_header(path: str, head: bytes) -> None:
     if len(head) < 100:
         raise NotABrainFile(f"{path} is truncated ({len(head)} bytes, shorter than a SQLite "
                             "header); it was left unchanged")
-    if any(os.path.exists(f"{path}{suffix}") and os.path.getsize(f"{path}{suffix}") > 0
-           for suffix in ("-wal", "-journal")):
+    if any(_size(f"{path}{suffix}") > 0 for suffix in ("-wal", "-journal")):
         return
     number = int.from_bytes
     page_size = number(head[16:18], "big")
