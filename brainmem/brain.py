@@ -160,12 +160,12 @@ class Brain:
         ``expires_at`` or ``ttl``, ``metadata``, ``task_id``, ``due_at``, ``cue``.
         :meth:`add_result` takes the same and also says whether it deduplicated.
         """
-        return self.add_many([{"content": content, **fields}])[0]
+        return self.add_result(content, **fields).trace
 
     def add_result(self, content: str, **fields: Any) -> AddResult:
         """:meth:`add`, returning an :class:`~brainmem.write.AddResult` (``trace``,
         ``created``: False when the content was already stored)."""
-        return self.add_many([{"content": content, **fields}], report=True)[0]
+        return self._add_items([{"content": content, **fields}], None, numbered=False)[0]
 
     @overload
     def add_many(self, items: Iterable[str | Mapping[str, Any]], *, now: TimeLike | None = ...,
@@ -188,23 +188,31 @@ class Brain:
         if isinstance(items, (str, bytes, Mapping)) or not isinstance(items, Iterable):
             # iterating a string would add one trace per character (a mapping: per key)
             raise InvalidInput("add_many takes a list of strings or mappings; use add() for one trace")
+        results = self._add_items(items, now, numbered=True)
+        return results if report else [r.trace for r in results]
+
+    def _add_items(self, items: Iterable[str | Mapping[str, Any]], now: TimeLike | None,
+                   numbered: bool) -> list[AddResult]:
+        """add/add_many; ``numbered`` errors name the batch item (``item 3: ...``), a
+        single add's do not."""
         at = self.now(now)
         built: list[Trace] = []
         for index, item in enumerate(items):
+            where = f"item {index}: " if numbered else ""
             try:
                 built.append(build_trace({"content": item} if isinstance(item, str) else item, at,
                                          self.policy))
             except InvalidInput as exc:
-                raise type(exc)(f"item {index}: {exc}") from None
+                raise type(exc)(f"{where}{exc}") from None
             except TypeError:
-                raise InvalidInput(f"item {index}: must be a string or a mapping of fields") from None
+                raise InvalidInput(f"{where}must be a string or a mapping of fields") from None
         with self._write_with_events() as events:
             results = self._writer.add(built, at)
         self._emit_deletes(events)  # traces a quota evicted to make room
         for r in results:
             if r.created:
                 self._emit("add", {"id": r.trace.id, "trace": r.trace})
-        return results if report else [r.trace for r in results]
+        return results
 
     def get(self, trace_id: str, *, include_deleted: bool = False, now: TimeLike | None = None) -> Trace:
         """The trace with this id; deleted and expired traces only with ``include_deleted``."""

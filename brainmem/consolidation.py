@@ -134,7 +134,7 @@ class ReflectReport:
         return data
 
     def to_tool(self) -> dict[str, Any]:
-        """The compact camelCase result of the ``memory_reflect`` tool."""
+        """The compact result of the ``memory_reflect`` tool."""
         result: dict[str, Any] = {
             "status": self.status,
             "pruned": self.pruned,
@@ -143,14 +143,14 @@ class ReflectReport:
             "derived": self.derived,
             "compacted": self.compacted,
             "reindexed": self.fts_rebuilt,
-            "durationMs": round(self.duration_ms, 1),
+            "duration_ms": round(self.duration_ms, 1),
         }
         if self.skipped_reason:
-            result["skippedReason"] = self.skipped_reason
+            result["skipped_reason"] = self.skipped_reason
         if self.llm_fallback:
-            result["llmFallback"] = self.llm_fallback
+            result["llm_fallback"] = self.llm_fallback
         if self.derived_ids:
-            result["derivedIds"] = list(self.derived_ids)
+            result["derived_ids"] = list(self.derived_ids)
         return result
 
 
@@ -270,14 +270,23 @@ def merge(ctx: _Run) -> None:
     # passes repeat until none merges, so the next reflect computes the same IDF and
     # finds nothing (idempotence). Derived insights are left out: they are not merged
     # (derive's cover rule keeps them unique) and would shift the IDF after this step.
-    counts = similarity.count_matrix([r[1] for r in rows])
     blocks = [(r[2], r[3], r[4], r[5], r[6]) for r in rows]
+    if len(rows) <= similarity.SMALL:  # no scikit-learn import: small brains reflect fast
+        tokens = [similarity.terms(r[1]) for r in rows]
+
+        def find(alive: list[int]) -> list[tuple[int, int, float]]:
+            return similarity.near_duplicate_pairs_small(
+                [tokens[i] for i in alive], [blocks[i] for i in alive], policy.merge_threshold)
+    else:
+        counts = similarity.count_matrix([r[1] for r in rows])
+
+        def find(alive: list[int]) -> list[tuple[int, int, float]]:
+            return similarity.near_duplicate_pairs_counts(
+                counts[alive], [blocks[i] for i in alive], policy.merge_threshold)
     alive = list(range(len(rows)))
     judge = sameness.Judge([r[1] for r in rows])
     for _ in range(MERGE_MAX_PASSES):
-        nominated = similarity.near_duplicate_pairs_counts(
-            counts[alive], [blocks[i] for i in alive], policy.merge_threshold
-        )
+        nominated = find(alive)
         # the cosine only nominates; the merge rule decides (brainmem.sameness)
         pairs = [p for p in nominated if judge(alive[p[0]], alive[p[1]])]
         if not pairs:

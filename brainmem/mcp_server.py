@@ -12,6 +12,7 @@ when the server starts.
 
 from __future__ import annotations
 
+import inspect
 import json
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
@@ -44,16 +45,29 @@ def _require_mcp() -> None:
 
 
 def build_server(brain: Brain, context: Any = None, extra: Sequence[str] | str = ()) -> Any:
-    """A low-level MCP ``Server`` serving ``Toolbox(brain, context, extra)``."""
+    """A low-level MCP ``Server`` serving ``Toolbox(brain, context, extra)``.
+
+    Works with every ``mcp`` release ``pyproject.toml`` allows, ``>=1.22,<3`` (CI tests
+    the oldest, 1.22.0, and the newest): 2.x takes its handlers as ``on_*`` arguments
+    and snake_case fields; 1.x keeps them in ``request_handlers`` with camelCase ones.
+    (Releases before 1.22 do not import with current pydantic: ``eval_type_backport``.)
+    """
     _require_mcp()
-    import anyio.to_thread
-    from mcp import types
     from mcp.server.lowlevel import Server
 
     from ._version import __version__
     from .tools import Toolbox
 
     box = Toolbox(brain, context, extra)  # a bad context/extra fails here, before serving
+    params = inspect.signature(Server.__init__).parameters
+    if "on_list_tools" in params:
+        return _server_v2(Server, box, __version__)
+    return _server_v1(Server, box, __version__, "instructions" in params)
+
+
+def _server_v2(Server: Any, box: Any, version: str) -> Any:
+    import anyio.to_thread
+    from mcp import types
 
     async def list_tools(ctx: Any, params: Any) -> Any:
         return types.ListToolsResult(tools=[
@@ -72,8 +86,43 @@ def build_server(brain: Brain, context: Any = None, extra: Sequence[str] | str =
             is_error="error" in result,
         )
 
-    return Server(SERVER_NAME, version=__version__, instructions=INSTRUCTIONS,
+    return Server(SERVER_NAME, version=version, instructions=INSTRUCTIONS,
                   on_list_tools=list_tools, on_call_tool=call_tool)
+
+
+def _server_v1(Server: Any, box: Any, version: str, instructions: bool) -> Any:
+    """mcp 1.x: raw request handlers, so the result (and ``isError``) is ours to build --
+    its ``@call_tool()`` decorator would flag only exceptions as errors."""
+    import importlib
+
+    import anyio.to_thread
+
+    types: Any = importlib.import_module("mcp.types")  # typed for 2.x; this is the 1.x API
+
+    server = Server(SERVER_NAME, version=version,
+                    **({"instructions": INSTRUCTIONS} if instructions else {}))
+    structured = "structuredContent" in types.CallToolResult.model_fields  # not in every 1.x
+
+    async def list_tools(request: Any) -> Any:
+        return types.ServerResult(types.ListToolsResult(tools=[
+            types.Tool(name=s["function"]["name"], description=s["function"]["description"],
+                       inputSchema=s["function"]["parameters"])
+            for s in box.specs()
+        ]))
+
+    async def call_tool(request: Any) -> Any:
+        result = await anyio.to_thread.run_sync(box.call, request.params.name, request.params.arguments)
+        fields: dict[str, Any] = {
+            "content": [types.TextContent(type="text", text=json.dumps(result, ensure_ascii=False))],
+            "isError": "error" in result,
+        }
+        if structured:
+            fields["structuredContent"] = result
+        return types.ServerResult(types.CallToolResult(**fields))
+
+    server.request_handlers[types.ListToolsRequest] = list_tools
+    server.request_handlers[types.CallToolRequest] = call_tool
+    return server
 
 
 async def serve_stdio(brain: Brain, context: Any = None, extra: Sequence[str] | str = ()) -> None:

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field, fields
+from datetime import timezone, tzinfo
 from typing import Any
 
 from .errors import InvalidInput
@@ -107,6 +108,9 @@ class Policy:
     #: Temporal cues ("a month ago"): a trace inside the cue's window scores up to
     #: (1 + weight_time) times higher.
     weight_time: float = 1.0
+    #: The brain's time zone (an IANA name such as "Europe/Berlin"): calendar cues
+    #: ("yesterday", "last week", "in October") mean those spans in this zone.
+    time_zone: str = "UTC"
     #: Episode context: share of the episode's own BM25 (the episode read as one
     #: document) added to each of its traces' relevance.
     weight_episode: float = 0.3
@@ -192,8 +196,20 @@ class Policy:
             raise InvalidInput(f"Policy.stability_base needs exactly the types {', '.join(TYPES)}")
         if self.derive_min_size > self.derive_max_size:
             raise InvalidInput("Policy.derive_min_size must not exceed derive_max_size")
+        self.tz()  # an unknown time zone fails here, not at the first search
         if self.quota_policy not in ("refuse", "evict"):
             raise InvalidInput(f"Policy.quota_policy must be 'refuse' or 'evict', not {self.quota_policy!r}")
+
+    def tz(self) -> tzinfo:
+        """:attr:`time_zone` as a ``tzinfo``."""
+        if self.time_zone.upper() == "UTC":
+            return timezone.utc
+        try:
+            from zoneinfo import ZoneInfo
+
+            return ZoneInfo(self.time_zone)
+        except (ValueError, LookupError, OSError) as exc:  # ZoneInfoNotFoundError is a KeyError
+            raise InvalidInput(f"Policy.time_zone {self.time_zone!r} is not a known time zone ({exc})") from None
 
     def stability_for(self, type: str, importance: float) -> float:
         """Initial stability of a trace of ``type`` with ``importance``."""

@@ -49,7 +49,7 @@ from dataclasses import dataclass, replace
 
 import apsw.fts5query as fq
 
-from . import decay, graph, temporal
+from . import decay, graph, scripts, temporal
 from .errors import QueryError
 from .model import Hit, Trace
 from .policy import Policy
@@ -85,6 +85,9 @@ def search(
         # FTS5 syntax that parsed but SQLite still refuses (rare): fall back to the words.
         compiled = compiler.compile(" ".join(compiled.terms) or query.replace('"', " "))
         candidates = store.search(compiled.expression, filters, size, policy.bm25_weights)
+    unsegmented = scripts.runs(query)
+    if unsegmented:
+        _add_unsegmented_candidates(store, filters, unsegmented, size, candidates)
     for window in cues.windows:
         _add_window_candidates(store, policy, compiled, filters, window, size, candidates,
                                fill=not topical)
@@ -137,7 +140,7 @@ def _compile(compiler: QueryCompiler, policy: Policy, query: str,
     compiled = compiler.compile(query)
     if compiled.syntax or not policy.weight_time:
         return compiled, temporal.TemporalCues(rest=query), True
-    cues = temporal.parse(query, now)
+    cues = temporal.parse(query, now, policy.tz())
     if cues.rest != query:
         words = compiler.words(cues.rest)
         if all(w in STOPWORDS or w in cues.kept for w in words):
@@ -167,6 +170,26 @@ def _add_window_candidates(store: Store, policy: Policy, compiled: CompiledQuery
         inside += [(t, 0.0) for t in store.select(in_window, limit=size) if t.id not in matched][
             : size - len(inside)]
     candidates.extend(c for c in inside if c[0].id not in seen)
+
+
+def _add_unsegmented_candidates(store: Store, filters: Filters, runs: list[str], size: int,
+                                candidates: Candidates) -> None:
+    """Traces holding the query's runs of CJK (or Thai, ...) text as substrings.
+
+    The porter index sees ``東京タワー`` as one word, so ``東京`` misses it. A trace
+    holding all of the query's runs is as relevant as the best word match (BM25
+    scale); one holding part of them, that share of it.
+    """
+    best = max((score for _, score in candidates), default=0.0) or 1.0
+    index = {t.id: i for i, (t, _) in enumerate(candidates)}
+    for trace, share in store.search_unsegmented(runs, filters, size):
+        score = share * best
+        if trace.id in index:
+            i = index[trace.id]
+            candidates[i] = (trace, max(candidates[i][1], score))
+        else:
+            index[trace.id] = len(candidates)
+            candidates.append((trace, score))
 
 
 #: A question: the trace ends with "?" (then perhaps closing quotes or brackets).

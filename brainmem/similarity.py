@@ -120,7 +120,7 @@ def near_duplicate_pairs_counts(
     from sklearn.feature_extraction.text import TfidfTransformer
 
     n = counts.shape[0]
-    if n < 2:
+    if n < 2 or counts.nnz == 0:  # no terms at all (punctuation only): nothing is similar
         return []
     matrix = TfidfTransformer(sublinear_tf=True).fit_transform(counts).astype(np.float32).tocsr()
     matrix.sort_indices()
@@ -195,6 +195,49 @@ def _prefixes(matrix: Any, threshold: float) -> tuple[Any, Any]:
     remaining = totals[rows] - (cumulative - squares - before_row[rows])
     in_prefix = remaining >= threshold**2 - 1e-6
     return rows[in_prefix], terms[in_prefix]
+
+
+#: Up to this many texts, :func:`near_duplicate_pairs_small` (plain Python) replaces the
+#: scikit-learn path. Importing scikit-learn (with scipy) costs 1.2-1.8 s per process,
+#: which made every reflect of a small brain slow; plain Python is quicker up to a few
+#: hundred texts (a merge of 300 texts: ~30 ms).
+SMALL = 300
+
+
+def near_duplicate_pairs_small(
+    tokens: Sequence[Sequence[str]], blocks: Sequence[Hashable], threshold: float
+) -> list[tuple[int, int, float]]:
+    """:func:`near_duplicate_pairs` over pre-tokenised texts (:func:`terms`), in plain
+    Python: the same TF-IDF as scikit-learn's ``TfidfTransformer(sublinear_tf=True)``
+    (tf = 1 + ln count, idf = ln((1 + n) / (1 + df)) + 1, L2 norm, float32 weights), so
+    both paths find the same pairs. Only texts sharing a term are compared."""
+    import math
+    from array import array
+    from collections import Counter
+
+    n = len(tokens)
+    counts = [Counter(t) for t in tokens]
+    df: Counter[str] = Counter(term for c in counts for term in c)
+    idf = {term: math.log((1 + n) / (1 + d)) + 1.0 for term, d in df.items()}
+    vectors: list[dict[str, float]] = []
+    for c in counts:
+        raw = {term: (1.0 + math.log(k)) * idf[term] for term, k in c.items()}
+        norm = math.sqrt(sum(v * v for v in raw.values())) or 1.0
+        terms_ = list(raw)
+        weights = array("f", (raw[t] / norm for t in terms_))  # float32, as the matrix path
+        vectors.append(dict(zip(terms_, weights)))
+    postings: dict[tuple[Hashable, str], list[int]] = {}
+    for i, vector in enumerate(vectors):
+        for term in vector:
+            postings.setdefault((blocks[i], term), []).append(i)
+    candidates = {(a, b) for rows in postings.values() for k, a in enumerate(rows) for b in rows[k + 1:]}
+    found = []
+    for i, j in sorted(candidates):
+        small, large = sorted((vectors[i], vectors[j]), key=len)
+        sim = sum(w * large.get(t, 0.0) for t, w in small.items())
+        if sim >= threshold - 1e-6:
+            found.append((i, j, min(sim, 1.0)))
+    return found
 
 
 def sentences(text: str) -> list[str]:

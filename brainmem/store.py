@@ -20,6 +20,7 @@ from typing import Any
 
 import apsw
 
+from . import scripts
 from .errors import (
     InvalidInput,
     QueryError,
@@ -294,6 +295,36 @@ class Store(IndexTables, EdgeTables, LogTables):
             except apsw.SQLError as exc:  # FTS5 refused the expression itself
                 raise QueryError(f"the search index cannot use this query ({exc})",
                                  "use plain words, or valid FTS5 syntax") from exc
+
+    def search_unsegmented(self, runs: Sequence[str], filters: Filters,
+                           limit: int) -> list[tuple[Trace, float]]:
+        """Live traces sharing the most pieces of ``runs`` (text in scripts without word
+        spaces, :mod:`brainmem.scripts`), from the trigram index, as (trace, share of
+        the pieces found), best first. A run's pieces are its trigrams (found through
+        the index); a run of one or two characters is its own piece (found by ``LIKE``,
+        a scan of the trigram table, which holds only such traces)."""
+        pieces = list(dict.fromkeys(p for run in runs for p in scripts.pieces(run)))
+        found: dict[int, int] = {}
+        with translate_errors():
+            for piece in pieces:
+                if len(piece) >= 3:
+                    sql, arg = "SELECT rowid FROM traces_trigram WHERE traces_trigram MATCH ?", f'"{piece}"'
+                else:
+                    sql = "SELECT rowid FROM traces_trigram WHERE content LIKE ?1 OR cue LIKE ?1"
+                    arg = f"%{piece}%"
+                for (rid,) in self.db.execute(sql, (arg,)):
+                    found[rid] = found.get(rid, 0) + 1
+        if not found:
+            return []
+        where, params = filters.sql()
+        best = sorted(found, key=lambda rid: (-found[rid], -rid))[: limit * 4]
+        rows = self.execute(
+            f"SELECT {_SELECT}, t.rid FROM traces t WHERE t.rid IN ({', '.join('?' * len(best))}) AND {where}",
+            [*best, *params],
+        )
+        hits = [(row_to_trace(r[:-1]), found[r[-1]] / len(pieces)) for r in rows]
+        hits.sort(key=lambda h: -h[1])
+        return hits[:limit]
 
     def purge(self, before: float | None = None) -> int:
         """Physically remove soft-deleted traces (deleted before ``before``) and their edges."""

@@ -29,6 +29,11 @@ class EdgeTables(Database):
     def count_export_edges(self, *, include_deleted: bool) -> int:
         return int(self.execute(f"SELECT count(*) {self._export_edges_sql(include_deleted)}").get)
 
+    def has_edges(self, kind: str, min_weight: float = 0.0) -> bool:
+        """Whether any edge of ``kind`` weighs at least ``min_weight``."""
+        return self.execute("SELECT 1 FROM edges WHERE kind = ? AND weight >= ? LIMIT 1",
+                            (kind, min_weight)).fetchone() is not None
+
     def edge_kinds(self) -> frozenset[str]:
         """The kinds of edge the graph holds (cached until a write): ranking skips absent ones."""
         kinds: frozenset[str] = self._cached("edge_kinds", lambda: frozenset(

@@ -13,9 +13,13 @@ import apsw.fts5
 
 from .store_base import Database, translate_errors
 
+#: The FTS5 tables: the word index of every live trace, and the trigram index of those
+#: written in scripts without word spaces (:mod:`brainmem.scripts`, schema v4).
+INDEXES = ("traces_fts", "traces_trigram")
+
 
 class IndexTables(Database):
-    """``traces_fts`` (external content: the live rows of ``traces``)."""
+    """``traces_fts`` and ``traces_trigram`` (external content: live rows of ``traces``)."""
 
     @property
     def fts(self) -> apsw.fts5.Table:
@@ -52,13 +56,14 @@ class IndexTables(Database):
         """
         copy = None
         try:
-            table = self.fts
+            db = self.db
             if self.readonly:
                 copy = apsw.Connection(":memory:")
                 with copy.backup("main", self.db, "main") as backup:
                     backup.step(-1)
-                table = apsw.fts5.Table(copy, "traces_fts")
-            table.command_integrity_check(external_content=True)
+                db = copy
+            for name in INDEXES:
+                apsw.fts5.Table(db, name).command_integrity_check(external_content=True)
         except (apsw.CorruptError, apsw.SQLError) as exc:
             return f"full-text index does not match the traces: {exc}"
         finally:
@@ -83,9 +88,11 @@ class IndexTables(Database):
         return {"missing": missing, "extra": extra}
 
     def repair_index(self) -> None:
-        """Rebuild the FTS index from the live traces (``traces_live``)."""
+        """Rebuild the FTS indexes from the live traces (``traces_live``, and its
+        unsegmented-script subset for the trigram index)."""
         with self.write(), translate_errors():
             self.fts.command_rebuild()  # type: ignore[no-untyped-call]
+            apsw.fts5.Table(self.db, "traces_trigram").command_rebuild()  # type: ignore[no-untyped-call]
 
     def fts_optimize(self) -> None:
         """Merge the FTS5 index's segments (one write)."""

@@ -6,8 +6,14 @@ window on ``created_at``; ranking then favours traces inside a window and the
 words of the cue ("week", "ago", "past") stop being searched as topic words —
 otherwise "three months ago" matches every trace that mentions months.
 
-Windows are deliberately generous (a "week ago" is 4–11 days back), because people
-are vague about time. English only; seasons are the northern hemisphere's
+Calendar cues are exact spans in the brain's time zone (``Policy.time_zone``, UTC
+by default): "yesterday" is that calendar day, "last week" the Monday-to-Sunday
+week before this one, "last weekend" the Saturday and Sunday before this week, "in
+October" that month. Inside such a window a trace matches fully; just outside it
+matches half as much, fading to nothing one window-length away, so the span is
+clearly favoured while a memory noted the day after still surfaces. Vague cues stay
+generous (a "week ago" is 4–11 days back, "the past week" the last 15 days),
+because people are vague about them. English only; seasons are the northern hemisphere's
 meteorological ones (summer is June to August; the winter of a year is the one
 its January belongs to). Text without a cue yields no windows and no change in
 ranking.
@@ -18,7 +24,8 @@ from __future__ import annotations
 import calendar
 import re
 from dataclasses import dataclass, field, replace
-from datetime import datetime, timedelta, timezone
+from datetime import datetime, timedelta, timezone, tzinfo
+from typing import Any
 
 DAY = 86_400.0
 _UNIT_DAYS = {"day": 1.0, "night": 1.0, "week": 7.0, "weekend": 7.0, "fortnight": 14.0,
@@ -76,19 +83,38 @@ _PATTERNS: list[tuple[str, re.Pattern[str]]] = [
 
 @dataclass(frozen=True)
 class Window:
-    """Traces created in [start, end] match fully; ``weight`` says how sure the cue is."""
+    """Traces created in [start, end] match fully; ``weight`` says how sure the cue is;
+    ``edge`` is the share of ``weight`` just outside (1 for vague cues, 0.5 for exact
+    calendar spans)."""
 
     start: float
     end: float
     weight: float = 1.0
+    edge: float = 1.0
+    #: Outside, the match fades to 0 over the window's length, or at least this.
+    fade: float = DAY
 
     def match(self, when: float) -> float:
-        """1 inside the window, fading linearly to 0 one window-length outside it."""
+        """``weight`` inside the window; outside, ``edge`` × weight fading linearly to 0
+        one window-length (at least ``fade``) away."""
         if self.start <= when <= self.end:
             return self.weight
-        span = max(self.end - self.start, DAY)
+        span = max(self.end - self.start, self.fade)
         gap = self.start - when if when < self.start else when - self.end
-        return self.weight * max(0.0, 1.0 - gap / span)
+        return self.weight * self.edge * max(0.0, 1.0 - gap / span)
+
+
+#: The share of a calendar window's weight just outside it, and the distance over
+#: which that share fades to 0 (see :class:`Window`): people note an event days after
+#: it, and call more than the latest weekend "last weekend". Chosen on the dev
+#: questions with a calendar cue (benchmarks/temporal_cv.py; see the CHANGELOG).
+EXACT_EDGE = 0.5
+EXACT_FADE = 14 * DAY
+
+
+def _span(start: datetime, end: datetime, weight: float = 1.0) -> Window:
+    """An exact calendar window from ``start`` to ``end``."""
+    return Window(start.timestamp(), end.timestamp(), weight, EXACT_EDGE, EXACT_FADE)
 
 
 @dataclass
@@ -105,9 +131,10 @@ class TemporalCues:
         return max((w.match(when) for w in self.windows), default=0.0)
 
 
-def parse(text: str, now: float) -> TemporalCues:
-    """The time windows ``text`` refers to, relative to ``now`` (unix seconds, UTC)."""
-    today = datetime.fromtimestamp(now, tz=timezone.utc)
+def parse(text: str, now: float, tz: tzinfo = timezone.utc) -> TemporalCues:
+    """The time windows ``text`` refers to, relative to ``now`` (unix seconds), with
+    calendar spans ("yesterday", "in October") in the time zone ``tz``."""
+    today = datetime.fromtimestamp(now, tz=tz)
     windows: list[Window] = []
     taken: list[tuple[int, int]] = []
     for kind, pattern in _PATTERNS:
@@ -156,14 +183,12 @@ def _window(kind: str, m: re.Match[str], now: float, today: datetime) -> Window 
         days = _count(m) * _unit_days(m)
         return Window(now - (days * 1.1 + 1) * DAY, now)
     if kind == "last_unit":
-        days = _unit_days(m)
-        if m.group("which").lower() == "this":
-            return Window(now - days * DAY, now)
-        return Window(now - (days * 2 + 1) * DAY, now, 0.8)
+        return _calendar_unit(m.group("which").lower(), m.group("unit").lower(), now, today)
     if kind == "yesterday":
-        return Window(now - 2.5 * DAY, now)
+        return _calendar_unit("last", "night" if "night" in m.group(0).lower() else "day", now, today)
     if kind == "today":
-        return Window(now - 1.5 * DAY, now, 0.8)
+        midnight = today.replace(hour=0, minute=0, second=0, microsecond=0)
+        return _span(midnight, midnight + timedelta(days=1))
     if kind == "weekday":
         target = _WEEKDAYS[m.group("day").lower()]
         back = (today.weekday() - target) % 7 or 7
@@ -187,37 +212,74 @@ def _window(kind: str, m: re.Match[str], now: float, today: datetime) -> Window 
         if month is None:
             return None
         year = int(m.group("year")) if m.group("year") else (today.year if month <= today.month else today.year - 1)
-        first = datetime(year, month, 1, tzinfo=timezone.utc)
-        last = first.replace(day=calendar.monthrange(year, month)[1]) + timedelta(days=1)
-        return Window(first.timestamp(), last.timestamp())
+        first = datetime(year, month, 1, tzinfo=today.tzinfo)
+        return _span(first, _next_month(first))
     if kind == "season":
-        return _season_window(m, now)
+        return _season_window(m, now, today.tzinfo)
     if kind == "year":
         year = int(m.group("year"))
-        start = datetime(year, 1, 1, tzinfo=timezone.utc).timestamp()
+        first = datetime(year, 1, 1, tzinfo=today.tzinfo)
         if m.group("since").lower() == "since":
-            return Window(start, max(start, now))
-        return Window(start, datetime(year + 1, 1, 1, tzinfo=timezone.utc).timestamp())
+            return Window(first.timestamp(), max(first.timestamp(), now))
+        return _span(first, first.replace(year=year + 1))
     if kind == "recently":
         return Window(now - 45 * DAY, now, 0.3)
     return None
 
 
-def _season_window(m: re.Match[str], now: float) -> Window | None:
+def _next_month(first: datetime) -> datetime:
+    return first.replace(year=first.year + 1, month=1) if first.month == 12 else first.replace(month=first.month + 1)
+
+
+def _calendar_unit(which: str, unit: str, now: float, today: datetime) -> Window:
+    """"last/this/past/previous day|night|week|weekend|month|year" as a window.
+
+    "last" and "previous" are the calendar unit before the current one (weeks run
+    Monday to Sunday; "last weekend" is the Saturday and Sunday before this week),
+    "this" the current one, "past" the rolling span up to ``now``. A night runs
+    from 18:00 to 06:00.
+    """
+    midnight = today.replace(hour=0, minute=0, second=0, microsecond=0)
+    if which == "past" and unit not in ("night", "weekend"):
+        days = _UNIT_DAYS[unit]
+        return Window(now - (days * 2 + 1) * DAY, now, 0.8)  # rolling, and vague
+    back = 0 if which == "this" else 1
+    if unit in ("day", "night"):
+        start = midnight - timedelta(days=back)
+        if unit == "night":
+            return _span(start + timedelta(hours=18), start + timedelta(hours=30))
+        return _span(start, start + timedelta(days=1))
+    monday = midnight - timedelta(days=today.weekday())
+    if unit == "week":
+        start = monday - timedelta(weeks=back)
+        return _span(start, start + timedelta(weeks=1))
+    if unit == "weekend":
+        saturday = monday + timedelta(days=5) - timedelta(weeks=back)
+        return _span(saturday, saturday + timedelta(days=2))
+    first = midnight.replace(day=1)
+    if unit == "month":
+        if back:
+            first = (first - timedelta(days=1)).replace(day=1)
+        return _span(first, _next_month(first))
+    first = first.replace(month=1, year=today.year - back)  # year
+    return _span(first, first.replace(year=first.year + 1))
+
+
+def _season_window(m: re.Match[str], now: float, tz: Any) -> Window | None:
     """The season of the given year; else "last" is the latest ended, any other the latest begun."""
     first_month = _SEASONS[m.group("season").lower()]
 
     def season(year: int) -> Window:  # the one ending in ``year`` (winter starts the December before)
         start_year = year - 1 if first_month == 12 else year
-        start = datetime(start_year, first_month, 1, tzinfo=timezone.utc)
+        start = datetime(start_year, first_month, 1, tzinfo=tz)
         end_month = (first_month + 2) % 12 + 1
-        end = datetime(start_year + (end_month < first_month), end_month, 1, tzinfo=timezone.utc)
+        end = datetime(start_year + (end_month < first_month), end_month, 1, tzinfo=tz)
         return Window(start.timestamp(), end.timestamp())
 
     if m.group("year"):
         return season(int(m.group("year")))
     which = (m.group("which") or "").lower()
-    this_year = datetime.fromtimestamp(now, tz=timezone.utc).year
+    this_year = datetime.fromtimestamp(now, tz=tz).year
     for year in range(this_year + 1, this_year - 2, -1):  # a season ends each year
         window = season(year)
         if (window.end <= now) if which in ("last", "past") else (window.start <= now):
@@ -236,7 +298,7 @@ def _day_window(today: datetime, month: int, day: int, year: int | None) -> Wind
     A date no calendar has raises ValueError, which :func:`parse` reads as no window.
     """
     year = year or today.year
-    when = datetime(year, month, min(day, calendar.monthrange(year, month)[1]), tzinfo=timezone.utc)
+    when = datetime(year, month, min(day, calendar.monthrange(year, month)[1]), tzinfo=today.tzinfo)
     if when > today and year == today.year:
         when = when.replace(year=year - 1)
     stamp = when.timestamp()

@@ -49,10 +49,11 @@ from typing import TYPE_CHECKING, Any
 
 from . import decay
 from .errors import BrainmemError, InvalidInput, NotFound, QueryError, VersionConflict
+from .jsonview import jsonable
 from .model import DEFAULT_SCOPE, DEFAULT_TYPE, SCOPES, TYPES, Trace, iso
 from .policy import Policy
 from .schemacheck import json_type, short, validate
-from .validate import LIMIT_MAX, MAX_ID_CHARS, MAX_TTL
+from .validate import LIMIT_MAX, MAX_CUE_CHARS, MAX_ID_CHARS, MAX_TTL
 
 if TYPE_CHECKING:  # the tools sit above the Brain they call; imported for types only
     from .brain import Brain
@@ -278,7 +279,7 @@ class Toolbox:
             if not isinstance(name, str) or name not in self.names:
                 raise InvalidInput(f"unknown tool {short(name)}; available: {', '.join(self.names)}")
             args = validate(parse_arguments(arguments), self.schema(name))
-            result = REGISTRY[name].run(self, args)
+            result: JSON = jsonable(REGISTRY[name].run(self, args))  # the one JSON convention
             json.dumps(result, allow_nan=False)  # the promise: always serialisable
             return result
         except BrainmemError as exc:
@@ -373,8 +374,8 @@ def error_dict(exc: BaseException) -> JSON:
     """``{"error": {"type": <class name>, "message": ...}}`` (+ details some errors carry)."""
     error: JSON = {"type": type(exc).__name__, "message": str(exc)}
     if isinstance(exc, VersionConflict):
-        error["currentVersion"] = exc.current
-        error["expectedVersion"] = exc.expected
+        error["current_version"] = exc.current
+        error["expected_version"] = exc.expected
     if isinstance(exc, QueryError) and exc.hint:
         error["hint"] = exc.hint
     return {"error": error}
@@ -428,6 +429,13 @@ def _add_schema(ctx: ToolContext | None) -> JSON:
         "key": _str("Optional name unique within the scope (fails if taken).", minLength=1,
                     maxLength=_POLICY.max_key_chars),
         "ttl": _TTL,
+        "due_at": _str("For a reminder (type prospective): when it is due, ISO-8601 "
+                       "(e.g. 2026-12-01T09:00:00Z); `brainmem due` and Brain.due list it from then.",
+                       maxLength=64),
+        "cue": _str("For a reminder: the situation that should bring it back "
+                    "(searched like its content).", maxLength=MAX_CUE_CHARS),
+        "task_id": _str("For task scratch (type working): the task it belongs to; ending the "
+                        "task archives it.", maxLength=MAX_ID_CHARS),
     }, ["content"])
 
 
@@ -444,7 +452,7 @@ def _memory_add(box: Toolbox, args: dict[str, Any]) -> JSON:
     if scope_id is not None:
         args["scope_id"] = scope_id
     added = box.brain.add_result(args.pop("content"), **args)
-    return {"traceId": added.trace.id, "deduplicated": added.deduplicated}
+    return {"trace_id": added.trace.id, "deduplicated": added.deduplicated}
 
 
 def _update_schema(ctx: ToolContext | None) -> JSON:
@@ -509,7 +517,7 @@ def _memory_merge(box: Toolbox, args: dict[str, Any]) -> JSON:
         raise InvalidInput("merge needs at least two distinct memory ids")
     sources = [box.writable(i) for i in ids]
     merged = box.brain.merge([s.id for s in sources], args.get("content"))
-    return {"mergedTraceId": merged.id, "sourcesDeleted": [s.id for s in sources]}
+    return {"merged_trace_id": merged.id, "sources_deleted": [s.id for s in sources]}
 
 
 def _search_schema(ctx: ToolContext | None) -> JSON:
@@ -537,7 +545,7 @@ def _memory_search(box: Toolbox, args: dict[str, Any]) -> JSON:
          "tags": list(h.trace.tags), "score": round(h.score, 6)}
         for h in hits
     ]
-    return {"results": results, "retrievalId": hits.retrieval_id}
+    return {"results": results, "retrieval_id": hits.retrieval_id}
 
 
 def _reflect_schema(ctx: ToolContext | None) -> JSON:
@@ -598,9 +606,7 @@ def _list_schema(ctx: ToolContext | None) -> JSON:
 def _memory_list(box: Toolbox, args: dict[str, Any]) -> JSON:
     where = box.read_scopes(args.pop("scope", None), args.pop("scope_id", None))
     listing = box.brain.list(**args, **{k: v for k, v in where.items() if v is not None})
-    items = [{k: (iso(v) if k.endswith("_at") else v) for k, v in item.to_dict().items()}
-             for item in listing.items]
-    return {"items": items, "truncated": listing.truncated}
+    return listing.to_dict()
 
 
 def _put_schema(ctx: ToolContext | None) -> JSON:
@@ -630,7 +636,7 @@ def _memory_put(box: Toolbox, args: dict[str, Any]) -> JSON:
         box.context.check_write(args.get("type") or (current.type if current else "semantic"),
                                 scope or DEFAULT_SCOPE)
     trace = box.brain.put(args.pop("key"), args.pop("content"), scope=scope, scope_id=scope_id, **args)
-    return {"traceId": trace.id, "version": trace.version}
+    return {"trace_id": trace.id, "version": trace.version}
 
 
 def _get_key_schema(ctx: ToolContext | None) -> JSON:
@@ -676,7 +682,7 @@ def _feedback_schema(ctx: ToolContext | None) -> JSON:
     ids = {"type": "array", "items": _ID, "maxItems": LIMIT_MAX}
     return _obj({
         "retrieval_id": {"type": "integer", "minimum": 1,
-                         "description": "The retrievalId memory_search returned."},
+                         "description": "The retrieval_id memory_search returned."},
         "used": {**ids, "description": "Ids of results that helped."},
         "ignored": {**ids, "description": "Ids of results that were not useful."},
     }, ["retrieval_id"])
@@ -700,7 +706,7 @@ def _memory_feedback(box: Toolbox, args: dict[str, Any]) -> JSON:
        _delete_schema, extra=True)
 def _memory_unmerge(box: Toolbox, args: dict[str, Any]) -> JSON:
     result = box.brain.unmerge(box.writable(args["id"]).id)
-    return {"restored": result["restored"], "mergedTraceDeleted": result["merged_trace_deleted"]}
+    return {"restored": result["restored"], "merged_trace_deleted": result["merged_trace_deleted"]}
 
 
 __all__ = ["REGISTRY", "ToolContext", "ToolDef", "Toolbox", "call_tool", "error_dict",

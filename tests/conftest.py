@@ -5,6 +5,7 @@ Keep this file small; add a fixture with a short, targeted edit.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -12,6 +13,11 @@ from typing import Any
 import pytest
 
 from brainmem import Brain
+
+# Child processes the tests start (python -c, python tests/x.py, notebook kernels) import
+# this checkout's brainmem, not whichever one pip installed elsewhere.
+os.environ["PYTHONPATH"] = os.pathsep.join(
+    p for p in (str(Path(__file__).resolve().parent.parent), os.environ.get("PYTHONPATH")) if p)
 
 #: 2026-01-01T00:00:00Z: a fixed, round starting time for fake clocks.
 T0 = 1_767_225_600.0

@@ -86,12 +86,12 @@ def test_show_update_delete_restore_merge_purge(capsys: Any, db: str) -> None:
 
     second = run(capsys, "add", "second fact", "--brain", db)[1].strip()
     code, out, _ = run(capsys, "merge", first, second, "--content", "both facts", "--json", "--brain", db)
-    merged = json.loads(out)["mergedTraceId"]
-    assert code == 0 and json.loads(out)["sourcesDeleted"] == [first, second]
+    merged = json.loads(out)["merged_trace_id"]
+    assert code == 0 and json.loads(out)["sources_deleted"] == [first, second]
 
     assert run(capsys, "delete", merged, "--brain", db)[0] == 0
     code, out, _ = run(capsys, "delete", merged, "--json", "--brain", db)
-    assert code == 1 and json.loads(out) == {"deleted": [], "notFound": [merged]}
+    assert code == 1 and json.loads(out) == {"deleted": [], "not_found": [merged]}
     code, out, _ = run(capsys, "restore", merged, "--brain", db)
     assert code == 0 and "restored" in out
     code, out, _ = run(capsys, "show", first, "--deleted", "--brain", db)
@@ -108,6 +108,9 @@ def test_show_update_delete_restore_merge_purge(capsys: Any, db: str) -> None:
 def test_errors_are_one_line_with_exit_codes(capsys: Any, db: str) -> None:
     code, out, err = run(capsys, "add", "x", "--importance", "7", "--brain", db)
     assert (code, out) == (2, "") and err.startswith("brainmem: error:") and err.count("\n") == 1
+    assert "item 0" not in err  # one add is not a batch
+    assert not os.path.exists(db)  # the failed add removed the brain it had created
+    assert run(capsys, "init", "--brain", db)[0] == 0
     code, _, err = run(capsys, "show", "mt_missing", "--brain", db)
     assert code == 1 and err.count("\n") == 1
     code, _, err = run(capsys, "search", "--brain", db)

@@ -292,7 +292,7 @@ def test_report_log_and_subscription(brain: Brain) -> None:
                      ("compact", 4, 6), ("reindex", 5, 6), ("done", 6, 6)]
     assert events == [("reflect", report.to_dict())]
     tool = report.to_tool()
-    assert {"pruned", "merged", "derived", "compacted", "durationMs"} <= set(tool)
+    assert {"pruned", "merged", "derived", "compacted", "duration_ms"} <= set(tool)
     json.dumps(report.to_dict())
     (entry,) = brain.reflect_log()
     assert entry["id"] == report.log_id and entry["status"] == "ok"

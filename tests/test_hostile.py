@@ -342,4 +342,4 @@ def test_tool_result_shapes_hold_for_success(tmp_path: Path) -> None:
         added = brain.call_tool("memory_add", {"content": "the user likes tea", "tags": ["drink"]})
         assert "error" not in added
         found = brain.call_tool("memory_search", {"query": "tea"})
-        assert [r["id"] for r in found["results"]] == [added["traceId"]]
+        assert [r["id"] for r in found["results"]] == [added["trace_id"]]

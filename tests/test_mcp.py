@@ -1,7 +1,14 @@
-"""The MCP server through a real MCP client session (official SDK, stdio subprocess)."""
+"""The MCP server through a real MCP client session (official SDK, stdio subprocess).
+
+Runs with whichever ``mcp`` is installed; CI runs it with the newest release and again
+with the oldest that ``pyproject.toml`` allows (1.22.0), whose objects spell their
+fields in camelCase (``isError``) where 2.x uses snake_case (``is_error``).
+"""
 
 from __future__ import annotations
 
+import importlib.metadata
+import inspect
 import json
 import sys
 from pathlib import Path
@@ -25,7 +32,8 @@ async def session_run(path: Path, calls: list[tuple[str, dict[str, Any]]], *flag
     params = StdioServerParameters(command=sys.executable,
                                    args=["-m", "brainmem", "--brain", str(path), "serve", *flags])
     with open(path.with_suffix(".stderr"), "w") as errlog:
-        async with stdio_client(params, errlog=errlog) as (read, write):
+        logging = {"errlog": errlog} if "errlog" in inspect.signature(stdio_client).parameters else {}
+        async with stdio_client(params, **logging) as (read, write):
             async with ClientSession(read, write) as session:
                 await session.initialize()
                 tools = (await session.list_tools()).tools
@@ -36,10 +44,24 @@ async def session_run(path: Path, calls: list[tuple[str, dict[str, Any]]], *flag
     return tools, results
 
 
+def field(obj: Any, name: str) -> Any:
+    """``obj.name`` in mcp 2.x spelling, or its camelCase 1.x spelling."""
+    if hasattr(obj, name):
+        return getattr(obj, name)
+    first, *rest = name.split("_")
+    return getattr(obj, first + "".join(w.title() for w in rest))
+
+
 def payload(result: Any) -> dict[str, Any]:
     text = json.loads(result.content[0].text)
-    assert result.structured_content == text
+    structured = getattr(result, "structured_content", getattr(result, "structuredContent", text))
+    assert structured == text  # mcp < 1.10 has no structured content: text only
     return text
+
+
+def test_mcp_version_is_in_the_declared_range() -> None:
+    version = tuple(int(p) for p in importlib.metadata.version("mcp").split(".")[:2])
+    assert (1, 22) <= version < (3, 0)  # pyproject: mcp>=1.22,<3
 
 
 def test_mcp_lists_adds_searches_and_reflects(tmp_path: Path) -> None:
@@ -53,16 +75,16 @@ def test_mcp_lists_adds_searches_and_reflects(tmp_path: Path) -> None:
     assert [t.name for t in tools] == CORE
     with Brain(str(path)) as brain:
         expected = {s["function"]["name"]: s["function"]["parameters"] for s in brain.tools()}
-    assert {t.name: t.input_schema for t in tools} == expected  # schemas passed through exactly
+    assert {t.name: field(t, "input_schema") for t in tools} == expected  # schemas passed through exactly
 
     added, found, bad, reflected = results
-    trace_id = payload(added)["traceId"]
-    assert not added.is_error and trace_id.startswith("mt_")
+    trace_id = payload(added)["trace_id"]
+    assert not field(added, "is_error") and trace_id.startswith("mt_")
     assert [r["id"] for r in payload(found)["results"]] == [trace_id]
-    assert bad.is_error and payload(bad)["error"]["type"] == "InvalidInput"
+    assert field(bad, "is_error") and payload(bad)["error"]["type"] == "InvalidInput"
     report = payload(reflected)
-    assert not reflected.is_error
-    assert {"pruned", "merged", "derived", "compacted", "durationMs"} <= set(report)
+    assert not field(reflected, "is_error")
+    assert {"pruned", "merged", "derived", "compacted", "duration_ms"} <= set(report)
     with Brain(str(path)) as brain:
         assert brain.get(trace_id).content == "User prefers dark mode"
 
@@ -79,12 +101,12 @@ def test_mcp_context_and_extras(tmp_path: Path) -> None:
     ], "--context", "user_id=dave", "--extra", "memory_list")
     names = [t.name for t in tools]
     assert names == [*CORE, "memory_list"]
-    add_schema = next(t.input_schema for t in tools if t.name == "memory_add")
+    add_schema = next(field(t, "input_schema") for t in tools if t.name == "memory_add")
     assert "scope_id" not in add_schema["properties"]
     added, found, denied, listed = results
-    mine = payload(added)["traceId"]
+    mine = payload(added)["trace_id"]
     assert [r["id"] for r in payload(found)["results"]] == [mine]
-    assert denied.is_error and payload(denied)["error"]["type"] == "NotFound"
+    assert field(denied, "is_error") and payload(denied)["error"]["type"] == "NotFound"
     assert [i["id"] for i in payload(listed)["items"]] == [mine]
     with Brain(str(path)) as brain:
         assert brain.get(other).live and brain.get(mine).scope_id == "dave"

@@ -32,6 +32,8 @@ ROWS = [
     ("mt_b", "Deployed the billing service on Tuesday", "episodic", ["work"], False, {}),
     ("mt_c", "To rotate keys run make rotate", "procedural", [], False, {"n": 1}),
     ("mt_d", "An old forgotten note about dark chocolate", "episodic", ["food"], True, {}),
+    ("mt_e", "東京タワーに登った", "episodic", [], False, {}),
+    ("mt_f", "京都の古いメモ", "episodic", [], True, {}),
 ]
 
 
@@ -107,6 +109,9 @@ def test_old_brain_upgrades_with_data_intact_and_searchable(tmp_path: Path, vers
         assert hits[0] == "mt_a" and "mt_d" not in hits  # the deleted note stays hidden
         assert [h.trace.id for h in brain.search("rotate keys", reinforce=False)] == ["mt_c"]
         assert [h.trace.id for h in brain.search("billing", tags=["work"], reinforce=False)] == ["mt_b"]
+        # v4: live CJK traces written before it are found by part of a word; deleted ones not
+        assert [h.trace.id for h in brain.search("東京", reinforce=False)] == ["mt_e"]
+        assert brain.search("京都", reinforce=False) == []
         assert brain._store.meta_get("written_by") == f"v{version}"
         if version >= 2:
             assert brain.stats()["edges_by_kind"] == {"episode_next": 1}
@@ -153,6 +158,6 @@ def test_processes_opening_an_old_brain_at_once_migrate_it_once(tmp_path: Path) 
                               stderr=subprocess.PIPE, text=True) for _ in range(4)]
     outs = [p.communicate(timeout=60) for p in procs]
     assert all(p.returncode == 0 for p in procs), outs
-    assert {o.strip() for o, _ in outs} == {f"{schema.SCHEMA_VERSION} 3"}
+    assert {o.strip() for o, _ in outs} == {f"{schema.SCHEMA_VERSION} {sum(not r[4] for r in ROWS)}"}
     with Brain(str(path)) as brain:
         assert brain.check()["ok"]

@@ -115,7 +115,7 @@ def test_quickstart_runs(kernel_env: Path) -> None:
     tools = text_of(out["tools"])
     assert "memory_search" in tools and "memory_reflect" in tools
     assert "Deployed version 2.3 of the billing service on Friday." in tools
-    assert '"retrievalId"' in tools
+    assert '"retrieval_id"' in tools
     # the brain file lived in a temp dir, not in the notebook's working directory
     assert list(kernel_env.iterdir()) == []
 

@@ -180,3 +180,35 @@ def test_conversation_context_reaches_the_answer_after_a_follow_up_question() ->
     with brain_with(replace(Policy(), context_reach=1)) as brain:
         brain.add_many([{"content": c, "episode": "chat", "created_at": T0 - 10 + i} for i, c in enumerate(chat)])
         assert "Family therapy, mostly." not in top(brain, "counseling", 3)
+
+
+def test_last_weekend_returns_that_weekend_above_working_notes() -> None:
+    # T0 is Thursday 2026-01-01 00:00 UTC; "now" is the Monday after, 09:00
+    now = T0 + 4 * DAY + 9 * 3600
+    saturday, sunday = T0 + 2 * DAY, T0 + 3 * DAY
+    with Brain(":memory:", clock=lambda: now) as brain:
+        brain.add_many([
+            {"content": "Went on a hike up the ridge with Ana.", "created_at": saturday + 10 * 3600},
+            {"content": "Cinema in the evening: the new Villeneuve film.", "created_at": saturday + 20 * 3600},
+            {"content": "Cooked paella for the neighbours.", "created_at": sunday + 13 * 3600},
+            {"content": "Working notes: the migration plan needs a rollback step.", "created_at": T0 + 17 * 3600},
+            {"content": "Working notes: reviewed the quarterly budget draft.", "created_at": now - 3600},
+            {"content": "Thread note: what should we do about the flaky build?", "created_at": T0 + 12 * 3600,
+             "scope": "thread", "scope_id": "t1"},
+        ])
+        found = top(brain, "what did I do last weekend?", 6)
+    assert set(found[:3]) == {"Went on a hike up the ridge with Ana.",
+                              "Cinema in the evening: the new Villeneuve film.",
+                              "Cooked paella for the neighbours."}, found
+
+
+def test_time_zone_policy_moves_yesterday() -> None:
+    # asked on Jan 3 at 12:00 UTC (21:00 in Tokyo): yesterday is Jan 2 in either zone, but
+    # Jan 1 23:30 UTC is Jan 2 in Tokyo and Jan 2 20:00 UTC is already Jan 3 there
+    now = T0 + 2 * DAY + 12 * 3600
+    note = {"content": "Late dinner at the ramen place.", "created_at": T0 + 23.5 * 3600}
+    other = {"content": "Morning run by the river.", "created_at": T0 + DAY + 20 * 3600}
+    for zone, expected in (("UTC", "Morning run by the river."), ("Asia/Tokyo", "Late dinner at the ramen place.")):
+        with Brain(":memory:", clock=lambda: now, policy=replace(Policy(), time_zone=zone)) as brain:
+            brain.add_many([note, other])
+            assert top(brain, "what did I do yesterday?", 1) == [expected], zone

@@ -118,3 +118,44 @@ def test_any_text_parses(text: str) -> None:
     cues = temporal.parse(text, NOW)
     for window in cues.windows:
         assert window.start <= window.end and 0 < window.weight <= 1
+
+
+# --- exact calendar windows (issue 13) -------------------------------------------------
+
+
+def utc_day(y: int, m: int, d: int) -> float:
+    return datetime(y, m, d, tzinfo=timezone.utc).timestamp()
+
+
+@pytest.mark.parametrize("phrase, start, end", [
+    ("what did I do yesterday?", (2023, 5, 29), (2023, 5, 30)),
+    ("what did I do last weekend?", (2023, 5, 27), (2023, 5, 29)),
+    ("what happened last week", (2023, 5, 22), (2023, 5, 29)),
+    ("anything this week", (2023, 5, 29), (2023, 6, 5)),
+    ("what did I do last month", (2023, 4, 1), (2023, 5, 1)),
+    ("what did I read last year", (2022, 1, 1), (2023, 1, 1)),
+    ("what did I cook in October", (2022, 10, 1), (2022, 11, 1)),
+    ("what did I do today", (2023, 5, 30), (2023, 5, 31)),
+])
+def test_calendar_cues_are_that_calendar_span(phrase: str, start: tuple, end: tuple) -> None:
+    (window,) = temporal.parse(phrase, NOW).windows  # NOW is Tuesday 2023-05-30 10:00 UTC
+    assert (window.start, window.end) == (utc_day(*start), utc_day(*end))
+    inside, before = window.start + 3600, window.start - 3600
+    assert window.match(inside) == window.weight
+    assert window.match(before) <= window.weight * temporal.EXACT_EDGE  # clearly less just outside
+
+
+def test_last_weekend_on_a_sunday_is_the_weekend_before() -> None:
+    sunday = datetime(2023, 6, 4, 12, tzinfo=timezone.utc).timestamp()
+    (window,) = temporal.parse("last weekend", sunday).windows
+    assert (window.start, window.end) == (utc_day(2023, 5, 27), utc_day(2023, 5, 29))
+
+
+def test_calendar_spans_follow_the_time_zone() -> None:
+    from zoneinfo import ZoneInfo
+
+    tokyo = ZoneInfo("Asia/Tokyo")
+    # 2023-05-30 10:00 UTC is 19:00 in Tokyo: "yesterday" is Tokyo's May 29
+    (window,) = temporal.parse("yesterday", NOW, tokyo).windows
+    assert window.start == datetime(2023, 5, 29, tzinfo=tokyo).timestamp() == utc_day(2023, 5, 28) + 15 * 3600
+    assert window.end - window.start == DAY

@@ -114,29 +114,29 @@ def test_validator_agrees_with_jsonschema(brain: Brain, name: str, args: dict[st
 def test_add_search_update_delete_merge_contracts(brain: Brain) -> None:
     added = brain.call_tool("memory_add", {"content": "User prefers dark mode", "type": "semantic",
                                            "tags": ["ui"], "importance": 0.9, "metadata": {"a": 1}})
-    assert added == {"traceId": added["traceId"], "deduplicated": False}
+    assert added == {"trace_id": added["trace_id"], "deduplicated": False}
     again = brain.call_tool("memory_add", '{"content": "User  prefers dark mode", "type": "semantic"}')
-    assert again == {"traceId": added["traceId"], "deduplicated": True}
+    assert again == {"trace_id": added["trace_id"], "deduplicated": True}
 
     found = brain.call_tool("memory_search", {"query": "dark mode", "limit": 3})
-    assert isinstance(found["retrievalId"], int)
+    assert isinstance(found["retrieval_id"], int)
     (hit,) = found["results"]
     assert set(hit) == {"id", "content", "type", "scope", "strength", "tags", "score"}
-    assert hit["id"] == added["traceId"] and hit["type"] == "semantic" and hit["tags"] == ["ui"]
+    assert hit["id"] == added["trace_id"] and hit["type"] == "semantic" and hit["tags"] == ["ui"]
 
-    tid = added["traceId"]
+    tid = added["trace_id"]
     assert brain.call_tool("memory_update", {"id": tid, "content": "User prefers light mode"}) == \
         {"updated": True, "version": 2}
     conflict = brain.call_tool("memory_update", {"id": tid, "pinned": True, "expected_version": 1})
     assert conflict["error"]["type"] == "VersionConflict"
-    assert conflict["error"]["currentVersion"] == 2
+    assert conflict["error"]["current_version"] == 2
     assert brain.get(tid).content == "User prefers light mode" and not brain.get(tid).pinned
 
-    a = brain.call_tool("memory_add", {"content": "Meeting on Monday"})["traceId"]
-    b = brain.call_tool("memory_add", {"content": "The meeting is Monday at 10"})["traceId"]
+    a = brain.call_tool("memory_add", {"content": "Meeting on Monday"})["trace_id"]
+    b = brain.call_tool("memory_add", {"content": "The meeting is Monday at 10"})["trace_id"]
     merged = brain.call_tool("memory_merge", {"ids": [a, b], "content": "Meeting Monday 10:00"})
-    assert merged["sourcesDeleted"] == [a, b]
-    assert brain.get(merged["mergedTraceId"]).content == "Meeting Monday 10:00"
+    assert merged["sources_deleted"] == [a, b]
+    assert brain.get(merged["merged_trace_id"]).content == "Meeting Monday 10:00"
     assert brain.call_tool("memory_read", {"ids": [a]}, extra="all") == {"traces": [], "missing": [a]}
 
     assert brain.call_tool("memory_delete", {"id": tid}) == {"deleted": True}
@@ -147,7 +147,7 @@ def test_add_search_update_delete_merge_contracts(brain: Brain) -> None:
 def test_add_with_ttl_key_and_scope(brain: Brain, clock: Any) -> None:
     r = brain.call_tool("memory_add", {"content": "temp note", "ttl": 60, "key": "note",
                                        "scope": "thread", "scope_id": "t9"})
-    trace = brain.get(r["traceId"])
+    trace = brain.get(r["trace_id"])
     assert (trace.scope, trace.scope_id, trace.key) == ("thread", "t9", "note")
     assert trace.expires_at == pytest.approx(clock.now + 60)
     taken = brain.call_tool("memory_add", {"content": "other", "key": "note", "scope": "thread",
@@ -160,12 +160,12 @@ def test_reflect_returns_the_report(brain: Brain) -> None:
     report = brain.call_tool("memory_reflect", {})
     json.dumps(report)
     assert report["status"] == "ok"
-    assert {"pruned", "merged", "derived", "compacted", "durationMs"} <= set(report)
+    assert {"pruned", "merged", "derived", "compacted", "duration_ms"} <= set(report)
 
 
 def test_feedback_extra(brain: Brain) -> None:
-    tid = brain.call_tool("memory_add", {"content": "green tea"})["traceId"]
-    rid = brain.call_tool("memory_search", {"query": "tea"})["retrievalId"]
+    tid = brain.call_tool("memory_add", {"content": "green tea"})["trace_id"]
+    rid = brain.call_tool("memory_search", {"query": "tea"})["retrieval_id"]
     assert brain.call_tool("memory_feedback", {"retrieval_id": rid, "used": [tid]}, extra="all") == {"recorded": 1}
     assert brain.call_tool("memory_feedback", {"retrieval_id": rid + 100}, extra="all")["error"]["type"] == "NotFound"
     only_core = brain.call_tool("memory_feedback", {"retrieval_id": rid}, extra=())
@@ -253,9 +253,9 @@ def test_fuzz_call_never_raises(brain: Brain, name: str, args: Any, as_text: boo
 def test_second_users_traces_are_invisible_and_untouchable(brain: Brain) -> None:
     alice = Toolbox(brain, {"user_id": "alice"}, "all")
     bob = Toolbox(brain, ToolContext(user_id="bob"), "all")
-    a1 = alice.call("memory_add", {"content": "Alice's bank PIN is 1234", "tags": ["secret"]})["traceId"]
-    a2 = alice.call("memory_add", {"content": "Alice's PIN hint is her birthday"})["traceId"]
-    b1 = bob.call("memory_add", {"content": "Bob's PIN is 9876"})["traceId"]
+    a1 = alice.call("memory_add", {"content": "Alice's bank PIN is 1234", "tags": ["secret"]})["trace_id"]
+    a2 = alice.call("memory_add", {"content": "Alice's PIN hint is her birthday"})["trace_id"]
+    b1 = bob.call("memory_add", {"content": "Bob's PIN is 9876"})["trace_id"]
 
     assert [r["id"] for r in bob.call("memory_search", {"query": "PIN"})["results"]] == [b1]
     assert bob.call("memory_search", {"query": "PIN", "tags": ["secret"]})["results"] == []
@@ -290,7 +290,7 @@ def test_second_users_traces_are_invisible_and_untouchable(brain: Brain) -> None
 def test_context_scopes_and_write_restrictions(brain: Brain) -> None:
     ctx = ToolContext(user_id="u1", thread_id="t1", allowed_types=["semantic", "episodic"])
     box = Toolbox(brain, ctx)
-    t = box.call("memory_add", {"content": "thread note", "scope": "thread"})["traceId"]
+    t = box.call("memory_add", {"content": "thread note", "scope": "thread"})["trace_id"]
     assert (brain.get(t).scope, brain.get(t).scope_id) == ("thread", "t1")
     no_persona = box.call("memory_add", {"content": "x", "scope": "persona"})
     assert no_persona["error"]["type"] == "InvalidInput"

@@ -123,7 +123,7 @@ def test_unmerge_through_the_cli_and_the_tool(tmp_path: Path) -> None:
         assert brain.get(a.id).live and not brain.get(merged.id, include_deleted=True).live
         assert "memory_unmerge" in {t["function"]["name"] for t in brain.tools(extra="all")}
         assert brain.call_tool("memory_unmerge", {"id": merged2.id}, extra=["memory_unmerge"]) == {
-            "restored": [c.id, d.id], "mergedTraceDeleted": True}
+            "restored": [c.id, d.id], "merged_trace_deleted": True}
         assert "error" in brain.call_tool("memory_unmerge", {"id": c.id}, extra=["memory_unmerge"])
 
 

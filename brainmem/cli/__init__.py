@@ -13,22 +13,37 @@ by theme, each with a ``register(commands)`` function adding its subparsers:
 * :mod:`.serve` — serve (the MCP server)
 
 Errors print one line on stderr; the exit code is 2 for bad input
-(:class:`~brainmem.errors.InvalidInput` and argument errors) and 1 for any other
-failure. Heavy modules are imported inside the commands, so ``--help`` is fast.
+(:class:`~brainmem.errors.InvalidInput`, argument errors, a brain file that does not
+exist) and 1 for any other failure. Heavy modules are imported inside the commands,
+so ``--help`` is fast.
+
+The brain file: commands that only read (search, show, stats, export, list, ...)
+refuse a missing file instead of creating an empty one, so a typo in ``--brain``
+does not look like a lost memory. ``init``, and the writing entry points in
+:data:`CREATING`, create it; ``--create`` lets any command create it. A command
+that created the file and then failed removes it again. ``--readonly`` opens the
+brain without writing; a reading command given a file it cannot write (a
+read-only mount, ``chattr +i``) opens it read-only by itself.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib
 import os
 import sys
 from collections.abc import Callable, Sequence
 from typing import Any, NoReturn
 
-from ..errors import BrainmemError, InvalidInput
+from ..errors import BrainmemError, InvalidInput, ReadOnlyBrain
 
 DEFAULT_BRAIN = "brain.db"
+#: Commands that create a missing brain file (they write, or serve an agent that does).
+CREATING = frozenset({"init", "add", "put", "import", "call", "serve"})
+#: Commands that write: they never fall back to a read-only open.
+WRITING = CREATING | {"update", "delete", "restore", "merge", "unmerge", "purge", "pin", "unpin",
+                      "delete-key", "end-task", "reflect", "repair"}
 COMMAND_MODULES = ("core", "engine", "faces", "admin", "maintenance", "bench", "serve")
 
 Handler = Callable[[argparse.Namespace], int | None]
@@ -52,10 +67,7 @@ def build_parser() -> argparse.ArgumentParser:
             "Exit codes: 0 ok, 1 failure, 2 bad input."
         ),
     )
-    parser.add_argument(
-        "--brain", metavar="PATH",
-        help="brain file (default: $BRAINMEM_PATH or ./brain.db)",
-    )
+    _file_flags(parser, top=True)
     from .._version import __version__
 
     parser.add_argument("--version", action="version", version=f"brainmem {__version__}")
@@ -67,16 +79,26 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _accept_brain_after_command(commands: Any) -> None:
-    """Let ``--brain PATH`` follow the command too (``brainmem add x --brain b.db``).
+def _file_flags(parser: argparse.ArgumentParser, top: bool) -> None:
+    """``--brain``, ``--create`` and ``--readonly``; below the top level with suppressed
+    defaults, so they only override the top-level value when given."""
+    default: dict[str, Any] = {} if top else {"default": argparse.SUPPRESS}
+    flags: dict[str, Any] = {} if top else {"default": argparse.SUPPRESS}
+    if "--brain" not in parser._option_string_actions:
+        parser.add_argument("--brain", metavar="PATH", **default,
+                            help="brain file (default: $BRAINMEM_PATH or ./brain.db)")
+    parser.add_argument("--create", action="store_true", **flags,
+                        help="create the brain file if it does not exist")
+    parser.add_argument("--readonly", action="store_true", **flags,
+                        help="open the brain read-only (never writes; searches do not reinforce)")
 
-    Each (sub)command gets its own ``--brain`` with a suppressed default, so it only
-    overrides the top-level value when given.
-    """
+
+def _accept_brain_after_command(commands: Any) -> None:
+    """Let ``--brain PATH`` (and ``--create``, ``--readonly``) follow the command too
+    (``brainmem add x --brain b.db``)."""
     for sub in commands.choices.values():
-        if "--brain" not in sub._option_string_actions:
-            sub.add_argument("--brain", metavar="PATH", default=argparse.SUPPRESS,
-                             help="brain file (default: $BRAINMEM_PATH or ./brain.db)")
+        if "--readonly" not in sub._option_string_actions:
+            _file_flags(sub, top=False)
         for action in sub._actions:
             if isinstance(action, argparse._SubParsersAction):
                 _accept_brain_after_command(action)
@@ -86,11 +108,57 @@ def brain_path(args: argparse.Namespace) -> str:
     return args.brain or os.environ.get("BRAINMEM_PATH") or DEFAULT_BRAIN
 
 
+class MissingBrain(InvalidInput):
+    """A command that does not create brains was pointed at a file that does not exist."""
+
+
+#: Brain files this process created; removed again if the command fails (see main).
+_created: list[str] = []
+
+
 def open_brain(args: argparse.Namespace, **kwargs: Any) -> Any:
-    """The Brain named by ``--brain``/``$BRAINMEM_PATH``; ``kwargs`` go to ``Brain``."""
+    """The Brain named by ``--brain``/``$BRAINMEM_PATH``; ``kwargs`` go to ``Brain``.
+
+    Applies the file rules of the module docstring: missing files, ``--create``,
+    ``--readonly`` and the read-only fallback of reading commands.
+    """
     from ..brain import Brain
 
-    return Brain(brain_path(args), **kwargs)
+    path = brain_path(args)
+    command = getattr(args, "command", None)
+    readonly = bool(getattr(args, "readonly", False))
+    if path != ":memory:" and not path.startswith("file:") and not os.path.exists(path):
+        if readonly or not (getattr(args, "create", False) or command in CREATING):
+            raise MissingBrain(f"no brain file at {path} (create one with: brainmem --brain "
+                               f"{path} init, or give --create)")
+        _created.append(path)
+    if readonly:
+        return Brain(path, readonly=True, **kwargs)
+    try:
+        return Brain(path, **kwargs)
+    except ReadOnlyBrain:
+        if command in WRITING:
+            raise
+        return Brain(path, readonly=True, **kwargs)  # e.g. a read-only mount: read it as it is
+
+
+def _remove_created() -> None:
+    """A failed command leaves no brain file it created (a typo must not leave a brain)
+    -- unless something was written to it after all (``serve`` stopped by an error)."""
+    from ..brain import Brain
+
+    while _created:
+        path = _created.pop()
+        try:
+            with Brain(path, readonly=True) as brain:
+                stats = brain.stats()
+            if stats["live"] or stats["deleted"]:
+                continue
+        except (BrainmemError, OSError):
+            pass  # not a brain we can read: we created it in this run, so it holds nothing
+        for suffix in ("", "-wal", "-shm", "-journal"):
+            with contextlib.suppress(OSError):
+                os.remove(path + suffix)
 
 
 def add_json_flag(parser: argparse.ArgumentParser) -> None:
@@ -98,9 +166,12 @@ def add_json_flag(parser: argparse.ArgumentParser) -> None:
 
 
 def print_json(value: Any) -> None:
+    """``value`` as JSON under the one convention (:mod:`brainmem.jsonview`)."""
     import json
 
-    print(json.dumps(value, ensure_ascii=False, indent=2, default=str))
+    from ..jsonview import jsonable
+
+    print(json.dumps(jsonable(value), ensure_ascii=False, indent=2, default=str))
 
 
 def trace_json(trace: Any) -> dict[str, Any]:
@@ -185,25 +256,27 @@ class Progress:
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
+    _created.clear()
     try:
         args = parser.parse_args(argv)
         handler: Handler = args.handler
-        code = handler(args)
-    except _UsageError as exc:
+        code = int(handler(args) or 0)
+    except (_UsageError, InvalidInput) as exc:
         print(f"brainmem: error: {exc}", file=sys.stderr)
-        return 2
-    except InvalidInput as exc:
-        print(f"brainmem: error: {exc}", file=sys.stderr)
-        return 2
+        code = 2
     except BrainmemError as exc:
         print(f"brainmem: error: {exc}", file=sys.stderr)
-        return 1
+        code = 1
     except KeyboardInterrupt:
         print("brainmem: interrupted", file=sys.stderr)
-        return 1
+        code = 1
     except BrokenPipeError:
-        return 1
-    return int(code or 0)
+        code = 1
+    if code == 0:
+        _created.clear()
+    else:
+        _remove_created()
+    return code
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -1,19 +1,40 @@
-"""Administration commands: ``export``, ``import``, ``backup`` (check and repair are in
-:mod:`.maintenance`)."""
+"""Administration commands: ``init``, ``export``, ``import``, ``backup`` (check and
+repair are in :mod:`.maintenance`)."""
 
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from typing import Any
 
-from . import add_json_flag, open_brain, print_json
+from . import add_json_flag, brain_path, open_brain, print_json
 
 # --- transfer: export, import, backup ----------------------------------------
 
 
 def register(commands: Any) -> None:
+    init = commands.add_parser(
+        "init", help="create a brain file",
+        description="Create the brain file (reading commands never create one). An existing "
+                    "brain is opened, upgraded to the current schema if needed, and kept.",
+    )
+    add_json_flag(init)
+    init.set_defaults(handler=_init)
     _register_transfer(commands)
+
+
+def _init(args: argparse.Namespace) -> int:
+    existed = os.path.exists(brain_path(args))
+    with open_brain(args) as brain:
+        stats = brain.stats()
+    if args.json:
+        print_json({"path": stats["path"], "created": not existed,
+                    "schema_version": stats["schema_version"], "live": stats["live"]})
+    else:
+        print(f"{'created' if not existed else 'already a brain:'} {stats['path']} "
+              f"(schema {stats['schema_version']}, {stats['live']} live traces)")
+    return 0
 
 
 def _register_transfer(commands: Any) -> None:

@@ -11,18 +11,21 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import sys
 from typing import Any
 
 from ..errors import InvalidInput
 from ..model import SCOPES, TYPES
 from . import (
     add_json_flag,
+    brain_path,
     metadata_arg,
     open_brain,
     print_json,
     print_table,
     print_trace,
     stdin_if_dash,
+    time_arg,
     trace_json,
 )
 
@@ -40,6 +43,13 @@ def register(commands: Any) -> None:
     p.add_argument("--episode", metavar="ID", help="conversation/session id")
     p.add_argument("--key", help="a name unique within the scope")
     p.add_argument("--ttl", type=float, metavar="SECONDS", help="forget after this many seconds")
+    p.add_argument("--created-at", metavar="TIME",
+                   help="when it happened (ISO-8601 or unix seconds; default: now)")
+    p.add_argument("--due-at", metavar="TIME",
+                   help="a reminder's due time (ISO-8601 or unix seconds); use with --type prospective")
+    p.add_argument("--cue", metavar="TEXT", help="a reminder's cue: the situation that recalls it")
+    p.add_argument("--task", metavar="ID", dest="task_id",
+                   help="the task this scratch belongs to (see end-task); use with --type working")
     add_json_flag(p)
     p.set_defaults(handler=cmd_add)
 
@@ -186,7 +196,8 @@ def cmd_add(args: argparse.Namespace) -> int:
     fields: dict[str, Any] = {
         "type": args.type, "tags": args.tags, "scope": args.scope, "scope_id": args.scope_id,
         "episode": args.episode, "key": args.key, "ttl": args.ttl,
-        "metadata": metadata_arg(args.metadata),
+        "metadata": metadata_arg(args.metadata), "created_at": time_arg(args.created_at),
+        "due_at": time_arg(args.due_at), "cue": args.cue, "task_id": args.task_id,
     }
     if args.importance is not None:
         fields["importance"] = args.importance
@@ -194,8 +205,15 @@ def cmd_add(args: argparse.Namespace) -> int:
         fields["pinned"] = True
     content = stdin_if_dash(args.content)
     with open_brain(args) as brain:
-        trace = brain.add(content, **{k: v for k, v in fields.items() if v is not None})
-    return print_trace(args, trace, trace.id)
+        added = brain.add_result(content, **{k: v for k, v in fields.items() if v is not None})
+    trace, created = added.trace, added.created
+    if args.json:
+        print_json({**trace_json(trace), "deduplicated": not created})
+    else:
+        print(trace.id)  # only the id on stdout, for scripts: id=$(brainmem add ...)
+        if not created:
+            print("note: already stored; returned the existing trace (deduplicated)", file=sys.stderr)
+    return 0
 
 
 def cmd_search(args: argparse.Namespace) -> int:
@@ -210,7 +228,7 @@ def cmd_search(args: argparse.Namespace) -> int:
             if h.explain is not None:
                 result["explain"] = h.explain
             results.append(result)
-        print_json({"results": results, "retrievalId": hits.retrieval_id})
+        print_json({"results": results, "retrieval_id": hits.retrieval_id})
         return 0
     if not hits:
         print("no matches")
@@ -231,7 +249,7 @@ def cmd_show(args: argparse.Namespace) -> int:
     with open_brain(args) as brain:
         trace = brain.get(args.id, include_deleted=args.deleted)
     if args.json:
-        print_json(trace.to_dict())
+        print_json(trace)  # every field, times as ISO-8601 UTC
     else:
         _print_trace(trace)
         if trace.deleted_at is not None:
@@ -260,10 +278,12 @@ def cmd_delete(args: argparse.Namespace) -> int:
         results = {i: brain.delete(i) for i in dict.fromkeys(args.ids)}
     missing = [i for i, ok in results.items() if not ok]
     if args.json:
-        print_json({"deleted": [i for i, ok in results.items() if ok], "notFound": missing})
+        print_json({"deleted": [i for i, ok in results.items() if ok], "not_found": missing})
     else:
-        for trace_id, ok in results.items():
-            print(f"{trace_id} {'deleted' if ok else 'not found (or already deleted)'}")
+        for trace_id in (i for i, ok in results.items() if ok):
+            print(f"{trace_id} deleted")
+    if missing:
+        print(f"brainmem: error: no live trace with id {', '.join(missing)}", file=sys.stderr)
     return 1 if missing else 0
 
 
@@ -277,7 +297,7 @@ def cmd_merge(args: argparse.Namespace) -> int:
     with open_brain(args) as brain:
         merged = brain.merge(args.ids, args.content)
     if args.json:
-        print_json({"mergedTraceId": merged.id, "sourcesDeleted": list(dict.fromkeys(args.ids))})
+        print_json({"merged_trace_id": merged.id, "sources_deleted": list(dict.fromkeys(args.ids))})
     else:
         print(merged.id)
     return 0
@@ -324,10 +344,13 @@ def cmd_stats(args: argparse.Namespace) -> int:
 
 
 def cmd_tools(args: argparse.Namespace) -> int:
+    from ..brain import Brain
     from ..tools import Toolbox
 
     context, extra = tool_options(args)
-    with open_brain(args) as brain:
+    # the specs do not depend on the file's content: no file needed, none created
+    brain = open_brain(args) if os.path.exists(brain_path(args)) else Brain(":memory:")
+    with brain:
         print_json(Toolbox(brain, context, extra).specs())
     return 0
 

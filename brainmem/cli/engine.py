@@ -37,7 +37,7 @@ def register(commands: Any) -> None:
 
     log = commands.add_parser("log", help="consolidation history",
                               description="The last reflect runs, newest first.")
-    log.add_argument("--limit", type=int, default=20, metavar="N", help="runs to show (default 20)")
+    log.add_argument("-n", "--limit", type=int, default=20, metavar="N", help="runs to show (default 20)")
     add_json_flag(log)
     log.set_defaults(handler=_log)
 

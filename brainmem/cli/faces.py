@@ -8,6 +8,7 @@ Each is one call on :class:`brainmem.Brain`; ``--json`` prints machine-readable 
 from __future__ import annotations
 
 import argparse
+import sys
 from typing import Any
 
 from ..model import SCOPES, TYPES, iso
@@ -29,8 +30,14 @@ def _iso(ts: float | None) -> str:
     return iso(ts) or ""
 
 
-def _scope_args(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--scope", choices=SCOPES, help="visibility scope (default: user)")
+def _scope_args(parser: argparse.ArgumentParser, *, filter: bool = False) -> None:
+    """``--scope``/``--scope-id``: where a key lives, or (``filter``) which traces to show."""
+    if filter:
+        parser.add_argument("--scope", choices=SCOPES, help="only this scope (default: every scope)")
+        parser.add_argument("--scope-id", metavar="ID",
+                            help="only this id within the scope (default: every id)")
+        return
+    parser.add_argument("--scope", choices=SCOPES, help="the key's scope (default: user)")
     parser.add_argument("--scope-id", metavar="ID", help="id within the scope (default: '')")
 
 
@@ -75,7 +82,7 @@ def register(commands: Any) -> None:
         description="Titles, sizes and tags of live traces; read full ones with 'show'.",
     )
     listing.add_argument("--type", action="append", choices=TYPES, help="a type (repeatable)")
-    _scope_args(listing)
+    _scope_args(listing, filter=True)
     listing.add_argument("--tag", action="append", dest="tags", metavar="TAG", help="a tag (repeatable)")
     listing.add_argument("--all-tags", action="store_true", help="require every --tag (default: any)")
     listing.add_argument("--key-prefix", metavar="TEXT", help="only keys starting with TEXT")
@@ -83,16 +90,16 @@ def register(commands: Any) -> None:
     listing.add_argument("--task", metavar="ID", help="only traces of this task")
     listing.add_argument("--since", metavar="TIME", help="created at or after TIME")
     listing.add_argument("--until", metavar="TIME", help="created at or before TIME")
-    listing.add_argument("--limit", type=int, default=50, metavar="N", help=f"at most N (1 to {LIMIT_MAX})")
+    listing.add_argument("-n", "--limit", type=int, default=50, metavar="N", help=f"at most N (1 to {LIMIT_MAX})")
     listing.add_argument("--offset", type=int, default=0, metavar="N", help="skip the first N")
     add_json_flag(listing)
     listing.set_defaults(handler=_list)
 
     recent = commands.add_parser("recent", help="the newest traces, full content")
     recent.add_argument("--since", metavar="TIME", help="created at or after TIME")
-    recent.add_argument("--limit", type=int, default=20, metavar="N", help=f"at most N (1 to {LIMIT_MAX})")
+    recent.add_argument("-n", "--limit", type=int, default=20, metavar="N", help=f"at most N (1 to {LIMIT_MAX})")
     recent.add_argument("--type", action="append", choices=TYPES, help="a type (repeatable)")
-    _scope_args(recent)
+    _scope_args(recent, filter=True)
     recent.add_argument("--tag", action="append", dest="tags", metavar="TAG", help="a tag (repeatable)")
     add_json_flag(recent)
     recent.set_defaults(handler=_recent)
@@ -106,8 +113,8 @@ def register(commands: Any) -> None:
 
     due = commands.add_parser("due", help="reminders (prospective traces) whose time has come")
     due.add_argument("--now", metavar="TIME", help="as of TIME (default: now)")
-    due.add_argument("--limit", type=int, default=50, metavar="N", help=f"at most N (1 to {LIMIT_MAX})")
-    _scope_args(due)
+    due.add_argument("-n", "--limit", type=int, default=50, metavar="N", help=f"at most N (1 to {LIMIT_MAX})")
+    _scope_args(due, filter=True)
     add_json_flag(due)
     due.set_defaults(handler=_due)
 
@@ -148,8 +155,10 @@ def _delete_key(args: argparse.Namespace) -> int:
         deleted = brain.delete_key(args.key, scope=args.scope, scope_id=args.scope_id)
     if args.json:
         print_json({"key": args.key, "deleted": deleted})
-    else:
-        print(f"deleted {args.key}" if deleted else f"no value for {args.key}")
+    elif deleted:
+        print(f"deleted {args.key}")
+    if not deleted:
+        print(f"brainmem: error: no value for key {args.key!r}", file=sys.stderr)
     return 0 if deleted else 1
 
 
@@ -162,7 +171,7 @@ def _list(args: argparse.Namespace) -> int:
             until=time_arg(args.until), limit=args.limit, offset=args.offset,
         )
     if args.json:
-        print_json(listing.to_dict())
+        print_json(listing)
         return 0
     print_table(
         [(i.id, i.key or "", i.type, ",".join(i.tags), i.size, _iso(i.created_at), i.title)

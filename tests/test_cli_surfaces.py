@@ -1,0 +1,225 @@
+"""Issue 13's first list, through the CLI's real entry point: the brain-file rules,
+read-only brains, errors on stderr, one JSON convention, honest help, reminders and
+task memory from the shell and the tools."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from brainmem import Brain
+from brainmem.cli import main
+
+
+def run(capsys: Any, *argv: str) -> tuple[int, str, str]:
+    code = main(list(argv))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+@pytest.fixture
+def db(tmp_path: Path) -> str:
+    return str(tmp_path / "cli.brain")
+
+
+# --- the brain file ----------------------------------------------------------------
+
+
+@pytest.mark.parametrize("argv", [
+    ["search", "hello"], ["stats"], ["export"], ["show", "mt_x"], ["list"], ["recent"],
+    ["due"], ["graph"], ["log"], ["check"], ["get-key", "k"], ["reflect"], ["delete", "mt_x"],
+])
+def test_reading_commands_refuse_a_missing_brain_and_create_nothing(capsys: Any, tmp_path: Path,
+                                                                    argv: list[str]) -> None:
+    typo = tmp_path / "typo.brain"
+    code, out, err = run(capsys, "--brain", str(typo), *argv)
+    assert code == 2 and out == "" and err.count("\n") == 1
+    assert "no brain file at" in err and "init" in err
+    assert list(tmp_path.iterdir()) == []  # no 120 KB typo.brain left behind
+
+
+def test_failed_import_leaves_no_file_and_init_or_create_make_one(capsys: Any, tmp_path: Path) -> None:
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text("not json\n")
+    target = tmp_path / "new.brain"
+    code, _, err = run(capsys, "--brain", str(target), "import", str(bad))
+    assert code == 2 and "line 1" in err
+    assert not target.exists()
+    code, out, _ = run(capsys, "--brain", str(target), "init", "--json")
+    assert code == 0 and json.loads(out)["created"] is True and target.exists()
+    code, out, _ = run(capsys, "--brain", str(target), "init")
+    assert code == 0 and "already a brain" in out
+    other = tmp_path / "other.brain"
+    code, out, _ = run(capsys, "--brain", str(other), "stats", "--create", "--json")
+    assert code == 0 and json.loads(out)["live"] == 0 and other.exists()
+    code, out, _ = run(capsys, "--brain", str(tmp_path / "third.brain"), "add", "first memory")
+    assert code == 0 and out.startswith("mt_")  # add creates the brain on first use
+
+
+# --- read-only ---------------------------------------------------------------------
+
+
+def test_readonly_flag_searches_and_refuses_writes(capsys: Any, db: str) -> None:
+    with Brain(db) as brain:
+        brain.add("User prefers dark mode")
+    before = Path(db).read_bytes()
+    code, out, _ = run(capsys, "--readonly", "--brain", db, "search", "dark", "--json")
+    assert code == 0 and len(json.loads(out)["results"]) == 1
+    assert json.loads(out)["retrieval_id"] is None  # a read-only search records nothing
+    code, out, err = run(capsys, "add", "x", "--readonly", "--brain", db)
+    assert code == 1 and out == "" and "read-only" in err and err.count("\n") == 1
+    assert Path(db).read_bytes() == before
+
+
+def test_reading_commands_open_an_unwritable_brain_read_only(tmp_path: Path) -> None:
+    path = tmp_path / "ro.brain"
+    with Brain(str(path)) as brain:
+        brain.add("the alpha note")
+    os.chmod(path, 0o444)
+    os.chmod(tmp_path, 0o555)
+    script = textwrap.dedent("""
+        import ctypes, os, sys
+        if os.geteuid() == 0:
+            libc = ctypes.CDLL(None, use_errno=True)
+            if libc.unshare(0x10000000) != 0:  # CLONE_NEWUSER: root's override stops applying
+                print("SKIP unshare"); sys.exit(0)
+        try:
+            open(sys.argv[1], "r+b").close()
+            print("SKIP still writable"); sys.exit(0)
+        except PermissionError:
+            pass
+        from brainmem.cli import main
+        print("search", main(["--brain", sys.argv[1], "search", "alpha", "--json"]))
+        print("stats", main(["--brain", sys.argv[1], "stats"]))
+        print("add", main(["--brain", sys.argv[1], "add", "new"]))
+    """)
+    try:
+        done = subprocess.run([sys.executable, "-c", script, str(path)], capture_output=True,
+                              text=True, timeout=60)
+    finally:
+        os.chmod(tmp_path, 0o755)
+        os.chmod(path, 0o644)
+    if done.stdout.startswith("SKIP"):
+        pytest.skip(f"cannot make a file read-only for this user: {done.stdout.strip()}")
+    assert "alpha note" in done.stdout
+    assert "search 0" in done.stdout and "stats 0" in done.stdout
+    assert "add 1" in done.stdout and "not writable" in done.stderr  # a write still refuses
+
+
+# --- errors on stderr --------------------------------------------------------------
+
+
+def test_not_found_errors_go_to_stderr_and_single_adds_are_not_batches(capsys: Any, db: str) -> None:
+    run(capsys, "init", "--brain", db)
+    code, out, err = run(capsys, "delete", "mt_nope", "--brain", db)
+    assert (code, out) == (1, "") and "mt_nope" in err and err.startswith("brainmem: error:")
+    code, out, err = run(capsys, "delete-key", "nothing", "--brain", db)
+    assert (code, out) == (1, "") and "nothing" in err and err.startswith("brainmem: error:")
+    code, out, err = run(capsys, "add", "x", "--tag", "", "--brain", db)
+    assert code == 2 and out == "" and "item 0" not in err
+
+
+# --- one JSON convention -----------------------------------------------------------
+
+ISO = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d+)?Z$")
+
+
+def _walk(value: Any, path: str = "") -> list[tuple[str, Any]]:
+    if isinstance(value, dict):
+        return [item for k, v in value.items() for item in [(f"{path}.{k}", v), *_walk(v, f"{path}.{k}")]]
+    if isinstance(value, list):
+        return [item for v in value for item in _walk(v, path + "[]")]
+    return []
+
+
+def assert_convention(data: Any) -> None:
+    for key_path, value in _walk(data):
+        key = key_path.rsplit(".", 1)[-1]
+        if key_path.count(".metadata"):
+            continue  # the user's own JSON
+        assert key == key.lower(), f"camelCase key {key_path}"
+        if (key.endswith("_at") or key in ("now", "since", "until")) and value is not None:
+            assert isinstance(value, str) and ISO.match(value), (key_path, value)
+
+
+def test_every_json_output_uses_snake_case_and_iso_times(capsys: Any, db: str) -> None:
+    code, out, _ = run(capsys, "add", "User prefers dark mode", "--json", "--brain", db,
+                       "--metadata", '{"fromApp": 1}')
+    added = json.loads(out)
+    assert added["deduplicated"] is False
+    code, out, _ = run(capsys, "add", "User prefers  dark mode", "--json", "--brain", db)
+    again = json.loads(out)
+    assert again["deduplicated"] is True and again["id"] == added["id"]
+    run(capsys, "put", "theme", "dark", "--brain", db)
+    outputs = [added]
+    for argv in (["show", added["id"]], ["list"], ["recent"], ["search", "dark"], ["stats"],
+                 ["reflect", "--quiet"], ["log"], ["get-key", "theme"], ["due"], ["graph"],
+                 ["merge", added["id"], json.loads(run(capsys, "add", "dark too", "--json",
+                                                       "--brain", db)[1])["id"]],
+                 ["call", "memory_search", '{"query": "dark"}'], ["delete", "mt_gone"]):
+        flags = [] if argv[0] == "call" else ["--json"]  # call always prints JSON
+        code, out, err = run(capsys, *argv, *flags, "--brain", db)
+        assert code in (0, 1), (argv, err)
+        outputs.append(json.loads(out))
+    for data in outputs:
+        assert_convention(data)
+    assert ISO.match(outputs[1]["created_at"])  # show: was a unix float
+
+
+# --- help that says what happens; -n ---------------------------------------------------
+
+
+def test_list_recent_due_help_and_behaviour_agree(capsys: Any, db: str) -> None:
+    with Brain(db) as brain:
+        brain.add("alice's note", scope="user", scope_id="alice")
+        brain.add("a thread note", scope="thread", scope_id="t1")
+    for command in ("list", "recent", "due"):
+        with pytest.raises(SystemExit):
+            main([command, "--help"])
+        text = " ".join(capsys.readouterr().out.split())
+        assert "default: user" not in text and "every scope" in text, command
+    code, out, _ = run(capsys, "list", "--json", "--brain", db)
+    assert {i["scope"] for i in json.loads(out)["items"]} == {"user", "thread"}
+    code, out, _ = run(capsys, "recent", "-n", "1", "--json", "--brain", db)
+    assert code == 0 and len(json.loads(out)) == 1
+
+
+# --- reminders and task memory from the CLI and the tools --------------------------------
+
+
+def test_reminders_and_task_memory_from_the_cli(capsys: Any, db: str) -> None:
+    code, out, err = run(capsys, "add", "Ask about the visa", "--type", "prospective",
+                         "--due-at", "2026-03-01T09:00:00Z", "--cue", "travel plans", "--json", "--brain", db)
+    assert code == 0, err
+    reminder = json.loads(out)
+    assert reminder["due_at"] == "2026-03-01T09:00:00Z" and reminder["cue"] == "travel plans"
+    code, out, _ = run(capsys, "due", "--now", "2026-03-02T00:00:00Z", "--json", "--brain", db)
+    assert [t["id"] for t in json.loads(out)] == [reminder["id"]]
+    code, out, _ = run(capsys, "add", "tried approach A", "--type", "working", "--task", "fix-1",
+                       "--created-at", "2026-01-05T10:00:00Z", "--json", "--brain", db)
+    scratch = json.loads(out)
+    assert scratch["task_id"] == "fix-1" and scratch["created_at"] == "2026-01-05T10:00:00Z"
+    code, out, _ = run(capsys, "end-task", "fix-1", "--json", "--brain", db)
+    assert json.loads(out)["archived"] == [scratch["id"]]  # a CLI-made trace can be archived
+
+
+def test_memory_add_takes_due_at_cue_and_task_id(capsys: Any, db: str) -> None:
+    args = {"content": "Renew the passport", "type": "prospective", "due_at": "2026-02-01T08:00:00Z",
+            "cue": "passport"}
+    code, out, _ = run(capsys, "call", "memory_add", json.dumps(args), "--brain", db)
+    assert code == 0, out
+    trace_id = json.loads(out)["trace_id"]
+    code, out, _ = run(capsys, "call", "memory_add", json.dumps(
+        {"content": "draft 1 of the fix", "type": "working", "task_id": "t9"}), "--brain", db)
+    task_trace = json.loads(out)["trace_id"]
+    with Brain(db) as brain:
+        assert brain.get(trace_id).due_at == 1_769_932_800.0 and brain.get(trace_id).cue == "passport"
+        assert brain.end_task("t9")["archived"] == [task_trace]

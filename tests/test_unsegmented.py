@@ -1,0 +1,71 @@
+"""Text in scripts without word spaces (CJK, Thai, ...) is found by part of a word."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import apsw
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from brainmem import Brain, scripts
+
+T0 = 1_767_225_600.0
+
+
+def found(brain: Brain, query: str) -> list[str]:
+    return [h.trace.content for h in brain.search(query, reinforce=False)]
+
+
+def trigram_rows(path: Path) -> int:
+    db = apsw.Connection(str(path), flags=apsw.SQLITE_OPEN_READONLY)
+    try:
+        return db.execute("SELECT count(*) FROM traces_trigram_docsize").get
+    finally:
+        db.close()
+
+
+def test_part_of_a_word_finds_cjk_korean_and_thai(tmp_path: Path) -> None:
+    with Brain(str(tmp_path / "b.brain"), clock=lambda: T0) as brain:
+        brain.add_many(["東京タワーに行った", "大阪城を見た", "I visited Tokyo Tower",
+                        "서울에서 친구를 만났다", "ไปเที่ยวเชียงใหม่", "北京烤鸭很好吃"])
+        assert found(brain, "東京") == ["東京タワーに行った"]  # two characters: shorter than a trigram
+        assert found(brain, "タワー") == ["東京タワーに行った"]
+        assert found(brain, "東京に行ったのはいつ？")[0] == "東京タワーに行った"
+        assert found(brain, "서울") == ["서울에서 친구를 만났다"]
+        assert found(brain, "เชียงใหม่") == ["ไปเที่ยวเชียงใหม่"]
+        assert found(brain, "烤鸭") == ["北京烤鸭很好吃"]
+        assert found(brain, "Tokyo") == ["I visited Tokyo Tower"]  # English as before
+
+
+def test_the_trigram_index_follows_updates_and_deletes_and_skips_english(tmp_path: Path) -> None:
+    path = tmp_path / "b.brain"
+    with Brain(str(path), clock=lambda: T0) as brain:
+        english = brain.add_many([f"note {i} about the weather" for i in range(20)])
+        assert trigram_rows(path) == 0  # English traces cost no trigram index space
+        tower = brain.add("東京タワーに行った")
+        brain.update(tower.id, content="京都の金閣寺に行った")
+        assert found(brain, "東京") == [] and found(brain, "金閣") == ["京都の金閣寺に行った"]
+        brain.update(english[0].id, content="note 0 now mentions 大阪")
+        assert found(brain, "大阪") == ["note 0 now mentions 大阪"]
+        brain.delete(tower.id)
+        assert found(brain, "金閣") == []
+        brain.restore(tower.id)
+        assert found(brain, "金閣") == ["京都の金閣寺に行った"]
+        reminder = brain.add("call the office", type="prospective", cue="出張の前")
+        assert [h.trace.id for h in brain.search("出張", reinforce=False)] == [reminder.id]
+        assert brain.check()["ok"]  # both FTS5 integrity checks pass
+        assert trigram_rows(path) == 3
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.text(alphabet=st.sampled_from("東京大阪タワー城を見た行っ"), min_size=1, max_size=12),
+       st.data())
+def test_any_substring_of_a_cjk_trace_finds_it(text: str, data: st.DataObject) -> None:
+    start = data.draw(st.integers(0, len(text) - 1))
+    end = data.draw(st.integers(start + 1, len(text)))
+    with Brain(":memory:", clock=lambda: T0) as brain:
+        brain.add(text)
+        brain.add("an English note")
+        assert text in found(brain, text[start:end])
+    assert scripts.runs(text[start:end]) == [text[start:end]]
