@@ -74,6 +74,8 @@ def test_readonly_flag_searches_and_refuses_writes(capsys: Any, db: str) -> None
     code, out, _ = run(capsys, "--readonly", "--brain", db, "search", "dark", "--json")
     assert code == 0 and len(json.loads(out)["results"]) == 1
     assert json.loads(out)["retrieval_id"] is None  # a read-only search records nothing
+    code, out, _ = run(capsys, "--readonly", "--brain", db, "check", "--json")
+    assert code == 0 and json.loads(out)["ok"]  # check opens read-only itself too
     code, out, err = run(capsys, "add", "x", "--readonly", "--brain", db)
     assert code == 1 and out == "" and "read-only" in err and err.count("\n") == 1
     assert Path(db).read_bytes() == before

@@ -126,7 +126,7 @@ def open_brain(args: argparse.Namespace, **kwargs: Any) -> Any:
 
     path = brain_path(args)
     command = getattr(args, "command", None)
-    readonly = bool(getattr(args, "readonly", False))
+    readonly = bool(kwargs.pop("readonly", False) or getattr(args, "readonly", False))
     if path != ":memory:" and not path.startswith("file:") and not os.path.exists(path):
         if readonly or not (getattr(args, "create", False) or command in CREATING):
             raise MissingBrain(f"no brain file at {path} (create one with: brainmem --brain "
