@@ -37,6 +37,9 @@ def register(commands: Any) -> None:
                         help="run reflect() at the query date before querying")
     recall.add_argument("--ks", default="1,5,10", metavar="K,K,...", help="cut-offs (default 1,5,10)")
     recall.add_argument("--json", metavar="OUT", help="also write the full report as JSON to OUT")
+    recall.add_argument("--folds", type=int, metavar="K",
+                        help="cross-validate the ranking weights instead: fit on K-1 folds, "
+                             "report the held-out fold, each in turn (see brainmem.bench.folds)")
     recall.add_argument("--quiet", action="store_true", help="no progress bar")
     recall.set_defaults(handler=_recall)
 
@@ -56,9 +59,26 @@ def _recall(args: argparse.Namespace) -> int:
     from ..bench import run_recall
 
     progress = Progress(f"{args.dataset}", enabled=False if args.quiet else None)
+    if args.folds is not None:
+        return _crossval(args, progress)
     try:
         report = run_recall(args.dataset, data=args.data, limit=args.limit, reflect=args.reflect,
                             progress=progress, ks=_integers(args.ks, "--ks"))
+    except ValueError as exc:
+        raise InvalidInput(str(exc)) from None
+    print(report.format())
+    _write_json(args.json, report.to_dict())
+    return 0
+
+
+def _crossval(args: argparse.Namespace, progress: Progress) -> int:
+    from ..bench.folds import run_crossval
+
+    if args.reflect:
+        raise InvalidInput("--folds cross-validates search-time weights: it does not take --reflect")
+    try:
+        report = run_crossval([(args.dataset, args.data)], folds=args.folds, limit=args.limit,
+                              ks=_integers(args.ks, "--ks"), progress=progress)
     except ValueError as exc:
         raise InvalidInput(str(exc)) from None
     print(report.format())
