@@ -37,6 +37,10 @@ for variant in "" "--reflect"; do
     echo "LoCoMo data not found in $DATA: skipped" >&2
   fi
 done
+# cross-validation of the ranking weights: fit on half the questions, report the other half
+if [ -n "$LME" ] || [ -n "$LOCOMO" ]; then
+  run "$PY" benchmarks/crossval.py --data "$DATA" --json "$OUT/crossval.json"
+fi
 run "$PY" benchmarks/perf.py --json "$OUT/perf.json"
 # diagnostics: how far lexical ranking can go on the two datasets (RESULTS.md quotes them)
 if [ -n "$LME" ]; then

@@ -17,8 +17,8 @@ default), and the headline is the held-out number.
   mechanism off). Only fields read at search time are declared, so each brain
   is built once and only ``brain.policy`` changes between evaluations.
 - **Fit.** On the training folds, coordinate ascent from the defaults: each knob
-  in turn takes the value with the best :func:`objective` given the others
-  (ties keep the current value), for up to ``rounds`` passes. The fitted policy
+  in turn takes the value with the best objective (:func:`objective_metrics`) given the others
+  (ties keep the current value), for ``rounds`` passes (one by default). The fitted policy
   is scored on the held-out fold; repeated with each fold held out.
 - **Ablation.** For each knob alone (others at their defaults): the value fitted
   on the training folds, and the held-out scores of that value, the default and
@@ -125,7 +125,8 @@ class Evaluator:
     """Every question of a dataset, each haystack's brain built once, scores memoised per policy."""
 
     def __init__(self, ds: Dataset, ks: Sequence[int] = (1, 5, 10), folds: int = 2,
-                 progress: Progress | None = None) -> None:
+                 progress: Progress | None = None,
+                 system: Callable[[], BrainSystem] = BrainSystem) -> None:
         self.ds, self.ks = ds, tuple(sorted(set(ks)))
         self.depth = max(LONGMEMEVAL_DEPTH, max(self.ks)) if ds.protocol == "longmemeval" else max(self.ks)
         self.fold_of = assign_folds(split_units(ds), folds)
@@ -139,10 +140,10 @@ class Evaluator:
         self.evaluations = 0
         for n, hay in enumerate(ds.haystacks):
             docs, _, _ = prepare_documents(hay.documents)
-            system = BrainSystem()
-            system.index(docs)
+            built = system()
+            built.index(docs)
             corpus_ids = [d.doc_id for d in docs]
-            self._brains.append((system, corpus_ids))
+            self._brains.append((built, corpus_ids))
             baseline = Fts5System()
             try:
                 baseline.index(docs)
@@ -198,7 +199,7 @@ def _objective(evaluators: Sequence[Evaluator], overrides: Mapping[str, Any], fo
 
 
 def fit(evaluators: Sequence[Evaluator], grid: Sequence[Knob], folds: Iterable[int],
-        rounds: int = 2) -> dict[str, Any]:
+        rounds: int = 1) -> dict[str, Any]:
     """Coordinate ascent from the defaults on ``folds``; returns the changed fields."""
     folds = list(folds)
     current: dict[str, Any] = {}
@@ -296,15 +297,18 @@ def _fmt(v: Any) -> str:
 
 
 def _decision(row: list[dict[str, Any]], default: Any, neutral: Any) -> str:
-    """What the held-out folds say of a knob: see :func:`run_crossval`."""
-    gains = [r["default"] - r["neutral"] for r in row]
+    """What the held-out folds say of a knob (the rule is in :func:`run_crossval`'s docstring)."""
     fits = [r["fit"] for r in row]
-    if default != neutral and all(g <= 0 for g in gains):
-        return "no held-out gain: neutralise"
-    if default != neutral and not all(g > 0 for g in gains):
-        return "mixed across folds"
-    if all(f == fits[0] for f in fits) and fits[0] != default and all(r["fitted"] > r["default"] for r in row):
-        return f"both folds pick {_fmt(fits[0])}"
+    if default != neutral:
+        gains = [r["default"] - r["neutral"] for r in row]
+        if any(g < -1e-9 for g in gains):
+            return "neutralise: hurts a held-out fold" if any(g > 1e-9 for g in gains) else \
+                "neutralise: no held-out gain"
+        if not any(g > 1e-9 for g in gains):
+            return "neutralise: no held-out gain"
+    if fits[0] != default and all(f == fits[0] for f in fits) and all(
+            r["fitted"] > r["default"] + 1e-9 for r in row):
+        return f"change to {_fmt(fits[0])}: every fold picks it and it beats the default held out"
     return "keep"
 
 
@@ -315,18 +319,23 @@ def run_crossval(
     limit: int | None = None,
     grid: Sequence[Knob] = GRID,
     ablate: bool = True,
-    rounds: int = 2,
+    rounds: int = 1,
     ks: Sequence[int] = (1, 5, 10),
     progress: Progress | None = None,
+    system: Callable[[], BrainSystem] = BrainSystem,
 ) -> CrossValReport:
     """k-fold cross-validation of ``grid`` on one or more ``(dataset, data path)`` pairs.
 
     With several datasets a fit maximises the mean of their objectives (each on its
-    own training folds), so one policy must serve them all. The ablation's
-    ``decision`` reads: *neutralise* when the default scores no better than the
-    neutral value on every held-out fold; *mixed* when it helps some folds only;
-    *both folds pick X* when every fold's fit chose the same non-default X and it
-    beat the default held-out; else *keep*.
+    own training folds), so one policy must serve them all; fold i of a joint run is
+    fold i of every dataset. The ablation's ``decision`` for a knob: *neutralise*
+    when its default scores below its neutral value on some held-out fold, or on
+    none above it (a mechanism must not hurt questions it was not tuned on, and
+    must help some); *change to X* when every fold's fit chose the same
+    non-default X and X beat the default on every held-out fold; else *keep*.
+    ``system`` builds each haystack's brain (a subclass of :class:`BrainSystem`,
+    e.g. one with an embedder); a knob in ``grid`` may name any search-time
+    Policy field it adds.
     """
     import time
 
@@ -337,7 +346,7 @@ def run_crossval(
     evaluators: list[Evaluator] = []
     try:
         for ds in loaded:
-            evaluators.append(Evaluator(ds, ks, folds, progress))
+            evaluators.append(Evaluator(ds, ks, folds, progress, system))
         everything = range(folds)
         fitted = [fit(evaluators, grid, [f for f in everything if f != i], rounds) for i in everything]
         held_out: dict[str, dict[str, dict[str, dict[str, float]]]] = {}
