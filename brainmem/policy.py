@@ -7,7 +7,10 @@ Change one field with :func:`dataclasses.replace`::
     brain = Brain("agent.brain", policy=replace(Policy(), prune_threshold=0.01))
 
 Defaults are chosen by the recall benchmark (``brainmem bench recall``): forgetting
-must never cost recall of what still matters, so strength only nudges ranking.
+must never cost recall of what still matters, so strength only nudges ranking. The
+search-time ranking weights are checked by 2-fold cross-validation on LongMemEval and
+LoCoMo together (``benchmarks/crossval.py``, :mod:`brainmem.bench.folds`): no
+mechanism scores below its "off" value on a held-out fold.
 """
 
 from __future__ import annotations

@@ -162,3 +162,20 @@ def test_cli_folds_through_the_entry_point(locomo_file: Path, tmp_path: Path) ->
          "--folds", "1", "--quiet"], capture_output=True, text=True, timeout=60, cwd=ROOT,
     )
     assert bad.returncode == 2 and bad.stderr.startswith("brainmem: error:") and "folds" in bad.stderr
+
+
+def test_decision_rule() -> None:
+    from brainmem.bench.folds import CHANGE_MARGIN, _decision
+
+    def rows(*cells: tuple[float, float, float, float]) -> list[dict]:
+        return [{"fit": f, "fitted": a, "default": d, "neutral": n} for f, a, d, n in cells]
+
+    # helps on both held-out folds: kept
+    assert _decision(rows((0.2, 0.8, 0.8, 0.7), (0.2, 0.9, 0.9, 0.85)), 0.2, 0.0) == "keep"
+    # helps one fold, hurts the other; or helps none: neutralised
+    assert _decision(rows((0.2, 0.8, 0.8, 0.7), (0.2, 0.9, 0.9, 0.95)), 0.2, 0.0).startswith("neutralise")
+    assert _decision(rows((0.2, 0.8, 0.8, 0.8), (0.2, 0.9, 0.9, 0.9)), 0.2, 0.0).startswith("neutralise")
+    # every fold picks 0.4 and it wins clearly held out: change; by less than the margin: keep
+    big, small = 2 * CHANGE_MARGIN, CHANGE_MARGIN / 2
+    assert _decision(rows((0.4, 0.8 + big, 0.8, 0.7), (0.4, 0.9 + big, 0.9, 0.8)), 0.2, 0.0).startswith("change to 0.4")
+    assert _decision(rows((0.4, 0.8 + small, 0.8, 0.7), (0.4, 0.9 + small, 0.9, 0.8)), 0.2, 0.0).startswith("keep")

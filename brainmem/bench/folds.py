@@ -77,7 +77,7 @@ GRID: tuple[Knob, ...] = (
     Knob("context_reach", (1, 2, 3), 1, "conversation context, turns forward"),
     Knob("context_seeds", (10, 20, 40), 20, "conversation context, seeds"),
     Knob("weight_episode", (0.0, 0.15, 0.3, 0.6), 0.0, "episode context"),
-    Knob("weight_time", (0.0, 0.5, 1.0, 2.0), 0.0, "temporal cues"),
+    Knob("weight_time", (0.0, 0.5, 1.0, 2.0, 4.0), 0.0, "temporal cues"),
     Knob("weight_bridge", (0.0, 0.2, 0.4, 0.8), 0.0, "second hop"),
     Knob("candidate_factor", (1, 2, 3, 5), 3, "re-ranking pool, per hit"),
     Knob("min_candidates", (10, 20, 35, 50), 35, "re-ranking pool, minimum"),
@@ -296,6 +296,13 @@ def _fmt(v: Any) -> str:
     return f"{v:g}" if isinstance(v, float) else str(v)
 
 
+#: A default moves only for a held-out gain above this (on the objective, a mean of
+#: means): one LongMemEval question changing one of the four metrics moves a 40-question
+#: fold's joint objective by 1/40/4/2 = 0.003. weight_time 1 -> 2 gained +0.0006 / +0.0011
+#: held out and cost the synthetic set recall@10 0.746 -> 0.742: noise, not a finding.
+CHANGE_MARGIN = 0.003
+
+
 def _decision(row: list[dict[str, Any]], default: Any, neutral: Any) -> str:
     """What the held-out folds say of a knob (the rule is in :func:`run_crossval`'s docstring)."""
     fits = [r["fit"] for r in row]
@@ -307,8 +314,10 @@ def _decision(row: list[dict[str, Any]], default: Any, neutral: Any) -> str:
         if not any(g > 1e-9 for g in gains):
             return "neutralise: no held-out gain"
     if fits[0] != default and all(f == fits[0] for f in fits) and all(
-            r["fitted"] > r["default"] + 1e-9 for r in row):
+            r["fitted"] > r["default"] + CHANGE_MARGIN for r in row):
         return f"change to {_fmt(fits[0])}: every fold picks it and it beats the default held out"
+    if fits[0] != default and all(f == fits[0] for f in fits):
+        return f"keep (every fold picks {_fmt(fits[0])}, held-out gain within noise)"
     return "keep"
 
 
@@ -332,7 +341,8 @@ def run_crossval(
     when its default scores below its neutral value on some held-out fold, or on
     none above it (a mechanism must not hurt questions it was not tuned on, and
     must help some); *change to X* when every fold's fit chose the same
-    non-default X and X beat the default on every held-out fold; else *keep*.
+    non-default X and X beat the default on every held-out fold by more than
+    :data:`CHANGE_MARGIN`; else *keep*.
     ``system`` builds each haystack's brain (a subclass of :class:`BrainSystem`,
     e.g. one with an embedder); a knob in ``grid`` may name any search-time
     Policy field it adds.
