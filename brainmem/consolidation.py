@@ -64,7 +64,7 @@ from dataclasses import asdict, dataclass, field
 from itertools import combinations
 from typing import Any
 
-from . import decay, graph, sameness, similarity
+from . import decay, graph, nominate, sameness, similarity
 from . import llm as llm_mod
 from . import unmerge as unmerge_mod
 from .errors import StorageError
@@ -285,13 +285,17 @@ def merge(ctx: _Run) -> None:
                 counts[alive], [blocks[i] for i in alive], policy.merge_threshold)
     alive = list(range(len(rows)))
     judge = sameness.Judge([r[1] for r in rows])
+    # trivial variants of short texts (filler, a typo) the cosine misses; over row indexes
+    cheap = nominate.pairs([r[1] for r in rows], blocks)
     for _ in range(MERGE_MAX_PASSES):
-        nominated = find(alive)
-        # the cosine only nominates; the merge rule decides (brainmem.sameness)
-        pairs = [p for p in nominated if judge(alive[p[0]], alive[p[1]])]
+        nominated = {(alive[i], alive[j]) for i, j, _ in find(alive)}
+        live = set(alive)
+        nominated.update(p for p in cheap if p[0] in live and p[1] in live)
+        # the cosine and the cheap keys only nominate; the merge rule decides (brainmem.sameness)
+        pairs = [p for p in sorted(nominated) if judge(*p)]
         if not pairs:
             return
-        gone = _merge_pass(ctx, [(rows[alive[i]][0], rows[alive[j]][0]) for i, j, _ in pairs])
+        gone = _merge_pass(ctx, [(rows[i][0], rows[j][0]) for i, j in pairs])
         if not gone:
             return
         alive = [i for i in alive if rows[i][0] not in gone]
