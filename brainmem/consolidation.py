@@ -12,7 +12,9 @@ the same ``now`` changes nothing.
 2. :func:`merge` — near-duplicates: pairs *nominated* by TF-IDF cosine ≥
    ``Policy.merge_threshold`` (same type, scope, scope_id, task and due time; keyed
    traces are never merged: a key is a name the caller chose), found by the exact
-   prefix filter of :mod:`brainmem.similarity`, never all pairs, and *decided* by the
+   prefix filter of :mod:`brainmem.similarity`, never all pairs, or by the cheap keys
+   of :mod:`brainmem.nominate` (short texts with trailing filler or a typo, whose
+   cosine falls below the threshold), and *decided* by the
    merge rule of :mod:`brainmem.sameness` (same words in the same order up to case,
    punctuation, Unicode form and one typo; same numbers, names and polarity). The survivor is the pinned one, else
    the most recalled, else the oldest; it keeps its content and gets the union of

@@ -200,8 +200,7 @@ def test_reflect_keeps_every_hard_negative_and_merges_near_duplicates(mem_brain:
     base = mem_brain.add(LONG, type="semantic")
     clock.advance(1)  # the oldest survives; the typo is one step from it, two from the UPPER copy
     # reflect merges what the cosine nominates and the rule accepts: in a text this long a
-    # filler word or a typo keeps the cosine over 0.95 (in a short one it may not: then
-    # the pair is not even a candidate, see ARCHITECTURE.md "Merge rule")
+    # filler word or a typo keeps the cosine over 0.95 (short texts: tests/test_nominate.py)
     texts = [LONG.upper(), LONG.replace(",", " ;"), LONG + " Thanks!", LONG.replace("dashboard", "dashbaord"),
              LONG.replace("migrations", "migrations\u200b"), "\ufeff" + LONG.replace("release", "release ✔\ufe0f")]
     variants = [mem_brain.add(v, type="semantic").id for v in texts]
