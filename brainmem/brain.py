@@ -27,7 +27,7 @@ import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import IO, TYPE_CHECKING, Any, Literal, overload
 
-from . import faces, graph, retrieval
+from . import faces, graph, inspection, retrieval
 from . import unmerge as unmerge_mod
 from ._version import __version__
 from .consolidation import ReflectReport
@@ -65,6 +65,8 @@ class Hits(list[Hit]):
 
     retrieval_id: int | None = None
     terms: tuple[str, ...] = ()
+    #: (start, end) unix-second windows the query's temporal cues produced
+    windows: tuple[tuple[float, float], ...] = ()
 
 
 class Brain:
@@ -88,15 +90,19 @@ class Brain:
         clock: Callable[[], float] | None = None,
         llm: Any = None,
         readonly: bool = False,
+        busy_timeout: float = 30.0,
     ) -> None:
         self.path = str(path)
+        if isinstance(busy_timeout, bool) or not isinstance(busy_timeout, (int, float)) \
+                or not 0 <= busy_timeout <= 86_400:
+            raise InvalidInput(f"busy_timeout must be seconds in [0, 86400], not {busy_timeout!r}")
         if policy is not None and not isinstance(policy, Policy):
             raise InvalidInput(f"policy must be a brainmem.Policy, not {type(policy).__name__}")
         self.policy = policy or Policy()
         self.clock = clock or time.time
         self.llm = llm
         self.readonly = readonly
-        self._store = Store(self.path, readonly=readonly)
+        self._store = Store(self.path, readonly=readonly, busy_timeout_ms=int(busy_timeout * 1000))
         self._compiler = QueryCompiler(self._store.db, self.policy.max_query_terms)
         self._lock = threading.RLock()
         self._events = Events()
@@ -337,6 +343,7 @@ class Brain:
                                       at, explain)
             hits = Hits(ranked.hits)
             hits.terms = ranked.terms
+            hits.windows = ranked.windows
             if reinforce and not self.readonly and hits:
                 with self._store.write():
                     hits.retrieval_id = self._store.record_retrieval(
@@ -397,6 +404,45 @@ class Brain:
         check_int(limit, "limit", 1, 10_000)
         with self._lock, self._store.read():
             return self._store.consolidation_history(limit)
+
+    # --- inspection: read-only views for the web UI (brainmem.inspection) ---
+
+    def lineage(self, trace_id: str) -> dict[str, list[dict[str, Any]]]:
+        """Merged from/into, supersedes/superseded by, derived from/into of a trace (even deleted)."""
+        with self._lock, self._store.read():
+            return inspection.lineage(self._store, self.get(trace_id, include_deleted=True))
+
+    def recalls(self, trace_id: str, limit: int = 50) -> list[dict[str, Any]]:
+        """The last ``limit`` recorded searches that returned the trace, newest first."""
+        check_text(trace_id, "trace id", allow_none=False)
+        check_int(limit, "limit", 1, 10_000)
+        with self._lock, self._store.read():
+            return inspection.recalls(self._store, trace_id, limit)
+
+    def neighbourhood(self, ids: str | Sequence[str], depth: int = 1,
+                      max_nodes: int = 60) -> dict[str, Any]:
+        """Live traces (nodes) within ``depth`` hops of ``ids`` and the edges among them."""
+        seeds = list(dict.fromkeys(check_ids([ids] if isinstance(ids, str) else ids, "ids")))
+        check_int(depth, "depth", 0, 5)
+        check_int(max_nodes, "max_nodes", 1, 1000)
+        with self._lock, self._store.read():
+            return inspection.neighbourhood(self._store, seeds, depth, max_nodes)
+
+    def clusters(self) -> list[list[str]]:
+        """The co-activation clusters reflect's derive step would consider now."""
+        with self._lock, self._store.read():
+            return inspection.derive_clusters(self._store, self.policy)
+
+    def overview(self, now: TimeLike | None = None) -> dict[str, Any]:
+        """Counts by scope and type, pinned, a retrievability histogram and growth by day."""
+        at = self.now(now)
+        with self._lock, self._store.read():
+            return inspection.overview(self._store, at)
+
+    def reflect_changes(self, run: Mapping[str, Any]) -> dict[str, list[dict[str, Any]]]:
+        """Which traces one :meth:`reflect_log` run pruned, merged, derived and changed."""
+        with self._lock, self._store.read():
+            return inspection.run_changes(self._store, dict(run))
 
     # --- faces: key-value, list/read, recent, pin, tasks, due, transfer ---
     # Thin methods over brainmem.faces (validation, result shapes) and brainmem.transfer

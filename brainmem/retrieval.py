@@ -63,6 +63,7 @@ Candidates = list[tuple[Trace, float]]
 class Ranked:
     hits: list[Hit]
     terms: tuple[str, ...]
+    windows: tuple[tuple[float, float], ...] = ()
 
 
 def search(
@@ -91,8 +92,9 @@ def search(
     for window in cues.windows:
         _add_window_candidates(store, policy, compiled, filters, window, size, candidates,
                                fill=not topical)
+    windows = tuple((w.start, w.end) for w in cues.windows)
     if not candidates:
-        return Ranked([], compiled.terms)
+        return Ranked([], compiled.terms, windows)
 
     if policy.weight_bridge and not compiled.syntax:
         _bridge(store, compiler, policy, filters, compiled, candidates, size)
@@ -128,7 +130,7 @@ def search(
         )
         hits.append(Hit(trace, score, factors))
     hits.sort(key=lambda h: h.score, reverse=True)
-    return Ranked(hits[:limit], compiled.terms)
+    return Ranked(hits[:limit], compiled.terms, windows)
 
 
 def _compile(compiler: QueryCompiler, policy: Policy, query: str,

@@ -29,6 +29,7 @@ from .model import Trace
 from .store_base import translate_errors
 from .store_edges import EdgeTables
 from .store_index import IndexTables
+from .store_inspect import InspectTables
 from .store_log import LogTables
 
 #: Column order of every trace SELECT; :func:`row_to_trace` reads it.
@@ -166,7 +167,7 @@ class Filters:
         )
 
 
-class Store(IndexTables, EdgeTables, LogTables):
+class Store(IndexTables, EdgeTables, LogTables, InspectTables):
     """The brain file: the traces table here, the other table groups mixed in."""
 
     # --- traces -----------------------------------------------------------------------

@@ -50,7 +50,7 @@ from typing import TYPE_CHECKING, Any
 from . import decay
 from .errors import BrainmemError, InvalidInput, NotFound, QueryError, VersionConflict
 from .jsonview import jsonable
-from .model import DEFAULT_SCOPE, DEFAULT_TYPE, SCOPES, TYPES, Trace, iso
+from .model import DEFAULT_SCOPE, DEFAULT_TYPE, SCOPES, TYPES, Hit, Trace, iso
 from .policy import Policy
 from .schemacheck import json_type, short, validate
 from .validate import LIMIT_MAX, MAX_CUE_CHARS, MAX_ID_CHARS, MAX_TTL
@@ -412,6 +412,13 @@ def trace_view(trace: Trace, now: float | None = None) -> JSON:
     return view
 
 
+def hit_view(hit: Hit) -> JSON:
+    """What ``memory_search`` shows of one hit (the web UI adds ``explain``)."""
+    t = hit.trace
+    return {"id": t.id, "content": t.content, "type": t.type, "scope": t.scope,
+            "strength": round(t.strength, 6), "tags": list(t.tags), "score": round(hit.score, 6)}
+
+
 # --- the core tools -----------------------------------------------------------------
 
 
@@ -539,13 +546,7 @@ def _memory_search(box: Toolbox, args: dict[str, Any]) -> JSON:
     where = box.read_scopes(args.get("scope"), args.get("scope_id"))
     hits = box.brain.search(args["query"], args.get("limit", 10), type=args.get("type"),
                             tags=args.get("tags") or None, **where)
-    results = [
-        {"id": h.trace.id, "content": h.trace.content, "type": h.trace.type,
-         "scope": h.trace.scope, "strength": round(h.trace.strength, 6),
-         "tags": list(h.trace.tags), "score": round(h.score, 6)}
-        for h in hits
-    ]
-    return {"results": results, "retrieval_id": hits.retrieval_id}
+    return {"results": [hit_view(h) for h in hits], "retrieval_id": hits.retrieval_id}
 
 
 def _reflect_schema(ctx: ToolContext | None) -> JSON:

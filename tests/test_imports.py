@@ -6,7 +6,7 @@ import json
 import subprocess
 import sys
 
-HEAVY = ("sklearn", "openai", "networkx", "mcp")
+HEAVY = ("sklearn", "openai", "networkx", "mcp", "starlette", "uvicorn", "jinja2")
 
 
 def loaded_after(code: str) -> dict[str, bool]:
@@ -38,6 +38,7 @@ def test_cli_help_is_light():
     loaded = loaded_after(code)
     assert not loaded["sklearn"] and not loaded["openai"], loaded
     assert not loaded["networkx"], loaded
+    assert not loaded["starlette"] and not loaded["uvicorn"] and not loaded["jinja2"], loaded
 
 
 def test_a_brain_that_only_adds_and_searches_stays_light():

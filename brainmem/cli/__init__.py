@@ -11,6 +11,7 @@ by theme, each with a ``register(commands)`` function adding its subparsers:
 * :mod:`.maintenance` — check, repair
 * :mod:`.bench` — bench recall, bench perf
 * :mod:`.serve` — serve (the MCP server)
+* :mod:`.ui` — ui (the web inspector)
 
 Errors print one line on stderr; the exit code is 2 for bad input
 (:class:`~brainmem.errors.InvalidInput`, argument errors, a brain file that does not
@@ -44,7 +45,7 @@ CREATING = frozenset({"init", "add", "put", "import", "call", "serve"})
 #: Commands that write: they never fall back to a read-only open.
 WRITING = CREATING | {"update", "delete", "restore", "merge", "unmerge", "purge", "pin", "unpin",
                       "delete-key", "end-task", "reflect", "repair"}
-COMMAND_MODULES = ("core", "engine", "faces", "admin", "maintenance", "bench", "serve")
+COMMAND_MODULES = ("core", "engine", "faces", "admin", "maintenance", "bench", "serve", "ui")
 
 Handler = Callable[[argparse.Namespace], int | None]
 

@@ -1,0 +1,31 @@
+"""``brainmem ui``: the local web inspector (see :mod:`brainmem.ui`)."""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from . import brain_path
+
+
+def register(commands: Any) -> None:
+    p = commands.add_parser(
+        "ui", help="inspect the brain in a browser",
+        description="Serve a local web page to inspect the brain: overview, search with "
+                    "ranking factors, traces, graph, consolidation log. Read-only unless "
+                    "--write. Binds 127.0.0.1; another --host needs --token. "
+                    "Needs the ui extra: pip install 'brainmem[ui]'.",
+    )
+    p.add_argument("--port", type=int, default=8765, help="port (default 8765; 0 picks a free one)")
+    p.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1)")
+    p.add_argument("--token", help="secret every request must carry (required for a non-local --host)")
+    p.add_argument("--write", action="store_true",
+                   help="allow edits: pin, delete/restore, edit content and tags, run reflect")
+    p.set_defaults(handler=cmd_ui)
+
+
+def cmd_ui(args: argparse.Namespace) -> int:
+    from ..ui import serve
+
+    serve(brain_path(args), host=args.host, port=args.port, write=args.write, token=args.token)
+    return 0

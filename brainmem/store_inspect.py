@@ -1,0 +1,94 @@
+"""The read-only queries behind :mod:`brainmem.inspection` (the web inspector's views).
+
+A mixin of :class:`~brainmem.store.Store`: every method only reads, and the caller
+holds a read transaction. Rows come back as plain tuples and dicts with unix times.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+from .store_base import Database
+
+
+class InspectTables(Database):
+    """Lineage, recalls, briefs, overview counts and a reflect run's stamps."""
+
+    def briefs(self, ids: Iterable[str]) -> list[tuple[str, str, str, bool, bool]]:
+        """(id, content, type, deleted, derived) of the traces among ``ids`` that exist."""
+        wanted = list(dict.fromkeys(ids))
+        rows: list[tuple[str, str, str, bool, bool]] = []
+        for start in range(0, len(wanted), 500):
+            chunk = wanted[start : start + 500]
+            rows += [
+                (tid, content, type_, deleted_at is not None, '"derived"' in tags)
+                for tid, content, type_, deleted_at, tags in self.execute(
+                    "SELECT id, content, type, deleted_at, tags FROM traces "
+                    f"WHERE id IN ({', '.join('?' * len(chunk))})", chunk)
+            ]
+        return rows
+
+    def merged_into_rows(self, trace_id: str) -> list[tuple[str, bool]]:
+        """(id, is an update snapshot) of the traces merged or snapshotted into ``trace_id``."""
+        return [(tid, bool(snapshot)) for tid, snapshot in self.execute(
+            "SELECT id, metadata ->> '$.snapshot_of' FROM traces WHERE merged_into = ? "
+            "ORDER BY deleted_at, rid", (trace_id,))]
+
+    def lineage_edges(self, trace_id: str) -> list[tuple[str, str, str]]:
+        """(src, dst, kind) of the ``supersedes`` and ``derived_from`` edges touching a trace."""
+        return list(self.execute(
+            "SELECT src, dst, kind FROM edges WHERE (src = ? OR dst = ?) "
+            "AND kind IN ('supersedes', 'derived_from') ORDER BY updated_at, src, dst",
+            (trace_id, trace_id)))
+
+    def recalls_of(self, trace_id: str, limit: int) -> list[tuple[int, str, float, int, float, Any]]:
+        """(retrieval id, query, at, rank, score, used or None), newest first."""
+        return list(self.execute(
+            "SELECT r.id, r.query, r.at, j.value ->> 1, j.value ->> 2, "
+            "(SELECT f.used FROM feedback f WHERE f.retrieval_id = r.id AND f.trace_id = ?1 LIMIT 1) "
+            "FROM retrievals r, json_each(r.results) j WHERE j.value ->> 0 = ?1 "
+            "ORDER BY r.at DESC, r.id DESC LIMIT ?2",
+            (trace_id, limit)))
+
+    def live_counts(self) -> tuple[list[tuple[str, str, str, int]], int]:
+        """Live traces per (scope, scope_id, type), and how many are pinned."""
+        rows = list(self.execute(
+            "SELECT scope, scope_id, type, count(*) FROM traces WHERE deleted_at IS NULL "
+            "GROUP BY scope, scope_id, type ORDER BY scope, scope_id, type"))
+        pinned = self.execute("SELECT count(*) FROM traces WHERE deleted_at IS NULL AND pinned").get
+        return rows, pinned
+
+    def retrievability_buckets(self, now: float, buckets: int) -> list[tuple[int, int]]:
+        """(bucket, count) of live traces by R now, R in [0, 1] cut into ``buckets``.
+
+        R = strength · exp(-elapsed / stability) (decay.retrievability) computed in SQL,
+        so a million traces are one scan, not a million Python objects.
+        """
+        return list(self.execute(
+            "SELECT min(?2 - 1, CAST(r * ?2 AS INTEGER)), count(*) FROM ("
+            "  SELECT CASE WHEN stability <= 0 THEN 0.0 ELSE "
+            "  strength * exp(-max(0.0, ?1 - last_accessed_at) / stability) END AS r "
+            "  FROM traces WHERE deleted_at IS NULL) GROUP BY 1",
+            (now, buckets)))
+
+    def growth_by_day(self) -> list[tuple[int, int, int]]:
+        """(day as unix seconds, traces created that day, of them deleted since)."""
+        return [(int(day) * 86_400, added, deleted) for day, added, deleted in self.execute(
+            "SELECT CAST(created_at / 86400 AS INTEGER) AS d, count(*), count(deleted_at) "
+            "FROM traces GROUP BY d ORDER BY d")]
+
+    def stamped(self, at: float) -> dict[str, list[tuple[Any, ...]]]:
+        """What carries the time ``at``: traces deleted then (id, content, merged_into),
+        live traces updated then (id, content, type), co_activated edges set then
+        (src, dst, weight)."""
+        return {
+            "deleted": list(self.execute(
+                "SELECT id, content, merged_into FROM traces WHERE deleted_at = ? ORDER BY rid", (at,))),
+            "updated": list(self.execute(
+                "SELECT id, content, type FROM traces WHERE updated_at = ? AND deleted_at IS NULL "
+                "ORDER BY rid", (at,))),
+            "edges": list(self.execute(
+                "SELECT src, dst, weight FROM edges WHERE kind = 'co_activated' AND updated_at = ? "
+                "ORDER BY weight DESC, src, dst", (at,))),
+        }

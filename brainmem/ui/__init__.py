@@ -1,0 +1,85 @@
+"""``brainmem ui``: a local web inspector of one brain (Starlette + uvicorn, optional ``ui`` extra).
+
+Pages: overview, search (with the explain factors as bars), a trace (fields,
+lineage, R(t), recalls), the co-activation graph, the consolidation log. Every page
+has a JSON twin under ``/api/`` in the tool layer's shapes. Read-only unless
+started with ``--write`` (pin/unpin, delete/restore, edit content and tags with
+``expected_version``, run reflect). Layers: :mod:`.views` (parse, one Brain call,
+shape) under :mod:`.pages` (HTML via Jinja2 templates and :mod:`.svg`) and
+:mod:`.api` (JSON); :mod:`.app` holds the guards and the error pages.
+"""
+
+from __future__ import annotations
+
+import socket
+import sys
+from typing import Any
+
+from ..errors import InvalidInput
+
+DEFAULT_PORT = 8765
+#: Seconds a page waits for another process's lock before "brain unavailable" (503).
+BUSY_TIMEOUT = 2.0
+
+
+def is_loopback(host: str) -> bool:
+    return host in ("127.0.0.1", "localhost", "::1") or host.startswith("127.")
+
+
+def check_host(host: str, token: str | None) -> None:
+    """Only loopback without a token; any other address needs ``token``."""
+    if token is not None and len(token) < 16:
+        raise InvalidInput("--token must be at least 16 characters")
+    if not is_loopback(host) and token is None:
+        raise InvalidInput(f"refusing to listen on {host}: the inspector binds 127.0.0.1 only, "
+                           "unless --token is given too (then every request needs it)")
+
+
+def create_app(brain: Any, *, write: bool = False, token: str | None = None,
+               busy_timeout: float = BUSY_TIMEOUT) -> Any:
+    """The ASGI app serving ``brain``; see :func:`brainmem.ui.app.create_app`."""
+    from .app import create_app as create
+
+    return create(brain, write=write, token=token, busy_timeout=busy_timeout)
+
+
+def serve(path: str, *, host: str = "127.0.0.1", port: int = DEFAULT_PORT, write: bool = False,
+          token: str | None = None, busy_timeout: float = BUSY_TIMEOUT) -> None:
+    """Serve the brain at ``path`` until Ctrl-C (SIGINT) or SIGTERM, then close it."""
+    check_host(host, token)
+    try:
+        import jinja2  # noqa: F401
+        import starlette  # noqa: F401
+        import uvicorn
+    except ImportError as exc:
+        raise InvalidInput(f"brainmem ui needs the ui extra ({exc.name} is missing): "
+                           "pip install 'brainmem[ui]'") from None
+    from ..brain import Brain
+
+    brain = Brain(path, readonly=not write, busy_timeout=busy_timeout)
+    app = None
+    try:
+        app = create_app(brain, write=write, token=token, busy_timeout=busy_timeout)
+        family = socket.AF_INET6 if ":" in host else socket.AF_INET
+        sock = socket.socket(family, socket.SOCK_STREAM)
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            sock.bind((host, port))
+        except OSError as exc:
+            raise InvalidInput(f"cannot listen on {host}:{port}: {exc.strerror or exc}") from None
+        sock.listen(128)
+        bound = sock.getsockname()[1]
+        shown = f"[{host}]" if family == socket.AF_INET6 else host
+        url = f"http://{shown}:{bound}/" + (f"?token={token}" if token else "")
+        mode = "read-write" if write else "read-only"
+        print(f"brainmem ui: serving {path} ({mode}) at {url}  (Ctrl-C to stop)", flush=True)
+        server = uvicorn.Server(uvicorn.Config(app, log_level="warning", lifespan="on"))
+        try:
+            server.run(sockets=[sock])
+        except KeyboardInterrupt:  # uvicorn re-raises the SIGINT it handled, after shutdown
+            pass
+        print("brainmem ui: stopped", file=sys.stderr, flush=True)
+    finally:
+        if app is not None:
+            app.state.ui.close()
+        brain.close()

@@ -1,0 +1,130 @@
+"""HTML pages: render the dicts of :mod:`.views` with the templates and :mod:`.svg`.
+
+Write forms POST here and redirect back (303) with a short message.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+from urllib.parse import quote
+
+from markupsafe import Markup
+
+from ..errors import InvalidInput
+from ..model import SCOPES, TYPES
+from . import actions, svg, views
+
+
+def _render(request: Any, template: str, status: int = 200, **context: Any) -> Any:
+    from starlette.responses import HTMLResponse
+
+    env = request.app.state.env
+    ui = request.app.state.ui
+    html = env.get_template(template).render(
+        ui=ui, request=request, message=request.query_params.get("msg"), types=TYPES,
+        scopes=SCOPES, **context)
+    return HTMLResponse(html, status_code=status)
+
+
+def _back(path: str, message: str) -> Any:
+    from starlette.responses import RedirectResponse
+
+    return RedirectResponse(f"{path}?msg={quote(message)}", status_code=303)
+
+
+def overview(request: Any) -> Any:
+    data = views.overview(request.app.state.ui.brain, request.query_params)
+    n = len(data["retrievability_histogram"])
+    labels = [f"{i / n:.1f}" for i in range(n)]
+    charts = {"histogram": Markup(svg.histogram(data["retrievability_histogram"], labels)),
+              "growth": Markup(svg.growth(data["growth"]))}
+    return _render(request, "overview.html", data=data, charts=charts, page="overview")
+
+
+def search(request: Any) -> Any:
+    args = views.search_args(request.query_params)
+    data = views.search(request.app.state.ui.brain, args)
+    best_bm25 = max((r["explain"]["bm25"] for r in data["results"]), default=0.0) or 1.0
+    best_episode = max((r["explain"]["episode"] for r in data["results"]), default=0.0) or 1.0
+    scale = {"bm25": best_bm25, "episode": best_episode}
+    for r in data["results"]:
+        r["bars"] = Markup(svg.bars([(k, v, scale.get(k, 1.0)) for k, v in r["explain"].items()]))
+    return _render(request, "search.html", data=data, args=args, page="search")
+
+
+def trace(request: Any) -> Any:
+    brain = request.app.state.ui.brain
+    data = views.trace(brain, request.path_params["id"])
+    t = brain.get(data["trace"]["id"], include_deleted=True)
+    times = [svg.seconds(r["at"]) for r in data["recalls"]]
+    curve, _ = svg.retrievability_curve(t, brain.now(), data["prune_threshold"], times)
+    return _render(request, "trace.html", data=data, t=data["trace"], curve=Markup(curve),
+                   tags=", ".join(data["trace"]["tags"]), page="trace",
+                   can_unmerge=actions.can_unmerge(request.app.state.ui))
+
+
+def graph(request: Any) -> Any:
+    data = views.graph(request.app.state.ui.brain, request.query_params)
+    picture = Markup(svg.graph(data, data["centre"])) if data["centre"] else None
+    return _render(request, "graph.html", data=data, picture=picture, page="graph")
+
+
+def log(request: Any) -> Any:
+    data = views.log(request.app.state.ui.brain)
+    return _render(request, "log.html", data=data, job=request.app.state.ui.reflect.view(), page="log")
+
+
+def run(request: Any) -> Any:
+    data = views.run(request.app.state.ui.brain, request.path_params["run"])
+    return _render(request, "run.html", data=data, page="log")
+
+
+async def action(request: Any) -> Any:
+    from starlette.concurrency import run_in_threadpool
+
+    state, trace_id, name = request.app.state.ui, request.path_params["id"], request.path_params["action"]
+    form = await request.form(max_fields=10, max_part_size=2 * 1024 * 1024)
+    if name in ("pin", "unpin"):
+        await run_in_threadpool(actions.pin, state, trace_id, name == "pin")
+        done = "Pinned." if name == "pin" else "Unpinned."
+    elif name == "delete":
+        await run_in_threadpool(actions.delete, state, trace_id)
+        done = "Deleted (soft: it can be restored)."
+    elif name == "restore":
+        await run_in_threadpool(actions.restore, state, trace_id)
+        done = "Restored."
+    elif name == "unmerge":
+        result = await run_in_threadpool(actions.unmerge, state, trace_id)
+        done = f"Unmerged: {len(result['restored'])} trace(s) restored."
+    elif name == "edit":
+        changes = {"expected_version": form.get("expected_version"),
+                   "content": form.get("content"), "tags": actions.parse_tags(str(form.get("tags") or ""))}
+        if not isinstance(changes["content"], str):
+            raise InvalidInput("the edit form needs the content")
+        result = await run_in_threadpool(actions.edit, state, trace_id, changes)
+        done = f"Saved as version {result['version']}."
+    else:
+        raise InvalidInput(f"unknown action {name[:40]!r}")
+    return _back(f"/trace/{quote(trace_id)}", done)
+
+
+async def reflect(request: Any) -> Any:
+    from starlette.concurrency import run_in_threadpool
+
+    await run_in_threadpool(actions.start_reflect, request.app.state.ui)
+    return _back("/log", "Reflect started.")
+
+
+def routes() -> list[Any]:
+    from starlette.routing import Route
+
+    return [
+        Route("/", overview),
+        Route("/search", search),
+        Route("/trace/{id}", trace),
+        Route("/trace/{id}/{action}", action, methods=["POST"]),
+        Route("/graph", graph),
+        Route("/log", log),
+        Route("/log/{run:int}", run),
+        Route("/reflect", reflect, methods=["POST"]),
+    ]

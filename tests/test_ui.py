@@ -1,0 +1,578 @@
+"""The web inspector's server (brainmem.ui) through an HTTP client: every endpoint,
+bad input, XSS, read-only safety at the file level, the --write edits, and the
+``brainmem ui`` command (bind rules, Ctrl-C)."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+pytest.importorskip("starlette", reason="the ui extra (starlette) is not installed")
+pytest.importorskip("jinja2", reason="the ui extra (jinja2) is not installed")
+pytest.importorskip("httpx", reason="httpx (test extra) is not installed")
+
+from conftest import FakeClock  # noqa: E402
+from starlette.testclient import TestClient  # noqa: E402
+from ui_brain import XSS, build, start_ui  # noqa: E402
+
+from brainmem import Brain  # noqa: E402
+from brainmem.ui import create_app  # noqa: E402
+
+BASE = "http://127.0.0.1:8765"
+
+
+def digest(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+@pytest.fixture(scope="module")
+def source(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, str], float]:
+    """The brain of tests/ui_brain.py, built once per module (four reflects take a while)."""
+    clock = FakeClock()
+    path = tmp_path_factory.mktemp("ui") / "brain.db"
+    ids = build(str(path), clock)
+    return path, ids, clock.now
+
+
+@pytest.fixture
+def clock(source: tuple[Path, dict[str, str], float]) -> FakeClock:
+    return FakeClock(source[2])
+
+
+@pytest.fixture
+def built(tmp_path: Path, source: tuple[Path, dict[str, str], float]) -> tuple[Path, dict[str, str]]:
+    """A private copy of the built brain (closed cleanly, so one file holds it all)."""
+    path = tmp_path / "brain.db"
+    shutil.copyfile(source[0], path)
+    return path, dict(source[1])
+
+
+def client(path: Path, clock: Any, *, write: bool = False, token: str | None = None,
+           busy_timeout: float = 2.0) -> TestClient:
+    brain = Brain(str(path), readonly=not write, clock=clock, busy_timeout=busy_timeout)
+    return TestClient(create_app(brain, write=write, token=token), base_url=BASE,
+                      raise_server_exceptions=False, follow_redirects=False)
+
+
+@pytest.fixture
+def ro(built: tuple[Path, dict[str, str]], clock: Any) -> TestClient:
+    return client(built[0], clock)
+
+
+@pytest.fixture
+def rw(built: tuple[Path, dict[str, str]], clock: Any) -> TestClient:
+    return client(built[0], clock, write=True)
+
+
+def no_trace(text: str) -> None:
+    assert "Traceback" not in text and 'File "' not in text
+
+
+# --- pages ----------------------------------------------------------------------------
+
+
+def test_overview_shows_counts_check_and_charts(ro: TestClient) -> None:
+    r = ro.get("/")
+    assert r.status_code == 200
+    assert re.search(r'id="live-count">9<', r.text)
+    assert 'id="check-status"><b>OK' in r.text
+    assert '<svg class="hist"' in r.text and '<svg class="growth"' in r.text
+    assert "read-only" in r.text
+    data = ro.get("/api/overview").json()
+    assert data["stats"]["live"] == 9 and data["check"]["ok"] is True
+    assert sum(data["retrievability_histogram"]) == 9
+    assert sum(d["added"] for d in data["growth"]) == data["stats"]["live"] + data["stats"]["deleted"]
+    assert {"scope": "user", "scope_id": "", "type": "semantic", "count": 1} in data["by_scope"]
+    assert ro.get("/api/overview", params={"check": "0"}).json()["check"] is None
+    assert "/?check=1" in ro.get("/", params={"check": "0"}).text
+
+
+def test_overview_reports_check_problems(built: Any, clock: Any) -> None:
+    import apsw
+
+    path, ids = built
+    db = apsw.Connection(str(path))  # an edge to nowhere: check() reports an orphan
+    db.execute("INSERT INTO edges(src, dst, kind, weight, updated_at) VALUES (?, 'mt_gone', 'co_activated', 0.5, 0)",
+               (ids["cat"],))
+    db.close()
+    r = client(path, clock).get("/")
+    assert 'id="check-status"><b>PROBLEMS' in r.text and "orphan" in r.text.lower()
+
+
+def test_search_page_draws_a_bar_per_factor(ro: TestClient, built: Any) -> None:
+    _, ids = built
+    r = ro.get("/search", params={"q": "editor dark mode"})
+    assert r.status_code == 200
+    assert f'href="/trace/{ids["editor"]}"' in r.text
+    for factor in ("bm25", "relevance", "retrievability", "recency", "importance", "activation"):
+        assert f'data-factor="{factor}"' in r.text
+    data = ro.get("/api/search", params={"q": "editor dark mode", "limit": "3"}).json()
+    assert data["results"][0]["id"] == ids["editor"]
+    assert len(data["results"]) <= 3
+    assert set(data["results"][0]["explain"]) >= {"bm25", "relevance", "retrievability"}
+
+
+def test_search_json_reuses_the_memory_search_shape(ro: TestClient, built: Any, clock: Any) -> None:
+    path, _ = built
+    data = ro.get("/api/search", params={"q": "editor"}).json()
+    with Brain(str(path), readonly=True, clock=clock) as brain:
+        tool = brain.call_tool("memory_search", {"query": "editor"})
+    assert set(tool) <= set(data)
+    assert [r["id"] for r in data["results"]] == [r["id"] for r in tool["results"]]
+    for ours, theirs in zip(data["results"], tool["results"]):
+        assert {k: v for k, v in ours.items() if k != "explain"} == theirs
+
+
+def test_search_filters_and_temporal_window(ro: TestClient, built: Any) -> None:
+    _, ids = built
+    data = ro.get("/api/search", params={"q": "editor", "type": "semantic"}).json()
+    assert data["results"] and all(r["type"] == "semantic" for r in data["results"])
+    assert ro.get("/api/search", params={"q": "editor", "tag": "nothing-like-it"}).json()["results"] == []
+    r = ro.get("/search", params={"q": "what did I do yesterday"})
+    assert r.status_code == 200 and 'id="windows"' in r.text
+    window = ro.get("/api/search", params={"q": "what did I do yesterday"}).json()["windows"]
+    assert len(window) == 1 and window[0]["start"] < window[0]["end"]
+
+
+def test_search_without_words_browses_the_traces(ro: TestClient, built: Any, clock: Any) -> None:
+    path, ids = built
+    r = ro.get("/search")
+    assert r.status_code == 200 and f'href="/trace/{ids["editor"]}"' in r.text
+    data = ro.get("/api/search", params={"limit": "4"}).json()
+    with Brain(str(path), readonly=True, clock=clock) as brain:
+        tool = brain.call_tool("memory_list", {"limit": 4}, extra="all")
+    assert data["items"] == tool["items"] and data["truncated"] is True
+    page2 = ro.get("/api/search", params={"limit": "4", "offset": "4"}).json()["items"]
+    assert not {i["id"] for i in page2} & {i["id"] for i in data["items"]}
+    assert 'id="older"' in ro.get("/search", params={"limit": "4"}).text
+    semantic = ro.get("/search", params={"type": "semantic"})
+    assert ids["insight"] in semantic.text and ids["editor"] not in semantic.text
+    assert ro.get("/search", params={"offset": "-1"}).status_code == 400
+
+
+def test_search_is_a_pure_read_even_in_write_mode(rw: TestClient, built: Any) -> None:
+    path, _ = built
+    before = Brain(str(path), readonly=True).stats()["retrievals"]
+    assert rw.get("/api/search", params={"q": "editor"}).status_code == 200
+    assert Brain(str(path), readonly=True).stats()["retrievals"] == before
+
+
+def test_trace_page_fields_lineage_curve_recalls(ro: TestClient, built: Any) -> None:
+    _, ids = built
+    r = ro.get(f"/trace/{ids['editor']}")
+    assert r.status_code == 200
+    assert "dark mode in the code editor" in r.text
+    assert '<svg class="curve"' in r.text and "prune threshold" in r.text
+    assert 'id="prune-at"' in r.text
+    assert r.text.count("<td>editor</td>") == 3  # three recorded searches returned it
+    data = ro.get(f"/api/trace/{ids['editor']}").json()
+    assert data["trace"]["id"] == ids["editor"] and "retrievability" in data["trace"]
+    assert len(data["recalls"]) == 3 and all(x["used"] is True for x in data["recalls"])
+    assert [b["id"] for b in data["lineage"]["derived_into"]] == [ids["insight"]]
+    merged = ro.get(f"/api/trace/{ids['merged']}").json()["lineage"]
+    assert ids["merge_source"] in [b["id"] for b in merged["merged_from"]]
+    source = ro.get(f"/api/trace/{ids['merge_source']}").json()
+    assert source["trace"]["deleted_at"] is not None
+    assert source["lineage"]["merged_into"][0]["id"] == ids["merged"]
+    edited = ro.get(f"/api/trace/{ids['old']}").json()["lineage"]["versions"]
+    assert edited[0]["title"] == "The user lives in Berlin" and edited[0]["deleted"] is True
+    insight = ro.get(f"/trace/{ids['insight']}")
+    assert f'href="/trace/{ids["editor"]}"' in insight.text  # derived from, linked
+
+
+def test_graph_page_shows_weighted_edges_and_clusters(ro: TestClient, built: Any) -> None:
+    _, ids = built
+    r = ro.get("/graph", params={"id": ids["editor"]})
+    assert r.status_code == 200
+    assert '<svg class="graph"' in r.text and f'data-id="{ids["font"]}"' in r.text
+    assert re.search(r'data-kind="co_activated" data-weight="0\.\d+"', r.text)
+    data = ro.get("/api/graph", params={"id": ids["editor"], "depth": "1"}).json()
+    assert {ids["font"], ids["keys"], ids["insight"]} <= {n["id"] for n in data["nodes"]}
+    assert all(0 < e["weight"] <= 1 for e in data["edges"])
+    assert data["clusters"] and sorted(data["clusters"][0]["members"]) == sorted(
+        [ids["editor"], ids["font"], ids["keys"]])
+    r = ro.get("/graph", params={"cluster": "0"})
+    assert r.status_code == 200 and "a cluster of 3" in r.text
+    assert "cluster 0" in ro.get("/graph").text
+
+
+def test_log_pages_link_runs_to_traces(ro: TestClient, built: Any) -> None:
+    _, ids = built
+    r = ro.get("/log")
+    assert r.status_code == 200 and r.text.count('href="/log/') == 4
+    runs = ro.get("/api/log").json()["runs"]
+    assert len(runs) == 4 and all("prune" in run["step_ms"] for run in runs)
+    deriving = [run for run in runs if run["derived"]]
+    assert deriving
+    page = ro.get(f"/log/{deriving[0]['id']}")
+    assert page.status_code == 200 and f'href="/trace/{ids["insight"]}"' in page.text
+    changes = ro.get(f"/api/log/{deriving[0]['id']}").json()["changes"]
+    assert ids["insight"] in [d["id"] for d in changes["derived"]]
+    latest = ro.get(f"/api/log/{runs[1]['id']}").json()["changes"]  # the third run, before the merge
+    assert latest["strengthened"] and all(0 < e["weight"] <= 1 for e in latest["strengthened"])
+    assert {ids["editor"], ids["font"]} <= {x for e in latest["strengthened"] for x in (e["src"], e["dst"])}
+
+
+def test_static_assets_are_served(ro: TestClient) -> None:
+    assert ro.get("/static/style.css").status_code == 200
+    assert "fetch(" in ro.get("/static/reflect.js").text
+
+
+# --- bad input, errors and XSS ---------------------------------------------------------
+
+
+@pytest.mark.parametrize(("url", "status"), [
+    ("/trace/mt_no-such-trace", 404),
+    ("/api/trace/mt_no-such-trace", 404),
+    ("/graph?id=mt_no-such-trace", 404),
+    ("/graph?cluster=99", 404),
+    ("/log/999", 404),
+    ("/api/log/999", 404),
+    ("/no/such/page", 404),
+    ("/search?q=x&limit=abc", 400),
+    ("/search?q=x&limit=100000", 400),
+    ("/search?q=x&type=dream", 400),
+    ("/api/search?q=x&scope=galaxy", 400),
+    ("/search?q=x&since=not-a-date", 400),
+    ("/graph?depth=-1&id=x", 400),
+    ("/search?q=" + "a" * 5000, 414),
+    ("/api/search?q=" + "a" * 5000, 414),
+    ("/search?x=" + "b" * 9000, 414),
+])
+def test_bad_requests_get_a_readable_error(ro: TestClient, url: str, status: int) -> None:
+    r = ro.get(url)
+    assert r.status_code == status
+    no_trace(r.text)
+    if url.startswith("/api/"):
+        assert r.json()["error"]["message"]
+    else:
+        assert 'id="error-message"' in r.text and "<!doctype html>" in r.text
+        assert 'id="flash"' not in r.text
+
+
+def test_fts_syntax_and_odd_encodings_never_crash(ro: TestClient) -> None:
+    for q in ['"unbalanced', "AND OR NOT", "NEAR(", "%FF%FE", "*", "\x00", "😀" * 50]:
+        r = ro.get("/search", params={"q": q})
+        assert r.status_code in (200, 400), (q, r.status_code)
+        no_trace(r.text)
+    r = ro.get("/search?q=%FF%FE%ZZ")
+    assert r.status_code in (200, 400)
+
+
+PARAMS = st.dictionaries(
+    st.sampled_from(["q", "limit", "type", "scope", "scope_id", "tag", "episode", "since", "until",
+                     "id", "depth", "cluster"]),
+    st.one_of(st.text(max_size=60), st.sampled_from(["10", "0", "-1", "editor", "semantic", "user",
+                                                     "2026-01-01", "yesterday", '"', "*"])),
+    max_size=6,
+)
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(params=PARAMS, page=st.sampled_from(["/search", "/api/search", "/graph", "/api/graph"]))
+def test_any_query_string_gets_a_page_or_a_readable_error(ro: TestClient, params: dict[str, str],
+                                                          page: str) -> None:
+    r = ro.get(page, params=params)
+    assert r.status_code in (200, 400, 404, 414), (page, params, r.status_code)
+    no_trace(r.text)
+    if r.status_code != 200 and page.startswith("/api/"):
+        assert r.json()["error"]["message"]
+
+
+def test_content_is_escaped_everywhere(ro: TestClient, built: Any) -> None:
+    _, ids = built
+    pages = [ro.get(f"/trace/{ids['xss']}"), ro.get("/search", params={"q": "notes bold friends"}),
+             ro.get("/graph", params={"id": ids["xss"]}), ro.get("/trace/<script>alert(1)</script>"),
+             ro.get("/search", params={"q": "<script>alert(1)</script>"})]
+    for r in pages:
+        assert "<script>alert" not in r.text
+        assert "<b>bold</b>" not in r.text
+    assert "&lt;script&gt;alert(&#39;xss&#39;)&lt;/script&gt;" in pages[0].text
+    assert "&lt;script&gt;alert" in pages[1].text
+    assert ro.get(f"/api/trace/{ids['xss']}").json()["trace"]["content"] == XSS
+
+
+def test_brain_locked_by_a_writer_is_503_not_a_hang(built: Any, clock: Any) -> None:
+    import apsw
+
+    path, ids = built
+    ui = client(path, clock, write=True, busy_timeout=0.2)
+    holder = apsw.Connection(str(path))
+    holder.execute("BEGIN IMMEDIATE")
+    holder.execute("UPDATE meta SET value = value")
+    try:
+        assert ui.get("/").status_code == 200  # WAL: pages read while another process writes
+        started = time.monotonic()
+        r = ui.post(f"/trace/{ids['cat']}/pin")
+        assert r.status_code == 503 and "locked" in r.text and r.headers["retry-after"]
+        no_trace(r.text)
+        r = ui.post(f"/api/trace/{ids['cat']}/pin")
+        assert r.status_code == 503 and "locked" in r.json()["error"]["message"]
+        assert time.monotonic() - started < 10
+    finally:
+        holder.execute("ROLLBACK")
+        holder.close()
+    assert ui.post(f"/trace/{ids['cat']}/pin").status_code == 303
+
+
+def test_cli_reports_a_brain_held_exclusively(built: Any) -> None:
+    import apsw
+
+    path, _ = built
+    holder = apsw.Connection(str(path))
+    holder.execute("PRAGMA locking_mode=EXCLUSIVE")
+    holder.execute("BEGIN EXCLUSIVE")
+    holder.execute("UPDATE meta SET value = value")
+    try:
+        r = run_cli("ui", "--brain", str(path), "--port", "0")
+    finally:
+        holder.execute("ROLLBACK")
+        holder.close()
+    assert r.returncode == 1 and "locked" in r.stderr and "Traceback" not in r.stderr
+
+
+def test_an_unexpected_failure_is_a_plain_500_page(ro: TestClient, caplog: Any) -> None:
+    def broken() -> None:
+        raise RuntimeError("secret internals /etc/passwd")
+
+    ro.app.state.ui.brain.stats = broken
+    for url in ("/", "/api/overview"):
+        r = ro.get(url)
+        assert r.status_code == 500
+        assert "secret internals" not in r.text
+        no_trace(r.text)
+    assert "went wrong" in r.json()["error"]["message"]
+    assert "secret internals" in caplog.text  # the operator still sees it in the log
+
+
+def test_brain_file_that_disappears_is_503(built: Any, clock: Any) -> None:
+    path, _ = built
+    ui = client(path, clock)
+    assert ui.get("/").status_code == 200
+    os.rename(path, path.with_suffix(".moved"))
+    r = ui.get("/")
+    assert r.status_code == 503 and "is gone" in r.text
+    assert ui.get("/api/overview").json()["error"]["message"].startswith("The brain file")
+
+
+# --- read-only safety -------------------------------------------------------------------
+
+
+def test_read_only_session_leaves_the_file_bytes_unchanged(built: Any, clock: Any) -> None:
+    path, ids = built
+    before = digest(path)
+    wal = path.with_name(path.name + "-wal")
+    wal_before = digest(wal) if wal.exists() else None
+    ui = client(path, clock)
+    for url in ["/", "/api/overview", "/search?q=editor", "/api/search?q=editor+yesterday",
+                f"/trace/{ids['editor']}", f"/api/trace/{ids['xss']}", f"/graph?id={ids['editor']}",
+                "/graph?cluster=0", "/log", "/log/1", "/api/log", "/api/reflect"]:
+        assert ui.get(url).status_code == 200, url
+    for url, data in [(f"/trace/{ids['editor']}/pin", {}), (f"/trace/{ids['editor']}/delete", {}),
+                      (f"/trace/{ids['editor']}/edit", {"content": "x", "expected_version": "1"}),
+                      ("/reflect", {}), (f"/api/trace/{ids['editor']}/delete", None)]:
+        r = ui.post(url, data=data)
+        assert r.status_code == 403 and "read-only" in r.text, url
+    assert ui.post(f"/api/trace/{ids['editor']}", json={"content": "x", "expected_version": 1}).status_code == 403
+    ui.app.state.ui.brain.close()
+    assert digest(path) == before
+    # a read-only SQLite connection may leave an empty -wal behind; it holds no frames
+    assert (digest(wal) if wal.exists() else None) in (wal_before, hashlib.sha256(b"").hexdigest())
+
+
+# --- --write ---------------------------------------------------------------------------
+
+
+def test_write_mode_pin_delete_restore(rw: TestClient, built: Any) -> None:
+    _, ids = built
+    tid = ids["cat"]
+    r = rw.post(f"/trace/{tid}/pin")
+    assert r.status_code == 303 and r.headers["location"].startswith(f"/trace/{tid}?msg=")
+    assert rw.get(f"/api/trace/{tid}").json()["trace"]["pinned"] is True
+    assert "Unpin" in rw.get(f"/trace/{tid}").text
+    assert rw.post(f"/api/trace/{tid}/unpin").json() == {"updated": True, "version": 3, "pinned": False}
+    assert rw.post(f"/api/trace/{tid}/pin").json()["pinned"] is True
+    assert rw.post(f"/trace/{tid}/unpin").status_code == 303
+    assert rw.get(f"/api/trace/{tid}").json()["trace"]["pinned"] is False
+    assert rw.post(f"/trace/{tid}/delete").status_code == 303
+    assert rw.get(f"/api/trace/{tid}").json()["trace"]["deleted_at"] is not None
+    assert "Restore" in rw.get(f"/trace/{tid}").text
+    assert rw.post(f"/api/trace/{tid}/delete").status_code == 400  # already deleted
+    assert rw.post(f"/trace/{tid}/restore").status_code == 303
+    assert rw.get(f"/api/trace/{tid}").json()["trace"]["deleted_at"] is None
+    assert rw.post(f"/api/trace/{tid}/delete").json() == {"deleted": True}
+    assert rw.post(f"/api/trace/{tid}/restore").json()["restored"] is True
+    assert rw.post(f"/trace/{tid}/explode").status_code == 400
+    assert rw.post("/api/trace/mt_nope/pin").status_code == 404
+    assert rw.post(f"/api/trace/{tid}/explode").status_code == 400
+
+
+def test_write_mode_unmerge(rw: TestClient, built: Any) -> None:
+    if not hasattr(Brain, "unmerge"):
+        pytest.skip("this brainmem has no Brain.unmerge")
+    _, ids = built
+    page = rw.get(f"/trace/{ids['merged']}")
+    assert 'id="unmerge"' in page.text
+    assert 'id="unmerge"' not in rw.get(f"/trace/{ids['cat']}").text
+    r = rw.post(f"/trace/{ids['merged']}/unmerge")
+    assert r.status_code == 303 and "Unmerged" in r.headers["location"]
+    source = rw.get(f"/api/trace/{ids['merge_source']}").json()["trace"]
+    assert source["deleted_at"] is None
+    assert rw.get(f"/api/trace/{ids['merged']}").json()["trace"]["deleted_at"] is not None
+
+
+def test_write_mode_edit_with_expected_version(rw: TestClient, built: Any) -> None:
+    _, ids = built
+    tid = ids["cat"]
+    r = rw.post(f"/trace/{tid}/edit", data={"content": "The user has a cat called Miso, a tabby",
+                                             "tags": "pets, cats", "expected_version": "1"})
+    assert r.status_code == 303 and "version%202" in r.headers["location"]
+    shown = rw.get(f"/api/trace/{tid}").json()
+    assert shown["trace"]["content"].endswith("a tabby") and shown["trace"]["tags"] == ["pets", "cats"]
+    assert shown["lineage"]["versions"][0]["title"] == "The user has a cat called Miso"
+    stale = rw.post(f"/trace/{tid}/edit", data={"content": "lost update", "expected_version": "1"})
+    assert stale.status_code == 409
+    assert "version 2, not the expected 1" in stale.text
+    assert rw.get(f"/api/trace/{tid}").json()["trace"]["content"].endswith("a tabby")
+    api = rw.post(f"/api/trace/{tid}", json={"content": "again", "expected_version": 1})
+    assert api.status_code == 409 and api.json()["error"]["type"] == "VersionConflict"
+    assert api.json()["error"]["current_version"] == 2
+    ok = rw.post(f"/api/trace/{tid}", json={"tags": ["pets"], "expected_version": 2})
+    assert ok.json() == {"updated": True, "version": 3}
+    for body in ({"content": "x"}, {"content": "x", "expected_version": 3, "pinned": True}, [1]):
+        assert rw.post(f"/api/trace/{tid}", json=body).status_code == 400
+    assert rw.post(f"/api/trace/{tid}", content=b"{not json").status_code == 400
+
+
+def test_write_mode_reflect_with_progress(rw: TestClient, built: Any) -> None:
+    assert rw.get("/api/reflect").json()["running"] is False
+    r = rw.post("/reflect")
+    assert r.status_code == 303
+    deadline = time.monotonic() + 30
+    while rw.get("/api/reflect").json()["running"] and time.monotonic() < deadline:
+        time.sleep(0.05)
+    job = rw.get("/api/reflect").json()
+    assert job["step"] == "done" and job["report"]["status"] == "ok" and job["error"] is None
+    assert len(rw.get("/api/log").json()["runs"]) == 5
+    page = rw.get("/log")
+    assert 'id="reflect"' in page.text and "Last reflect: ok" in page.text
+
+
+def test_reflect_progress_is_reported_while_running(built: Any, clock: Any) -> None:
+    path, _ = built
+    ui = client(path, clock, write=True)
+    brain = ui.app.state.ui.writer
+    gate, seen = threading.Event(), []
+    original = brain.reflect
+
+    def slow_reflect(**kw: Any) -> Any:
+        def progress(step: str, done: int, total: int) -> None:
+            kw["progress"](step, done, total)
+            if step == "merge":
+                gate.wait(10)
+        return original(progress=progress)
+
+    brain.reflect = slow_reflect
+    assert ui.post("/api/reflect").status_code == 202
+    for _ in range(200):
+        job = ui.get("/api/reflect").json()
+        if job["step"] == "merge":
+            seen.append(job)
+            break
+        time.sleep(0.02)
+    assert ui.post("/api/reflect").status_code == 409  # one at a time
+    assert 'data-running="yes"' in ui.get("/log").text
+    gate.set()
+    assert seen and seen[0]["running"] and seen[0]["total"] >= seen[0]["done"] > 0
+    ui.app.state.ui.reflect.thread.join(10)
+    assert ui.get("/api/reflect").json()["report"]["status"] == "ok"
+
+
+# --- request guards -----------------------------------------------------------------------
+
+
+def test_foreign_host_and_cross_site_posts_are_refused(rw: TestClient, built: Any) -> None:
+    _, ids = built
+    assert rw.get("/", headers={"host": "evil.example"}).status_code == 400
+    assert rw.get("/", headers={"host": "localhost:8765"}).status_code == 200
+    r = rw.post(f"/trace/{ids['cat']}/pin", headers={"origin": "http://evil.example"})
+    assert r.status_code == 403
+    r = rw.post(f"/trace/{ids['cat']}/pin", headers={"origin": BASE})
+    assert r.status_code == 303
+
+
+def test_token_is_required_when_set(built: Any, clock: Any) -> None:
+    path, _ = built
+    token = "s3cret-token-of-some-length"
+    ui = client(path, clock, token=token)
+    r = ui.get("/")
+    assert r.status_code == 401 and "token" in r.text
+    assert ui.get("/api/overview", headers={"authorization": f"Bearer {token}"}).status_code == 200
+    assert ui.get("/", headers={"authorization": "Bearer wrong"}).status_code == 401
+    r = ui.get(f"/search?q=editor&token={token}")
+    assert r.status_code == 303 and r.headers["location"] == "/search?q=editor"
+    assert ui.get("/search?q=editor").status_code == 200  # the cookie now carries it
+    assert ui.get("/", headers={"host": "brain.example:8765"}).status_code == 200
+
+
+# --- the command ---------------------------------------------------------------------------
+
+
+def run_cli(*args: str, timeout: float = 30) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "brainmem", *args], capture_output=True, text=True,
+                          timeout=timeout)
+
+
+def test_cli_refuses_a_public_address_without_a_token(tmp_path: Path) -> None:
+    path = tmp_path / "b.db"
+    Brain(str(path)).close()
+    r = run_cli("ui", "--brain", str(path), "--host", "0.0.0.0")
+    assert r.returncode == 2 and "--token" in r.stderr and "Traceback" not in r.stderr
+    r = run_cli("ui", "--brain", str(path), "--host", "0.0.0.0", "--token", "short")
+    assert r.returncode == 2 and "16 characters" in r.stderr
+    r = run_cli("ui", "--brain", str(tmp_path / "missing.db"), "--port", "0")
+    assert r.returncode != 0 and r.stderr.startswith("brainmem: error:") and "Traceback" not in r.stderr
+
+
+def test_cli_without_the_ui_extra_says_what_to_install(tmp_path: Path) -> None:
+    path = tmp_path / "b.db"
+    Brain(str(path)).close()
+    code = ("import sys; sys.modules['uvicorn'] = None\n"
+            "from brainmem.cli import main\n"
+            f"sys.exit(main(['ui', '--brain', {str(path)!r}, '--port', '0']))\n")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=30)
+    assert r.returncode == 2 and "pip install 'brainmem[ui]'" in r.stderr and "uvicorn" in r.stderr
+
+
+def test_cli_serves_and_stops_cleanly_on_ctrl_c(built: Any) -> None:
+    import httpx
+
+    path, ids = built
+    proc, url = start_ui(path)
+    try:
+        r = httpx.get(url + f"trace/{ids['editor']}", timeout=10)
+        assert r.status_code == 200 and "dark mode" in r.text
+        assert httpx.get(url + "trace/mt_nope", timeout=10).status_code == 404
+        assert httpx.get(url + "search?limit=x&q=y", timeout=10).status_code == 400
+        proc.send_signal(signal.SIGINT)
+        out, err = proc.communicate(timeout=15)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 0, err
+    assert "stopped" in err and "Traceback" not in err
+    with pytest.raises(httpx.ConnectError):
+        httpx.get(url, timeout=2)
