@@ -156,7 +156,7 @@ def _deletion_neighbours(members: Sequence[tuple[int, str]]) -> list[tuple[tuple
         word = member[1]
         for variant in {word, *(word[:k] + word[k + 1:] for k in range(len(word)))}:
             by_variant.setdefault(variant, []).append(member)
-    out = []
+    out: list[tuple[tuple[int, str], tuple[int, str]]] = []
     for group in by_variant.values():
         out.extend((x, y) for n, x in enumerate(group) for y in group[n + 1:] if x[1] != y[1])
     return out

@@ -366,10 +366,10 @@ def run_crossval(
                 for name, rows in (("fitted", e.scores(fitted[i])), ("default", e.scores({})),
                                    ("fts5", e.fts5)):
                     per[name][str(i)] = _held_out_means(e, rows, i)
-            for system in per.values():
-                names = set.intersection(*(set(system[str(i)]) for i in everything))
-                system["mean"] = {m: sum(system[str(i)][m] for i in everything) / folds
-                                  for m in system["0"] if m in names}
+            for by_fold in per.values():
+                names = set.intersection(*(set(by_fold[str(i)]) for i in everything))
+                by_fold["mean"] = {m: sum(by_fold[str(i)][m] for i in everything) / folds
+                                   for m in by_fold["0"] if m in names}
             held_out[e.ds.name] = per
         ablation = []
         if ablate:
