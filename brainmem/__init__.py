@@ -12,6 +12,15 @@ from __future__ import annotations
 from ._version import __version__
 from .brain import Brain, Hits
 from .consolidation import ReflectReport
+from .embed import (
+    CallableEmbedder,
+    Embedder,
+    EmbedderError,
+    OnnxEmbedder,
+    OpenAIEmbedder,
+    embedder_from_env,
+    embedder_from_spec,
+)
 from .errors import (
     BrainFileError,
     BrainmemError,
@@ -33,6 +42,13 @@ from .write import AddResult
 __all__ = [
     "AddResult",
     "Brain",
+    "CallableEmbedder",
+    "Embedder",
+    "EmbedderError",
+    "OnnxEmbedder",
+    "OpenAIEmbedder",
+    "embedder_from_env",
+    "embedder_from_spec",
     "Hit",
     "Hits",
     "Policy",

@@ -27,7 +27,7 @@ import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import IO, TYPE_CHECKING, Any, Literal, overload
 
-from . import faces, graph, inspection, retrieval
+from . import faces, graph, hybrid, inspection, retrieval
 from . import unmerge as unmerge_mod
 from ._version import __version__
 from .consolidation import ReflectReport
@@ -67,13 +67,18 @@ class Hits(list[Hit]):
     terms: tuple[str, ...] = ()
     #: (start, end) unix-second windows the query's temporal cues produced
     windows: tuple[tuple[float, float], ...] = ()
+    #: why a search by meaning fell back to lexical ranking (None: it did not)
+    degraded: str | None = None
 
 
 class Brain:
     """A brain file: add, search, correct and consolidate memory traces.
 
     ``Brain(path)`` creates or opens the file (``":memory:"`` for a throwaway brain).
-    ``policy`` holds every tunable constant, ``clock`` returns "now" as unix seconds
+    ``policy`` holds every tunable constant, ``embedder`` turns on search by meaning
+    (:mod:`brainmem.embed`: an embedder, a callable or a spec like
+    ``"openai:text-embedding-3-small"``; None keeps search lexical),
+    ``clock`` returns "now" as unix seconds
     (tests and benchmarks move it instead of sleeping), ``llm`` optionally writes
     insights during reflect, ``readonly`` opens an existing brain without writing.
 
@@ -91,6 +96,7 @@ class Brain:
         llm: Any = None,
         readonly: bool = False,
         busy_timeout: float = 30.0,
+        embedder: Any = None,
     ) -> None:
         self.path = str(path)
         if isinstance(busy_timeout, bool) or not isinstance(busy_timeout, (int, float)) \
@@ -99,11 +105,13 @@ class Brain:
         if policy is not None and not isinstance(policy, Policy):
             raise InvalidInput(f"policy must be a brainmem.Policy, not {type(policy).__name__}")
         self.policy = policy or Policy()
+        embedder = hybrid.resolve_embedder(embedder)  # refused before the file is touched
         self.clock = clock or time.time
         self.llm = llm
         self.readonly = readonly
         self._store = Store(self.path, readonly=readonly, busy_timeout_ms=int(busy_timeout * 1000))
         self._compiler = QueryCompiler(self._store.db, self.policy.max_query_terms)
+        self._vectors = hybrid.open_index(self._store, embedder)
         self._lock = threading.RLock()
         self._events = Events()
         self._writer = Writer(self._store, self.policy)
@@ -212,8 +220,10 @@ class Brain:
                 raise type(exc)(f"{where}{exc}") from None
             except TypeError:
                 raise InvalidInput(f"{where}must be a string or a mapping of fields") from None
+        prepared = self._prepare_vectors([t.content for t in built])
         with self._write_with_events() as events:
             results = self._writer.add(built, at)
+            self._write_vectors([r.trace for r in results if r.created], prepared)
         self._emit_deletes(events)  # traces a quota evicted to make room
         for r in results:
             if r.created:
@@ -241,9 +251,11 @@ class Brain:
         """
         check_changes(changes, self.policy)  # before the lock: bad input never waits
         at = self.now(now)
+        prepared = self._prepare_vectors([changes["content"]] if "content" in changes else [])
         with self._lock, self._store.write():
             current = self.get(trace_id, now=at)
             trace = self._writer.update(current, changes, expected_version, at)
+            self._write_vectors([trace], prepared)
         self._emit("update", {"id": trace.id, "trace": trace})
         return trace
 
@@ -282,9 +294,12 @@ class Brain:
         if len(ids) < 2:
             raise InvalidInput("merge needs at least two distinct trace ids")
         at = self.now(now)
+        prepared = {} if self._vectors is None else self._prepare_vectors(
+            [content if content is not None else "\n".join(self.get(i, now=at).content for i in ids)])
         with self._lock, self._store.write():
             sources = [self.get(i, now=at) for i in ids]
             merged = self._writer.merge(sources, content, at)
+            self._write_vectors([merged], prepared)
         self._emit("merge", {"id": merged.id, "trace": merged, "sources": ids})
         return merged
 
@@ -339,11 +354,13 @@ class Brain:
         filters = self._filters(type=type, scope=scope, scope_id=scope_id, tags=tags, episode=episode,
                                 since=since, until=until, now=at, scopes=scopes)
         with self._lock:
+            dense, degraded = hybrid.query_side(self._vectors, self.policy, query)
             ranked = retrieval.search(self._store, self._compiler, self.policy, query, filters, limit,
-                                      at, explain)
+                                      at, explain, dense)
             hits = Hits(ranked.hits)
             hits.terms = ranked.terms
             hits.windows = ranked.windows
+            hits.degraded = degraded
             if reinforce and not self.readonly and hits:
                 with self._store.write():
                     hits.retrieval_id = self._store.record_retrieval(
@@ -370,9 +387,42 @@ class Brain:
             return self._writer.feedback(retrieval_id, used, ignored, at)
 
     def stats(self) -> dict[str, Any]:
-        """Counts of live and deleted traces by type, edges by kind, retrievals, file size."""
+        """Counts of live and deleted traces by type, edges by kind, retrievals, file size,
+        and vectors by model id."""
         with self._lock, self._store.read():
-            return self._store.stats()
+            return {**self._store.stats(), **hybrid.stats(self._store, self._vectors)}
+
+    # --- search by meaning: vectors (brainmem.embed, brainmem.vectors, brainmem.hybrid) ---
+
+    @property
+    def embedder(self) -> Any:
+        """The embedder of this brain, or None (lexical search)."""
+        return None if self._vectors is None else self._vectors.embedder
+
+    def _prepare_vectors(self, texts: Sequence[Any]) -> dict[str, Any]:
+        """Vectors of ``texts`` computed before the write transaction (a provider may be
+        slow); {} without an embedder or when it fails (the write goes on without)."""
+        kept = [t for t in texts if isinstance(t, str) and t.strip()  # the rest is refused later
+                and len(t.encode("utf-8", "replace")) <= self.policy.max_content_bytes]
+        return {} if self._vectors is None or not kept else self._vectors.prepare(kept)
+
+    def _write_vectors(self, traces: Sequence[Trace], prepared: Mapping[str, Any]) -> None:
+        if prepared and self._vectors is not None:
+            self._vectors.write(traces, prepared)
+
+    def embed(self, *, batch_size: int = 256, limit: int | None = None) -> dict[str, Any]:
+        """Backfill vectors: embed live traces without a current vector of this brain's model.
+
+        Returns ``{"model", "embedded", "missing", "error"}``; a provider failure stops
+        the run (what was embedded stays) and is reported, not raised.
+        """
+        if self._vectors is None:
+            raise InvalidInput("this brain has no embedder: open it with Brain(path, embedder=...)")
+        check_int(batch_size, "batch_size", 1, 10_000)
+        if limit is not None:
+            check_int(limit, "limit", 1, 10**9)
+        with self._lock:
+            return {"model": self._vectors.model_id, **self._vectors.backfill(batch_size, limit)}
 
     # --- consolidation: reflect, graph summary, consolidation log -------------
 
@@ -390,6 +440,8 @@ class Brain:
         with self._lock:
             report = consolidation.run(self._store, self.policy, at, clock=self.clock,
                                        llm=self.llm, progress=progress)
+            if self._vectors is not None and report.status == "ok":
+                report.embedded = self._vectors.backfill()["embedded"]  # reindex, by meaning
         self._emit("reflect", report.to_dict())
         return report
 
@@ -479,8 +531,10 @@ class Brain:
         expires = expiry(ttl, expires_at, at)
         if expires is not None:
             given["expires_at"] = expires
+        prepared = self._prepare_vectors([content])
         with self._write_with_events() as events:
             kind, trace = self._writer.put(key, content, scope_, scope_id_, given, expected_version, at)
+            self._write_vectors([trace], prepared)
         self._emit_deletes(events)
         self._emit(kind, {"id": trace.id, "trace": trace})
         return trace
@@ -652,6 +706,9 @@ class Brain:
         with self._write_with_events() as events:
             report = transfer.apply_import(self._store, parsed, new_ids=new_ids,
                                            before_insert=lambda t: self._writer.before_insert(t, at))
+        if self._vectors is not None and report.added:
+            with self._lock:  # exports carry no vectors: imported traces are embedded anew
+                self._vectors.backfill()
         self._emit_deletes(events)
         for trace in report.added:
             self._emit("add", {"id": trace.id, "trace": trace})

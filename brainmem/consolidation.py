@@ -118,6 +118,8 @@ class ReflectReport:
     fts_ok: bool = True
     fts_rebuilt: bool = False
     fts_problem: str | None = None
+    #: vectors backfilled for traces without one (only with an embedder)
+    embedded: int = 0
     duration_ms: float = 0.0
     step_ms: dict[str, float] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)

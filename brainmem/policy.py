@@ -143,6 +143,14 @@ class Policy:
     weight_bridge: float = 0.4
     bridge_seeds: int = 3
     bridge_max_share: float = 0.05
+    #: Search by meaning (only with an embedder, :mod:`brainmem.hybrid`): the
+    #: ``vector_k`` nearest traces by vector join the lexical candidates, and each
+    #: candidate's relevance gains ``weight_vector`` × its cosine, min-max scaled
+    #: over the candidates, in units of the best BM25 (lexical-first linear fusion).
+    #: Chosen by 2-fold cross-validation on both dev sets with all-MiniLM-L6-v2 (1.0 on both
+    #: folds; benchmarks/fusion_cv.py, benchmarks/results/fusion_cv_joint.txt).
+    weight_vector: float = 1.0
+    vector_k: int = 50
 
     # --- graph (ARCHITECTURE.md, "Graph") ----------------------------------------------------
     spread_decay: float = 0.5

@@ -232,9 +232,33 @@ def _v4_unsegmented(db: apsw.Connection) -> None:
     )
 
 
+def _v5_vectors(db: apsw.Connection) -> None:
+    """Embedding vectors per trace and model id (:mod:`brainmem.vectors`).
+
+    ``content_hash`` is the content the vector was computed from: a vector counts
+    only while it is the trace's own. Purging a trace purges its vectors.
+    """
+    db.execute(
+        """
+        CREATE TABLE vectors (
+            rid          INTEGER NOT NULL,
+            model        TEXT NOT NULL,
+            content_hash TEXT NOT NULL,
+            dim          INTEGER NOT NULL,
+            v            BLOB NOT NULL,
+            PRIMARY KEY (model, rid)
+        ) WITHOUT ROWID;
+        CREATE INDEX vectors_rid ON vectors(rid);
+        CREATE TRIGGER vectors_purge AFTER DELETE ON traces BEGIN
+            DELETE FROM vectors WHERE rid = old.rid;
+        END;
+        """
+    )
+
+
 #: Migration ``i`` takes a file from ``user_version == i`` to ``i + 1``.
 MIGRATIONS: list[Callable[[apsw.Connection], None]] = [
-    _v1_traces, _v2_graph, _v3_faces, _v4_unsegmented,
+    _v1_traces, _v2_graph, _v3_faces, _v4_unsegmented, _v5_vectors,
 ]
 SCHEMA_VERSION = len(MIGRATIONS)
 

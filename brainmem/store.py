@@ -31,6 +31,7 @@ from .store_edges import EdgeTables
 from .store_index import IndexTables
 from .store_inspect import InspectTables
 from .store_log import LogTables
+from .store_vectors import VectorTables
 
 #: Column order of every trace SELECT; :func:`row_to_trace` reads it.
 TRACE_COLUMNS = (
@@ -167,7 +168,7 @@ class Filters:
         )
 
 
-class Store(IndexTables, EdgeTables, LogTables, InspectTables):
+class Store(IndexTables, EdgeTables, LogTables, InspectTables, VectorTables):
     """The brain file: the traces table here, the other table groups mixed in."""
 
     # --- traces -----------------------------------------------------------------------

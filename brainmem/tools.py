@@ -546,7 +546,10 @@ def _memory_search(box: Toolbox, args: dict[str, Any]) -> JSON:
     where = box.read_scopes(args.get("scope"), args.get("scope_id"))
     hits = box.brain.search(args["query"], args.get("limit", 10), type=args.get("type"),
                             tags=args.get("tags") or None, **where)
-    return {"results": [hit_view(h) for h in hits], "retrieval_id": hits.retrieval_id}
+    out: dict[str, Any] = {"results": [hit_view(h) for h in hits], "retrieval_id": hits.retrieval_id}
+    if getattr(hits, "degraded", None):
+        out["degraded"] = hits.degraded  # search by meaning fell back to lexical
+    return out
 
 
 def _reflect_schema(ctx: ToolContext | None) -> JSON:

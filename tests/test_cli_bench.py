@@ -36,3 +36,33 @@ def test_bench_perf_tiny(capsys) -> None:
     assert main(["bench", "perf", "--sizes", "200", "--queries", "20", "--quiet"]) == 0
     out = capsys.readouterr().out
     assert "search p50" in out and "ratio" in out
+
+
+def test_bench_recall_with_an_embedder_adds_dense_and_hybrid_and_caches(tmp_path, monkeypatch, capsys) -> None:
+    from _embedfakes import fake_server
+
+    out, cache = tmp_path / "r.json", tmp_path / "cache"
+    with fake_server() as srv:
+        monkeypatch.setenv("BRAINMEM_EMBED_BASE_URL", srv.url)
+        args = ["bench", "recall", "--limit", "10", "--quiet", "--embedder", "openai:fake",
+                "--embed-cache", str(cache), "--json", str(out)]
+        assert main(args) == 0
+        first = len(srv.requests)
+        assert first > 0 and len(list(cache.glob("*.sqlite"))) == 1
+        assert main(args) == 0
+        assert len(srv.requests) == first  # every vector came from the cache
+    header = [line for line in capsys.readouterr().out.splitlines() if "metric" in line][0]
+    assert header.split()[-2:] == ["dense", "hybrid"]
+    report = json.loads(out.read_text())
+    for system in ("brainmem", "fts5", "dense", "hybrid"):
+        assert 0.0 <= report["results"][system]["overall"]["recall@10"] <= 1.0
+
+
+def test_bench_folds_with_an_embedder_fits_the_meaning_weight(tmp_path, monkeypatch, capsys) -> None:
+    from _embedfakes import fake_server
+
+    with fake_server() as srv:
+        monkeypatch.setenv("BRAINMEM_EMBED_BASE_URL", srv.url)
+        assert main(["bench", "recall", "--folds", "2", "--limit", "8", "--quiet", "--embedder",
+                     "openai:fake", "--embed-cache", str(tmp_path / "cache")]) == 0
+    assert "weight_vector" in capsys.readouterr().out

@@ -10,6 +10,7 @@ from __future__ import annotations
 import importlib.metadata
 import inspect
 import json
+import os
 import sys
 from pathlib import Path
 from typing import Any
@@ -28,9 +29,11 @@ CORE = ["memory_add", "memory_update", "memory_delete", "memory_merge", "memory_
         "memory_reflect"]
 
 
-async def session_run(path: Path, calls: list[tuple[str, dict[str, Any]]], *flags: str) -> tuple[list[Any], list[Any]]:
+async def session_run(path: Path, calls: list[tuple[str, dict[str, Any]]], *flags: str,
+                      env: dict[str, str] | None = None) -> tuple[list[Any], list[Any]]:
     params = StdioServerParameters(command=sys.executable,
-                                   args=["-m", "brainmem", "--brain", str(path), "serve", *flags])
+                                   args=["-m", "brainmem", "--brain", str(path), "serve", *flags],
+                                   env=None if env is None else {**os.environ, **env})
     with open(path.with_suffix(".stderr"), "w") as errlog:
         logging = {"errlog": errlog} if "errlog" in inspect.signature(stdio_client).parameters else {}
         async with stdio_client(params, **logging) as (read, write):
@@ -110,3 +113,24 @@ def test_mcp_context_and_extras(tmp_path: Path) -> None:
     assert [i["id"] for i in payload(listed)["items"]] == [mine]
     with Brain(str(path)) as brain:
         assert brain.get(other).live and brain.get(mine).scope_id == "dave"
+
+
+def test_mcp_server_searches_by_meaning_from_its_environment(tmp_path: Path) -> None:
+    from _embedfakes import fake_server
+
+    path = tmp_path / "meaning.brain"
+    with fake_server() as srv:
+        # the second search's query fails (retries too): that search degrades
+        calls = [("memory_add", {"content": "We adopted a kitten"}),
+                 ("memory_add", {"content": "The car needs new tires"}),
+                 ("memory_search", {"query": "which animal lives with us"}),
+                 ("memory_search", {"query": "kitten"})]
+        srv.mode, srv.modes = "500", ["ok", "ok", "ok"]  # then every request fails
+        _, results = anyio.run(lambda: session_run(path, calls, env={
+            "BRAINMEM_EMBEDDER": "openai:fake-embed", "BRAINMEM_EMBED_BASE_URL": srv.url,
+            "BRAINMEM_EMBED_TIMEOUT": "5"}))
+    by_meaning, degraded = payload(results[2]), payload(results[3])
+    assert [r["content"] for r in by_meaning["results"]][0] == "We adopted a kitten"
+    assert "degraded" not in by_meaning
+    assert "lexical only" in degraded["degraded"]
+    assert [r["content"] for r in degraded["results"]] == ["We adopted a kitten"]

@@ -13,11 +13,12 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import Any
 
 from . import metrics
 from .dataset import Dataset, Question
 from .report import RecallReport
-from .systems import BrainSystem, Fts5System, RetrievalSystem, prepare_documents
+from .systems import BrainSystem, DenseSystem, Fts5System, RetrievalSystem, prepare_documents
 
 __all__ = ["DATASETS", "load_dataset", "run_recall", "score_question"]
 
@@ -135,6 +136,7 @@ def run_recall(
     *,
     ks: Sequence[int] = (1, 5, 10),
     depth: int | None = None,
+    embedder: Any = None,
 ) -> RecallReport:
     """Run brainmem and raw FTS5 on ``dataset`` and score both; see the module docstring.
 
@@ -143,7 +145,10 @@ def run_recall(
     before its questions (LongMemEval: every question's brain, at the question
     date; LoCoMo: every conversation, after its last session). ``progress`` is
     called as ``progress(done, total)`` after each question. ``depth`` overrides
-    how many results each system is asked for.
+    how many results each system is asked for. ``embedder`` (an
+    :class:`~brainmem.embed.Embedder`, best wrapped in
+    :class:`~brainmem.bench.embcache.CachedEmbedder`) adds two systems to the run:
+    ``dense`` (cosine alone) and ``hybrid`` (brainmem with the embedder).
     """
     ks = tuple(sorted(set(ks)))
     if not ks or any(isinstance(k, bool) or not isinstance(k, int) or k < 1 for k in ks):
@@ -156,6 +161,10 @@ def run_recall(
     names = metric_names(protocol, ks)
     per_question: dict[str, list[tuple[str, dict[str, float]]]] = {"brainmem": [], "fts5": []}
     seconds = {"brainmem": {"index": 0.0, "reflect": 0.0, "search": 0.0}, "fts5": {"index": 0.0, "search": 0.0}}
+    if embedder is not None:
+        for name in ("dense", "hybrid"):
+            per_question[name] = []
+            seconds[name] = {"index": 0.0, "reflect": 0.0, "search": 0.0}
     notes = dict(ds.notes)
     reflected = False
     total, done = ds.n_questions, 0
@@ -167,15 +176,19 @@ def run_recall(
             notes["documents_truncated_to_64KiB"] = notes.get("documents_truncated_to_64KiB", 0) + n_cut
         corpus_ids = [d.doc_id for d in docs]
         systems: list[RetrievalSystem] = [BrainSystem(), Fts5System()]
+        if embedder is not None:
+            systems += [DenseSystem(embedder), BrainSystem(embedder, name="hybrid")]
         try:
             for system in systems:
                 t0 = time.perf_counter()
                 system.index(docs)
                 seconds[system.name]["index"] += time.perf_counter() - t0
             if reflect and hay.questions:
-                t0 = time.perf_counter()
-                reflected = systems[0].reflect(max(q.query_time for q in hay.questions)) or reflected
-                seconds["brainmem"]["reflect"] += time.perf_counter() - t0
+                for system in systems:
+                    if system.name in ("brainmem", "hybrid"):
+                        t0 = time.perf_counter()
+                        reflected = system.reflect(max(q.query_time for q in hay.questions)) or reflected
+                        seconds[system.name]["reflect"] += time.perf_counter() - t0
             for q in hay.questions:
                 for system in systems:
                     t0 = time.perf_counter()

@@ -15,6 +15,8 @@ __all__ = ["RecallReport", "SYSTEMS"]
 
 #: brainmem first, the baseline second; ``diff`` is always ``brainmem - fts5``.
 SYSTEMS = ("brainmem", "fts5")
+#: Shown after them when a run had an embedder (search by meaning).
+EXTRA_SYSTEMS = ("dense", "hybrid")
 
 
 def _mean(values: Sequence[float]) -> float:
@@ -61,7 +63,7 @@ class RecallReport:
         results: dict[str, dict[str, dict[str, float]]] = {}
         counts: dict[str, int] = {}
         present = [c for c in categories if any(cat == c for cat, _ in per_question[SYSTEMS[0]])]
-        for system in SYSTEMS:
+        for system in [s for s in (*SYSTEMS, *EXTRA_SYSTEMS) if s in per_question]:
             rows = per_question[system]
             groups = {"overall": [s for _, s in rows]}
             for c in present:
@@ -112,14 +114,17 @@ class RecallReport:
         if self.notes:
             lines.append("notes: " + ", ".join(f"{k}={v}" for k, v in self.notes.items() if v))
         width = max([len(m) for m in self.metric_names] + [24])
-        header = f"  {'metric':<{width}} {'brainmem':>9} {'fts5':>9} {'diff':>8}"
+        extra = [s for s in EXTRA_SYSTEMS if s in self.results]
+        header = f"  {'metric':<{width}} {'brainmem':>9} {'fts5':>9} {'diff':>8}" + "".join(
+            f" {s:>9}" for s in extra)
 
         def block(group: str, names: Sequence[str]) -> list[str]:
             a, b = self.results[SYSTEMS[0]].get(group, {}), self.results[SYSTEMS[1]].get(group, {})
             out = [f"{group} (n={self.counts.get(group, 0)})", header]
             for m in names:
                 if m in a and m in b:
-                    out.append(f"  {m:<{width}} {a[m]:>9.3f} {b[m]:>9.3f} {a[m] - b[m]:>+8.3f}")
+                    out.append(f"  {m:<{width}} {a[m]:>9.3f} {b[m]:>9.3f} {a[m] - b[m]:>+8.3f}" + "".join(
+                        f" {self.results[s].get(group, {}).get(m, float('nan')):>9.3f}" for s in extra))
             return out
 
         lines += block("overall", self.metric_names)

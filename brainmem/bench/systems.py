@@ -14,7 +14,7 @@ from typing import Any, Protocol
 from .baseline import Fts5Baseline
 from .dataset import Document
 
-__all__ = ["BrainSystem", "Fts5System", "RetrievalSystem", "prepare_documents"]
+__all__ = ["BrainSystem", "DenseSystem", "Fts5System", "RetrievalSystem", "prepare_documents"]
 
 def prepare_documents(docs: Sequence[Document]) -> tuple[list[Document], int, int]:
     """Drop empty documents and cut oversized ones; returns ``(docs, n_empty, n_truncated)``.
@@ -94,10 +94,11 @@ class BrainSystem:
 
     name = "brainmem"
 
-    def __init__(self) -> None:
+    def __init__(self, embedder: Any = None, name: str = "brainmem") -> None:
         from brainmem import Brain
 
-        self.brain: Any = Brain(":memory:")
+        self.name = name
+        self.brain: Any = Brain(":memory:", embedder=embedder)
         self._docs: dict[str, list[str]] = defaultdict(list)
         #: hits on traces that stand for no document (e.g. derived insights)
         self.unmapped_hits = 0
@@ -176,6 +177,41 @@ class BrainSystem:
 
     def close(self) -> None:
         self.brain.close()
+
+
+class DenseSystem:
+    """Dense retrieval alone: documents ranked by the cosine of their vectors with the query's."""
+
+    name = "dense"
+
+    def __init__(self, embedder: Any) -> None:
+        self.embedder = embedder
+        self._ids: list[str] = []
+        self._matrix: Any = None
+
+    def index(self, docs: Sequence[Document]) -> None:
+        self._ids = [d.doc_id for d in docs]
+        self._matrix = _unit(self.embedder.embed([d.text for d in docs], "passage"))
+
+    def reflect(self, now: float) -> bool:
+        return False
+
+    def rank(self, query: str, depth: int, now: float) -> list[str]:
+        if not self._ids:
+            return []
+        q = _unit(self.embedder.embed([query], "query"))[0]
+        sims = self._matrix @ q
+        return [self._ids[i] for i in sims.argsort()[::-1][:depth]]
+
+    def close(self) -> None:
+        self._matrix = None
+
+
+def _unit(vectors: Any) -> Any:
+    import numpy as np
+
+    arr = np.asarray(vectors, dtype=np.float32)
+    return arr / np.clip(np.linalg.norm(arr, axis=1, keepdims=True), 1e-12, None)
 
 
 def _episode_runs(docs: Sequence[Document]) -> list[list[Document]]:

@@ -45,7 +45,7 @@ CREATING = frozenset({"init", "add", "put", "import", "call", "serve"})
 #: Commands that write: they never fall back to a read-only open.
 WRITING = CREATING | {"update", "delete", "restore", "merge", "unmerge", "purge", "pin", "unpin",
                       "delete-key", "end-task", "reflect", "repair"}
-COMMAND_MODULES = ("core", "engine", "faces", "admin", "maintenance", "bench", "serve", "ui")
+COMMAND_MODULES = ("core", "engine", "faces", "admin", "maintenance", "bench", "serve", "ui", "embed")
 
 Handler = Callable[[argparse.Namespace], int | None]
 
@@ -53,6 +53,10 @@ Handler = Callable[[argparse.Namespace], int | None]
 class _Parser(argparse.ArgumentParser):
     def error(self, message: str) -> NoReturn:  # argparse's default prints usage; keep it one line
         raise _UsageError(message)
+
+
+EMBEDDER_HELP = ("search by meaning with this embedder: openai:MODEL or onnx:PATH "
+                 "(default: $BRAINMEM_EMBEDDER; options in $BRAINMEM_EMBED_*)")
 
 
 class _UsageError(Exception):
@@ -69,6 +73,7 @@ def build_parser() -> argparse.ArgumentParser:
         ),
     )
     _file_flags(parser, top=True)
+    parser.add_argument("--embedder", metavar="SPEC", help=EMBEDDER_HELP)
     from .._version import __version__
 
     parser.add_argument("--version", action="version", version=f"brainmem {__version__}")
@@ -100,6 +105,8 @@ def _accept_brain_after_command(commands: Any) -> None:
     for sub in commands.choices.values():
         if "--readonly" not in sub._option_string_actions:
             _file_flags(sub, top=False)
+        if "--embedder" not in sub._option_string_actions:
+            sub.add_argument("--embedder", metavar="SPEC", default=argparse.SUPPRESS, help=EMBEDDER_HELP)
         for action in sub._actions:
             if isinstance(action, argparse._SubParsersAction):
                 _accept_brain_after_command(action)
@@ -124,8 +131,10 @@ def open_brain(args: argparse.Namespace, **kwargs: Any) -> Any:
     ``--readonly`` and the read-only fallback of reading commands.
     """
     from ..brain import Brain
+    from .embed import embedder_arg
 
     path = brain_path(args)
+    kwargs = {"embedder": embedder_arg(args), **kwargs}
     command = getattr(args, "command", None)
     readonly = bool(kwargs.pop("readonly", False) or getattr(args, "readonly", False))
     if path != ":memory:" and not path.startswith("file:") and not os.path.exists(path):

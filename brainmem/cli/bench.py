@@ -41,6 +41,8 @@ def register(commands: Any) -> None:
                         help="cross-validate the ranking weights instead: fit on K-1 folds, "
                              "report the held-out fold, each in turn (see brainmem.bench.folds)")
     recall.add_argument("--quiet", action="store_true", help="no progress bar")
+    recall.add_argument("--embed-cache", metavar="DIR",
+                        help="embedding cache folder (default $BRAINMEM_EMBED_CACHE or ~/.cache/brainmem/embeddings)")
     recall.set_defaults(handler=_recall)
 
     perf = sub.add_parser(
@@ -57,13 +59,19 @@ def register(commands: Any) -> None:
 
 def _recall(args: argparse.Namespace) -> int:
     from ..bench import run_recall
+    from .embed import embedder_arg
 
     progress = Progress(f"{args.dataset}", enabled=False if args.quiet else None)
     if args.folds is not None:
         return _crossval(args, progress)
+    embedder = embedder_arg(args)
+    if embedder is not None:  # dense and hybrid join the run; vectors cached on disk
+        from ..bench.embcache import CachedEmbedder
+
+        embedder = CachedEmbedder(embedder, args.embed_cache)
     try:
         report = run_recall(args.dataset, data=args.data, limit=args.limit, reflect=args.reflect,
-                            progress=progress, ks=_integers(args.ks, "--ks"))
+                            progress=progress, ks=_integers(args.ks, "--ks"), embedder=embedder)
     except ValueError as exc:
         raise InvalidInput(str(exc)) from None
     print(report.format())
@@ -76,9 +84,21 @@ def _crossval(args: argparse.Namespace, progress: Progress) -> int:
 
     if args.reflect:
         raise InvalidInput("--folds cross-validates search-time weights: it does not take --reflect")
+    from .embed import embedder_arg
+
+    extra: dict[str, Any] = {}
+    embedder = embedder_arg(args)
+    if embedder is not None:  # the same CV with search by meaning: its weight is a knob too
+        from ..bench.embcache import CachedEmbedder
+        from ..bench.folds import GRID, Knob
+        from ..bench.systems import BrainSystem
+
+        cached = CachedEmbedder(embedder, args.embed_cache)
+        extra = {"system": lambda: BrainSystem(cached),
+                 "grid": (*GRID, Knob("weight_vector", (0.6, 1.0, 1.5), 0.0, "search by meaning"))}
     try:
         report = run_crossval([(args.dataset, args.data)], folds=args.folds, limit=args.limit,
-                              ks=_integers(args.ks, "--ks"), progress=progress)
+                              ks=_integers(args.ks, "--ks"), progress=progress, **extra)
     except ValueError as exc:
         raise InvalidInput(str(exc)) from None
     print(report.format())

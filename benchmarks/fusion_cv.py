@@ -1,0 +1,254 @@
+"""Choose the fusion weight of search by meaning by 2-fold cross-validation, and report it.
+
+    python benchmarks/fusion_cv.py --dataset locomo --data locomo_dev.json \
+        --embedder onnx:/path/model.onnx [--weights 0,0.25,0.5,1,2] [--json out.json]
+    python benchmarks/fusion_cv.py --joint lme.json locomo.json   # one weight for both
+
+Every haystack is indexed once in a lexical brain and once in a brain with the
+embedder; each question is asked of the lexical brain, of dense retrieval alone
+and of the hybrid brain at every weight (``Policy.weight_vector``). Questions
+are split into two folds (LongMemEval by question, LoCoMo by whole conversation, so
+no fold sees another's facts; units sorted by SHA-256, dealt round-robin); the
+weight with the best mean of the dataset's summary metrics on one fold (a larger
+weight only when it wins by more than MARGIN) is reported on the other, both ways. The held-out numbers (the two folds' reports
+together, each question scored at the weight fitted without it) are the headline.
+Embeddings come from the on-disk cache (:mod:`brainmem.bench.embcache`).
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import sys
+from collections.abc import Callable
+from dataclasses import replace
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from brainmem.bench.embcache import CachedEmbedder  # noqa: E402
+from brainmem.bench.recall import load_dataset, score_question, summary_metrics  # noqa: E402
+from brainmem.bench.systems import BrainSystem, DenseSystem, Fts5System, prepare_documents  # noqa: E402
+from brainmem.embed import embedder_from_env  # noqa: E402
+
+
+def unit_of(dataset: str, qid: str) -> str:
+    """What a fold holds whole: a LongMemEval question (its own haystack), or a LoCoMo
+    conversation (its questions share one brain and its facts: splitting them would leak)."""
+    return qid.split("/")[0] if dataset == "locomo" else qid
+
+
+def assign_folds(result: dict) -> None:
+    """Units sorted by SHA-256 and dealt round-robin to 2 folds (deterministic, balanced)."""
+    units = sorted({unit_of(result["dataset"], r["qid"]) for r in result["rows"]},
+                   key=lambda u: hashlib.sha256(u.encode()).hexdigest())
+    fold = {u: i % 2 for i, u in enumerate(units)}
+    for r in result["rows"]:
+        r["fold"] = fold[unit_of(result["dataset"], r["qid"])]
+
+
+def post_hoc(lexical: BrainSystem, dense: DenseSystem, q, depth: int, weights: list[float]) -> dict:
+    """The fusion measured in issue 11, for comparison: brainmem's final score / its best
+    over brainmem's top ``depth`` plus the dense top 50, + w · cosine."""
+    import numpy as np
+
+    from brainmem import QueryError
+
+    try:
+        hits = lexical.brain.search(q.text, limit=max(depth, 100), now=q.query_time, reinforce=False)
+    except QueryError:
+        hits = []
+    lex: dict[str, float] = {}
+    best = max((h.score for h in hits), default=0.0) or 1.0
+    for h in hits:
+        for d in lexical._docs.get(h.trace.id, []):
+            lex.setdefault(d, h.score / best)
+    qv = dense.embedder.embed([q.text], "query")[0]
+    qv = qv / np.linalg.norm(qv)
+    sims = dense._matrix @ qv
+    top = sims.argsort()[::-1][:50]
+    cos = {dense._ids[i]: float(sims[i]) for i in range(len(dense._ids))}
+    pool = set(lex) | {dense._ids[i] for i in top}
+    out = {}
+    for w in weights:
+        out[w] = sorted(pool, key=lambda d: -(lex.get(d, 0.0) + w * cos[d]))[:depth]
+    return out
+
+
+def run(dataset: str, data: str, spec: str, weights: list[float], ks: tuple[int, ...],
+        limit: int | None, progress: bool = True, post_weights: list[float] = (),
+        vector_k: int | None = None) -> dict:
+    import os
+
+    env = dict(os.environ)
+    env["BRAINMEM_EMBEDDER"] = spec
+    embedder = CachedEmbedder(embedder_from_env(env))
+    ds = load_dataset(dataset, data, limit)
+    depth = 100 if ds.protocol == "longmemeval" else max(ks)
+    rows: list[dict] = []  # one per question: qid, category, fold, scores per system
+    done = 0
+    for hay in ds.haystacks:
+        docs, _, _ = prepare_documents(hay.documents)
+        corpus = [d.doc_id for d in docs]
+        fts, lexical, dense, hybrid = Fts5System(), BrainSystem(), DenseSystem(embedder), BrainSystem(embedder, "hybrid")
+        for s in (fts, lexical, dense, hybrid):
+            s.index(docs)
+        base = hybrid.brain.policy if vector_k is None else replace(hybrid.brain.policy, vector_k=vector_k)
+        for q in hay.questions:
+            scores = {}
+            for name, s in (("fts5", fts), ("brainmem", lexical), ("dense", dense)):
+                scores[name] = score_question(ds.protocol, s.rank(q.text, depth, q.query_time), q, corpus, ks)
+            for w, ranked in post_hoc(lexical, dense, q, depth, post_weights).items():
+                scores[f"post={w:g}"] = score_question(ds.protocol, ranked, q, corpus, ks)
+            for w in weights:
+                hybrid.brain.policy = replace(base, weight_vector=w)
+                ranked = hybrid.rank(q.text, depth, q.query_time)
+                scores[f"w={w:g}"] = score_question(ds.protocol, ranked, q, corpus, ks)
+            rows.append({"qid": q.qid, "category": q.category, "scores": scores})
+            done += 1
+            if progress and done % 20 == 0:
+                print(f"{dataset}: {done}/{ds.n_questions}", file=sys.stderr, flush=True)
+        for s in (fts, lexical, dense, hybrid):
+            s.close()
+    metrics = summary_metrics(ds.protocol, ks)
+    return {"dataset": dataset, "protocol": ds.protocol, "model": embedder.model_id, "weights": weights,
+            "post_weights": list(post_weights),
+            "metrics": metrics, "rows": rows}
+
+
+def mean(rows: list[dict], system: str, metric: str) -> float:
+    return sum(r["scores"][system][metric] for r in rows) / max(1, len(rows))
+
+
+def objective(rows: list[dict], system: str, metrics: list[str]) -> float:
+    return sum(mean(rows, system, m) for m in metrics) / len(metrics)
+
+
+#: A larger weight is taken only if it beats the best smaller one by more than this on
+#: the training fold's objective: differences below it are within the noise of ~40
+#: questions (one LongMemEval question moves a metric by 0.025, the objective by ~0.006).
+MARGIN = 0.002
+
+
+def pick(systems: list[str], score: Callable[[str], float]) -> str:
+    """The smallest weight no larger weight beats by more than :data:`MARGIN`."""
+    ordered = sorted(systems, key=lambda s: float(s.split("=")[1]))
+    best, best_score = ordered[0], score(ordered[0])
+    for system in ordered[1:]:
+        value = score(system)
+        if value > best_score + MARGIN:
+            best, best_score = system, value
+    return best
+
+
+def cross_validate(result: dict) -> dict:
+    """Fit the weight on each fold, score it on the other; the held-out report."""
+    assign_folds(result)
+    rows, metrics = result["rows"], result["metrics"]
+    systems = [f"w={w:g}" for w in result["weights"]]  # what brainmem ships: fitted
+    shown = systems + [f"post={w:g}" for w in result.get("post_weights", [])]  # compared only
+    folds = {f: [r for r in rows if r["fold"] == f] for f in (0, 1)}
+    chosen, held_out = {}, []
+    for f in (0, 1):
+        fit = folds[1 - f]
+        best = pick(systems, lambda s, fit=fit: objective(fit, s, metrics))
+        chosen[f] = best
+        held_out += [{**r, "scores": {**r["scores"], "hybrid(cv)": r["scores"][best]}} for r in folds[f]]
+    table = {}
+    headline = metrics[0] if result["protocol"] == "longmemeval" else metrics[-1]
+    categories = sorted({r["category"] for r in rows})
+    for system in ("fts5", "brainmem", "dense", "hybrid(cv)", *shown):
+        table[system] = {m: mean(held_out, system, m) for m in metrics}
+        for c in categories:
+            table[system][f"{c}:{headline}"] = mean([r for r in held_out if r["category"] == c], system, headline)
+        for f in (0, 1):
+            table[system][f"fold{f}:objective"] = objective([r for r in held_out if r["fold"] == f], system, metrics)
+    return {"chosen_weight_for_fold": {f"fold{f}": chosen[f] for f in (0, 1)},
+            "n_per_fold": {f"fold{f}": len(folds[f]) for f in (0, 1)},
+            "held_out": table}
+
+
+def joint(results: list[dict]) -> dict:
+    """One weight for every dataset: fitted on one fold of each (the mean of their
+    objectives), reported on the other fold of each, both ways."""
+    for r in results:
+        assign_folds(r)
+    weights = sorted(set.intersection(*(set(r["weights"]) for r in results)))
+    systems = [f"w={w:g}" for w in weights]
+    chosen = {}
+    for f in (0, 1):
+        def fit(system: str, f: int = f) -> float:
+            return sum(objective([x for x in r["rows"] if x["fold"] != f], system, r["metrics"])
+                       for r in results) / len(results)
+        chosen[f] = pick(systems, fit)
+    out: dict = {"chosen_weight_for_fold": {f"fold{f}": chosen[f] for f in (0, 1)}, "held_out": {}}
+    for r in results:
+        held = [{**x, "scores": {**x["scores"], "hybrid(cv)": x["scores"][chosen[x["fold"]]]}} for x in r["rows"]]
+        headline = r["metrics"][0] if r["protocol"] == "longmemeval" else r["metrics"][-1]
+        table = {}
+        for system in ("fts5", "brainmem", "dense", "hybrid(cv)"):
+            table[system] = {m: mean(held, system, m) for m in r["metrics"]}
+            for c in sorted({x["category"] for x in held}):
+                table[system][f"{c}:{headline}"] = mean([x for x in held if x["category"] == c], system, headline)
+        out["held_out"][r["dataset"]] = table
+    return out
+
+
+def print_report(result: dict) -> None:
+    cv = cross_validate(result)
+    result["cv"] = cv
+    print(f"{result['dataset']}: model {result['model']}; folds by sha256 of the question or conversation id; "
+          f"weight fitted on the other fold: {cv['chosen_weight_for_fold']} (n {cv['n_per_fold']})")
+    metrics = result["metrics"]
+    print(f"  {'system':<12}" + "".join(f" {m:>22}" for m in metrics) + f" {'fold0 obj':>10} {'fold1 obj':>10}")
+    for system, vals in cv["held_out"].items():
+        print(f"  {system:<12}" + "".join(f" {vals[m]:>22.3f}" for m in metrics)
+              + f" {vals['fold0:objective']:>10.3f} {vals['fold1:objective']:>10.3f}")
+    print("  by category (" + next(k.split(":")[1] for k in cv["held_out"]["brainmem"] if ":" in k and not k.startswith("fold")) + "):")
+    for system in ("fts5", "brainmem", "dense", "hybrid(cv)"):
+        vals = cv["held_out"][system]
+        print(f"  {system:<12}" + "".join(f" {k.split(':')[0]} {v:.3f}" for k, v in vals.items()
+                                          if ":" in k and not k.startswith("fold")))
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--dataset", choices=("longmemeval", "locomo"))
+    ap.add_argument("--data")
+    ap.add_argument("--embedder", metavar="SPEC")
+    ap.add_argument("--joint", nargs="+", metavar="RESULT.json",
+                    help="fit one weight for the datasets of these earlier --json results")
+    ap.add_argument("--weights", default="0,0.25,0.5,1,2")
+    ap.add_argument("--limit", type=int)
+    ap.add_argument("--vector-k", type=int, help="Policy.vector_k for the hybrid brain (default: the Policy's)")
+    ap.add_argument("--rescore", metavar="RESULT.json", help="cross-validate an earlier --json result again")
+    ap.add_argument("--post-weights", default="", help="also the post-hoc fusion of issue 11 at these weights")
+    ap.add_argument("--json")
+    args = ap.parse_args()
+    if args.joint:
+        result = joint([json.loads(Path(p).read_text()) for p in args.joint])
+        print(f"one weight for {', '.join(result['held_out'])}: fitted on the other fold "
+              f"{result['chosen_weight_for_fold']}; held-out:")
+        for name, table in result["held_out"].items():
+            for system, vals in table.items():
+                print(f"  {name:<12} {system:<11}" + " ".join(f"{k}={v:.3f}" for k, v in vals.items()))
+        if args.json:
+            Path(args.json).write_text(json.dumps(result, indent=1) + "\n")
+        return
+    weights = [float(w) for w in args.weights.split(",")]
+    ks = (1, 5, 10)
+    if args.rescore:
+        result = json.loads(Path(args.rescore).read_text())
+    else:
+        post = [float(w) for w in args.post_weights.split(",") if w.strip()]
+        result = run(args.dataset, args.data, args.embedder, weights, ks, args.limit, post_weights=post,
+                     vector_k=args.vector_k)
+    print_report(result)
+    if args.json:
+        Path(args.json).parent.mkdir(parents=True, exist_ok=True)
+        Path(args.json).write_text(json.dumps(result, indent=1) + "\n")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,137 @@
+#!/usr/bin/env python
+"""What search by meaning costs: search latency with vectors beside lexical and raw FTS5,
+at 10k and 100k traces, and the embedding cost of a real model.
+
+    python benchmarks/vector_perf.py [--sizes 10000,100000] [--queries 300]
+        [--model PATH --tokenizer PATH] [--json OUT]
+
+Search latency: the corpus of ``brainmem bench perf`` goes into three real files
+(raw FTS5, brainmem, brainmem with 384-d vectors) and the same queries run on
+all three. The vectors come from a hash-seeded random embedder, so what is timed
+is brainmem's own work (exact kNN over the cached matrix, fusion); the query's
+embedding is excluded there and measured with the real model (``--model``:
+an ONNX sentence-embedding file, e.g. all-MiniLM-L6-v2 int8) instead, with its
+throughput (texts/s) and the latency of ``add`` with and without the provider.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from brainmem import Brain  # noqa: E402
+from brainmem.bench.baseline import Fts5Baseline  # noqa: E402
+from brainmem.bench.perf import make_corpus, make_queries, percentile  # noqa: E402
+from brainmem.embed import CallableEmbedder, OnnxEmbedder  # noqa: E402
+
+DIM = 384
+
+
+def random_vectors(texts: list[str], kind: str = "passage") -> np.ndarray:
+    out = np.empty((len(texts), DIM), np.float32)
+    for i, t in enumerate(texts):
+        seed = int.from_bytes(hashlib.sha256(t.encode()).digest()[:8], "little")
+        out[i] = np.random.default_rng(seed).standard_normal(DIM)
+    return out
+
+
+def timed(fn, items) -> list[float]:
+    out = []
+    for x in items:
+        t0 = time.perf_counter()
+        fn(x)
+        out.append((time.perf_counter() - t0) * 1000)
+    return out
+
+
+def search_latency(size: int, queries: int, folder: Path) -> dict:
+    corpus, qs = make_corpus(size), make_queries(queries)
+    fts = Fts5Baseline(str(folder / f"fts{size}.db"))
+    fts.add(corpus)
+    lexical = Brain(str(folder / f"lex{size}.db"))
+    lexical.add_many(corpus)
+    emb = CallableEmbedder(random_vectors, "random-384", dimension=DIM)
+    hybrid = Brain(str(folder / f"vec{size}.db"), embedder=emb)
+    t0 = time.perf_counter()
+    hybrid.add_many(corpus)
+    build = time.perf_counter() - t0
+    for q in qs[:5]:  # warm: the first search loads the matrix
+        hybrid.search(q, reinforce=False)
+        lexical.search(q, reinforce=False)
+    t0 = time.perf_counter()
+    random_vectors(qs)
+    embed_ms = (time.perf_counter() - t0) * 1000 / len(qs)
+    row = {"size": size, "queries": queries, "vectors_add_many_s": round(build, 2),
+           "random_query_embedding_ms": round(embed_ms, 3)}
+    systems = {"fts5": lambda q: fts.search(q, 10),
+               "lexical": lambda q: lexical.search(q, reinforce=False),
+               "vectors": lambda q: hybrid.search(q, reinforce=False)}
+    ms: dict[str, list[float]] = {name: [] for name in systems}
+    for q in qs:  # interleaved, so a busy moment of the machine hits all three alike
+        for name, fn in systems.items():
+            ms[name] += timed(fn, [q])
+    for name in systems:
+        row[f"{name}_p50_ms"] = round(percentile(ms[name], 50), 3)
+        row[f"{name}_p95_ms"] = round(percentile(ms[name], 95), 3)
+    row["vectors_p50_ms_minus_embedding"] = round(row["vectors_p50_ms"] - embed_ms, 3)
+    row["vectors_over_lexical_p50"] = round(row["vectors_p50_ms_minus_embedding"] / row["lexical_p50_ms"], 2)
+    row["lexical_over_fts5_p50"] = round(row["lexical_p50_ms"] / row["fts5_p50_ms"], 2)
+    for b in (fts, lexical, hybrid):
+        b.close()
+    return row
+
+
+def model_cost(model: str, tokenizer: str, folder: Path, n: int = 300) -> dict:
+    emb = OnnxEmbedder(model, tokenizer)
+    texts = make_corpus(n, seed=7)
+    emb.embed(texts[:4])  # load the session
+    t0 = time.perf_counter()
+    emb.embed(texts)
+    tps = n / (time.perf_counter() - t0)
+    qs = make_queries(50, seed=9)
+    q_ms = timed(lambda q: emb.embed([q], "query"), qs)
+    plain = Brain(str(folder / "add_plain.db"))
+    withp = Brain(str(folder / "add_model.db"), embedder=emb)
+    extra = make_corpus(60, seed=11)
+    add_plain = timed(plain.add, extra)
+    add_model = timed(withp.add, extra)
+    plain.close()
+    withp.close()
+    return {"model": emb.model_id, "texts_per_s": round(tps, 1),
+            "query_embedding_p50_ms": round(percentile(q_ms, 50), 2),
+            "add_p50_ms_without_provider": round(percentile(add_plain, 50), 2),
+            "add_p50_ms_with_provider": round(percentile(add_model, 50), 2)}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--sizes", default="10000,100000")
+    ap.add_argument("--queries", type=int, default=300)
+    ap.add_argument("--model")
+    ap.add_argument("--tokenizer")
+    ap.add_argument("--json")
+    args = ap.parse_args()
+    report: dict = {"search": []}
+    with tempfile.TemporaryDirectory() as tmp:
+        for size in (int(s) for s in args.sizes.split(",")):
+            row = search_latency(size, args.queries, Path(tmp))
+            report["search"].append(row)
+            print(json.dumps(row), flush=True)
+        if args.model:
+            report["model"] = model_cost(args.model, args.tokenizer, Path(tmp))
+            print(json.dumps(report["model"]), flush=True)
+    if args.json:
+        Path(args.json).write_text(json.dumps(report, indent=1) + "\n")
+
+
+if __name__ == "__main__":
+    main()

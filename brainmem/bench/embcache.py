@@ -1,0 +1,83 @@
+"""An on-disk embedding cache for benchmarks, keyed by model id, kind and text hash.
+
+Embedding the LongMemEval dev file takes ~15 CPU-minutes with MiniLM; the cache
+makes every later run (other weights, other folds) cost only the searches. One
+SQLite file per model id under ``cache_dir`` (default
+``~/.cache/brainmem/embeddings``, or ``BRAINMEM_EMBED_CACHE``).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+from pathlib import Path
+from typing import Any
+
+import apsw
+import numpy as np
+
+from brainmem import Embedder
+
+__all__ = ["CachedEmbedder", "default_cache_dir"]
+
+
+def default_cache_dir() -> Path:
+    env = os.environ.get("BRAINMEM_EMBED_CACHE")
+    return Path(env) if env else Path.home() / ".cache" / "brainmem" / "embeddings"
+
+
+class CachedEmbedder:
+    """Wraps an :class:`~brainmem.embed.Embedder`; same model id, vectors from disk when known."""
+
+    def __init__(self, inner: Embedder, cache_dir: str | os.PathLike[str] | None = None) -> None:
+        self.inner = inner
+        self.model_id = inner.model_id
+        self.batch_size = inner.batch_size
+        self.hits = self.misses = 0
+        folder = Path(cache_dir) if cache_dir else default_cache_dir()
+        folder.mkdir(parents=True, exist_ok=True)
+        name = re.sub(r"[^A-Za-z0-9_.-]+", "_", self.model_id)[:80]
+        self.path = folder / f"{name}-{hashlib.sha256(self.model_id.encode()).hexdigest()[:8]}.sqlite"
+        self._db = apsw.Connection(str(self.path))
+        self._db.setbusytimeout(60_000)
+        self._db.execute("PRAGMA journal_mode=WAL")
+        self._db.execute("CREATE TABLE IF NOT EXISTS vec (key BLOB PRIMARY KEY, v BLOB NOT NULL) WITHOUT ROWID")
+
+    @property
+    def dimension(self) -> int | None:
+        return self.inner.dimension
+
+    def _key(self, text: str, kind: str) -> bytes:
+        return hashlib.sha256(f"{kind}\0{text}".encode()).digest()
+
+    def embed(self, texts: list[str], kind: str = "passage") -> np.ndarray:
+        keys = [self._key(t, kind) for t in texts]
+        found: dict[bytes, np.ndarray] = {}
+        for i in range(0, len(keys), 500):
+            chunk = keys[i: i + 500]
+            sql = f"SELECT key, v FROM vec WHERE key IN ({','.join('?' * len(chunk))})"
+            for k, v in self._db.execute(sql, chunk):
+                found[bytes(k)] = np.frombuffer(v, dtype=np.float32)
+        missing = list(dict.fromkeys(k for k in keys if k not in found))
+        self.hits += len(texts) - len(missing)
+        self.misses += len(missing)
+        if missing:
+            text_of = {k: t for k, t in zip(keys, texts)}
+            step = max(self.batch_size, 64)
+            for i in range(0, len(missing), step):
+                chunk = missing[i: i + step]
+                arr = np.asarray(self.inner.embed([text_of[k] for k in chunk], kind), dtype=np.float32)
+                with self._db:
+                    self._db.executemany("INSERT OR REPLACE INTO vec VALUES (?, ?)",
+                                         [(k, a.tobytes()) for k, a in zip(chunk, arr)])
+                found.update(zip(chunk, arr))
+        if not texts:
+            return np.zeros((0, self.dimension or 0), np.float32)
+        return np.stack([found[k] for k in keys])
+
+    def close(self) -> None:
+        self._db.close()
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.inner, name)

@@ -1,0 +1,54 @@
+"""``brainmem embed``: backfill vectors for search by meaning (see :mod:`brainmem.embed`).
+
+The embedder comes from ``--embedder SPEC`` or ``$BRAINMEM_EMBEDDER`` (options in
+``$BRAINMEM_EMBED_*``), like every command that opens the brain.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from typing import Any
+
+from ..errors import InvalidInput
+from . import add_json_flag, open_brain, print_json
+
+
+def register(commands: Any) -> None:
+    p = commands.add_parser(
+        "embed", help="embed traces that have no vector yet (search by meaning)",
+        description="Backfill vectors of live traces for the configured embedder "
+                    "(--embedder SPEC or $BRAINMEM_EMBEDDER).",
+    )
+    p.add_argument("--batch-size", type=int, default=256, metavar="N", help="texts per request (default 256)")
+    p.add_argument("--limit", type=int, metavar="N", help="embed at most N traces")
+    add_json_flag(p)
+    p.set_defaults(handler=_embed)
+
+
+def _embed(args: argparse.Namespace) -> int:
+    with open_brain(args) as brain:
+        if brain.embedder is None:
+            raise InvalidInput("no embedder: pass --embedder SPEC (e.g. openai:text-embedding-3-small "
+                               "or onnx:/path/model.onnx) or set BRAINMEM_EMBEDDER")
+        result = brain.embed(batch_size=args.batch_size, limit=args.limit)
+    if args.json:
+        print_json(result)
+    else:
+        print(f"{result['embedded']} embedded with {result['model']}, {result['missing']} still without a vector")
+    if result["error"]:
+        print(f"brainmem: error: the embedder failed: {result['error']}", file=sys.stderr)
+        return 1
+    return 0
+
+
+def embedder_arg(args: argparse.Namespace) -> Any:
+    """The embedder of ``--embedder``/``$BRAINMEM_EMBEDDER`` (options from ``$BRAINMEM_EMBED_*``)."""
+    from ..embed import embedder_from_env
+
+    spec = getattr(args, "embedder", None)
+    env = dict(os.environ)
+    if spec:
+        env["BRAINMEM_EMBEDDER"] = spec
+    return embedder_from_env(env)

