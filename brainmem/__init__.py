@@ -10,6 +10,7 @@
 from __future__ import annotations
 
 from ._version import __version__
+from .aio import AsyncBrain
 from .brain import Brain, Hits
 from .consolidation import ReflectReport
 from .embed import (
@@ -41,6 +42,7 @@ from .write import AddResult
 
 __all__ = [
     "AddResult",
+    "AsyncBrain",
     "Brain",
     "CallableEmbedder",
     "Embedder",

@@ -56,6 +56,8 @@ from .validate import (
 from .write import AddResult, Writer
 
 if TYPE_CHECKING:  # imported lazily at run time (tools sit above this module)
+    from .context import ContextBlock
+    from .observe import ObserveReport
     from .tools import ToolContext
     from .transfer import ImportReport
 
@@ -166,14 +168,19 @@ class Brain:
         for payload in events:
             self._emit("delete", payload)
 
-    def add(self, content: str, **fields: Any) -> Trace:
+    def add(self, content: str, *, supersedes: str | Sequence[str] | None = None, **fields: Any) -> Trace:
         """Remember ``content``; return the new trace, or the live duplicate (reinforced).
 
         Fields: ``type``, ``scope``, ``scope_id``, ``episode``, ``key``, ``tags``,
         ``importance``, ``pinned``, ``created_at`` (back-dating allowed),
         ``expires_at`` or ``ttl``, ``metadata``, ``task_id``, ``due_at``, ``cue``.
         :meth:`add_result` takes the same and also says whether it deduplicated.
+        ``supersedes``: ids of facts this one replaces (kept, closed; :mod:`brainmem.timeline`).
         """
+        if supersedes is not None:
+            from . import timeline
+
+            return timeline.add_superseding(self, content, supersedes, fields)
         return self.add_result(content, **fields).trace
 
     def add_result(self, content: str, **fields: Any) -> AddResult:
@@ -321,6 +328,37 @@ class Brain:
             self._emit("delete", {"id": trace_id, "reason": "unmerged"})
         return result
 
+    def observe(self, messages: Sequence[Mapping[str, Any]], *, episode: str | None = None,
+                at: TimeLike | None = None, scope: str | None = None, scope_id: str | None = None,
+                extract: bool = True) -> ObserveReport:
+        """Store chat messages (OpenAI shape) as episodic turns; with an LLM, extract facts.
+
+        See :mod:`brainmem.observe` for what is stored, skipped and extracted.
+        """
+        from . import observe
+
+        return observe.observe(self, messages, episode=episode, at=at, scope=scope,
+                               scope_id=scope_id, extract=extract)
+
+    def context(self, query: str | None = None, *, budget: int = 1000, limit: int = 20,
+                scope: str | None = None, scope_id: str | None = None,
+                scopes: Sequence[tuple[str, str]] | None = None, now: TimeLike | None = None,
+                tokenizer: Callable[[str], int] | None = None) -> ContextBlock:
+        """Prompt-ready text: pinned facts, then memories relevant to ``query``, each line
+        with its id and date, within ``budget`` tokens (see :mod:`brainmem.context`)."""
+        from . import context
+
+        return context.build(self, query, budget=budget, limit=limit, scope=scope,
+                             scope_id=scope_id, scopes=scopes, now=now, tokenizer=tokenizer)
+
+    def history(self, trace_id: str) -> builtins.list[Trace]:
+        """The supersession chain of a fact, oldest first (see :mod:`brainmem.timeline`)."""
+        from . import timeline
+
+        self.get(trace_id, include_deleted=True)  # NotFound for an unknown id
+        with self._lock, self._store.read():
+            return timeline.history(self._store, trace_id)
+
     def purge(self, *, before: TimeLike | None = None) -> int:
         """Physically remove soft-deleted traces (optionally only those deleted before a time)."""
         with self._lock, self._store.write():
@@ -344,20 +382,32 @@ class Brain:
         reinforce: bool = True,
         explain: bool = False,
         scopes: Sequence[tuple[str, str]] | None = None,
+        as_of: TimeLike | None = None,
+        key_prefix: str | None = None,
     ) -> Hits:
         """Best live traces for ``query``; see :mod:`brainmem.retrieval` for the ranking.
 
-        ``scopes`` confines the search to these (scope, scope_id) pairs (scoped tools).
+        ``scopes`` confines the search to these (scope, scope_id) pairs (scoped tools);
+        ``key_prefix`` to keyed traces whose key starts with it (literally). Only facts
+        current at ``now`` are searched; ``as_of`` searches what was believed at that
+        time instead (a pure read; see :mod:`brainmem.timeline`).
         """
+        from . import timeline
+
         check_limit(limit)
         at = self.now(now)
-        filters = self._filters(type=type, scope=scope, scope_id=scope_id, tags=tags, episode=episode,
-                                since=since, until=until, now=at, scopes=scopes)
+        when = timeline.check_as_of(as_of)
+        filters = timeline.time_filters(
+            self._filters(type=type, scope=scope, scope_id=scope_id, tags=tags, episode=episode,
+                          since=since, until=until, now=at, scopes=scopes,
+                          key_prefix=check_text(key_prefix, "key_prefix",
+                                                max_chars=self.policy.max_key_chars)), at, when)
+        reinforce = reinforce and when is None
         with self._lock:
             dense, degraded = hybrid.query_side(self._vectors, self.policy, query)
             ranked = retrieval.search(self._store, self._compiler, self.policy, query, filters, limit,
                                       at, explain, dense)
-            hits = Hits(ranked.hits)
+            hits = Hits(ranked.hits if when is None else timeline.at_time(self._store, ranked.hits, when))
             hits.terms = ranked.terms
             hits.windows = ranked.windows
             hits.degraded = degraded

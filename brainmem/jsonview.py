@@ -19,7 +19,7 @@ from typing import Any
 from .model import iso
 
 #: Time-valued keys that do not end in ``_at``.
-TIME_KEYS = frozenset({"now", "since", "until", "before"})
+TIME_KEYS = frozenset({"now", "since", "until", "before", "valid_from", "valid_until"})
 
 
 def is_time_key(key: str) -> bool:

@@ -79,6 +79,23 @@ class LLM:
                                          timeout=self.timeout, max_retries=self.max_retries)
         return self._client
 
+    def complete(self, system: str, user: str, max_tokens: int | None = None) -> str:
+        """The model's reply to one system + user message (``observe``'s extraction);
+        raises :class:`LLMError` on any failure or an empty reply."""
+        try:
+            response = self._openai().chat.completions.create(
+                model=self.model,
+                messages=[{"role": "system", "content": system}, {"role": "user", "content": user}],
+                temperature=self.temperature,
+                max_tokens=max_tokens or self.max_tokens,
+            )
+            content = response.choices[0].message.content
+        except Exception as exc:  # network, HTTP status, timeouts, unparsable replies
+            raise LLMError(f"{type(exc).__name__}: {_short(exc)}") from exc
+        if not isinstance(content, str) or not content.strip():
+            raise LLMError("the model returned an empty reply")
+        return content.strip()
+
     def insight(self, texts: Sequence[str]) -> str:
         """One insight for memories ``texts``; raises :class:`LLMError` on any failure."""
         listing = "\n".join(f"- {' '.join(t.split())}" for t in texts)
@@ -123,6 +140,22 @@ def ask(llm: Any, texts: Sequence[str]) -> str:
     if not isinstance(result, str) or not result.strip():
         raise LLMError("the LLM returned no text")
     return result.strip()[:MAX_INSIGHT_CHARS]
+
+
+def complete(llm: Any, system: str, user: str, max_tokens: int = 1000) -> str:
+    """A free-form reply from whatever ``llm`` is: its ``complete(system, user)`` method
+    when it has one, else (an insight backend or a callable) ``ask`` with the whole prompt."""
+    if hasattr(llm, "complete"):
+        try:
+            result = llm.complete(system, user, max_tokens=max_tokens)
+        except LLMError:
+            raise
+        except Exception as exc:
+            raise LLMError(f"{type(exc).__name__}: {_short(exc)}") from exc
+        if not isinstance(result, str) or not result.strip():
+            raise LLMError("the LLM returned no text")
+        return result.strip()
+    return ask(llm, [f"{system}\n\n{user}"])
 
 
 def _short(exc: BaseException, limit: int = 200) -> str:

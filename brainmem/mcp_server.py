@@ -1,10 +1,15 @@
-"""An MCP server over stdio exposing the brain's tools (ARCHITECTURE.md, "Layers").
+"""An MCP server over stdio or streamable HTTP exposing the brain's tools (ARCHITECTURE.md, "Layers").
 
 Built on the official ``mcp`` SDK's low-level :class:`mcp.server.lowlevel.Server`, so
 each tool's JSON Schema is passed to the client exactly as :meth:`Toolbox.specs`
 writes it. Every call goes through :meth:`Toolbox.call`: the JSON result is sent as
 text content and as structured content, and an error dict is flagged ``isError``
 so the model sees it and can correct itself (no protocol-level error for bad input).
+
+Streamable HTTP (:func:`run_http`) serves the SDK's session manager at ``/mcp`` in a
+Starlette app under uvicorn (both ``mcp`` dependencies), on a loopback address only:
+the server has no authentication, so exposing it is left to a proxy that adds some.
+The SDK's DNS-rebinding protection admits loopback Host/Origin headers only.
 
 ``mcp`` is an optional dependency (``pip install brainmem[mcp]``), imported only
 when the server starts.
@@ -140,3 +145,73 @@ def run(brain: Brain, context: Any = None, extra: Sequence[str] | str = ()) -> N
     import anyio
 
     anyio.run(serve_stdio, brain, context, extra)
+
+
+#: Addresses ``run_http`` binds (the server has no authentication of its own).
+LOOPBACK = ("127.0.0.1", "localhost", "::1")
+
+
+def parse_address(text: str) -> tuple[str, int]:
+    """``HOST:PORT`` (or ``PORT``) of a loopback address; :class:`InvalidInput` otherwise."""
+    from .errors import InvalidInput
+
+    host, sep, port = text.rpartition(":")
+    host = host.strip("[]") if sep else "127.0.0.1"
+    if not port.isdigit() or not 0 <= int(port) <= 65535:
+        raise InvalidInput(f"--http takes HOST:PORT (e.g. 127.0.0.1:8765), not {text!r}")
+    if host not in LOOPBACK:
+        raise InvalidInput(f"--http binds a loopback address only ({', '.join(LOOPBACK)}), not "
+                           f"{host!r}: the server has no authentication")
+    return host, int(port)
+
+
+class _Endpoint:
+    """An ASGI app handing each request to the SDK's session manager."""
+
+    def __init__(self, manager: Any) -> None:
+        self.manager = manager
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        await self.manager.handle_request(scope, receive, send)
+
+
+def http_app(brain: Any, context: Any = None, extra: Sequence[str] | str = ()) -> Any:
+    """The Starlette app serving the tools over streamable HTTP at ``/mcp``.
+
+    Built from the SDK's ``StreamableHTTPSessionManager`` (present in mcp 1.x and
+    2.x alike) rather than a version-specific app factory; DNS-rebinding protection
+    admits loopback Host/Origin headers only.
+    """
+    import contextlib
+    from collections.abc import AsyncIterator
+
+    from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
+    from mcp.server.transport_security import TransportSecuritySettings
+    from starlette.applications import Starlette
+    from starlette.routing import Route
+
+    hosts = ("127.0.0.1", "localhost", "[::1]")
+    security = TransportSecuritySettings(
+        enable_dns_rebinding_protection=True,
+        allowed_hosts=[f"{h}:*" for h in hosts],
+        allowed_origins=[f"http://{h}:*" for h in hosts],
+    )
+    manager = StreamableHTTPSessionManager(app=build_server(brain, context, extra),
+                                           security_settings=security)
+
+    @contextlib.asynccontextmanager
+    async def lifespan(app: Any) -> AsyncIterator[None]:
+        async with manager.run():
+            yield
+
+    return Starlette(routes=[Route("/mcp", endpoint=_Endpoint(manager))], lifespan=lifespan)
+
+
+def run_http(brain: Any, address: str, context: Any = None, extra: Sequence[str] | str = ()) -> None:
+    """Blocking entry point of ``brainmem serve --http HOST:PORT``."""
+    host, port = parse_address(address)
+    _require_mcp()
+    import uvicorn
+
+    app = http_app(brain, context, extra)
+    uvicorn.Server(uvicorn.Config(app, host=host, port=port, log_level="warning")).run()

@@ -51,6 +51,9 @@ class Trace:
     task_id: str | None = None
     due_at: float | None = None
     cue: str | None = None
+    #: when this fact started / stopped being the current one (:mod:`brainmem.timeline`)
+    valid_from: float | None = None
+    valid_until: float | None = None
 
     @property
     def live(self) -> bool:

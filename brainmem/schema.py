@@ -256,9 +256,25 @@ def _v5_vectors(db: apsw.Connection) -> None:
     )
 
 
+def _v6_validity(db: apsw.Connection) -> None:
+    """When a fact held: ``valid_from``/``valid_until`` (unix seconds, NULL: open).
+
+    A superseded fact keeps its row (and its place in the search index) with
+    ``valid_until`` set; see :mod:`brainmem.timeline`. ``merged_into`` gets an index
+    because ``as_of`` looks up the snapshot of a keyed value that was current then.
+    """
+    db.execute(
+        """
+        ALTER TABLE traces ADD COLUMN valid_from REAL;
+        ALTER TABLE traces ADD COLUMN valid_until REAL;
+        CREATE INDEX traces_merged_into ON traces(merged_into) WHERE merged_into IS NOT NULL;
+        """
+    )
+
+
 #: Migration ``i`` takes a file from ``user_version == i`` to ``i + 1``.
 MIGRATIONS: list[Callable[[apsw.Connection], None]] = [
-    _v1_traces, _v2_graph, _v3_faces, _v4_unsegmented, _v5_vectors,
+    _v1_traces, _v2_graph, _v3_faces, _v4_unsegmented, _v5_vectors, _v6_validity,
 ]
 SCHEMA_VERSION = len(MIGRATIONS)
 

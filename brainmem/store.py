@@ -38,7 +38,7 @@ TRACE_COLUMNS = (
     "id", "content", "content_hash", "type", "scope", "scope_id", "episode", "key", "tags",
     "strength", "stability", "importance", "pinned", "created_at", "updated_at",
     "last_accessed_at", "access_count", "expires_at", "version", "deleted_at", "merged_into",
-    "metadata", "task_id", "due_at", "cue",
+    "metadata", "task_id", "due_at", "cue", "valid_from", "valid_until",
 )
 _SELECT = ", ".join(f"t.{c}" for c in TRACE_COLUMNS)
 _TAGS_AT, _METADATA_AT, _PINNED_AT = (TRACE_COLUMNS.index(c) for c in ("tags", "metadata", "pinned"))
@@ -113,6 +113,11 @@ class Filters:
     scopes: Sequence[tuple[str, str]] | None = None
     #: Only these trace ids (ranking uses it to fetch conversation neighbours).
     ids: Sequence[str] | None = None
+    #: Only facts current at this time (search's default) or valid at it (``as_of``),
+    #: and only pinned traces (``context``); see brainmem.timeline.
+    current_at: float | None = None
+    valid_at: float | None = None
+    pinned: bool | None = None
 
     def sql(self) -> tuple[str, list[Any]]:
         """A WHERE fragment over alias ``t`` and its parameters."""
@@ -148,6 +153,15 @@ class Filters:
             pairs = list(dict.fromkeys((str(s), str(i)) for s, i in self.scopes))
             where.append("(" + (" OR ".join("(t.scope = ? AND t.scope_id = ?)" for _ in pairs) or "0") + ")")
             params.extend(v for pair in pairs for v in pair)
+        if self.current_at is not None:
+            where.append("(t.valid_until IS NULL OR t.valid_until > ?)")
+            params.append(self.current_at)
+        if self.valid_at is not None:
+            where.append("t.created_at <= ? AND (t.valid_until IS NULL OR t.valid_until > ?)")
+            params.extend([self.valid_at, self.valid_at])
+        if self.pinned is not None:
+            where.append("t.pinned = ?")
+            params.append(int(self.pinned))
         if self.tags:
             tags = list(dict.fromkeys(self.tags))
             marks = ", ".join("?" * len(tags))
@@ -164,7 +178,8 @@ class Filters:
         return any(
             v is not None and v != []
             for v in (self.types, self.scope, self.scope_id, self.tags, self.episode,
-                      self.since, self.until, self.key_prefix, self.task_id, self.scopes)
+                      self.since, self.until, self.key_prefix, self.task_id, self.scopes,
+                      self.valid_at)
         )
 
 
@@ -231,6 +246,25 @@ class Store(IndexTables, EdgeTables, LogTables, InspectTables, VectorTables):
             (key, scope, scope_id),
         ).fetchone()
         return row_to_trace(row) if row else None
+
+    def snapshot_at(self, trace_id: str, at: float) -> Trace | None:
+        """The kept earlier version of ``trace_id`` that was current at ``at`` (timeline)."""
+        row = self.execute(
+            f"SELECT {_SELECT} FROM traces t WHERE t.merged_into = ? AND t.deleted_at IS NOT NULL "
+            "AND t.valid_until > ? AND COALESCE(t.valid_from, t.created_at) <= ? "
+            "ORDER BY t.valid_until LIMIT 1",
+            (trace_id, at, at),
+        ).fetchone()
+        return row_to_trace(row) if row else None
+
+    def supersedes_edges(self, ids: Sequence[str]) -> list[tuple[str, str]]:
+        """(newer, older) pairs of the ``supersedes`` edges touching ``ids`` (timeline)."""
+        if not ids:
+            return []
+        marks = ", ".join("?" * len(ids))
+        return list(self.execute(
+            f"SELECT src, dst FROM edges WHERE kind = 'supersedes' AND (src IN ({marks}) "
+            f"OR dst IN ({marks}))", [*ids, *ids]))
 
     def update_fields(self, trace_id: str, fields: dict[str, Any]) -> None:
         """Set columns of one trace (names checked against :data:`MUTABLE`)."""
@@ -539,10 +573,12 @@ class Store(IndexTables, EdgeTables, LogTables, InspectTables, VectorTables):
 
     def decay_rows(self) -> list[tuple[str, str, str, float, float, float, int, float | None]]:
         """Every live trace as (id, scope, scope_id, strength, stability, last_accessed_at,
-        pinned, expires_at): the numbers prune needs, without loading contents."""
+        pinned, expires_at): the numbers prune needs, without loading contents. A
+        superseded fact counts as pinned: it is history, never searched (so never
+        reinforced), and the timeline promises it is kept."""
         return list(self.execute(
-            "SELECT id, scope, scope_id, strength, stability, last_accessed_at, pinned, expires_at "
-            "FROM traces WHERE deleted_at IS NULL"
+            "SELECT id, scope, scope_id, strength, stability, last_accessed_at, "
+            "pinned OR valid_until IS NOT NULL, expires_at FROM traces WHERE deleted_at IS NULL"
         ))
 
     def soft_delete_many(self, ids: Sequence[str], at: float, merged_into: str | None = None) -> None:
@@ -572,11 +608,12 @@ class Store(IndexTables, EdgeTables, LogTables, InspectTables, VectorTables):
         return [row_to_trace(r) for r in rows]
 
     def merge_rows(self, now: float) -> list[tuple[str, str, str, str, str, str | None, float | None]]:
-        """Live, unexpired, keyless, non-derived traces as (id, content, type, scope,
-        scope_id, task_id, due_at), oldest first: merge's candidates."""
+        """Live, unexpired, keyless, non-derived, current traces as (id, content, type,
+        scope, scope_id, task_id, due_at), oldest first: merge's candidates."""
         return list(self.execute(
             "SELECT id, content, type, scope, scope_id, task_id, due_at FROM traces "
             "WHERE deleted_at IS NULL AND key IS NULL AND (expires_at IS NULL OR expires_at > ?) "
+            "AND valid_until IS NULL "  # a superseded fact is history, not a duplicate
             "AND NOT EXISTS (SELECT 1 FROM trace_tags g WHERE g.rid = traces.rid AND g.tag = 'derived') "
             "ORDER BY rid",
             (now,),

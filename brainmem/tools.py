@@ -403,10 +403,10 @@ def trace_view(trace: Trace, now: float | None = None) -> JSON:
     if now is not None:
         r = decay.retrievability(trace.strength, trace.stability, trace.last_accessed_at, now)
         view["retrievability"] = round(r, 6)
-    for name in ("key", "episode", "expires_at", "due_at", "task_id", "cue"):
+    for name in ("key", "episode", "expires_at", "due_at", "task_id", "cue", "valid_from", "valid_until"):
         value = getattr(trace, name)
         if value is not None:
-            view[name] = iso(value) if name.endswith("_at") else value
+            view[name] = iso(value) if name.endswith("_at") or name.startswith("valid_") else value
     if trace.metadata:
         view["metadata"] = trace.metadata
     return view
@@ -535,6 +535,8 @@ def _search_schema(ctx: ToolContext | None) -> JSON:
         **_scope_props(ctx, write=False),
         "tags": {**_TAGS, "description": "Only memories with at least one of these tags."},
         "limit": _limit("Most results to return", 10),
+        "as_of": _str("Search what was believed at this time (ISO-8601) instead of now.",
+                      maxLength=64),
     }, ["query"])
 
 
@@ -545,7 +547,7 @@ def _search_schema(ctx: ToolContext | None) -> JSON:
 def _memory_search(box: Toolbox, args: dict[str, Any]) -> JSON:
     where = box.read_scopes(args.get("scope"), args.get("scope_id"))
     hits = box.brain.search(args["query"], args.get("limit", 10), type=args.get("type"),
-                            tags=args.get("tags") or None, **where)
+                            tags=args.get("tags") or None, as_of=args.get("as_of"), **where)
     out: dict[str, Any] = {"results": [hit_view(h) for h in hits], "retrieval_id": hits.retrieval_id}
     if getattr(hits, "degraded", None):
         out["degraded"] = hits.degraded  # search by meaning fell back to lexical
@@ -712,6 +714,8 @@ def _memory_unmerge(box: Toolbox, args: dict[str, Any]) -> JSON:
     result = box.brain.unmerge(box.writable(args["id"]).id)
     return {"restored": result["restored"], "merged_trace_deleted": result["merged_trace_deleted"]}
 
+
+from . import agent_tools  # noqa: E402,F401  (registers the agent-loop extras)
 
 __all__ = ["REGISTRY", "ToolContext", "ToolDef", "Toolbox", "call_tool", "error_dict",
            "is_bad_input", "parse_arguments", "trace_view", "validate"]

@@ -120,7 +120,7 @@ def _number(value: Any, what: str, *, minimum: float | None = None) -> float:
 
 #: Exported fields that are stored state, not add arguments (checked here, not by build_trace).
 _STATE_FIELDS = ("id", "content_hash", "strength", "stability", "updated_at", "last_accessed_at",
-                 "access_count", "version", "deleted_at", "merged_into")
+                 "access_count", "version", "deleted_at", "merged_into", "valid_from", "valid_until")
 
 
 def trace_from_json(obj: Any, policy: Policy) -> Trace:
@@ -161,6 +161,8 @@ def trace_from_json(obj: Any, policy: Policy) -> Trace:
         version=check_int(obj.get("version", 1), "version", 1),
         deleted_at=when("deleted_at", None),
         merged_into=check_text(obj.get("merged_into"), "merged_into", max_chars=MAX_ID_CHARS),
+        valid_from=when("valid_from", None),
+        valid_until=when("valid_until", None),
     )
 
 

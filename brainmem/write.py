@@ -255,6 +255,7 @@ class Writer:
             probe = build_trace({"content": fields["content"]}, at, self.policy)
             if probe.content_hash != current.content_hash:
                 fields["content_hash"] = probe.content_hash
+                fields["valid_from"] = at  # the earlier content stays valid until now (timeline)
                 self.snapshot(current, at)
         if "type" in fields or "importance" in fields:
             # re-derive stability so the new type's base applies, keeping reinforcement gained
@@ -271,7 +272,8 @@ class Writer:
     def snapshot(self, current: Trace, at: float) -> None:
         """Keep the pre-update content as a soft-deleted trace pointing at ``current``."""
         snap = Trace(**{**current.to_dict(), "id": new_id(), "key": None, "deleted_at": at,
-                        "merged_into": current.id,
+                        "merged_into": current.id, "valid_until": at,
+                        "valid_from": current.created_at if current.valid_from is None else current.valid_from,
                         "metadata": {**current.metadata, "snapshot_of": current.id,
                                      "snapshot_version": current.version}})
         self.store.insert(snap)

@@ -9,6 +9,7 @@ whatever a system-wide kernelspec points at. Cells are found by their cell id.
 from __future__ import annotations
 
 import json
+import os
 import sys
 from pathlib import Path
 from typing import Any
@@ -36,6 +37,9 @@ def kernel_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     }
     (spec_dir / "kernel.json").write_text(json.dumps(spec))
     monkeypatch.setenv("JUPYTER_PATH", str(tmp_path / "jupyter"))
+    # the kernel imports the brainmem under test even when another checkout is installed
+    root = str(NOTEBOOKS.parent)
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join(filter(None, [root, os.environ.get("PYTHONPATH")])))
     # keep the kernel's profile and matplotlib cache out of the user's home directory
     monkeypatch.setenv("IPYTHONDIR", str(tmp_path / "ipython"))
     monkeypatch.setenv("MPLCONFIGDIR", str(tmp_path / "mpl"))
@@ -81,7 +85,7 @@ def images_of(outputs: list[dict[str, Any]]) -> list[str]:
     return [o["data"]["image/png"] for o in outputs if "image/png" in o.get("data", {})]
 
 
-@pytest.mark.parametrize("name", ["quickstart.ipynb", "recall_benchmark.ipynb"])
+@pytest.mark.parametrize("name", ["quickstart.ipynb", "recall_benchmark.ipynb", "agent_loop.ipynb"])
 def test_committed_notebook_is_valid_and_stripped(name: str) -> None:
     nb = nbformat.read(NOTEBOOKS / name, as_version=4)
     nbformat.validate(nb)
@@ -128,3 +132,20 @@ def test_recall_benchmark_runs(kernel_env: Path) -> None:
         assert f"recall@{k} " in table
     assert len(images_of(out["overall"])) == 1
     assert len(images_of(out["categories"])) == 1
+
+
+@pytest.mark.slow
+def test_agent_loop_runs(kernel_env: Path) -> None:
+    out = execute("agent_loop.ipynb", kernel_env)
+    assert list(out) == ["stub", "observe", "reflect", "context", "history"]
+    observed = text_of(out["observe"])
+    assert "chat-1 turns: 2 skipped: 1 facts: ['The user lives in Berlin.', 'The user likes green tea.']" in observed
+    assert "chat-2 turns: 2 skipped: 0 facts: ['The user lives in Lisbon.'] superseded: ['The user lives in Berlin.']" in observed
+    assert "status: ok" in text_of(out["reflect"])
+    context = text_of(out["context"])
+    assert "The user lives in Lisbon." in context and "The user lives in Berlin." not in context
+    assert "- [mt_" in context and "agent: You live in Lisbon." in context
+    history = text_of(out["history"])
+    assert history.index("The user lives in Berlin.") < history.index("The user lives in Lisbon.")
+    assert "as of February: The user lives in Berlin." in history
+

@@ -10,8 +10,9 @@ by theme, each with a ``register(commands)`` function adding its subparsers:
 * :mod:`.admin` — export, import, backup
 * :mod:`.maintenance` — check, repair
 * :mod:`.bench` — bench recall, bench perf
-* :mod:`.serve` — serve (the MCP server)
+* :mod:`.serve` — serve (the MCP server, stdio or streamable HTTP)
 * :mod:`.ui` — ui (the web inspector)
+* :mod:`.agent` — observe, context, history
 
 Errors print one line on stderr; the exit code is 2 for bad input
 (:class:`~brainmem.errors.InvalidInput`, argument errors, a brain file that does not
@@ -41,11 +42,11 @@ from ..errors import BrainmemError, InvalidInput, ReadOnlyBrain
 
 DEFAULT_BRAIN = "brain.db"
 #: Commands that create a missing brain file (they write, or serve an agent that does).
-CREATING = frozenset({"init", "add", "put", "import", "call", "serve"})
+CREATING = frozenset({"init", "add", "put", "import", "call", "serve", "observe"})
 #: Commands that write: they never fall back to a read-only open.
 WRITING = CREATING | {"update", "delete", "restore", "merge", "unmerge", "purge", "pin", "unpin",
                       "delete-key", "end-task", "reflect", "repair"}
-COMMAND_MODULES = ("core", "engine", "faces", "admin", "maintenance", "bench", "serve", "ui", "embed")
+COMMAND_MODULES = ("core", "engine", "faces", "admin", "maintenance", "bench", "serve", "ui", "embed", "agent")
 
 Handler = Callable[[argparse.Namespace], int | None]
 

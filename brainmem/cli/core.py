@@ -62,6 +62,7 @@ def register(commands: Any) -> None:
     p.add_argument("--tag", action="append", dest="tags", metavar="TAG", help="any of these tags")
     p.add_argument("--episode", metavar="ID")
     p.add_argument("--explain", action="store_true", help="show each ranking factor")
+    p.add_argument("--as-of", metavar="TIME", help="what was believed at TIME (ISO-8601 or unix seconds)")
     p.add_argument("--no-reinforce", action="store_true",
                    help="a pure read: do not record the search or strengthen the hits")
     add_json_flag(p)
@@ -220,7 +221,8 @@ def cmd_search(args: argparse.Namespace) -> int:
     with open_brain(args) as brain:
         hits = brain.search(args.query, args.limit, type=args.type, scope=args.scope,
                             scope_id=args.scope_id, tags=args.tags, episode=args.episode,
-                            explain=args.explain, reinforce=not args.no_reinforce)
+                            explain=args.explain, reinforce=not args.no_reinforce,
+                            as_of=time_arg(args.as_of))
     if args.json:
         results = []
         for h in hits:

@@ -1,4 +1,5 @@
-"""``brainmem serve``: the agent tools as an MCP server on stdio (see :mod:`brainmem.mcp_server`)."""
+"""``brainmem serve``: the agent tools as an MCP server on stdio, or over streamable HTTP
+with ``--http HOST:PORT`` (see :mod:`brainmem.mcp_server`)."""
 
 from __future__ import annotations
 
@@ -11,19 +12,26 @@ from .core import CONTEXT_ENV, add_tool_flags, tool_options
 
 def register(commands: Any) -> None:
     p = commands.add_parser(
-        "serve", help="MCP server on stdio",
+        "serve", help="MCP server on stdio (or streamable HTTP with --http)",
         description="Serve the memory tools to an MCP client over stdin/stdout. "
                     f"--context (or ${CONTEXT_ENV}, e.g. 'user_id=alice') confines the tools "
                     "to one user's scopes. Needs the mcp extra: pip install 'brainmem[mcp]'.",
     )
     add_tool_flags(p)
+    p.add_argument("--http", metavar="HOST:PORT",
+                   help="serve streamable HTTP at http://HOST:PORT/mcp instead (loopback only)")
     p.set_defaults(handler=cmd_serve)
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
-    from ..mcp_server import run
+    from ..mcp_server import parse_address, run, run_http
 
     context, extra = tool_options(args)
+    if args.http is not None:
+        parse_address(args.http)  # a bad address fails before the brain is opened
     with open_brain(args) as brain:
-        run(brain, context, extra)  # a bad context or a missing mcp fails before serving
+        if args.http is not None:
+            run_http(brain, args.http, context, extra)
+        else:
+            run(brain, context, extra)  # a bad context or a missing mcp fails before serving
     return 0

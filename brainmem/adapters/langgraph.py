@@ -1,0 +1,233 @@
+"""A LangGraph ``BaseStore`` over a brain: ``BrainStore(brain)``.
+
+``pip install 'brainmem[langgraph]'``; LangGraph is imported when this module is.
+
+Mapping (decisions):
+
+* Every item is one keyed ``semantic`` trace in one brain scope (``scope``/
+  ``scope_id`` given to the store, default ``user``/``langgraph``). Its brain key
+  is ``lg:`` + the namespace labels joined by ``.`` + ``.`` + the item key
+  (LangGraph forbids ``.`` in labels, so a namespace prefix is a key prefix).
+  A namespace or key whose brain key would be over ``Policy.max_key_chars``, or
+  an empty namespace, does not map: :class:`NamespaceError`, which is both the
+  brain's ``InvalidInput`` and LangGraph's ``InvalidNamespaceError``.
+* ``put`` is ``Brain.put``: an overwritten item keeps its trace id and the old
+  value as history (``Brain.history``); ``value=None`` deletes (soft).
+* The value is kept whole in ``metadata["langgraph"]``; the searchable content is
+  the text of the fields named by ``index`` (per put, or the store's ``index``
+  fields), else the value as JSON. ``index=False`` stores the key as content.
+* ``search(prefix, query=...)`` is a brain search confined to the key prefix
+  (BM25 + the brain's ranking; ``score`` is the brain's score); without a query,
+  items newest first. ``filter`` supports exact values and ``$eq``/``$ne``/
+  ``$gt``/``$gte``/``$lt``/``$lte`` on top-level value fields, applied to up to
+  ``MAX_SCAN`` candidates.
+* TTLs are not supported (``supports_ttl = False``; LangGraph then refuses ``ttl``).
+* ``abatch`` runs ``batch`` in a worker thread.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Iterable
+from datetime import datetime, timezone
+from typing import Any
+
+from langgraph.store.base import (
+    BaseStore,
+    GetOp,
+    InvalidNamespaceError,
+    Item,
+    ListNamespacesOp,
+    Op,
+    PutOp,
+    Result,
+    SearchItem,
+    SearchOp,
+)
+
+from ..errors import InvalidInput, NotFound
+from ..model import Trace
+
+PREFIX = "lg:"
+#: Most candidates one filtered or paged search looks at.
+MAX_SCAN = 1000
+_OPS = {"$eq": lambda a, b: a == b, "$ne": lambda a, b: a != b, "$gt": lambda a, b: a > b,
+        "$gte": lambda a, b: a >= b, "$lt": lambda a, b: a < b, "$lte": lambda a, b: a <= b}
+
+
+class NamespaceError(InvalidInput, InvalidNamespaceError):
+    """A LangGraph namespace or key that does not map onto a brain key."""
+
+
+def _time(ts: float) -> datetime:
+    return datetime.fromtimestamp(ts, tz=timezone.utc)
+
+
+def _matches(value: dict[str, Any], filter: dict[str, Any] | None) -> bool:
+    for field, want in (filter or {}).items():
+        have = value.get(field)
+        conditions = want.items() if isinstance(want, dict) and want and all(
+            k in _OPS for k in want) else [("$eq", want)]
+        for op, operand in conditions:
+            try:
+                if not _OPS[op](have, operand):
+                    return False
+            except TypeError:  # e.g. None > 3: not a match
+                return False
+    return True
+
+
+class BrainStore(BaseStore):
+    """A LangGraph store whose items are brain traces (see the module docstring)."""
+
+    supports_ttl = False
+
+    def __init__(self, brain: Any, *, scope: str = "user", scope_id: str = "langgraph",
+                 index: list[str] | None = None) -> None:
+        self.brain = brain
+        self.scope = scope
+        self.scope_id = scope_id
+        self.index_fields = list(index) if index else None
+
+    # --- mapping ------------------------------------------------------------------
+
+    def _prefix(self, namespace: tuple[str, ...]) -> str:
+        for label in namespace:
+            if not isinstance(label, str) or not label or "." in label:
+                raise NamespaceError(f"namespace label {label!r} does not map (labels are non-empty "
+                                     "strings without '.')")
+        return PREFIX + "".join(f"{label}." for label in namespace)
+
+    def _key(self, namespace: tuple[str, ...], key: str) -> str:
+        if not namespace:
+            raise NamespaceError("an item's namespace cannot be empty")
+        if not isinstance(key, str) or not key:
+            raise NamespaceError(f"item key must be a non-empty string, not {key!r}")
+        full = self._prefix(tuple(namespace)) + key
+        limit = self.brain.policy.max_key_chars
+        if len(full) > limit:
+            raise NamespaceError(f"namespace {namespace!r} + key {key!r} is {len(full)} characters as a "
+                                 f"brain key, over Policy.max_key_chars ({limit})")
+        return full
+
+    def _content(self, key: str, value: dict[str, Any], index: Any) -> str:
+        if index is False:
+            return key
+        fields = index if isinstance(index, list) else self.index_fields
+        if fields:
+            texts = [value.get(f) for f in fields]
+            text = "\n".join(t if isinstance(t, str) else json.dumps(t, ensure_ascii=False)
+                             for t in texts if t is not None)
+            if text.strip():
+                return text
+        return json.dumps(value, ensure_ascii=False, sort_keys=True)
+
+    @staticmethod
+    def _stored(trace: Trace) -> dict[str, Any] | None:
+        data = trace.metadata.get("langgraph")
+        return data if isinstance(data, dict) and trace.key and trace.key.startswith(PREFIX) else None
+
+    def _item(self, trace: Trace, cls: type = Item, **extra: Any) -> Any:
+        data = self._stored(trace)
+        assert data is not None
+        return cls(namespace=tuple(data["namespace"]), key=data["key"], value=data["value"],
+                   created_at=_time(trace.created_at), updated_at=_time(trace.updated_at), **extra)
+
+    # --- operations -----------------------------------------------------------------
+
+    def batch(self, ops: Iterable[Op]) -> list[Result]:
+        ops = list(ops)
+        for op in ops:  # validate every op before running any
+            if isinstance(op, (GetOp, PutOp)):
+                self._key(op.namespace, op.key)
+            elif isinstance(op, SearchOp):
+                self._prefix(op.namespace_prefix)
+            elif not isinstance(op, ListNamespacesOp):
+                raise InvalidInput(f"unknown store operation {type(op).__name__}")
+        return [self._run(op) for op in ops]
+
+    async def abatch(self, ops: Iterable[Op]) -> list[Result]:
+        return await asyncio.to_thread(self.batch, list(ops))
+
+    def _run(self, op: Op) -> Result:
+        if isinstance(op, GetOp):
+            try:
+                trace = self.brain.get_key(self._key(op.namespace, op.key), scope=self.scope,
+                                           scope_id=self.scope_id)
+            except NotFound:
+                return None
+            return self._item(trace) if self._stored(trace) else None
+        if isinstance(op, PutOp):
+            self._put(op)
+            return None
+        if isinstance(op, SearchOp):
+            return self._search(op)
+        return self._namespaces(op)
+
+    def _put(self, op: PutOp) -> None:
+        key = self._key(op.namespace, op.key)
+        if op.value is None:
+            self.brain.delete_key(key, scope=self.scope, scope_id=self.scope_id)
+            return None
+        if not isinstance(op.value, dict):
+            raise InvalidInput(f"a store value must be a dict, not {type(op.value).__name__}")
+        data = {"namespace": list(op.namespace), "key": op.key, "value": op.value}
+        self.brain.put(key, self._content(op.key, op.value, op.index), scope=self.scope,
+                       scope_id=self.scope_id, metadata={"langgraph": data})
+        return None
+
+    def _search(self, op: SearchOp) -> list[SearchItem]:
+        prefix = tuple(op.namespace_prefix)
+        key_prefix = self._prefix(prefix)
+        want = op.offset + op.limit
+        scan = want if not op.filter else MAX_SCAN
+        if op.query:
+            hits = self.brain.search(op.query, min(scan, MAX_SCAN), scope=self.scope,
+                                     scope_id=self.scope_id, key_prefix=key_prefix)
+            found = [(h.trace, h.score) for h in hits]
+        else:
+            found = []
+            offset = 0
+            while len(found) < min(scan, MAX_SCAN):
+                page = self.brain.list(scope=self.scope, scope_id=self.scope_id, key_prefix=key_prefix,
+                                       limit=200, offset=offset)
+                found += [(t, None) for t in self.brain.read([i.id for i in page.items]).traces]
+                if not page.truncated:
+                    break
+                offset += 200
+        out = []
+        for trace, score in found:
+            data = self._stored(trace)
+            if data is None or tuple(data["namespace"])[: len(prefix)] != prefix:
+                continue
+            if _matches(data["value"], op.filter):
+                out.append(self._item(trace, SearchItem, score=score))
+        return out[op.offset: want]
+
+    def _namespaces(self, op: ListNamespacesOp) -> list[tuple[str, ...]]:
+        names: set[tuple[str, ...]] = set()
+        offset = 0
+        while True:
+            page = self.brain.list(scope=self.scope, scope_id=self.scope_id, key_prefix=PREFIX,
+                                   limit=200, offset=offset)
+            for trace in self.brain.read([i.id for i in page.items]).traces:
+                data = self._stored(trace)
+                if data is not None:
+                    names.add(tuple(data["namespace"]))
+            if not page.truncated:
+                break
+            offset += 200
+
+        def fits(ns: tuple[str, ...]) -> bool:
+            for cond in op.match_conditions or ():
+                path = tuple(cond.path)
+                if len(path) > len(ns):
+                    return False
+                part = ns[: len(path)] if cond.match_type == "prefix" else ns[len(ns) - len(path):]
+                if any(p != "*" and p != n for p, n in zip(path, part)):
+                    return False
+            return True
+
+        chosen = {ns[: op.max_depth] if op.max_depth is not None else ns for ns in names if fits(ns)}
+        return sorted(chosen)[op.offset: op.offset + op.limit]

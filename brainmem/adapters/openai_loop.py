@@ -1,0 +1,100 @@
+"""A ready OpenAI function-calling loop: the model gets ``brain.tools()``, its tool
+calls are run with ``brain.call_tool`` and sent back, until it answers in text.
+
+    from openai import OpenAI
+    from brainmem.adapters.openai_loop import run_with_memory
+
+    result = run_with_memory(brain, OpenAI(), "gpt-4o-mini",
+                             [{"role": "user", "content": "Remember that I like tea"}])
+    print(result.content)
+
+Works with any OpenAI-compatible endpoint (``OpenAI(base_url=...)``). Decisions:
+
+* Tool results go back as ``{"role": "tool", "tool_call_id", "content": JSON}``;
+  a bad call comes back as the tools' error dict, so the model can correct itself.
+* Calls to a tool this loop did not offer are answered with an ``InvalidInput``
+  error dict, not run (``extra`` decides what is offered and accepted).
+* ``max_rounds`` bounds the model calls (default 8); reaching it stops the loop
+  with ``stopped == "max_rounds"`` and no final text.
+* ``observe=True`` stores the new turns of the conversation (user and assistant
+  text, not the tool plumbing) with :meth:`Brain.observe` after the answer.
+* ``messages`` is not modified; ``result.messages`` is the whole transcript.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..errors import InvalidInput
+from ..validate import check_int
+
+
+@dataclass
+class LoopResult:
+    """The answer, the transcript, every tool call made (name, arguments, result)."""
+
+    content: str | None
+    messages: list[dict[str, Any]]
+    calls: list[dict[str, Any]] = field(default_factory=list)
+    rounds: int = 0
+    stopped: str = "answer"  # "answer" or "max_rounds"
+    observed: Any = None  # the ObserveReport when observe=True
+
+
+def _as_dict(message: Any) -> dict[str, Any]:
+    """An assistant message (the client's pydantic object or a dict) as a plain dict."""
+    if isinstance(message, Mapping):
+        return dict(message)
+    data: dict[str, Any] = message.model_dump(exclude_none=True)
+    data.setdefault("content", None)
+    return data
+
+
+def run_with_memory(brain: Any, client: Any, model: str, messages: Sequence[Mapping[str, Any]], *,
+                    context: Any = None, extra: Sequence[str] | str = (), max_rounds: int = 8,
+                    observe: bool = False, episode: str | None = None,
+                    **create_kwargs: Any) -> LoopResult:
+    """Run the loop; see the module docstring. ``create_kwargs`` go to every
+    ``client.chat.completions.create`` call (e.g. ``temperature``)."""
+    check_int(max_rounds, "max_rounds", 1, 1000)
+    if isinstance(messages, (str, Mapping)) or not isinstance(messages, Sequence):
+        raise InvalidInput("messages must be a list of chat messages")
+    tools = brain.tools(context, extra)
+    offered = {t["function"]["name"] for t in tools}
+    transcript = [dict(m) for m in messages]
+    start = len(transcript)
+    result = LoopResult(None, transcript)
+    while True:
+        if result.rounds >= max_rounds:
+            result.stopped = "max_rounds"
+            break
+        result.rounds += 1
+        response = client.chat.completions.create(model=model, messages=transcript, tools=tools,
+                                                  **create_kwargs)
+        message = _as_dict(response.choices[0].message)
+        transcript.append(message)
+        calls = message.get("tool_calls") or []
+        if not calls:
+            result.content = message.get("content")
+            break
+        for call in calls:
+            function = call["function"]
+            name, arguments = function["name"], function.get("arguments") or "{}"
+            if name in offered:
+                output = brain.call_tool(name, arguments, context=context, extra=extra)
+            else:
+                output = {"error": {"type": "InvalidInput", "message": f"unknown tool {name!r}"}}
+            result.calls.append({"name": name, "arguments": arguments, "result": output})
+            transcript.append({"role": "tool", "tool_call_id": call["id"],
+                               "content": json.dumps(output, ensure_ascii=False)})
+    if observe:
+        said = [m for m in transcript[:start] if m.get("role") == "user"][-1:] + [
+            m for m in transcript[start:]
+            if m.get("role") == "assistant" and isinstance(m.get("content"), str) and m["content"].strip()]
+        turns = [{"role": m["role"], "content": m["content"]} for m in said]
+        if turns:
+            result.observed = brain.observe(turns, episode=episode)
+    return result

@@ -1,0 +1,84 @@
+"""The agent tools of the agent-loop features: ``memory_observe``, ``memory_context``
+and ``memory_history`` (opt-in extras, registered into :data:`brainmem.tools.REGISTRY`
+when :mod:`brainmem.tools` is imported). Thin: parse, one Brain call, format.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .observe import MAX_MESSAGES
+from .timeline import history_view
+from .tools import JSON, Toolbox, ToolContext, _obj, _scope_props, _str, _tool
+
+_MESSAGE = {"type": "object", "required": ["role"],
+            "properties": {"role": {"type": "string",
+                                    "enum": ["system", "developer", "user", "assistant", "tool",
+                                             "function"]},
+                           "content": {"description": "The text, or a list of {type: text, text} parts."},
+                           "name": {"type": "string", "maxLength": 256},
+                           "created_at": {"description": "When it was said: ISO-8601 or unix seconds."}}}
+
+
+def _observe_schema(ctx: ToolContext | None) -> JSON:
+    return _obj({
+        "messages": {"type": "array", "items": _MESSAGE, "minItems": 1, "maxItems": MAX_MESSAGES,
+                     "description": "Chat messages in the OpenAI shape, oldest first."},
+        "episode": _str("Conversation id the turns belong to (default: derived from the first turn).",
+                        minLength=1, maxLength=256),
+        **_scope_props(ctx, write=True),
+    }, ["messages"])
+
+
+@_tool("memory_observe",
+       "Store a conversation: each user/assistant/tool turn becomes a memory of its episode; "
+       "with an LLM configured, durable facts and preferences are extracted too.",
+       _observe_schema, extra=True)
+def _memory_observe(box: Toolbox, args: dict[str, Any]) -> JSON:
+    scope, scope_id = box.write_scope(args.get("scope"), args.get("scope_id"))
+    if box.context is not None:
+        box.context.check_write("episodic", scope or "user")
+        if box.brain.llm is not None:
+            box.context.check_write("semantic", scope or "user")
+    report = box.brain.observe(args["messages"], episode=args.get("episode"), scope=scope,
+                               scope_id=scope_id)
+    return {"episode": report.episode, "stored": report.stored, "duplicates": report.duplicates,
+            "skipped": report.skipped, "facts": report.facts, "superseded": report.superseded,
+            "extraction": report.extraction}
+
+
+def _context_schema(ctx: ToolContext | None) -> JSON:
+    return _obj({
+        "query": _str("What the agent is about to do or answer.", maxLength=4096),
+        "budget": {"type": "integer", "minimum": 1, "maximum": 100_000,
+                   "description": "Most tokens of text to return (default 1000)."},
+        **_scope_props(ctx, write=False),
+    })
+
+
+@_tool("memory_context",
+       "Get a prompt-ready block of memory: pinned core facts, then the memories most relevant "
+       "to the query, each line with its id and date, within a token budget.",
+       _context_schema, extra=True)
+def _memory_context(box: Toolbox, args: dict[str, Any]) -> JSON:
+    where = box.read_scopes(args.get("scope"), args.get("scope_id"))
+    block = box.brain.context(args.get("query"), budget=args.get("budget", 1000), **where)
+    return {"text": block.text, "items": block.items, "tokens": block.tokens,
+            "budget": block.budget, "tokenizer": block.tokenizer, "omitted": block.omitted,
+            "retrieval_id": block.retrieval_id}
+
+
+def _history_schema(ctx: ToolContext | None) -> JSON:
+    return _obj({"id": _str("The memory's id (mt_...).", minLength=1, maxLength=256)}, ["id"])
+
+
+@_tool("memory_history",
+       "Show how a fact changed over time: every version that replaced or was replaced by it, "
+       "oldest first, with when each was valid.",
+       _history_schema, extra=True)
+def _memory_history(box: Toolbox, args: dict[str, Any]) -> JSON:
+    trace = box.visible(args["id"])
+    chain = box.brain.history(trace.id)
+    if box.context is not None:
+        chain = [t for t in chain if box.context.can_read(t)]
+    return {"history": history_view(chain)}

@@ -1,0 +1,75 @@
+"""``AsyncBrain``: the :class:`~brainmem.brain.Brain` API as awaitables.
+
+Every public method of ``Brain`` is available under the same name as a coroutine
+function that runs the call in a thread pool (``asyncio``'s ``run_in_executor``),
+so the event loop keeps serving while SQLite works. It is the same ``Brain`` over
+the same file underneath: calls are serialised by the Brain's lock (SQLite has
+one writer anyway), so concurrency buys responsiveness, not parallel writes; for
+parallel readers open one ``AsyncBrain`` per process. Attributes that are not
+methods (``path``, ``policy``, ``llm``, ``readonly``) are read through as is.
+
+    async with AsyncBrain("brain.db") as brain:
+        await brain.add("The user prefers tea")
+        hits = await brain.search("tea")
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import inspect
+import os
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+from .brain import Brain
+
+#: Methods of Brain that AsyncBrain offers as coroutines (every public one but the
+#: context-manager protocol, which AsyncBrain replaces with ``async with``).
+METHODS = tuple(name for name, member in inspect.getmembers(Brain, inspect.isfunction)
+                if not name.startswith("_"))
+
+
+class AsyncBrain:
+    """``AsyncBrain(path, **brain_kwargs)`` or ``AsyncBrain(brain=existing)``.
+
+    ``max_workers`` sizes the thread pool (default 4: enough to keep slow calls such
+    as reflect from queueing every quick read behind them at the Python level).
+    """
+
+    def __init__(self, path: str | os.PathLike[str] = "brain.db", *, brain: Brain | None = None,
+                 max_workers: int = 4, **kwargs: Any) -> None:
+        self.brain = brain if brain is not None else Brain(path, **kwargs)
+        self._pool = ThreadPoolExecutor(max_workers=max_workers, thread_name_prefix="brainmem")
+
+    def __getattr__(self, name: str) -> Any:
+        if name in METHODS:
+            method = getattr(self.brain, name)
+
+            @functools.wraps(method)
+            async def call(*args: Any, **kwargs: Any) -> Any:
+                loop = asyncio.get_running_loop()
+                return await loop.run_in_executor(self._pool, functools.partial(method, *args, **kwargs))
+
+            return call
+        if name.startswith("_"):
+            raise AttributeError(name)
+        return getattr(self.brain, name)
+
+    def __dir__(self) -> list[str]:
+        return sorted({*super().__dir__(), *METHODS})
+
+    async def aclose(self) -> None:
+        """Close the brain (after the calls in flight) and the thread pool."""
+        loop = asyncio.get_running_loop()
+        await loop.run_in_executor(self._pool, self.brain.close)
+        self._pool.shutdown(wait=True)
+
+    async def __aenter__(self) -> AsyncBrain:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
+
+    def __repr__(self) -> str:
+        return f"AsyncBrain({self.brain.path!r})"

@@ -1,0 +1,120 @@
+"""``observe``, ``context`` and ``history``: the agent-loop commands (thin, over
+:meth:`Brain.observe`, :meth:`Brain.context` and :meth:`Brain.history`)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from typing import Any
+
+from ..errors import InvalidInput
+from ..model import SCOPES, iso
+from . import add_json_flag, open_brain, print_json, print_table, time_arg
+
+
+def _scope_args(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--scope", choices=SCOPES, help="visibility scope (default: user)")
+    parser.add_argument("--scope-id", metavar="ID", help="id within the scope (default: '')")
+
+
+def register(commands: Any) -> None:
+    p = commands.add_parser(
+        "observe", help="store a conversation (JSON Lines of chat messages)",
+        description="Store chat messages ({role, content} per line, OpenAI shape) as episodic "
+                    "turns of one episode. With an LLM configured (BRAINMEM_LLM_BASE_URL / "
+                    "BRAINMEM_LLM_MODEL) durable facts are extracted too. FILE '-' reads stdin.",
+    )
+    p.add_argument("file", metavar="FILE.jsonl|-")
+    p.add_argument("--episode", metavar="ID", help="conversation id (default: from the first turn)")
+    p.add_argument("--at", metavar="TIME", help="time of turns without their own (default: now)")
+    _scope_args(p)
+    p.add_argument("--no-llm", action="store_true", help="store the turns only, no extraction")
+    add_json_flag(p)
+    p.set_defaults(handler=_observe)
+
+    p = commands.add_parser(
+        "context", help="a prompt-ready memory block for a query",
+        description="Pinned facts, then the memories most relevant to QUERY, one per line with "
+                    "its id and date, within --budget tokens.",
+    )
+    p.add_argument("query", nargs="?", default=None)
+    p.add_argument("--budget", type=int, default=1000, metavar="TOKENS", help="default 1000")
+    p.add_argument("-n", "--limit", type=int, default=20, help="most relevant memories (default 20)")
+    _scope_args(p)
+    add_json_flag(p)
+    p.set_defaults(handler=_context)
+
+    p = commands.add_parser("history", help="how a fact changed over time",
+                            description="Every version of a fact's supersession chain, oldest first.")
+    p.add_argument("id")
+    add_json_flag(p)
+    p.set_defaults(handler=_history)
+
+
+def _read_messages(name: str) -> list[Any]:
+    if name == "-":
+        lines = sys.stdin.read().splitlines()
+    else:
+        try:
+            with open(name, encoding="utf-8") as fp:
+                lines = fp.read().splitlines()
+        except OSError as exc:
+            raise InvalidInput(f"cannot read {name}: {exc.strerror or exc}") from None
+        except UnicodeDecodeError:
+            raise InvalidInput(f"{name} is not UTF-8 text") from None
+    messages = []
+    for number, line in enumerate(lines, start=1):
+        if not line.strip():
+            continue
+        try:
+            messages.append(json.loads(line))
+        except ValueError as exc:
+            raise InvalidInput(f"line {number}: not valid JSON: {exc}") from None
+    return messages
+
+
+def _observe(args: argparse.Namespace) -> int:
+    from ..llm import LLM
+
+    messages = _read_messages(args.file)
+    llm = None if args.no_llm else LLM.from_env(os.environ)
+    with open_brain(args, llm=llm) as brain:
+        report = brain.observe(messages, episode=args.episode, at=time_arg(args.at),
+                               scope=args.scope, scope_id=args.scope_id)
+    if args.json:
+        print_json(report.to_dict())
+    else:
+        ext = report.extraction
+        status = ("extraction: " + ("ok" if ext["ok"] else f"FAILED: {ext.get('error')}")
+                  if ext["ran"] else f"extraction did not run: {ext['reason']}")
+        print(f"episode {report.episode}: {len(report.stored)} turns stored, "
+              f"{len(report.duplicates)} already known, {len(report.skipped)} skipped; "
+              f"{len(report.facts)} facts, {len(report.superseded)} superseded; {status}")
+    return 1 if report.extraction.get("ok") is False else 0
+
+
+def _context(args: argparse.Namespace) -> int:
+    with open_brain(args) as brain:
+        block = brain.context(args.query, budget=args.budget, limit=args.limit, scope=args.scope,
+                              scope_id=args.scope_id)
+    if args.json:
+        print_json(block.to_dict())
+    elif block.text:
+        print(block.text)
+    return 0
+
+
+def _history(args: argparse.Namespace) -> int:
+    from ..timeline import history_view
+
+    with open_brain(args) as brain:
+        chain = brain.history(args.id)
+    if args.json:
+        print_json({"history": history_view(chain)})
+        return 0
+    print_table([[t.id, iso(t.valid_from if t.valid_from is not None else t.created_at),
+                  iso(t.valid_until), t.content] for t in chain],
+                ["id", "valid from", "valid until", "content"])
+    return 0

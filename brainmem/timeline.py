@@ -1,0 +1,137 @@
+"""Facts that change over time: supersession, ``as_of`` and ``history``.
+
+A fact is replaced, never deleted. Three ways lead to a replacement:
+
+* ``Brain.put(key, ...)`` overwrites a keyed value in place (same id); the earlier
+  value is kept as a snapshot row (soft-deleted, ``merged_into`` the live trace,
+  joined by a ``supersedes`` edge) whose ``valid_until`` is the time of the put,
+  and the live trace's ``valid_from`` moves to that time. ``update`` of the content
+  does the same (a correction is also "what was believed until then").
+* ``Brain.add(content, supersedes=[ids])`` stores a new fact and closes the older
+  ones: each keeps its row, live and indexed, with ``valid_until`` = the new
+  fact's ``created_at``; the new one gets ``valid_from`` = that time and a
+  ``supersedes`` edge (new -> old) per replaced fact.
+* ``Brain.observe`` with an LLM: the extraction step may say that a new fact
+  replaces a known one; it is then added with ``supersedes`` as above.
+
+How search favours the current fact: it is a filter, not a weight. A default
+search only sees facts current at ``now`` (``valid_until`` unset or later), so a
+superseded fact never outranks its replacement; there is no factor to fit.
+``search(..., as_of=T)`` sees the facts valid at T instead: created by T and not
+superseded by then; a keyed value overwritten after T is answered with the
+snapshot that was current at T. ``history(id)`` walks the ``supersedes`` edges
+both ways and returns the chain oldest first. Reflect keeps superseded facts:
+prune counts them as pinned and merge leaves them out (``Store.decay_rows`` and
+``Store.merge_rows``).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+from . import graph
+from .errors import InvalidInput
+from .model import Hit, TimeLike, Trace, content_hash, iso
+from .store import Filters, Store
+from .validate import check_ids, scope_of, to_timestamp
+
+if TYPE_CHECKING:
+    from .brain import Brain
+
+#: Longest chain ``history`` walks (a guard against a hand-edited cycle or a huge merge tree).
+MAX_HISTORY = 1000
+
+
+def check_as_of(value: TimeLike | None) -> float | None:
+    """``as_of`` as unix seconds (None: now); :class:`InvalidInput` if unparseable."""
+    return to_timestamp(value, "as_of")
+
+
+def time_filters(filters: Filters, now: float, as_of: float | None) -> Filters:
+    """Confine a search to the facts current at ``now``, or valid at ``as_of``."""
+    if as_of is None:
+        return dataclasses.replace(filters, current_at=now)
+    return dataclasses.replace(filters, valid_at=as_of)
+
+
+def began(trace: Trace) -> float:
+    """When ``trace`` became the current fact."""
+    return trace.created_at if trace.valid_from is None else trace.valid_from
+
+
+def at_time(store: Store, hits: Sequence[Hit], as_of: float) -> list[Hit]:
+    """Hits as they stood at ``as_of``: a value changed since then is swapped for the
+    snapshot that was current at ``as_of`` (a trace with none is dropped)."""
+    out: list[Hit] = []
+    seen: set[str] = set()
+    for hit in hits:
+        trace = hit.trace
+        if began(trace) > as_of:
+            snap = store.snapshot_at(trace.id, as_of)
+            if snap is None:
+                continue
+            hit = Hit(snap, hit.score, hit.explain)
+        if hit.trace.id not in seen:
+            seen.add(hit.trace.id)
+            out.append(hit)
+    return out
+
+
+def add_superseding(brain: Brain, content: str, supersedes: Any, fields: Mapping[str, Any]) -> Trace:
+    """``Brain.add(content, supersedes=ids, **fields)``: add and close the older facts,
+    in one transaction. Every check runs before anything is written."""
+    ids = list(dict.fromkeys(check_ids(supersedes, "supersedes")))
+    if not ids:
+        raise InvalidInput("supersedes needs at least one trace id")
+    scope, scope_id = scope_of(fields.get("scope"), fields.get("scope_id"))
+    with brain._lock, brain._store.write():
+        olds = [brain.get(i) for i in ids]  # NotFound for an unknown or deleted id
+        for old in olds:
+            if (old.scope, old.scope_id) != (scope, scope_id):
+                raise InvalidInput(f"{old.id} is in scope {old.scope}/{old.scope_id!r}; a fact can "
+                                   f"only supersede facts of its own scope")
+            if old.key is not None:
+                raise InvalidInput(f"{old.id} holds key {old.key!r}: use put to change a keyed value")
+            if old.valid_until is not None:
+                raise InvalidInput(f"{old.id} was already superseded at {iso(old.valid_until)}")
+            if isinstance(content, str) and content_hash(content) == old.content_hash:
+                raise InvalidInput(f"the new content is the same as {old.id}'s; a fact cannot "
+                                   "supersede itself")
+        new = brain.add(content, **fields)  # joins this transaction
+        close(brain._store, new, olds)
+        refreshed = brain._store.get(new.id)
+    assert refreshed is not None
+    return refreshed
+
+
+def close(store: Store, new: Trace, olds: Sequence[Trace]) -> None:
+    """Inside a write: ``new`` supersedes ``olds`` from ``new.created_at`` on."""
+    at = new.created_at
+    for old in olds:
+        store.update_fields(old.id, {"valid_until": max(at, began(old))})
+    # a fact said again after it was replaced is current again (from now on)
+    store.update_fields(new.id, {"valid_from": at, "valid_until": None})
+    graph.add_edges(store, [(new.id, old.id, "supersedes", 1.0) for old in olds], at)
+
+
+def history(store: Store, trace_id: str) -> list[Trace]:
+    """Every version in ``trace_id``'s supersession chain (itself included), oldest first."""
+    seen = {trace_id}
+    frontier = [trace_id]
+    while frontier and len(seen) < MAX_HISTORY:
+        pairs = store.supersedes_edges(frontier)
+        frontier = [i for pair in pairs for i in pair if i not in seen]
+        seen.update(frontier)
+    traces = store.get_many(list(seen), include_deleted=True)
+    # at equal times (one clock tick) the closed version is the older one
+    return sorted(traces, key=lambda t: (began(t), t.valid_until is None, t.created_at))
+
+
+def history_view(traces: Sequence[Trace]) -> list[dict[str, Any]]:
+    """The chain as JSON for tools and the CLI."""
+    return [{"id": t.id, "content": t.content, "valid_from": iso(began(t)),
+             "valid_until": iso(t.valid_until), "current": t.valid_until is None and t.live,
+             "version": t.version, "snapshot": t.merged_into is not None and not t.live}
+            for t in traces]

@@ -1,0 +1,43 @@
+"""memory_observe / memory_context / memory_history / memory_search as_of as agent tools,
+also confined by a ToolContext."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from conftest import T0, FakeClock
+
+from brainmem import Brain
+
+
+def test_tools_are_opt_in_and_listed(tmp_path: Path) -> None:
+    brain = Brain(str(tmp_path / "b.db"))
+    core = [s["function"]["name"] for s in brain.tools()]
+    assert "memory_observe" not in core
+    every = [s["function"]["name"] for s in brain.tools(extra="all")]
+    assert {"memory_observe", "memory_context", "memory_history"} <= set(every)
+    assert brain.call_tool("memory_observe", {"messages": []}, extra="all")["error"]["type"] == "InvalidInput"
+
+
+def test_scoped_tools_see_only_their_scope(tmp_path: Path) -> None:
+    clock = FakeClock()
+    brain = Brain(str(tmp_path / "b.db"), clock=clock)
+    bob_old = brain.add("Bob lives in Oslo", type="semantic", scope_id="bob")
+    clock.advance(10)
+    bob_new = brain.add("Bob lives in Bergen", type="semantic", scope_id="bob", supersedes=[bob_old.id])
+    alice = {"user_id": "alice"}
+    seen = brain.call_tool("memory_observe", {"messages": [
+        {"role": "user", "content": "Alice lives in Rome"}]}, context=alice, extra="all")
+    assert brain.get(seen["stored"][0]).scope_id == "alice"
+    block = brain.call_tool("memory_context", {"query": "lives", "budget": 300}, context=alice, extra="all")
+    assert [i["id"] for i in block["items"]] == seen["stored"] and "Bob" not in block["text"]
+    hidden = brain.call_tool("memory_history", {"id": bob_new.id}, context=alice, extra="all")
+    assert hidden["error"]["type"] == "NotFound"
+    chain = brain.call_tool("memory_history", {"id": bob_new.id}, context={"user_id": "bob"}, extra="all")["history"]
+    assert [(h["id"], h["current"]) for h in chain] == [(bob_old.id, False), (bob_new.id, True)]
+    then = brain.call_tool("memory_search", {"query": "Bob lives", "as_of": T0 + 5},
+                           context={"user_id": "bob"}, extra="all")
+    assert then["error"]["type"] == "InvalidInput"  # the schema says ISO-8601 text
+    then = brain.call_tool("memory_search", {"query": "Bob lives", "as_of": "2026-01-01T00:00:05Z"},
+                           context={"user_id": "bob"}, extra="all")
+    assert [r["id"] for r in then["results"]] == [bob_old.id]

@@ -1,0 +1,51 @@
+"""AsyncBrain under a real asyncio app: concurrent calls over one file."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+import pytest
+
+from brainmem import AsyncBrain, Brain
+from brainmem.aio import METHODS
+from brainmem.errors import InvalidInput
+
+
+def test_every_public_brain_method_is_awaitable() -> None:
+    assert {"add", "search", "observe", "context", "history", "reflect", "put"} <= set(METHODS)
+    assert "close" in METHODS
+
+
+def test_concurrent_calls_in_an_event_loop(tmp_path: Path) -> None:
+    async def main() -> None:
+        async with AsyncBrain(str(tmp_path / "b.db")) as brain:
+            added = await asyncio.gather(*(brain.add(f"note number {i} about topic{i % 5}")
+                                           for i in range(40)))
+            assert len({t.id for t in added}) == 40
+            ticks = 0
+
+            async def ticker() -> None:  # the loop keeps running while the brain works
+                nonlocal ticks
+                for _ in range(5):
+                    ticks += 1
+                    await asyncio.sleep(0)
+
+            results = await asyncio.gather(
+                brain.search("topic3"), brain.context("topic1", budget=100),
+                brain.observe([{"role": "user", "content": "hello from async"}]),
+                brain.reflect(), brain.stats(), ticker())
+            hits, block, report, reflect, stats, _ = results
+            assert {h.trace.content for h in hits} >= {f"note number {i} about topic3" for i in (3, 8)}
+            assert block.tokens <= 100 and len(report.stored) == 1
+            assert reflect.status not in ("skipped", "failed")
+            # reflect may merge the near-identical notes, so count what cannot be merged away
+            assert stats["live"] >= 1 and ticks == 5
+            assert (await brain.get(report.stored[0])).content == "hello from async"
+            with pytest.raises(InvalidInput):
+                await brain.context("x", budget=0)
+            assert brain.path.endswith("b.db")
+
+    asyncio.run(main())
+    with Brain(str(tmp_path / "b.db")) as brain:  # everything reached the file
+        assert brain.search("hello async")[0].trace.content == "hello from async"

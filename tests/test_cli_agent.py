@@ -1,0 +1,101 @@
+"""observe / context / history / search --as-of through the real CLI entry point."""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+from openai_stub import stub_server
+
+from brainmem import Brain
+from brainmem.cli import main
+
+TURNS = [{"role": "user", "content": "I live in Berlin and I love cycling"},
+         {"role": "assistant", "content": "Berlin is great for cycling."}]
+
+
+def cli(*argv: str, env: dict[str, str] | None = None, stdin: str | None = None) -> subprocess.CompletedProcess:
+    clean = {k: v for k, v in os.environ.items() if not k.startswith("BRAINMEM_LLM")}
+    return subprocess.run([sys.executable, "-m", "brainmem", *argv], capture_output=True, text=True,
+                          env={**clean, **(env or {})}, input=stdin, timeout=60)
+
+
+def test_observe_context_history_as_of(tmp_path: Path) -> None:
+    db = str(tmp_path / "b.db")
+    lines = "\n".join(json.dumps(m) for m in TURNS) + "\n\n"
+    done = cli("observe", "-", "--episode", "c1", "--at", "2026-01-01T10:00:00Z", "--brain", db,
+               stdin=lines)
+    assert done.returncode == 0, done.stderr
+    assert "2 turns stored" in done.stdout and "no LLM configured" in done.stdout
+    again = json.loads(cli("observe", "-", "--episode", "c1", "--json", "--brain", db, stdin=lines).stdout)
+    assert again["stored"] == [] and len(again["duplicates"]) == 2
+
+    with Brain(db) as brain:
+        old = brain.add("The user lives in Berlin", type="semantic", created_at="2026-01-01T00:00:00Z")
+        new = brain.add("The user lives in Lisbon", type="semantic", supersedes=[old.id],
+                        created_at="2026-02-01T00:00:00Z")
+        brain.pin(new.id)
+    block = cli("context", "where does the user live", "--budget", "200", "--brain", db)
+    assert block.returncode == 0, block.stderr
+    assert block.stdout.startswith("Core facts:\n- [" + new.id + "] (2026-02-01)")
+    assert old.id not in block.stdout
+    data = json.loads(cli("context", "cycling", "--json", "--brain", db).stdout)
+    assert data["tokens"] <= data["budget"] and data["items"][0]["section"] == "core"
+    hist = json.loads(cli("history", new.id, "--json", "--brain", db).stdout)["history"]
+    assert [h["id"] for h in hist] == [old.id, new.id]
+    assert hist[0]["valid_until"] == "2026-02-01T00:00:00Z" and hist[1]["current"] is True
+    then = json.loads(cli("search", "user lives", "--as-of", "2026-01-15", "--json", "--brain", db).stdout)
+    found = [r["id"] for r in then["results"]]
+    assert found[0] == old.id and new.id not in found
+
+
+def test_bad_input_is_one_line_and_writes_nothing(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    db = str(tmp_path / "b.db")
+    Brain(db).close()  # an existing, empty brain: the refusals below are about the input
+    for argv, stdin, needle in [
+        (("observe", "-"), '{"role": "user", "content": "ok"}\nnot json\n', "line 2"),
+        (("observe", "-"), '{"role": "user", "content": 3}\n', "content must be"),
+        (("observe", str(tmp_path / "missing.jsonl")), None, "cannot read"),
+        (("context", "x", "--budget", "0"), None, "budget"),
+        (("search", "x", "--as-of", "someday"), None, "as_of"),
+    ]:
+        monkeypatch.setattr("sys.stdin", io.StringIO(stdin or ""))
+        code = main([*argv, "--brain", db])
+        err = capsys.readouterr().err
+        assert code == 2, (argv, err)
+        assert needle in err and len(err.strip().splitlines()) == 1
+    with Brain(db) as brain:
+        assert brain.stats()["live"] == 0
+
+
+@pytest.mark.slow
+def test_observe_extracts_with_llm_from_env(tmp_path: Path) -> None:
+    db = str(tmp_path / "b.db")
+
+    def respond(body: dict[str, Any]) -> dict[str, Any]:
+        facts = {"facts": [{"content": "The user loves cycling.", "turns": [0]}]}
+        return {"role": "assistant", "content": json.dumps(facts)}
+
+    with stub_server(respond) as url:
+        env = {"BRAINMEM_LLM_BASE_URL": url, "BRAINMEM_LLM_MODEL": "stub"}
+        done = cli("observe", "-", "--json", "--brain", db, env=env,
+                   stdin="\n".join(json.dumps(m) for m in TURNS))
+    report = json.loads(done.stdout)
+    assert done.returncode == 0 and report["extraction"]["ok"] is True and len(report["facts"]) == 1
+    with Brain(db) as brain:
+        assert brain.get(report["facts"][0]).type == "semantic"
+    # an unreachable LLM: turns kept, the failure reported, exit 1
+    env = {"BRAINMEM_LLM_BASE_URL": "http://127.0.0.1:9/v1", "BRAINMEM_LLM_MODEL": "stub",
+           "BRAINMEM_LLM_TIMEOUT": "2"}
+    done = cli("observe", "-", "--episode", "other", "--brain", db, env=env,
+               stdin=json.dumps({"role": "user", "content": "A new turn about tea"}))
+    assert done.returncode == 1 and "extraction: FAILED" in done.stdout
+    with Brain(db) as brain:
+        assert brain.search("tea")[0].trace.content == "A new turn about tea"

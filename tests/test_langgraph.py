@@ -1,0 +1,157 @@
+"""BrainStore against the real langgraph package: differential tests against LangGraph's
+own InMemoryStore, bad namespaces, async variants, and a small real graph."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+from typing import Any, TypedDict
+
+import pytest
+
+pytest.importorskip("langgraph", reason="the langgraph extra is not installed")
+
+from langgraph.graph import END, START, StateGraph  # noqa: E402
+from langgraph.store.base import BaseStore, InvalidNamespaceError  # noqa: E402
+from langgraph.store.memory import InMemoryStore  # noqa: E402
+
+from brainmem import Brain  # noqa: E402
+from brainmem.adapters.langgraph import BrainStore, NamespaceError  # noqa: E402
+from brainmem.errors import InvalidInput  # noqa: E402
+
+ITEMS = [
+    (("users", "ana", "prefs"), "drink", {"text": "Ana drinks green tea", "rank": 2}),
+    (("users", "ana", "prefs"), "seat", {"text": "Ana likes window seats", "rank": 5}),
+    (("users", "ana", "facts"), "city", {"text": "Ana lives in Lisbon", "rank": 1}),
+    (("users", "bo", "prefs"), "drink", {"text": "Bo drinks coffee", "rank": 3}),
+    (("docs",), "readme", {"text": "How to install the tool", "rank": 4}),
+]
+
+
+@pytest.fixture
+def stores(tmp_path: Path) -> tuple[BrainStore, InMemoryStore]:
+    brain = Brain(str(tmp_path / "b.db"))
+    ours, ref = BrainStore(brain), InMemoryStore()
+    for store in (ours, ref):
+        for ns, key, value in ITEMS:
+            store.put(ns, key, value)
+    return ours, ref
+
+
+def _view(items: list[Any]) -> list[tuple]:
+    return sorted((i.namespace, i.key, tuple(sorted(i.value.items()))) for i in items)
+
+
+def test_same_answers_as_langgraphs_inmemory_store(stores: tuple[BrainStore, InMemoryStore]) -> None:
+    ours, ref = stores
+    for ns, key, _ in ITEMS:
+        assert ours.get(ns, key).value == ref.get(ns, key).value
+    assert ours.get(("users", "ana", "prefs"), "nope") is None
+    for prefix, filt in [((), None), (("users",), None), (("users", "ana"), None),
+                         (("users",), {"rank": {"$gte": 3}}), ((), {"text": "Bo drinks coffee"}),
+                         (("users", "ana", "prefs"), {"rank": {"$ne": 2}})]:
+        assert _view(ours.search(prefix, filter=filt, limit=50)) == _view(ref.search(prefix, filter=filt, limit=50))
+    for kwargs in [{}, {"prefix": ("users",)}, {"suffix": ("prefs",)}, {"max_depth": 2},
+                   {"prefix": ("users", "*", "prefs")}, {"limit": 2, "offset": 1}]:
+        assert ours.list_namespaces(**kwargs) == ref.list_namespaces(**kwargs), kwargs
+    # overwrite and delete behave the same; the brain keeps the old value as history
+    for store in (ours, ref):
+        store.put(("users", "ana", "facts"), "city", {"text": "Ana lives in Porto", "rank": 1})
+        store.delete(("users", "bo", "prefs"), "drink")
+    assert ours.get(("users", "ana", "facts"), "city").value["text"] == "Ana lives in Porto"
+    assert ours.get(("users", "bo", "prefs"), "drink") is None
+    # InMemoryStore keeps a namespace whose last item was deleted; like LangGraph's
+    # Postgres store (SELECT DISTINCT over live rows), BrainStore lists only non-empty ones
+    assert ours.list_namespaces() == [ns for ns in ref.list_namespaces() if ns != ("users", "bo", "prefs")]
+    trace = ours.brain.get_key("lg:users.ana.facts.city", scope="user", scope_id="langgraph")
+    assert [t.metadata["langgraph"]["value"]["text"] for t in ours.brain.history(trace.id)] == [
+        "Ana lives in Lisbon", "Ana lives in Porto"]
+
+
+def test_query_search_ranks_by_the_brain(stores: tuple[BrainStore, InMemoryStore]) -> None:
+    ours, _ = stores
+    hits = ours.search(("users",), query="green tea")
+    assert hits[0].key == "drink" and hits[0].namespace == ("users", "ana", "prefs")
+    assert hits[0].score is not None and all(h.namespace[0] == "users" for h in hits)
+    assert ours.search(("docs",), query="green tea") == []
+
+
+@pytest.mark.parametrize(("namespace", "key"), [
+    (("a.b",), "k"), ((), "k"), (("ok",), ""), (("x" * 300,), "k"), (("ok", ""), "k"),
+])
+def test_namespaces_that_do_not_map(tmp_path: Path, namespace: tuple, key: str) -> None:
+    brain = Brain(str(tmp_path / "b.db"))
+    store = BrainStore(brain)
+    with pytest.raises(InvalidNamespaceError):  # LangGraph's own check or ours
+        store.put(namespace, key, {"v": 1})
+    from langgraph.store.base import PutOp
+
+    with pytest.raises(NamespaceError) as info:  # ours, when LangGraph's is bypassed
+        store.batch([PutOp(namespace, key, {"v": 1})])
+    assert isinstance(info.value, InvalidInput)
+    assert brain.stats()["live"] == 0
+
+
+def test_batch_is_validated_before_it_runs(tmp_path: Path) -> None:
+    from langgraph.store.base import GetOp, PutOp
+
+    brain = Brain(str(tmp_path / "b.db"))
+    store = BrainStore(brain)
+    with pytest.raises(NamespaceError):
+        store.batch([PutOp(("ok",), "k", {"v": 1}), PutOp(("bad.label",), "k", {"v": 2})])
+    assert brain.stats()["live"] == 0
+    assert store.batch([PutOp(("ok",), "k", {"v": 1}), GetOp(("ok",), "k")])[1].value == {"v": 1}
+    with pytest.raises(NotImplementedError):
+        store.put(("ok",), "t", {"v": 1}, ttl=5)
+
+
+def test_async_variants(tmp_path: Path) -> None:
+    store = BrainStore(Brain(str(tmp_path / "b.db")))
+
+    async def main() -> None:
+        await asyncio.gather(*(store.aput(("n", str(i % 3)), f"k{i}", {"text": f"item {i}"})
+                               for i in range(12)))
+        got = await store.aget(("n", "1"), "k4")
+        assert got is not None and got.value == {"text": "item 4"}
+        assert len(await store.asearch(("n",), limit=50)) == 12
+        assert await store.alist_namespaces(prefix=("n",)) == [("n", "0"), ("n", "1"), ("n", "2")]
+        await store.adelete(("n", "1"), "k4")
+        assert await store.aget(("n", "1"), "k4") is None
+
+    asyncio.run(main())
+
+
+class State(TypedDict):
+    user: str
+    message: str
+    reply: str
+
+
+def remember(state: State, *, store: BaseStore) -> dict[str, Any]:
+    if state["message"].startswith("remember "):
+        fact = state["message"].removeprefix("remember ")
+        store.put(("memories", state["user"]), str(len(store.search(("memories", state["user"])))),
+                  {"text": fact})
+    return {}
+
+
+def answer(state: State, *, store: BaseStore) -> dict[str, Any]:
+    hits = store.search(("memories", state["user"]), query=state["message"], limit=1)
+    return {"reply": hits[0].value["text"] if hits else "I don't know"}
+
+
+def test_a_real_graph_uses_the_brain_as_its_store(tmp_path: Path) -> None:
+    builder = StateGraph(State)
+    builder.add_node("remember", remember)
+    builder.add_node("answer", answer)
+    builder.add_edge(START, "remember")
+    builder.add_edge("remember", "answer")
+    builder.add_edge("answer", END)
+    path = tmp_path / "b.db"
+    graph = builder.compile(store=BrainStore(Brain(str(path))))
+    graph.invoke({"user": "ana", "message": "remember my dog is called Rex", "reply": ""})
+    graph.invoke({"user": "bo", "message": "remember my cat is called Tom", "reply": ""})
+    out = graph.invoke({"user": "ana", "message": "what is my dog called?", "reply": ""})
+    assert out["reply"] == "my dog is called Rex"
+    with Brain(str(path)) as brain:  # it is all in the brain file
+        assert any("Rex" in h.trace.content for h in brain.search("dog Rex"))

@@ -1,0 +1,97 @@
+"""brainmem serve --http: the MCP SDK's real streamable-HTTP client against the CLI server."""
+
+from __future__ import annotations
+
+import json
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+pytest.importorskip("mcp")
+
+import anyio  # noqa: E402
+from mcp import ClientSession  # noqa: E402
+
+try:  # mcp 2.x
+    from mcp.client.streamable_http import streamable_http_client  # noqa: E402
+except ImportError:  # mcp 1.x
+    from mcp.client.streamable_http import streamablehttp_client as streamable_http_client  # noqa: E402
+
+from brainmem import Brain  # noqa: E402
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _wait_for(port: int, proc: subprocess.Popen) -> None:
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise AssertionError(f"server exited: {proc.stderr.read() if proc.stderr else ''}")
+        try:
+            with socket.create_connection(("127.0.0.1", port), timeout=0.2):
+                return
+        except OSError:
+            time.sleep(0.1)
+    raise AssertionError("server did not start")
+
+
+async def _session(url: str, calls: list[tuple[str, dict[str, Any]]]) -> tuple[list[str], list[Any]]:
+    async with streamable_http_client(url) as streams:
+        read, write = streams[0], streams[1]
+        async with ClientSession(read, write) as session:
+            await session.initialize()
+            names = [t.name for t in (await session.list_tools()).tools]
+            results = []
+            for name, arguments in calls:
+                with anyio.fail_after(30):
+                    results.append(await session.call_tool(name, arguments))
+    return names, results
+
+
+def test_serve_http_with_the_sdk_client(tmp_path: Path) -> None:
+    path = tmp_path / "http.brain"
+    port = _free_port()
+    proc = subprocess.Popen([sys.executable, "-m", "brainmem", "--brain", str(path), "serve",
+                             "--http", f"127.0.0.1:{port}", "--extra", "all"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        _wait_for(port, proc)
+        import httpx  # an openai dependency
+
+        rebinding = httpx.post(f"http://127.0.0.1:{port}/mcp", headers={"Host": "evil.example"},
+                               json={"jsonrpc": "2.0", "id": 1, "method": "ping"}, timeout=10)
+        assert rebinding.status_code in (403, 421)  # DNS-rebinding protection refuses it
+        names, results = anyio.run(_session, f"http://127.0.0.1:{port}/mcp", [
+            ("memory_observe", {"messages": [{"role": "user", "content": "I keep bees on my roof"}]}),
+            ("memory_search", {"query": "bees"}),
+            ("memory_context", {"query": "bees", "budget": 0}),
+        ])
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)
+    assert {"memory_add", "memory_observe", "memory_context", "memory_history"} <= set(names)
+    observed, found, bad = (json.loads(r.content[0].text) for r in results)
+    assert [r["id"] for r in found["results"]] == observed["stored"]
+    is_error = getattr(results[2], "is_error", None)  # mcp 2.x; 1.x calls it isError
+    assert (results[2].isError if is_error is None else is_error) and bad["error"]["type"] == "InvalidInput"
+    with Brain(str(path)) as brain:
+        assert brain.get(observed["stored"][0]).content == "I keep bees on my roof"
+
+
+@pytest.mark.parametrize("address", ["0.0.0.0:8000", "example.com:80", "127.0.0.1:http", "1234567"])
+def test_serve_http_refuses_bad_or_public_addresses(tmp_path: Path, address: str,
+                                                   capsys: pytest.CaptureFixture[str]) -> None:
+    from brainmem.cli import main
+
+    assert main(["--brain", str(tmp_path / "b.db"), "serve", "--http", address]) == 2
+    assert "--http" in capsys.readouterr().err
+    assert not (tmp_path / "b.db").exists()

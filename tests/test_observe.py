@@ -1,0 +1,136 @@
+"""observe: chat turns in, facts out through the real openai client to a loopback server."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from conftest import T0
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from openai_stub import stub_server
+
+from brainmem import Brain
+from brainmem.errors import InvalidInput
+from brainmem.llm import LLM
+from brainmem.observe import MAX_MESSAGES
+
+CONVERSATION = [
+    {"role": "system", "content": "You are a helpful assistant."},
+    {"role": "user", "content": "Hi! I just moved to Lisbon for a new job at Feedzai."},
+    {"role": "assistant", "content": "Congratulations on the move to Lisbon!"},
+    {"role": "assistant", "content": None, "tool_calls": [{"id": "c1", "type": "function",
+                                                            "function": {"name": "f", "arguments": "{}"}}]},
+    {"role": "tool", "tool_call_id": "c1", "content": "weather: sunny, 24C"},
+    {"role": "user", "content": [{"type": "text", "text": "I prefer window seats"},
+                                 {"type": "image_url", "image_url": {"url": "x"}}], "name": "ana"},
+    {"role": "user", "content": "   "},
+]
+
+
+def test_turns_stored_without_llm_and_idempotent(tmp_path: Path) -> None:
+    brain = Brain(str(tmp_path / "b.db"), clock=lambda: T0)
+    report = brain.observe(CONVERSATION, episode="chat-1")
+    assert len(report.stored) == 4 and report.duplicates == []
+    assert {s["index"]: s["reason"] for s in report.skipped} == {
+        0: "system message (instructions, not memory)", 3: "tool call without text", 6: "empty"}
+    assert report.extraction == {"ran": False, "ok": None, "reason": "no LLM configured", "model": None}
+    turns = brain.read(report.stored).traces
+    assert [t.metadata["role"] for t in turns] == ["user", "assistant", "tool", "user"]
+    assert turns[3].content == "I prefer window seats" and turns[3].metadata["name"] == "ana"
+    assert all(t.episode == "chat-1" and t.type == "episodic" for t in turns)
+    before = brain.stats()["live"]
+    again = brain.observe(CONVERSATION, episode="chat-1")
+    assert again.stored == [] and again.duplicates == report.stored
+    assert brain.stats()["live"] == before
+    assert brain.search("Lisbon job")[0].trace.id == report.stored[0]
+
+
+@pytest.mark.parametrize(("messages", "match"), [
+    ("hello", "list of"),
+    ([{"content": "no role"}], "role must be"),
+    ([{"role": "user"}], "has no content"),
+    ([{"role": "user", "content": 42}], "content must be a string"),
+    ([{"role": "user", "content": None}], "null"),
+    ([{"role": "wizard", "content": "x"}], "role must be"),
+    ([{"role": "user", "content": "ok", "created_at": "last tuesday"}], "time"),
+    ([{"role": "user", "content": "x"}] * (MAX_MESSAGES + 1), "over the limit"),
+    ([{"role": "user", "content": "fine"}, "not a message"], "message 1"),
+])
+def test_malformed_messages_write_nothing(tmp_path: Path, messages: Any, match: str) -> None:
+    brain = Brain(str(tmp_path / "b.db"), clock=lambda: T0)
+    with pytest.raises(InvalidInput, match=match):
+        brain.observe(messages)
+    assert brain.stats()["live"] == 0
+
+
+def _extractor(body: dict[str, Any]) -> dict[str, Any]:
+    prompt = body["messages"][1]["content"]
+    known = [line[1:].split("]")[0] for line in prompt.split("\n") if line.startswith("[mt_")]
+    facts = [{"content": "The user lives in Lisbon.", "turns": [0], "supersedes": known},
+             {"content": "The user prefers window seats.", "turns": [3]},
+             {"content": ""}]  # an unusable entry is skipped
+    return {"role": "assistant", "content": "```json\n" + json.dumps({"facts": facts}) + "\n```"}
+
+
+def test_extraction_with_real_openai_client(tmp_path: Path) -> None:
+    with stub_server(_extractor) as url:
+        brain = Brain(str(tmp_path / "b.db"), clock=lambda: T0,
+                      llm=LLM(base_url=url, model="stub-model", api_key="k"))
+        berlin = brain.add("The user lives in Berlin.", type="semantic", created_at=T0 - 86_400)
+        report = brain.observe(CONVERSATION, episode="chat-1", at=T0 - 60)
+    assert report.extraction == {"ran": True, "ok": True, "model": f"stub-model at {url}"}
+    assert len(report.facts) == 2 and report.superseded == [berlin.id]
+    lisbon, seats = brain.read(report.facts).traces
+    assert lisbon.type == "semantic" and lisbon.metadata["derived_from"] == [report.stored[0]]
+    assert seats.metadata["derived_from"] == [report.stored[3]]
+    assert brain.get(berlin.id).valid_until == T0 - 60
+    now = [h.trace.id for h in brain.search("where does the user live", type="semantic")]
+    assert now[0] == lisbon.id and berlin.id not in now
+    assert brain.search("user live", type="semantic", as_of=T0 - 3600)[0].trace.id == berlin.id
+    assert [t.id for t in brain.history(lisbon.id)] == [berlin.id, lisbon.id]
+    assert brain.stats()["edges_by_kind"]["derived_from"] == 2
+
+
+@pytest.mark.parametrize("failure", [500, "not json at all", '{"nothing": 1}'])
+def test_failing_llm_keeps_turns_and_reports(tmp_path: Path, failure: Any) -> None:
+    def respond(body: dict[str, Any]) -> Any:
+        return failure if isinstance(failure, int) else {"role": "assistant", "content": failure}
+
+    with stub_server(respond) as url:
+        brain = Brain(str(tmp_path / "b.db"), clock=lambda: T0, llm=LLM(base_url=url, model="m"))
+        report = brain.observe(CONVERSATION)
+    assert len(report.stored) == 4 and report.facts == []
+    assert report.extraction["ran"] is True and report.extraction["ok"] is False
+    assert report.extraction["error"]
+    assert brain.stats()["live"] == 4
+    assert report.episode.startswith("obs_")
+
+
+_values = st.one_of(st.none(), st.booleans(), st.integers(), st.text(max_size=20),
+                    st.lists(st.dictionaries(st.sampled_from(["type", "text"]),
+                                             st.one_of(st.text(max_size=10), st.integers()),
+                                             max_size=2), max_size=2))
+_messages = st.lists(st.one_of(
+    st.dictionaries(st.sampled_from(["role", "content", "name", "created_at", "tool_calls"]),
+                    st.one_of(_values, st.sampled_from(["user", "assistant", "tool", "system"])),
+                    max_size=5),
+    _values), max_size=6)
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(messages=_messages)
+def test_fuzzed_messages_store_all_or_nothing(tmp_path: Path, messages: Any) -> None:
+    brain = Brain(str(tmp_path / "fuzz.db"), clock=lambda: T0)
+    before = brain.stats()["live"]
+    try:
+        report = brain.observe(messages)
+    except InvalidInput:
+        assert brain.stats()["live"] == before  # nothing half-written
+    else:
+        assert brain.stats()["live"] == before + len(report.stored)
+        assert len(report.stored) + len(report.duplicates) + len(report.skipped) == len(messages)
+    finally:
+        brain.close()

@@ -1,0 +1,74 @@
+"""run_with_memory: the real openai client against a loopback server that calls tools."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import openai
+import pytest
+from conftest import T0
+from openai_stub import stub_server
+
+from brainmem import Brain
+from brainmem.adapters.openai_loop import run_with_memory
+from brainmem.errors import InvalidInput
+
+
+def _call(i: int, name: str, arguments: dict[str, Any] | str) -> dict[str, Any]:
+    args = arguments if isinstance(arguments, str) else json.dumps(arguments)
+    return {"id": f"call_{i}", "type": "function", "function": {"name": name, "arguments": args}}
+
+
+def scripted(body: dict[str, Any]) -> dict[str, Any]:
+    """A model that stores a fact, searches it, tries a bad call, then answers from the result."""
+    tool_msgs = [m for m in body["messages"] if m["role"] == "tool"]
+    if not tool_msgs:
+        return {"role": "assistant", "content": None, "tool_calls": [
+            _call(1, "memory_add", {"content": "The user likes green tea", "type": "semantic"})]}
+    if len(tool_msgs) == 1:
+        return {"role": "assistant", "content": None, "tool_calls": [
+            _call(2, "memory_search", {"query": "tea"}), _call(3, "memory_search", "{not json"),
+            _call(4, "shell_exec", {"cmd": "rm -rf /"})]}
+    found = json.loads(tool_msgs[1]["content"])["results"]
+    return {"role": "assistant", "content": f"You like {found[0]['content'].split()[-2]} tea."}
+
+
+def test_loop_dispatches_tool_calls(tmp_path: Path) -> None:
+    brain = Brain(str(tmp_path / "b.db"), clock=lambda: T0)
+    with stub_server(scripted) as url:
+        client = openai.OpenAI(base_url=url, api_key="k", max_retries=0)
+        result = run_with_memory(brain, client, "stub", [{"role": "user", "content": "What tea do I like?"}],
+                                 observe=True, episode="chat-7", temperature=0)
+    assert result.content == "You like green tea." and result.stopped == "answer" and result.rounds == 3
+    assert [c["name"] for c in result.calls] == ["memory_add", "memory_search", "memory_search", "shell_exec"]
+    assert result.calls[2]["result"]["error"]["type"] == "InvalidInput"
+    assert "unknown tool" in result.calls[3]["result"]["error"]["message"]
+    assert [m["role"] for m in result.messages] == ["user", "assistant", "tool", "assistant", "tool",
+                                                    "tool", "tool", "assistant"]
+    assert brain.search("green tea", type="semantic")[0].trace.content == "The user likes green tea"
+    assert result.observed is not None and len(result.observed.stored) == 2
+    assert {t.episode for t in brain.read(result.observed.stored).traces} == {"chat-7"}
+
+
+def test_loop_offers_the_tools_and_stops_at_max_rounds(tmp_path: Path) -> None:
+    seen: list[dict[str, Any]] = []
+
+    def always_calls(body: dict[str, Any]) -> dict[str, Any]:
+        seen.append(body)
+        return {"role": "assistant", "content": None,
+                "tool_calls": [_call(len(seen), "memory_search", {"query": "x"})]}
+
+    brain = Brain(str(tmp_path / "b.db"))
+    with stub_server(always_calls) as url:
+        client = openai.OpenAI(base_url=url, api_key="k", max_retries=0)
+        result = run_with_memory(brain, client, "stub", [{"role": "user", "content": "hi"}],
+                                 extra=["memory_context"], max_rounds=2)
+    assert result.stopped == "max_rounds" and result.content is None and len(seen) == 2
+    offered = [t["function"]["name"] for t in seen[0]["tools"]]
+    assert offered == [s["function"]["name"] for s in brain.tools(extra=["memory_context"])]
+    with pytest.raises(InvalidInput):
+        run_with_memory(brain, client, "stub", "hi")
+    with pytest.raises(InvalidInput):
+        run_with_memory(brain, client, "stub", [], max_rounds=0)

@@ -1,0 +1,138 @@
+"""Facts that change over time: supersedes, put, as_of, history, export/import."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+from conftest import T0, FakeClock
+
+from brainmem import Brain, schema
+from brainmem.errors import InvalidInput, NotFound
+
+DAY = 86_400.0
+
+
+def _ids(hits: list) -> list[str]:
+    return [h.trace.id for h in hits]
+
+
+def test_knowledge_update_scenario(brain_factory: Callable[..., Brain], clock: FakeClock,
+                                   tmp_path: Path) -> None:
+    brain = brain_factory()
+    berlin = brain.add("I live in Berlin", type="semantic")
+    clock.advance(30 * DAY)
+    lisbon = brain.add("I moved, I live in Lisbon now", type="semantic", supersedes=[berlin.id])
+    assert lisbon.valid_from == T0 + 30 * DAY
+    old = brain.get(berlin.id)  # never deleted
+    assert old.live and old.valid_until == T0 + 30 * DAY
+
+    # search favours the current fact: the superseded one is not current any more
+    assert _ids(brain.search("where do I live"))[0] == lisbon.id
+    assert berlin.id not in _ids(brain.search("live Berlin"))
+    # as_of: what was believed then
+    then = brain.search("where do I live", as_of=T0 + 10 * DAY)
+    assert _ids(then) == [berlin.id]
+    assert _ids(brain.search("where do I live", as_of=T0 + 31 * DAY))[0] == lisbon.id
+    assert brain.search("where do I live", as_of=T0 - DAY) == []  # before anything was known
+    # history: the chain, oldest first, from either end
+    assert [t.id for t in brain.history(lisbon.id)] == [berlin.id, lisbon.id]
+    assert [t.id for t in brain.history(berlin.id)] == [berlin.id, lisbon.id]
+
+    # export / import keeps the chain
+    out = tmp_path / "brain.jsonl"
+    brain.export(str(out))
+    other = brain_factory(tmp_path / "other.db")
+    other.import_jsonl(str(out))
+    assert [t.id for t in other.history(lisbon.id)] == [berlin.id, lisbon.id]
+    assert _ids(other.search("where do I live", as_of=T0 + DAY)) == [berlin.id]
+    assert _ids(other.search("where do I live"))[0] == lisbon.id
+
+
+def test_put_keeps_earlier_values_in_time(file_brain: Brain, clock: FakeClock) -> None:
+    first = file_brain.put("home_city", "The user's home city is Berlin")
+    clock.advance(DAY)
+    file_brain.put("home_city", "The user's home city is Lisbon")
+    clock.advance(DAY)
+    file_brain.put("home_city", "The user's home city is Porto")
+    now = _ids(file_brain.search("home city"))
+    assert now == [first.id]  # the key keeps its id
+    assert "Porto" in file_brain.get(first.id).content
+    at = {day: file_brain.search("home city", as_of=T0 + day * DAY + 1)[0].trace.content
+          for day in (0, 1, 2)}
+    assert ["Berlin" in at[0], "Lisbon" in at[1], "Porto" in at[2]] == [True, True, True]
+    chain = file_brain.history(first.id)
+    assert [t.content.split()[-1] for t in chain] == ["Berlin", "Lisbon", "Porto"]
+    assert chain[0].valid_until == T0 + DAY and chain[1].valid_from == T0 + DAY
+
+
+def test_bad_supersession_writes_nothing(file_brain: Brain) -> None:
+    a = file_brain.add("Alice works at Acme", type="semantic")
+    keyed = file_brain.put("team", "Alice is on the payments team")
+    other = file_brain.add("Bob likes tea", scope="thread", scope_id="t1")
+    before = file_brain.stats()
+    for bad, match in ((["mt_nope"], "no live trace"), ([keyed.id], "use put"),
+                       ([other.id], "own scope"), ([], "at least one"), ([a.id], "itself"),
+                       (7, "list of trace ids")):
+        with pytest.raises((InvalidInput, NotFound), match=match):
+            file_brain.add("Alice works at Acme" if match == "itself" else "Alice works at Initech",
+                           type="semantic", supersedes=bad)
+    assert file_brain.stats() == before
+    b = file_brain.add("Alice works at Initech", type="semantic", supersedes=a.id)
+    with pytest.raises(InvalidInput, match="already superseded"):
+        file_brain.add("Alice works at Globex", type="semantic", supersedes=[a.id])
+    assert [t.id for t in file_brain.history(b.id)] == [a.id, b.id]
+
+
+@pytest.mark.parametrize("bad", ["yesterday-ish", "2026-13-45", True, float("nan")])
+def test_unparseable_as_of_is_invalid_input(file_brain: Brain, bad: object) -> None:
+    file_brain.add("something to find")
+    with pytest.raises(InvalidInput, match="as_of"):
+        file_brain.search("something", as_of=bad)  # type: ignore[arg-type]
+
+
+def test_history_of_unknown_id(file_brain: Brain) -> None:
+    with pytest.raises(NotFound):
+        file_brain.history("mt_missing")
+
+
+@pytest.mark.parametrize("version", range(1, schema.SCHEMA_VERSION))
+def test_brains_of_earlier_schemas_gain_the_timeline(tmp_path: Path, version: int) -> None:
+    from test_migrations import T0 as OLD_T0
+    from test_migrations import build_old_brain
+
+    path = tmp_path / f"v{version}.db"
+    build_old_brain(path, version)
+    with Brain(str(path), clock=lambda: OLD_T0 + 1000) as brain:
+        old = brain.get("mt_a")  # "The user prefers dark mode in every editor"
+        assert old.valid_from is None and old.valid_until is None
+        new = brain.add("The user prefers light mode in every editor", type="semantic",
+                        supersedes=["mt_a"])
+        assert _ids(brain.search("mode editor"))[0] == new.id
+        assert "mt_a" not in _ids(brain.search("mode editor"))
+        then = _ids(brain.search("dark mode", as_of=OLD_T0 + 500))
+        assert then[0] == "mt_a" and new.id not in then
+        assert [t.id for t in brain.history(new.id)] == ["mt_a", new.id]
+        assert brain.check()["ok"]
+
+
+def test_reflect_keeps_superseded_facts(file_brain: Brain, clock: FakeClock) -> None:
+    old = file_brain.add("The user lives in Berlin, Germany", type="semantic", importance=0.0)
+    twin = file_brain.add("The user lives in Berlin Germany!", type="semantic")  # a near-duplicate
+    new = file_brain.add("The user lives in Lisbon, Portugal", type="semantic", supersedes=[old.id])
+    clock.advance(3 * 365 * DAY)  # long enough for an unused fact to fade below the threshold
+    report = file_brain.reflect()
+    kept = file_brain.get(old.id)  # neither pruned nor merged away
+    assert kept.live and kept.valid_until is not None and report.status == "ok"
+    assert [t.id for t in file_brain.history(new.id)] == [old.id, new.id]
+    assert twin.id != old.id
+
+
+def test_as_of_finds_old_facts_behind_many_newer_matches(file_brain: Brain, clock: FakeClock) -> None:
+    old = file_brain.add("The project codename is Falcon", type="semantic")
+    clock.advance(DAY)
+    # many newer traces that match the query better crowd the BM25 top of the index
+    file_brain.add_many([f"project codename project codename note {i}" for i in range(200)])
+    hits = file_brain.search("project codename", limit=5, as_of=T0 + 1)
+    assert _ids(hits) == [old.id]
