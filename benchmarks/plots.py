@@ -96,6 +96,38 @@ def plot_perf(report: dict[str, Any], out: Path) -> Path:
     return path
 
 
+def plot_scale(report: dict[str, Any], out: Path) -> Path:
+    """Search latency against brain size, log-log, per corpus: brainmem and raw FTS5."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    corpora = [c for c in ("longmemeval", "synthetic") if report.get(c, {}).get("rows")]
+    fig, axes = plt.subplots(1, max(1, len(corpora)), figsize=(4.6 * max(1, len(corpora)), 3.8),
+                             squeeze=False)
+    for ax, corpus in zip(axes[0], corpora):
+        rows = report[corpus]["rows"]
+        sizes = [r["size"] for r in rows]
+        for system, colour in (("brainmem", "tab:blue"), ("raw", "tab:gray")):
+            for p, style in (("p50", "o-"), ("p95", "^--"), ("p99", "v:")):
+                ax.plot(sizes, [r[system][f"search_{p}_ms"] for r in rows], style, color=colour,
+                        label=f"{'raw FTS5' if system == 'raw' else system} {p}")
+        ax.set_xscale("log")
+        ax.set_yscale("log")
+        ax.set_xlabel("traces")
+        ax.set_ylabel("ms")
+        ax.set_title("real text (LongMemEval)" if corpus == "longmemeval" else "synthetic (pseudo-words)")
+        ax.grid(alpha=0.3, which="both")
+        ax.legend(fontsize=7)
+    fig.suptitle("search latency (top 10) against brain size")
+    fig.tight_layout()
+    path = out / "scale_latency.png"
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+    return path
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description="PNG plots from benchmark JSON results")
     p.add_argument("results", type=Path, help="directory holding recall_*.json and perf.json")
@@ -113,6 +145,9 @@ def main(argv: list[str] | None = None) -> int:
     perf = args.results / "perf.json"
     if perf.is_file():
         print(plot_perf(json.loads(perf.read_text(encoding="utf-8")), args.out))
+    scale = args.results / "scale.json"
+    if scale.is_file():
+        print(plot_scale(json.loads(scale.read_text(encoding="utf-8")), args.out))
     return 0
 
 

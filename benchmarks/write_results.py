@@ -101,6 +101,58 @@ def _perf_table(perf: dict[str, Any]) -> list[str]:
     return out
 
 
+def _scale_section(res: Path) -> list[str]:
+    """Issue 14: latency, add rate, reflect and file size from 10k to 1M traces (scale.json)."""
+    f = res / "scale.json"
+    if not f.is_file():
+        return []
+    scale = json.loads(f.read_text(encoding="utf-8"))
+    out = ["## Scale", "",
+           "`benchmarks/scale.py`: `brainmem bench perf` at each size on real text (LongMemEval user "
+           "messages varied to N distinct texts) and on the synthetic corpus, raw FTS5 in the same run "
+           "(its top 10 by bm25 over the OR of the query's words). Runs: "
+           + "; ".join(f"{r['at']} sizes {', '.join(f'{s:,}' for s in r['sizes'])}, load {r['load_at_start']:.1f} "
+                       f"on {r['cpus']} cores" for r in scale.get("runs", [])) + ".", ""]
+    for corpus, title in (("longmemeval", "Real text"), ("synthetic", "Synthetic")):
+        rows = scale.get(corpus, {}).get("rows", [])
+        if not rows:
+            continue
+        out += [f"**{title}**", "",
+                "| traces | queries | search p50 / p95 / p99 (ms) | CPU p50 / p95 / p99 (ms) | raw FTS5 p50 / p95 "
+                "(ms) | raw CPU p50 / p95 (ms) | p50 ratio | add (/s) | add vs raw | reflect (s) | "
+                "reflect peak RSS (MB) | longest add during reflect (s) | file (MB) |",
+                "|---:|---:|---|---|---|---|---:|---:|---:|---:|---:|---:|---:|"]
+        for r in rows:
+            b, w, q = r["brainmem"], r["raw"], r["ratio"]
+            cpu = " / ".join(_n(b.get(f"search_cpu_p{p}_ms")) for p in (50, 95, 99))
+            raw_cpu = " / ".join(_n(w.get(f"search_cpu_p{p}_ms")) for p in (50, 95))
+            out.append(
+                f"| {r['size']:,} | {r['queries']} | {_n(b['search_p50_ms'])} / {_n(b['search_p95_ms'])} / "
+                f"{_n(b['search_p99_ms'])} | {cpu} | {_n(w['search_p50_ms'])} / {_n(w['search_p95_ms'])} | "
+                f"{raw_cpu} | "
+                f"{_ratio(q.get('search_p50_ms'))} | {_n(b['add_per_second'])} | {_ratio(q.get('add_per_second'))} | "
+                f"{_n(b.get('reflect_seconds'))} | {_n(b.get('reflect_peak_rss_mb'))} | "
+                f"{_n(b.get('reflect_writer_wait_s'))} | {_n(b['file_bytes'] / 1e6)} |")
+        out.append("")
+    hay = scale.get("haystack")
+    if hay:
+        out += [f"**LongMemEval haystacks** ({hay['searches']} searches, ~{hay['documents_per_haystack']:.0f} "
+                f"traces each): search p50 {_n(hay['read_p50_ms'])} ms (pure read) and "
+                f"{_n(hay['reinforce_p50_ms'])} ms (reinforcing, as an agent calls it) against "
+                f"{_n(hay['raw_p50_ms'])} ms for raw FTS5: {hay['read_p50_ratio']:.1f}x and "
+                f"{hay['reinforce_p50_ratio']:.1f}x.", ""]
+    refl = res / "reflect_1m.json"
+    if refl.is_file():
+        r = json.loads(refl.read_text(encoding="utf-8"))
+        out += [f"**reflect at {r['traces']:,} traces** (`{r['command']}`): {r['summary']}", ""]
+    out += ["![search latency against size](scale_latency.png)", ""]
+    return out
+
+
+def _ratio(q: float | None) -> str:
+    return "n/a" if q is None else f"{q:.2f}x"
+
+
 def _commands(res: Path) -> list[str]:
     f = res / "commands.txt"
     if not f.is_file():
@@ -176,6 +228,7 @@ def main(argv: list[str] | None = None) -> int:
         out += ["![latency and throughput vs size](perf_latency.png)", ""]
     else:
         out += ["No performance results yet.", ""]
+    out += _scale_section(res)
     out += _diagnostics(res)
     sys.stdout.write("\n".join(out))
     return 0

@@ -37,7 +37,7 @@ from .faces import Listing, ListItem, Reading
 from .model import Hit, TimeLike, Trace
 from .policy import Policy
 from .query import QueryCompiler
-from .store import Filters, Store
+from .store import Filters, Store, WriteBusy
 from .validate import (
     READ_MAX,
     build_trace,
@@ -117,11 +117,16 @@ class Brain:
         self._lock = threading.RLock()
         self._events = Events()
         self._writer = Writer(self._store, self.policy)
+        #: searches whose reinforcement waits for the write lock (see _record_retrieval)
+        self._pending_retrievals: list[tuple[str, float, list[tuple[str, int, float]]]] = []
 
     # --- lifecycle --------------------------------------------------------------------
 
     def close(self) -> None:
         with self._lock:
+            if self._pending_retrievals and not self.readonly:
+                with contextlib.suppress(WriteBusy), self._store.write(wait=False):
+                    self._flush_retrievals()
             self._store.close()
 
     def __enter__(self) -> Brain:
@@ -412,12 +417,34 @@ class Brain:
             hits.windows = ranked.windows
             hits.degraded = degraded
             if reinforce and not self.readonly and hits:
-                with self._store.write():
-                    hits.retrieval_id = self._store.record_retrieval(
-                        query, at, [(h.trace.id, rank, h.score) for rank, h in enumerate(hits)]
-                    )
-                    self._writer.reinforce([h.trace for h in hits], at)
+                hits.retrieval_id = self._record_retrieval(query, at, hits)
         return hits
+
+    def _record_retrieval(self, query: str, at: float, hits: Hits) -> int | None:
+        """Record the retrieval and reinforce its hits, without waiting for the write lock.
+
+        While another connection holds the lock (a long reflect, a big import) the
+        search returns at once with ``retrieval_id`` None, and its reinforcement waits
+        in memory (at most 1,000 searches' worth) until a later search gets the lock.
+        """
+        results = [(h.trace.id, rank, h.score) for rank, h in enumerate(hits)]
+        try:
+            with self._store.write(wait=False):
+                self._flush_retrievals()
+                retrieval_id = self._store.record_retrieval(query, at, results)
+                self._writer.reinforce([h.trace for h in hits], at)
+                return retrieval_id
+        except WriteBusy:
+            self._pending_retrievals.append((query, at, results))
+            del self._pending_retrievals[:-1000]
+            return None
+
+    def _flush_retrievals(self) -> None:
+        """Write the retrievals that waited for the lock (inside a write)."""
+        pending, self._pending_retrievals = self._pending_retrievals, []
+        for query, at, results in pending:
+            self._store.record_retrieval(query, at, results)
+            self._writer.reinforce(self._store.get_many([r[0] for r in results]), at)
 
     def _filters(self, **given: Any) -> Filters:
         """Validated :class:`Filters` from the read methods' keyword arguments."""

@@ -36,7 +36,7 @@ _POSITIVE = frozenset({"stability_base", "min_stability", "recency_half_life", "
 #: Counts that must be at least 1 (the others may be 0).
 _AT_LEAST_ONE = frozenset({
     "max_content_bytes", "max_tags", "max_tag_chars", "max_key_chars", "candidate_factor",
-    "min_candidates", "max_query_terms", "context_reach", "derive_min_size", "derive_max_size",
+    "min_candidates", "search_budget", "max_query_terms", "context_reach", "derive_min_size", "derive_max_size",
     "capacity", "quota", "derive_sentences",
 })
 
@@ -88,15 +88,24 @@ class Policy:
     min_stability: float = 3_600.0
 
     # --- ranking (ARCHITECTURE.md, "Ranking"; brainmem/retrieval.py) -------------------------
-    #: How many BM25 candidates are re-ranked: ``candidate_factor`` per requested hit,
-    #: at least ``min_candidates``. Deeper pools did not find more: re-ranking them let
-    #: weak matches from well-matching conversations crowd the top (recall@10 at limit
-    #: 10, pool 50 -> 35: synthetic 0.712 -> 0.746, LoCoMo 0.777 -> 0.780; LongMemEval,
-    #: ranked 100 deep, unchanged), and a smaller pool is a faster search. Up to limit 11
-    #: the pool is the same, so those results are prefixes of one another; a larger
-    #: limit re-ranks a larger pool and may order its top differently.
+    #: How many BM25 candidates are re-ranked: the first pool is ``min_candidates``
+    #: deep; when it yields fewer hits than asked for, a ``candidate_factor`` times
+    #: deeper pool is ranked and its new hits follow (so a result at ``limit=k`` is the
+    #: top k of any larger limit). Deeper first pools did not find more: re-ranking them
+    #: let weak matches from well-matching conversations crowd the top (recall@10, pool
+    #: 50 -> 35: synthetic 0.712 -> 0.746, LoCoMo 0.777 -> 0.780; LongMemEval, ranked
+    #: 100 deep, unchanged also when its top is ranked in the 35-pool), and a smaller
+    #: pool is a faster search.
     candidate_factor: int = 3
     min_candidates: int = 35
+    #: At most about this many traces are scored by FTS5 for one search pass: when a
+    #: query's words match more, the rarest are scored first and the common ones are
+    #: deferred (see brainmem/candidates.py); below it nothing is pruned. None scores
+    #: every match (exact, slow at scale). At 100k real-text traces the top 10 shared
+    #: with the exact search was 0.57 / 0.66 / 0.75 at 500 / 1,000 / 2,000, and search p50
+    #: 20 / 16 / 29 ms, p95 41 / 35 / 56 ms (exact: 28 and 161 ms; 2 cores under load 11):
+    #: 2,000 keeps more of the exact ranking for a few ms.
+    search_budget: int | None = 2000
     #: Weights of the gentle factors; relevance stays first.
     weight_strength: float = 0.1
     weight_recency: float = 0.2

@@ -82,6 +82,8 @@ class CompiledQuery:
     expression: str
     terms: tuple[str, ...]
     syntax: bool  # True when the user's FTS5 syntax was used as given
+    #: The words OR-joined in ``expression`` (terms plus irregular forms); empty for syntax.
+    phrases: tuple[str, ...] = ()
 
 
 class QueryCompiler:
@@ -138,7 +140,7 @@ class QueryCompiler:
         ))
         phrases = [fq.PHRASE(t) for t in searched]
         expression = fq.to_query_string(fq.OR(phrases) if len(phrases) > 1 else phrases[0])
-        return CompiledQuery(expression, tuple(terms), False)
+        return CompiledQuery(expression, tuple(terms), False, tuple(searched))
 
 
 def _encodable(text: str) -> bool:

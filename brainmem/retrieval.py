@@ -49,6 +49,7 @@ from dataclasses import dataclass, replace
 
 import apsw.fts5query as fq
 
+from . import candidates as lexical
 from . import decay, graph, scripts, temporal
 from .errors import QueryError
 from .hybrid import Dense
@@ -78,23 +79,57 @@ def search(
     explain: bool,
     dense: Dense | None = None,
 ) -> Ranked:
+    """The best ``limit`` hits, ranked in pools whose sizes do not depend on ``limit``.
+
+    The first pool is the ``min_candidates`` best BM25 candidates (with what the
+    context mechanisms add), re-ranked; while fewer than ``limit`` hits are found, a
+    ``candidate_factor`` times deeper pool is ranked and its new hits follow. So the
+    hits at ``limit=k`` are always the first k of those at a larger limit (issue 14:
+    before, the pool grew with ``limit`` and LoCoMo recall@10 was 0.780 at limit 10
+    but 0.772 as the top 10 of limit 100).
+    """
     compiled, cues, topical = _compile(compiler, policy, query, now)
-    size = max(policy.min_candidates, limit * policy.candidate_factor)
+    hits: list[Hit] = []
+    seen: set[str] = set()
+    size = policy.min_candidates
+    while True:
+        pool, exhausted = _rank_pool(store, compiler, policy, query, compiled, cues, topical,
+                                     filters, size, now, explain, dense)
+        for hit in pool:
+            if hit.trace.id not in seen:
+                seen.add(hit.trace.id)
+                hits.append(hit)
+        if len(hits) >= limit or exhausted:
+            return Ranked(hits[:limit], compiled.terms, tuple((w.start, w.end) for w in cues.windows))
+        size *= max(2, policy.candidate_factor)
+
+
+def _rank_pool(store: Store, compiler: QueryCompiler, policy: Policy, query: str,
+               compiled: CompiledQuery, cues: temporal.TemporalCues, topical: bool,
+               filters: Filters, size: int, now: float, explain: bool,
+               dense: Dense | None) -> tuple[list[Hit], bool]:
+    """The ``size`` best BM25 candidates and what context adds to them, all re-ranked;
+    and whether the index had no more candidates than that."""
     try:
-        candidates = store.search(compiled.expression, filters, size, policy.bm25_weights)
+        # bounded: the rarest words are scored first when the query matches too much
+        candidates = lexical.gather(store, compiler, compiled, filters, size, policy.bm25_weights,
+                                    policy.search_budget)
     except QueryError:
         if not compiled.syntax:
             raise
         # FTS5 syntax that parsed but SQLite still refuses (rare): fall back to the words.
         compiled = compiler.compile(" ".join(compiled.terms) or query.replace('"', " "))
         candidates = store.search(compiled.expression, filters, size, policy.bm25_weights)
+    exhausted = len(candidates) < size
     unsegmented = scripts.runs(query)
     if unsegmented:
+        before = len(candidates)
         _add_unsegmented_candidates(store, filters, unsegmented, size, candidates)
+        exhausted = exhausted and len(candidates) - before < size
     for window in cues.windows:
-        _add_window_candidates(store, policy, compiled, filters, window, size, candidates,
-                               fill=not topical)
-    windows = tuple((w.start, w.end) for w in cues.windows)
+        full = _add_window_candidates(store, compiler, policy, compiled, filters, window, size,
+                                      candidates, fill=not topical)
+        exhausted = exhausted and not full
     if policy.weight_bridge and not compiled.syntax and candidates:
         _bridge(store, compiler, policy, filters, compiled, candidates, size)
     if dense is not None:  # search by meaning (brainmem.hybrid): fused before the re-ranking
@@ -102,10 +137,11 @@ def search(
         # worse on LongMemEval at weight 1 (session all@5 0.877 vs 0.889, any@5 0.988 vs 1.000)
         dense.fuse(candidates, filters)
     if not candidates:
-        return Ranked([], compiled.terms, windows)
+        return [], True
     best = max(score for _, score in candidates) or 1.0
     carried = _conversation_context(store, policy, filters, candidates, best)
-    episode = _episode_bm25(store, compiler, compiled.terms, candidates) if policy.weight_episode else {}
+    episode = (_episode_bm25(store, compiler, compiled.terms, candidates, policy.search_budget)
+               if policy.weight_episode else {})
     activation = _activation(store, policy, candidates)
     hits: list[Hit] = []
     for trace, bm25 in candidates:
@@ -134,8 +170,11 @@ def search(
             if explain else None
         )
         hits.append(Hit(trace, score, factors))
-    hits.sort(key=lambda h: h.score, reverse=True)
-    return Ranked(hits[:limit], compiled.terms, windows)
+    # ties broken by id, so a pool's order never depends on the order rows came back in
+    hits.sort(key=lambda h: (-h.score, h.trace.id))
+    return hits, exhausted
+
+
 
 
 def _compile(compiler: QueryCompiler, policy: Policy, query: str,
@@ -157,26 +196,30 @@ def _compile(compiler: QueryCompiler, policy: Policy, query: str,
     return compiled, cues, True
 
 
-def _add_window_candidates(store: Store, policy: Policy, compiled: CompiledQuery, filters: Filters,
+def _add_window_candidates(store: Store, compiler: QueryCompiler, policy: Policy,
+                           compiled: CompiledQuery, filters: Filters,
                            window: temporal.Window, size: int, candidates: Candidates,
-                           fill: bool) -> None:
+                           fill: bool) -> bool:
     """The best matches inside a cue's window join the candidates, however weak elsewhere.
 
     With ``fill`` (a query with no topic but its times), the window's newest other
-    traces join them too, with BM25 0, up to ``size`` in all.
+    traces join them too, with BM25 0, up to ``size`` in all. True when the window
+    may hold more than ``size`` of them (a deeper pool would find more).
     """
     since = window.start if filters.since is None else max(window.start, filters.since)
     until = window.end if filters.until is None else min(window.end, filters.until)
     if since > until:
-        return
+        return False
     seen = {t.id for t, _ in candidates}
     in_window = replace(filters, since=since, until=until)
-    inside = store.search(compiled.expression, in_window, size, policy.bm25_weights)
+    inside = lexical.gather(store, compiler, compiled, in_window, size, policy.bm25_weights,
+                            policy.search_budget)
     if fill and len(inside) < size:
         matched = {t.id for t, _ in inside}
         inside += [(t, 0.0) for t in store.select(in_window, limit=size) if t.id not in matched][
             : size - len(inside)]
     candidates.extend(c for c in inside if c[0].id not in seen)
+    return len(inside) >= size
 
 
 def _add_unsegmented_candidates(store: Store, filters: Filters, runs: list[str], size: int,
@@ -231,14 +274,16 @@ def _bridge(store: Store, compiler: QueryCompiler, policy: Policy, filters: Filt
                     stem_of.setdefault(word, stems[0])
     if not stem_of:
         return
-    n, df = store.document_frequencies(list(stem_of.values()))
+    n, df = lexical.document_frequencies(store, compiler, list(stem_of), policy.search_budget)
     # a bridge must lead elsewhere (held by 2+ traces) and be rare (a name, not a topic)
     rare = [w for w, s in stem_of.items() if 2 <= df.get(s, 0) <= policy.bridge_max_share * n]
     if not rare:
         return
     words = list(dict.fromkeys([*compiled.terms, *rare]))
-    found = store.search(fq.to_query_string(fq.OR([fq.PHRASE(w) for w in words])), filters, size,
-                         policy.bm25_weights)
+    second = CompiledQuery(fq.to_query_string(fq.OR([fq.PHRASE(w) for w in words])), compiled.terms,
+                           False, tuple(words))
+    found = lexical.gather(store, compiler, second, filters, size, policy.bm25_weights,
+                           policy.search_budget)
     if not found:
         return
     best = max((b for _, b in candidates), default=0.0) or 1.0
@@ -296,7 +341,8 @@ def _carry(store: Store, policy: Policy, forward: dict[str, float], backward: di
 
 
 def _episode_bm25(store: Store, compiler: QueryCompiler, terms: tuple[str, ...],
-                  candidates: Candidates, k1: float = 1.2, b: float = 0.75) -> dict[str, float]:
+                  candidates: Candidates, budget: int | None, k1: float = 1.2,
+                  b: float = 0.75) -> dict[str, float]:
     """BM25 of each candidate's episode read as one document, scaled so the best is 1.
 
     Term frequencies are summed over the episode's candidates (the traces that
@@ -307,14 +353,13 @@ def _episode_bm25(store: Store, compiler: QueryCompiler, terms: tuple[str, ...],
     stems = sorted({s for t in terms for s in compiler.stems(t)}) if in_episodes else []
     if not stems:
         return {}
-    wanted = set(stems)
-    n, df = store.document_frequencies(stems)
+    wanted = frozenset(stems)
+    n, df = lexical.document_frequencies(store, compiler, list(terms), budget)
     idf = {s: math.log(1 + (n - df.get(s, 0) + 0.5) / (df.get(s, 0) + 0.5)) for s in stems}
     tf: dict[str, Counter[str]] = {}
     for trace in in_episodes:
         assert trace.episode is not None
-        words = compiler.stem_list(trace.content)
-        tf.setdefault(trace.episode, Counter()).update(w for w in words if w in wanted)
+        tf.setdefault(trace.episode, Counter()).update(lexical.stem_counts(trace.content, wanted)[1])
     lengths = store.episode_lengths(list(tf))
     average = sum(lengths.values()) / max(1, len(lengths)) or 1.0
     scores = {}

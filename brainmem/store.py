@@ -26,6 +26,7 @@ from .errors import (
     QueryError,
 )
 from .model import Trace
+from .store_base import WriteBusy as WriteBusy  # re-exported: Brain catches it
 from .store_base import translate_errors
 from .store_edges import EdgeTables
 from .store_index import IndexTables
@@ -313,16 +314,16 @@ class Store(IndexTables, EdgeTables, LogTables, InspectTables, VectorTables):
             sql = (
                 f"SELECT {_SELECT}, bm25(traces_fts, {w}) AS rank FROM traces_fts "
                 f"JOIN traces t ON t.rid = traces_fts.rowid "
-                f"WHERE traces_fts MATCH ? AND {where} ORDER BY rank LIMIT ?"
+                f"WHERE traces_fts MATCH ? AND {where} ORDER BY rank, t.rid LIMIT ?"
             )
             args = [expression, *params, limit]
         else:
             # Rank inside FTS5 first, then join only the winners: as cheap as raw FTS5.
             sql = (
                 f"WITH hits AS (SELECT rowid AS rid, bm25(traces_fts, {w}) AS rank FROM traces_fts "
-                f"WHERE traces_fts MATCH ? ORDER BY rank LIMIT ?) "
+                f"WHERE traces_fts MATCH ? ORDER BY rank, rowid LIMIT ?) "
                 f"SELECT {_SELECT}, hits.rank FROM hits JOIN traces t ON t.rid = hits.rid "
-                f"WHERE {where} ORDER BY hits.rank"
+                f"WHERE {where} ORDER BY hits.rank, hits.rid"
             )
             args = [expression, limit, *params]
         with translate_errors():
@@ -580,6 +581,26 @@ class Store(IndexTables, EdgeTables, LogTables, InspectTables, VectorTables):
             "SELECT id, scope, scope_id, strength, stability, last_accessed_at, "
             "pinned OR valid_until IS NOT NULL, expires_at FROM traces WHERE deleted_at IS NULL"
         ))
+
+    def traces_by_rid(self, rids: Sequence[int], filters: Filters) -> list[Trace]:
+        """The traces of ``rids`` that pass ``filters`` (ranking's bounded candidates)."""
+        where, params = filters.sql()
+        out: list[Trace] = []
+        for start in range(0, len(rids), 500):
+            chunk = list(rids[start : start + 500])
+            out += [row_to_trace(r) for r in self.execute(
+                f"SELECT {_SELECT} FROM traces t WHERE t.rid IN ({', '.join('?' * len(chunk))}) AND {where}",
+                [*chunk, *params])]
+        return out
+
+    def soft_delete_unchanged(self, seen: Sequence[tuple[str, float]], at: float) -> None:
+        """Soft-delete live traces whose ``last_accessed_at`` is still the one seen (prune
+        decides on a snapshot; a trace used since then is spared)."""
+        self.db.executemany(
+            "UPDATE traces SET deleted_at = ?, updated_at = ? "
+            "WHERE id = ? AND deleted_at IS NULL AND last_accessed_at = ?",
+            [(at, at, i, last) for i, last in seen],
+        )
 
     def soft_delete_many(self, ids: Sequence[str], at: float, merged_into: str | None = None) -> None:
         """Soft-delete live traces (optionally recording the survivor they merged into)."""

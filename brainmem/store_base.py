@@ -27,6 +27,10 @@ from .errors import (
 )
 
 
+class WriteBusy(Exception):
+    """Another connection holds the write lock (only from ``write(wait=False)``)."""
+
+
 @contextlib.contextmanager
 def translate_errors() -> Iterator[None]:
     """Turn apsw errors into the brainmem tree (with the cause chained)."""
@@ -58,6 +62,7 @@ class Database:
         #: Counts outermost write transactions, so a caller can cache facts for one of them.
         self.tx_serial = 0
         self._cache: dict[str, tuple[tuple[int, int], Any]] = {}
+        self.busy_timeout_ms = busy_timeout_ms
         with translate_errors():
             self.db = files.open_connection(path, readonly, busy_timeout_ms)
             # R(now) is defined once, in decay.py; SQL that ranks by it calls the same code
@@ -72,8 +77,12 @@ class Database:
             self.db.close()
 
     @contextlib.contextmanager
-    def write(self) -> Iterator[None]:
-        """A ``BEGIN IMMEDIATE`` transaction; nested calls join the outermost one."""
+    def write(self, *, wait: bool = True) -> Iterator[None]:
+        """A ``BEGIN IMMEDIATE`` transaction; nested calls join the outermost one.
+
+        ``wait=False``: raise :class:`WriteBusy` at once instead of waiting up to the
+        busy timeout when another connection holds the write lock.
+        """
         if self.readonly:
             raise ReadOnlyBrain(f"{self.path} was opened read-only")
         with translate_errors():
@@ -84,7 +93,16 @@ class Database:
                 finally:
                     self._depth -= 1
                 return
-            self.db.execute("BEGIN IMMEDIATE")
+            if wait:
+                self.db.execute("BEGIN IMMEDIATE")
+            else:
+                self.db.set_busy_timeout(0)
+                try:
+                    self.db.execute("BEGIN IMMEDIATE")
+                except apsw.BusyError:
+                    raise WriteBusy(self.path) from None
+                finally:
+                    self.db.set_busy_timeout(self.busy_timeout_ms)
             self._depth = 1
             self.tx_serial += 1
             try:
@@ -117,7 +135,8 @@ class Database:
 
     def _cached(self, name: str, compute: Callable[[], Any]) -> Any:
         """``compute()``, remembered until this connection or another one commits a write."""
-        key = (self.db.pragma("data_version"), self.tx_serial)
+        # execute, not db.pragma(): 2 µs against 40 µs, on every search
+        key = (self.db.execute("PRAGMA data_version").get, self.tx_serial)
         stamp, value = self._cache.get(name, (None, None))
         if stamp != key:
             value = compute()

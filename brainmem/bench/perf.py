@@ -112,7 +112,12 @@ _METRICS = (
     ("search_p50_ms", "search p50", "ms"),
     ("search_p95_ms", "search p95", "ms"),
     ("search_p99_ms", "search p99", "ms"),
+    ("search_cpu_p50_ms", "search CPU p50", "ms"),
+    ("search_cpu_p95_ms", "search CPU p95", "ms"),
+    ("search_cpu_p99_ms", "search CPU p99", "ms"),
     ("reflect_seconds", "reflect", "s"),
+    ("reflect_peak_rss_mb", "reflect peak RSS", "MB"),
+    ("reflect_writer_wait_s", "longest add during reflect", "s"),
     ("file_bytes", "file size", "B"),
 )
 
@@ -179,7 +184,18 @@ def _warm_up_reflect() -> None:
         brain.reflect()
 
 
-def _measure(tmp: str, texts: list[str], queries: list[str]) -> tuple[dict[str, float | None], dict[str, float | None], bool]:
+#: Traces per add_many call: one call (one transaction) per 100k keeps the benchmark's
+#: memory flat at a million traces; the transaction count barely changes the rate.
+ADD_CHUNK = 100_000
+
+
+def _add_all(brain: Any, texts: list[str]) -> None:
+    for start in range(0, len(texts), ADD_CHUNK):
+        brain.add_many(texts[start : start + ADD_CHUNK])
+
+
+def _measure(tmp: str, texts: list[str], queries: list[str],
+             reflect: bool = True) -> tuple[dict[str, float | None], dict[str, float | None], bool]:
     """Both systems at one size. Adds run one after the other; the searches are
     interleaved (brainmem, raw, brainmem, ...) so that load from anything else on the
     machine falls on both alike."""
@@ -190,25 +206,77 @@ def _measure(tmp: str, texts: list[str], queries: list[str]) -> tuple[dict[str, 
     raw: dict[str, float | None] = {}
     reflected = False
     with Brain(bm_path) as brain, Fts5Baseline(raw_path) as fts:
-        bm["add_seconds"] = _timed(lambda: brain.add_many(texts))
+        bm["add_seconds"] = _timed(lambda: _add_all(brain, texts))
         raw["add_seconds"] = _timed(lambda: fts.add(texts))
         for q in queries[:10]:  # warm the page and statement caches, untimed
             brain.search(q, limit=10, reinforce=False)
             fts.search(q, 10)
-        bm_lat, raw_lat = [], []
+        bm_lat, raw_lat, bm_cpu, raw_cpu = [], [], [], []
         for q in queries:
+            c = time.process_time()
             bm_lat.append(_timed(functools.partial(brain.search, q, limit=10, reinforce=False)) * 1000.0)
+            bm_cpu.append((time.process_time() - c) * 1000.0)
+            c = time.process_time()
             raw_lat.append(_timed(functools.partial(fts.search, q, 10)) * 1000.0)
+            raw_cpu.append((time.process_time() - c) * 1000.0)
         bm.update(_latency(bm_lat))
         raw.update(_latency(raw_lat))
-        bm["reflect_seconds"] = _timed(brain.reflect)
+        # CPU time too: on a shared machine wall time mostly measures the other jobs
+        bm.update({f"search_cpu_p{p}_ms": percentile(bm_cpu, p) for p in (50, 95, 99)})
+        raw.update({f"search_cpu_p{p}_ms": percentile(raw_cpu, p) for p in (50, 95, 99)})
+    bm["reflect_seconds"] = bm["reflect_peak_rss_mb"] = bm["reflect_writer_wait_s"] = None
+    if reflect:
+        bm.update(reflect_under_load(bm_path))
         reflected = True
-    raw["reflect_seconds"] = None  # raw FTS5 has nothing like consolidation: no ratio
+    for key in ("reflect_seconds", "reflect_peak_rss_mb", "reflect_writer_wait_s"):
+        raw[key] = None  # raw FTS5 has nothing like consolidation: no ratio
     for out, path in ((bm, bm_path), (raw, raw_path)):
         add = out["add_seconds"]
         out["add_per_second"] = len(texts) / add if add else None
         out["file_bytes"] = float(_file_bytes(path))
     return bm, raw, reflected
+
+
+def _reflect_child(path: str, out: Any) -> None:
+    import resource
+
+    from brainmem import Brain
+
+    _warm_up_reflect()  # imports (scikit-learn, networkx) are not reflect's time
+    t0 = time.perf_counter()
+    with Brain(path) as brain:
+        brain.reflect()
+    out.put((time.perf_counter() - t0, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024))
+
+
+def reflect_under_load(path: str, every: float = 0.05,
+                       tick: Callable[[float, float], None] | None = None) -> dict[str, float | None]:
+    """``reflect()`` in a child process (its peak RSS is its own) while this process
+    adds a trace every ``every`` seconds; the longest add is how long reflect held
+    the write lock at a stretch, as a writer feels it. ``tick(elapsed, longest)`` is
+    called about once a minute."""
+    import multiprocessing
+
+    from brainmem import Brain
+
+    ctx = multiprocessing.get_context("spawn")
+    out = ctx.Queue()
+    child = ctx.Process(target=_reflect_child, args=(path, out))
+    waits: list[float] = []
+    with Brain(path) as writer:
+        child.start()
+        n, t0, last_tick = 0, time.perf_counter(), time.perf_counter()
+        while child.is_alive() and out.empty():
+            waits.append(_timed(functools.partial(writer.add, f"a note written during reflect, number {n}")))
+            n += 1
+            time.sleep(every)
+            if tick is not None and time.perf_counter() - last_tick > 60:
+                last_tick = time.perf_counter()
+                tick(last_tick - t0, max(waits))
+    seconds, rss = out.get()
+    child.join()
+    return {"reflect_seconds": seconds, "reflect_peak_rss_mb": rss,
+            "reflect_writer_wait_s": max(waits, default=0.0)}
 
 
 def _latency(lat: list[float]) -> dict[str, float | None]:
@@ -221,43 +289,64 @@ def run_perf(
     progress: Progress | None = None,
     *,
     workdir: str | Path | None = None,
+    corpus: str = "synthetic",
+    data: str | Path | None = None,
+    reflect: bool = True,
 ) -> PerfReport:
     """Measure brainmem and raw FTS5 at each corpus size; see the module docstring.
 
     ``progress(done, total)`` is called after each size (``total`` = number of
     sizes). ``workdir`` is where the temporary files go (default: the system's
-    temp dir); they are removed afterwards.
+    temp dir); they are removed afterwards. ``corpus`` is "synthetic" (pseudo-words)
+    or "longmemeval" (real text from the LongMemEval file ``data``, see
+    :mod:`brainmem.bench.corpus`). ``reflect=False`` skips reflect.
     """
     sizes = [int(s) for s in sizes]
     if any(s < 1 for s in sizes) or queries < 1:
         raise ValueError("sizes and queries must be positive")
-    qs = make_queries(queries)
+    if corpus not in ("synthetic", "longmemeval"):
+        raise ValueError(f"corpus must be synthetic or longmemeval, not {corpus!r}")
+    if corpus == "longmemeval":
+        if data is None:
+            raise ValueError("the longmemeval corpus needs data=PATH to a LongMemEval file")
+        from .corpus import real_corpus, real_queries
+
+        texts_for: Callable[[int], list[str]] = functools.partial(real_corpus, data=data)
+        qs = real_queries(queries, data, real_corpus(min(max(sizes), 20_000), data))
+    else:
+        texts_for, qs = make_corpus, make_queries(queries)
     load = os.getloadavg()[0] if hasattr(os, "getloadavg") else None
     rows: list[PerfRow] = []
     total, done = len(sizes), 0
     reflect_available = True
-    _warm_up_reflect()
     with tempfile.TemporaryDirectory(prefix="brainmem-perf-", dir=workdir) as tmp:
         for size in sizes:
             sub = os.path.join(tmp, str(size))
             os.mkdir(sub)
-            bm, raw, reflected = _measure(sub, make_corpus(size), qs)
+            bm, raw, reflected = _measure(sub, texts_for(size), qs, reflect)
             reflect_available = reflect_available and reflected
             rows.append(PerfRow(size, queries, bm, raw))
             done += 1
             if progress is not None:
                 progress(done, total)
+    real = corpus == "longmemeval"
     notes: dict[str, Any] = {
-        "corpus": "deterministic pseudo-word texts, 8-20 Zipf-distributed words each",
-        "queries": "2-5 words from the same vocabulary; 10 untimed warm-up queries first; "
-        "brainmem and raw searches interleaved",
-        "reflect": "once per size on the whole corpus, after an untimed warm-up reflect on a tiny brain",
+        "corpus": ("LongMemEval user messages (<= 60 words), then pairs of their sentences, all distinct"
+                   if real else "deterministic pseudo-word texts, 8-20 Zipf-distributed words each"),
+        "queries": ("the LongMemEval questions, then 5-word snippets of corpus texts"
+                    if real else "2-5 words from the same vocabulary")
+        + "; search(q, limit=10, reinforce=False) vs raw FTS5 OR-of-words bm25 top 10; "
+        "10 untimed warm-up queries first; brainmem and raw searches interleaved",
+        "reflect": "once per size on the whole corpus in a child process (peak RSS is its own), "
+        "while the parent adds a trace every 50 ms (longest add = longest write-lock hold felt)",
     }
     if load is not None:
         notes["machine"] = (
             f"{os.cpu_count()} CPU(s); 1-minute load average {load:.2f} at the start "
             f"(another job running makes absolute numbers noisy; the ratios less so)"
         )
-    if not reflect_available:
+    if not reflect:
+        notes["reflect"] = "skipped (reflect=False)"
+    elif not reflect_available:
         notes["reflect"] = "Brain.reflect is not available in this build"
     return PerfReport(rows, notes)

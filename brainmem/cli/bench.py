@@ -50,7 +50,11 @@ def register(commands: Any) -> None:
         description="Throughput, latency percentiles, reflect time and file size per corpus size.",
     )
     perf.add_argument("--sizes", default="1000,10000,100000", metavar="N,N,...",
-                      help="corpus sizes (default 1000,10000,100000)")
+                      help="corpus sizes, 10k and 1m allowed (default 1000,10000,100000)")
+    perf.add_argument("--corpus", choices=("synthetic", "longmemeval"), default="synthetic",
+                      help="pseudo-word texts, or real text from a LongMemEval file (needs --data)")
+    perf.add_argument("--data", metavar="PATH", help="LongMemEval JSON for --corpus longmemeval")
+    perf.add_argument("--no-reflect", action="store_true", help="skip reflect (long at a million traces)")
     perf.add_argument("--queries", type=int, default=1000, metavar="N", help="queries timed per size")
     perf.add_argument("--json", metavar="OUT", help="also write the full report as JSON to OUT")
     perf.add_argument("--quiet", action="store_true", help="no progress bar")
@@ -111,7 +115,10 @@ def _perf(args: argparse.Namespace) -> int:
 
     progress = Progress("perf", enabled=False if args.quiet else None)
     try:
-        report = run_perf(sizes=_integers(args.sizes, "--sizes"), queries=args.queries, progress=progress)
+        report = run_perf(sizes=_integers(args.sizes.lower().replace("k", "000").replace("m", "000000"),
+                                          "--sizes"),
+                          queries=args.queries, progress=progress, corpus=args.corpus, data=args.data,
+                          reflect=not args.no_reflect)
     except ValueError as exc:
         raise InvalidInput(str(exc)) from None
     print(report.format())

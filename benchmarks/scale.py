@@ -1,0 +1,112 @@
+#!/usr/bin/env python
+"""Scale benchmark (issue 14): search, add and reflect from 10k to 1M traces, beside raw FTS5.
+
+Runs ``brainmem bench perf`` on the real-text corpus (LongMemEval user messages
+varied to N distinct texts) and on the synthetic one, and times searches on the
+LongMemEval haystacks themselves (~500 traces each, the size an agent's brain
+starts at), brainmem against raw FTS5 in the same run::
+
+    python benchmarks/scale.py --data ../shared/data/longmemeval_s_dev.json \
+        --sizes 10k,100k,1m --queries 1000 --json benchmarks/results/scale.json
+
+A million traces on 2 busy cores takes a while: run it under ``nice``;
+``--no-reflect-above N`` skips reflect on corpora larger than N (reflect at a
+million traces is measured on its own, see RESULTS.md). This is a benchmark, not a
+test: it prints numbers and asserts nothing.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import tempfile
+import time
+from typing import Any
+
+from brainmem import Brain
+from brainmem.bench.baseline import Fts5Baseline
+from brainmem.bench.longmemeval import load_longmemeval
+from brainmem.bench.perf import percentile, run_perf
+from brainmem.bench.systems import prepare_documents
+
+
+def haystack_latency(data: str, questions: int, repeats: int) -> dict[str, float]:
+    """Median and p95 search time on LongMemEval haystacks: brainmem (as an agent calls
+    it, reinforcing, and as a pure read) and raw FTS5, interleaved, real files."""
+    ds = load_longmemeval(data, limit=questions)
+    lat: dict[str, list[float]] = {"reinforce": [], "read": [], "raw": []}
+    with tempfile.TemporaryDirectory(prefix="brainmem-haystack-") as tmp:
+        for n, hay in enumerate(ds.haystacks):
+            bm_path, raw_path = os.path.join(tmp, f"{n}.brain"), os.path.join(tmp, f"{n}.raw")
+            docs, _, _ = prepare_documents(hay.documents)  # as the recall benchmark: empty dropped, huge cut
+            with Brain(bm_path) as brain, Fts5Baseline(raw_path) as fts:
+                brain.add_many([{"content": d.text, "episode": d.episode, "created_at": d.created_at}
+                                for d in docs])
+                fts.add([d.text for d in docs])
+                for q in hay.questions:
+                    brain.search(q.text, reinforce=False)  # warm the statement cache
+                    fts.search(q.text, 10)
+                    for _ in range(repeats):
+                        for key, fn in (
+                            ("reinforce", lambda q=q: brain.search(q.text, now=q.query_time)),
+                            ("read", lambda q=q: brain.search(q.text, now=q.query_time, reinforce=False)),
+                            ("raw", lambda q=q: fts.search(q.text, 10)),
+                        ):
+                            t0 = time.perf_counter()
+                            fn()
+                            lat[key].append((time.perf_counter() - t0) * 1000)
+    out = {f"{k}_p{p}_ms": percentile(v, p) for k, v in lat.items() for p in (50, 95)}
+    out["read_p50_ratio"] = out["read_p50_ms"] / out["raw_p50_ms"]
+    out["reinforce_p50_ratio"] = out["reinforce_p50_ms"] / out["raw_p50_ms"]
+    out["searches"] = len(lat["raw"])
+    out["documents_per_haystack"] = sum(len(h.documents) for h in ds.haystacks) / max(1, len(ds.haystacks))
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--data", required=True, help="LongMemEval JSON (longmemeval_s format)")
+    ap.add_argument("--sizes", default="10k,100k,1m")
+    ap.add_argument("--queries", type=int, default=1000)
+    ap.add_argument("--queries-above", type=int, default=300, metavar="N",
+                    help="queries timed on corpora larger than 100k (raw FTS5 takes ~1 s a query at 1M)")
+    ap.add_argument("--no-reflect-above", type=int, default=None, metavar="N")
+    ap.add_argument("--corpora", default="longmemeval,synthetic")
+    ap.add_argument("--haystacks", type=int, default=40,
+                    help="LongMemEval questions for the haystack latency (0: skip)")
+    ap.add_argument("--json", help="write the results here")
+    args = ap.parse_args(argv)
+    sizes = [int(s.lower().replace("k", "000").replace("m", "000000")) for s in args.sizes.split(",")]
+    # Rows of other sizes already in --json are kept: 10k and 100k can run in one
+    # sitting and 1M in another, into one file.
+    result: dict[str, Any] = {}
+    if args.json and os.path.exists(args.json):
+        with open(args.json) as f:
+            result = json.load(f)
+    result.setdefault("runs", []).append({"sizes": sizes, "load_at_start": os.getloadavg()[0],
+                                          "cpus": os.cpu_count(), "at": time.strftime("%Y-%m-%d %H:%M")})
+    if args.haystacks:
+        result["haystack"] = haystack_latency(args.data, args.haystacks, 3)
+        print("LongMemEval haystacks:", json.dumps(result["haystack"], indent=1), flush=True)
+    for corpus in args.corpora.split(","):
+        for size in sizes:
+            reflect = args.no_reflect_above is None or size <= args.no_reflect_above
+            queries = args.queries if size <= 100_000 else min(args.queries, args.queries_above)
+            report = run_perf([size], queries, corpus=corpus, data=args.data, reflect=reflect,
+                              workdir=os.environ.get("BRAINMEM_BENCH_DIR"))
+            print(report.format(), flush=True)
+            done = report.to_dict()
+            entry = result.setdefault(corpus, {"rows": []})
+            entry["rows"] = sorted([r for r in entry["rows"] if r["size"] != size] + done["rows"],
+                                   key=lambda r: r["size"])
+            entry["notes"] = done["notes"]
+            if args.json:  # after each size, so a long run leaves what it finished
+                with open(args.json, "w") as f:
+                    json.dump(result, f, indent=1)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

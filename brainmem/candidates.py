@@ -1,0 +1,244 @@
+"""BM25 candidates whose cost is bounded by what a search returns, not by the brain's size.
+
+SQLite FTS5 answers ``MATCH 'a OR b' ORDER BY bm25 LIMIT n`` by scoring *every*
+trace that matches any word: ~2-5 µs a row for its column sizes and phrase hits,
+so a question with one common word ("time", "help", "like": a third of all chat
+messages) costs ~1 s at a million traces, whatever ``n`` is. Reading a term's
+posting list without scoring it is ~100× cheaper. So when the words of a query
+together match more than ``Policy.search_budget`` traces:
+
+1. **Rare words first.** Words are taken rarest first while their matches stay
+   within the budget; only those are scored by FTS5 (``2 × size`` best kept). The
+   common words are *deferred*, not dropped: their BM25 share is added back below.
+   A word's IDF falls with its frequency, so its share of any score is small, and
+   a trace matching a common word only rarely outranks one matching a rare word.
+2. **Traces matching every word** are found by an FTS5 ``AND`` query read newest
+   first without scoring (FTS5 steps through the rarest word's list and seeks in
+   the others), so pruning never loses a trace that matches the whole query: up
+   to ``size`` of them (the newest) join the candidates, whatever their rank. When
+   the rare words and these together come back short of ``size``, the newest
+   traces with the common words fill in (a search never returns fewer hits than
+   the brain has matches for, up to its limit).
+3. **Nothing rare enough** (every word matches more than the budget: "tell me
+   more about the"): the whole query is scored over its ``budget`` newest matches,
+   found by reading the posting lists backwards from the newest trace.
+4. The candidates (a few dozen) are scored in Python with FTS5's own BM25 formula
+   over *all* the query's words, with the index's row count, average length and
+   document frequencies (cached per connection while the index grows by < 1 %).
+
+Below the budget nothing changes: the whole query is scored by FTS5 as before
+(the recall benchmarks' haystacks of a few hundred to a few thousand traces are
+never pruned). Searches in FTS5 syntax are never pruned: their meaning is the
+user's. Measured at 1M real-text traces: see benchmarks/RESULTS.md ("Scale").
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+import re
+from collections.abc import Sequence
+from weakref import WeakKeyDictionary
+
+import apsw
+import apsw.fts5query as fq
+
+from .model import Trace
+from .query import CompiledQuery, QueryCompiler
+from .store import Filters, Store
+
+Candidates = list[tuple[Trace, float]]
+
+#: FTS5's bm25() constants.
+K1, B = 1.2, 0.75
+
+#: Words as unicode61 splits them (letters and digits; "_" and apostrophes separate).
+_WORD = re.compile(r"[^\W_]+")
+
+
+def gather(store: Store, compiler: QueryCompiler, compiled: CompiledQuery, filters: Filters,
+           size: int, weights: Sequence[float], budget: int | None) -> Candidates:
+    """The ``size`` best candidates for ``compiled`` as (trace, bm25), best first."""
+    if compiled.syntax or not budget or not compiled.phrases:
+        return store.search(compiled.expression, filters, size, weights)
+    stats = _stats(store)
+    stems = {p: (compiler.stem_list(p) or [p])[0] for p in compiled.phrases}
+    df = _frequencies(store, stats, stems, budget)
+    phrases = sorted(compiled.phrases, key=lambda p: (df.get(stems[p], 0), p))
+    if sum(df.get(stems[p], 0) for p in phrases) <= budget:
+        return store.search(compiled.expression, filters, size, weights)  # small: exact
+
+    rare: list[str] = []
+    matched = 0
+    for p in phrases:
+        if matched + df.get(stems[p], 0) > budget:
+            break
+        rare.append(p)
+        matched += df.get(stems[p], 0)
+    rids: list[int] = []
+    if len(phrases) > 1:  # every trace matching all the words, newest first, unscored
+        rids += _matches(store, _and(phrases), size, filters, None, budget)
+    if rare:
+        rids += _matches(store, _or(rare), 2 * size, filters, weights, budget)
+        if len(set(rids)) < size:  # the rare words came back short: widen to the common ones
+            rids += _matches(store, _or(phrases[len(rare):]), 2 * size, filters, None, budget)
+    else:
+        # Every word is common ("tell me more about the"): no word tells much, and
+        # scoring any of them reads its whole posting list. The newest traces with
+        # the two rarest words, then with any word, are the candidates.
+        rids += _matches(store, _and(phrases[:2]), 2 * size, filters, None, budget)
+        if len(set(rids)) < size:
+            rids += _matches(store, compiled.expression, 2 * size, filters, None, budget)
+    traces = store.traces_by_rid(list(dict.fromkeys(rids)), filters)
+    idf = {s: _idf(stats[0], df.get(s, 0)) for s in set(stems.values())}
+    scored = [(t, _bm25(t, stems, idf, stats, weights)) for t in traces]
+    scored.sort(key=lambda c: (-c[1], c[0].id))
+    return scored[:size]
+
+
+def _or(phrases: Sequence[str]) -> str:
+    nodes = [fq.PHRASE(p) for p in phrases]
+    return fq.to_query_string(fq.OR(nodes) if len(nodes) > 1 else nodes[0])
+
+
+def _and(phrases: Sequence[str]) -> str:
+    nodes = [fq.PHRASE(p) for p in phrases]
+    return fq.to_query_string(fq.AND(nodes) if len(nodes) > 1 else nodes[0])
+
+
+def _matches(store: Store, expression: str, limit: int, filters: Filters,
+             weights: Sequence[float] | None, scan: int) -> list[int]:
+    """Rowids of the ``limit`` best matches by bm25, or newest first if ``weights`` is None.
+
+    A narrowing filter is applied inside the query, so it never has to be widened.
+    Newest first, at most the ``scan`` newest matches are looked at: a filter that
+    rejects them all (a time window before every match) would otherwise walk the
+    whole posting list (370 ms CPU at a million traces, 38 ms with the bound).
+    """
+    where = filters.sql() if filters.narrows else None
+    return store.fts_rowids(expression, limit, weights=weights, where=where, scan=scan)
+
+
+def _idf(rows: int, df: int) -> float:
+    """FTS5's IDF: log((N - n + 0.5) / (n + 0.5)), and 1e-6 where that is not positive."""
+    value = math.log((rows - df + 0.5) / (df + 0.5)) if rows else 0.0
+    return value if value > 0 else 1e-6
+
+
+def stem_counts(text: str, wanted: frozenset[str]) -> tuple[int, dict[str, int]]:
+    """(words in ``text``, {stem: occurrences} for the ``wanted`` stems), as the index
+    tokenizes it. Only words starting like a wanted stem are stemmed (a porter stem
+    less its last letter begins its word, once accents are gone): ~10× faster than
+    tokenizing everything, which made up most of a search on a small brain."""
+    if not text.isascii():  # accents: the prefix test would miss "résumé" for "resum"
+        stems = _stemmer_for().stem_list(text)
+        counts: dict[str, int] = {}
+        for s in stems:
+            if s in wanted:
+                counts[s] = counts.get(s, 0) + 1
+        return len(stems), counts
+    text = text.lower()
+    counts = {}
+    for word in _prefix_pattern(wanted).findall(text):
+        stem = _STEMS.get(word) or _stem(word)
+        if stem in wanted:
+            counts[stem] = counts.get(stem, 0) + 1
+    return len(_WORD.findall(text)), counts
+
+
+def _bm25(trace: Trace, stems: dict[str, str], idf: dict[str, float],
+          stats: tuple[int, float], weights: Sequence[float]) -> float:
+    """FTS5's bm25() of ``trace`` for the phrases ``stems`` (larger is better)."""
+    wanted = frozenset(stems.values())
+    freq: dict[str, float] = {}
+    length = 0
+    for text, weight in zip((trace.content, " ".join(trace.tags), trace.cue or ""), weights):
+        if not text:
+            continue
+        n, counts = stem_counts(text, wanted)
+        length += n
+        for stem, c in counts.items():
+            freq[stem] = freq.get(stem, 0.0) + c * weight
+    norm = K1 * (1 - B + B * length / (stats[1] or 1.0))
+    return sum(idf[s] * f * (K1 + 1) / (f + norm) for s, f in freq.items() if f)
+
+
+@functools.lru_cache(maxsize=256)
+def _prefix_pattern(stems: frozenset[str]) -> re.Pattern[str]:
+    heads = sorted({s[:-1] if len(s) > 1 else s for s in stems}, key=len, reverse=True)
+    return re.compile(r"(?<![^\W_])(?:" + "|".join(map(re.escape, heads)) + r")[^\W_]*")
+
+
+_STEMS: dict[str, str] = {}
+_stemmer: QueryCompiler | None = None
+
+
+def _stemmer_for() -> QueryCompiler:
+    global _stemmer
+    if _stemmer is None:
+        _stemmer = QueryCompiler(apsw.Connection(":memory:"))
+    return _stemmer
+
+
+def _stem(word: str) -> str:
+    stems = _stemmer_for().stem_list(word)
+    stem = stems[0] if stems else word
+    if len(_STEMS) < 200_000:
+        _STEMS[word] = stem
+    return stem
+
+
+def _stats(store: Store) -> tuple[int, float]:
+    """(rows indexed, average tokens per row)."""
+    rows, tokens = store.fts_totals()
+    return rows, (tokens / rows if rows else 0.0)
+
+
+def document_frequencies(store: Store, compiler: QueryCompiler, words: Sequence[str],
+                         budget: int | None) -> tuple[int, dict[str, int]]:
+    """(traces indexed, {stem: traces containing it}) for ``words``; exact up to
+    ``budget`` documents, estimated above it (see :func:`_frequencies`)."""
+    stems = {w: s[0] for w in words if (s := compiler.stem_list(w))}
+    if not budget:
+        return store.document_frequencies(list(stems.values()))
+    stats = _stats(store)
+    return stats[0], _frequencies(store, stats, stems, budget)
+
+
+#: Per store (connection): stem -> (documents, rows indexed when counted).
+_DF: WeakKeyDictionary[Store, dict[str, tuple[int, int]]] = WeakKeyDictionary()
+
+
+def _frequencies(store: Store, stats: tuple[int, float], stems: dict[str, str],
+                 budget: int) -> dict[str, int]:
+    """Document frequencies of the phrases' stems, read at most ``budget`` + 1 entries deep.
+
+    Counting a word's documents exactly reads its whole posting list (fts5vocab,
+    ~15 ns an entry: 5 ms for a word in a third of a million traces). A word with
+    more than ``budget`` documents is instead estimated from how much of the rowid
+    range its ``budget`` newest matches span: only its IDF (a logarithm) depends
+    on it. Counts are cached per connection while the index grows by under 1 %.
+    """
+    cache = _DF.setdefault(store, {})
+    rows = stats[0]
+    out: dict[str, int] = {}
+    span: tuple[int, int] | None = None
+    for phrase, stem in stems.items():
+        hit = cache.get(stem)
+        # a small index recounts on any change (cheap there); a large one at 1 % growth
+        if hit is not None and (hit[1] == rows or (rows >= 10_000 and abs(rows - hit[1]) <= rows // 100)):
+            out[stem] = hit[0]
+        if stem in out:
+            continue
+        newest = store.fts_rowids(fq.to_query_string(fq.PHRASE(phrase)), budget + 1)
+        count = len(newest)
+        if count > budget:
+            if span is None:
+                span = store.rid_span()
+            share = (span[1] - newest[-1] + 1) / max(1, span[1] - span[0] + 1)
+            count = min(rows, max(count, round(count / share)))
+        if len(cache) > 50_000:
+            cache.clear()
+        cache[stem] = (count, rows)
+        out[stem] = count
+    return out
