@@ -174,3 +174,27 @@ def test_a_pruned_search_still_fills_its_limit(brain_factory: Callable[..., Brai
     hits = brain.search("sneezing garden", limit=10, reinforce=False)
     assert len(hits) == 10
     assert {h.trace.content for h in hits[:2]} == {"sneezing in the garden again", "sneezing all night"}
+
+
+def test_the_real_text_corpus_is_n_distinct_texts_and_bench_perf_runs_on_it(tmp_path: Path) -> None:
+    """A tiny LongMemEval-format file varied to more texts than it has messages."""
+    import json
+
+    from brainmem.bench.corpus import real_corpus, real_queries
+    from brainmem.bench.perf import run_perf
+
+    sessions = [[{"role": "user", "content": f"I planted {w} in the garden. It grew fast. We ate it on day {i}."},
+                 {"role": "assistant", "content": "Nice."}] for i, w in enumerate(WORDS)]
+    data = [{"question_id": "q1", "question": "What did I plant in the garden?", "question_type": "x",
+             "question_date": "2023/05/30 (Tue) 10:18", "answer": "", "answer_session_ids": [],
+             "haystack_dates": [], "haystack_session_ids": [], "haystack_sessions": sessions}]
+    path = tmp_path / "lme.json"
+    path.write_text(json.dumps(data))
+    texts = real_corpus(200, str(path))
+    assert len(texts) == len(set(texts)) == 200
+    queries = real_queries(20, str(path), texts)
+    assert queries[0] == "What did I plant in the garden?" and len(queries) == 20
+    report = run_perf([100], 10, corpus="longmemeval", data=str(path), reflect=False, workdir=tmp_path)
+    row = report.rows[0]
+    assert row.size == 100 and row.brainmem["search_cpu_p50_ms"] is not None
+    assert report.notes["reflect"].startswith("skipped")
