@@ -33,6 +33,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--brain", help="reuse (or build once into) this brain file; it is reflected")
     ap.add_argument("--json")
     args = ap.parse_args(argv)
+    load_at_start = os.getloadavg()[0]
     with tempfile.TemporaryDirectory(prefix="brainmem-reflect-") as tmp:
         path = args.brain or os.path.join(tmp, "million.brain")
         if not os.path.exists(path):
@@ -49,7 +50,7 @@ def main(argv: list[str] | None = None) -> int:
     summary = (f"{result['reflect_seconds']:.0f} s, peak RSS {result['reflect_peak_rss_mb']:,.0f} MB, "
                f"longest add while it ran {result['reflect_writer_wait_s']:.2f} s")
     out = {"traces": traces, "command": "python benchmarks/reflect_million.py --data DATA",
-           "load_at_start": os.getloadavg()[0], **result, "summary": summary}
+           "load_at_start": load_at_start, "load_at_end": os.getloadavg()[0], **result, "summary": summary}
     print(json.dumps(out, indent=1))
     if args.json:
         with open(args.json, "w") as f:
