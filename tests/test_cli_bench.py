@@ -7,6 +7,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from brainmem.cli import main
 
 
@@ -38,6 +40,7 @@ def test_bench_perf_tiny(capsys) -> None:
     assert "search p50" in out and "ratio" in out
 
 
+@pytest.mark.slow  # a real embedding model or a 3 s lock: seconds, not milliseconds
 def test_bench_recall_with_an_embedder_adds_dense_and_hybrid_and_caches(tmp_path, monkeypatch, capsys) -> None:
     from _embedfakes import fake_server
 
@@ -58,6 +61,7 @@ def test_bench_recall_with_an_embedder_adds_dense_and_hybrid_and_caches(tmp_path
         assert 0.0 <= report["results"][system]["overall"]["recall@10"] <= 1.0
 
 
+@pytest.mark.slow  # a real embedding model or a 3 s lock: seconds, not milliseconds
 def test_bench_folds_with_an_embedder_fits_the_meaning_weight(tmp_path, monkeypatch, capsys) -> None:
     from _embedfakes import fake_server
 

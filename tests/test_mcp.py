@@ -115,6 +115,7 @@ def test_mcp_context_and_extras(tmp_path: Path) -> None:
         assert brain.get(other).live and brain.get(mine).scope_id == "dave"
 
 
+@pytest.mark.slow  # a real embedding model or a 3 s lock: seconds, not milliseconds
 def test_mcp_server_searches_by_meaning_from_its_environment(tmp_path: Path) -> None:
     from _embedfakes import fake_server
 

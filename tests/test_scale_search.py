@@ -93,6 +93,7 @@ def test_pruning_never_drops_a_trace_that_matches_every_query_word(
     assert {t.id for t in full} <= found
 
 
+@pytest.mark.slow  # a real embedding model or a 3 s lock: seconds, not milliseconds
 def test_a_search_during_a_long_write_returns_at_once_and_reinforces_later(
         brain_factory: Callable[..., Brain], tmp_path: Path) -> None:
     """Another connection holds the write lock (as a long reflect step would): the
