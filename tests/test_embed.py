@@ -33,6 +33,9 @@ from brainmem.embed import (
     resolve_embedder,
 )
 
+# slow: real HTTP servers on 127.0.0.1, with timeouts and retries
+pytestmark = pytest.mark.slow
+
 PARAPHRASE = [
     "I love watching stand-up comedy specials on Netflix",
     "The quarterly tax report is due on Friday",

@@ -28,7 +28,8 @@ from brainmem import Brain, errors
 from brainmem.errors import BrainmemError, InvalidInput, NotFound
 from brainmem.tools import call_tool
 
-pytestmark = pytest.mark.filterwarnings("ignore:Generating overly large repr")
+# slow: hypothesis fuzzing of every tool and query
+pytestmark = [pytest.mark.slow, pytest.mark.filterwarnings("ignore:Generating overly large repr")]
 ERROR_NAMES = {name for name in errors.__all__}
 TABLES = ("traces", "trace_tags", "edges", "retrievals", "feedback", "consolidation_log", "meta",
           "leases")

@@ -25,6 +25,9 @@ from mcp.client.stdio import StdioServerParameters, stdio_client  # noqa: E402
 
 from brainmem import Brain  # noqa: E402
 
+# slow: MCP server subprocesses through the SDK's stdio client
+pytestmark = pytest.mark.slow
+
 CORE = ["memory_add", "memory_update", "memory_delete", "memory_merge", "memory_search",
         "memory_reflect"]
 

@@ -24,6 +24,9 @@ except ImportError:  # mcp 1.x
 
 from brainmem import Brain  # noqa: E402
 
+# slow: an MCP HTTP server subprocess
+pytestmark = pytest.mark.slow
+
 
 def _free_port() -> int:
     with socket.socket() as s:

@@ -31,6 +31,9 @@ from ui_brain import XSS, build, start_ui  # noqa: E402
 from brainmem import Brain  # noqa: E402
 from brainmem.ui import create_app  # noqa: E402
 
+# slow: a real ASGI app and real server subprocesses
+pytestmark = pytest.mark.slow
+
 BASE = "http://127.0.0.1:8765"
 
 
