@@ -313,6 +313,7 @@ def test_baseline_ranks_by_bm25() -> None:
 # --- perf ---------------------------------------------------------------------------------------------
 
 
+@pytest.mark.slow  # over 0.3 s: a subprocess, a property search or a real dataset
 def test_run_perf_tiny(tmp_path: Path) -> None:
     report = run_perf(sizes=(50,), queries=5, workdir=tmp_path)
     (row,) = report.rows
@@ -369,6 +370,7 @@ def _fts5_only(dataset: str, path: Path) -> dict[str, dict[str, float]]:
     return {g: {m: sum(r[m] for r in rs) / len(rs) for m in rs[0]} for g, rs in rows.items()}
 
 
+@pytest.mark.slow  # over 0.3 s: a subprocess, a property search or a real dataset
 def test_official_protocol_numbers_on_real_data() -> None:
     lme, loc = DATA / "longmemeval_s_dev.json", DATA / "locomo_dev.json"
     if not (lme.is_file() and loc.is_file()):

@@ -102,6 +102,7 @@ _text = st.text(st.characters(blacklist_categories=("Cs",)), max_size=40)
     metadata=st.dictionaries(_text, st.one_of(st.integers(-2**53, 2**53), _text, st.booleans(),
                                                st.none()), max_size=4),
 )
+@pytest.mark.slow  # over 0.3 s: a subprocess, a property search or a real dataset
 def test_round_trip_fuzzed(content, type_, scope, scope_id, tags, importance, metadata):
     with tempfile.TemporaryDirectory() as tmp:
         path = str(Path(tmp) / "b.db")
@@ -399,6 +400,7 @@ def test_reopening_keeps_everything(brain_factory, tmp_path):
 # --- add_many: one transaction ---------------------------------------------------------------------
 
 
+@pytest.mark.slow  # over 0.3 s: a subprocess, a property search or a real dataset
 def test_add_many_is_one_commit(file_brain):
     commits = []
     file_brain._store.db.set_commit_hook(lambda: commits.append(1) or False)

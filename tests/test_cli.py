@@ -31,6 +31,7 @@ def db(tmp_path: Path) -> str:
     return str(tmp_path / "cli.brain")
 
 
+@pytest.mark.slow  # over 0.3 s: a subprocess, a property search or a real dataset
 def test_subprocess_add_search_json_and_brain_after_command(db: str) -> None:
     added = cli("add", "User prefers dark mode", "--type", "semantic", "--tag", "ui", "--brain", db)
     assert added.returncode == 0, added.stderr
@@ -43,6 +44,7 @@ def test_subprocess_add_search_json_and_brain_after_command(db: str) -> None:
     assert data["results"][0]["tags"] == ["ui"]
 
 
+@pytest.mark.slow  # over 0.3 s: a subprocess, a property search or a real dataset
 def test_subprocess_brainmem_path_env_and_call_exit_codes(tmp_path: Path) -> None:
     path = str(tmp_path / "env.brain")
     env = {"BRAINMEM_PATH": path}

@@ -26,6 +26,7 @@ def cli(*argv: str, env: dict[str, str] | None = None, stdin: str | None = None)
                           env={**clean, **(env or {})}, input=stdin, timeout=60)
 
 
+@pytest.mark.slow  # over 0.3 s: a subprocess, a property search or a real dataset
 def test_observe_context_history_as_of(tmp_path: Path) -> None:
     db = str(tmp_path / "b.db")
     lines = "\n".join(json.dumps(m) for m in TURNS) + "\n\n"

@@ -12,6 +12,7 @@ import pytest
 from brainmem.cli import main
 
 
+@pytest.mark.slow  # over 0.3 s: a subprocess, a property search or a real dataset
 def test_bench_recall_synthetic_through_the_entry_point(tmp_path: Path) -> None:
     out = tmp_path / "recall.json"
     run = subprocess.run(
@@ -34,6 +35,7 @@ def test_bench_errors_are_one_line_and_exit_2(capsys) -> None:
     assert main(["bench", "perf", "--sizes", "ten", "--quiet"]) == 2
 
 
+@pytest.mark.slow  # over 0.3 s: a subprocess, a property search or a real dataset
 def test_bench_perf_tiny(capsys) -> None:
     assert main(["bench", "perf", "--sizes", "200", "--queries", "20", "--quiet"]) == 0
     out = capsys.readouterr().out

@@ -126,6 +126,7 @@ def test_export_import_backup(capsys, tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize("group", ["faces", "admin"])
+@pytest.mark.slow  # over 0.3 s: a subprocess, a property search or a real dataset
 def test_real_subprocess(tmp_path: Path, group: str) -> None:
     db = str(tmp_path / "b.db")
     base = [sys.executable, "-m", "brainmem", "--brain", db]

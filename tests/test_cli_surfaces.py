@@ -152,6 +152,7 @@ def assert_convention(data: Any) -> None:
             assert isinstance(value, str) and ISO.match(value), (key_path, value)
 
 
+@pytest.mark.slow  # over 0.3 s: a subprocess, a property search or a real dataset
 def test_every_json_output_uses_snake_case_and_iso_times(capsys: Any, db: str) -> None:
     code, out, _ = run(capsys, "add", "User prefers dark mode", "--json", "--brain", db,
                        "--metadata", '{"fromApp": 1}')

@@ -8,6 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -20,6 +21,7 @@ WORDS = ["tea", "green", "coffee", "likes", "liked", "the", "user", "dark", "mod
 @given(st.lists(st.tuples(st.lists(st.sampled_from(WORDS), min_size=0, max_size=6),
                           st.sampled_from("ab")), min_size=2, max_size=12),
        st.sampled_from([0.5, 0.8, 0.95]))
+@pytest.mark.slow  # over 0.3 s: a subprocess, a property search or a real dataset
 def test_small_path_finds_the_same_pairs_as_scikit_learn(docs, threshold) -> None:
     texts = [" ".join(words) or "!" for words, _ in docs]
     blocks = [block for _, block in docs]

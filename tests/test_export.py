@@ -190,6 +190,7 @@ texts = st.text(st.characters(blacklist_categories=("Cs",)), min_size=1, max_siz
     "episode": st.none() | st.sampled_from(["e1", "e2"]),
     "created_at": st.floats(1e9, 2e9),
 }), min_size=1, max_size=8), delete_first=st.booleans())
+@pytest.mark.slow  # over 0.3 s: a subprocess, a property search or a real dataset
 def test_round_trip_property(items, delete_first: bool, tmp_path_factory) -> None:
     with Brain(":memory:", clock=lambda: 2e9) as source:
         traces = source.add_many(items)

@@ -146,6 +146,7 @@ def test_run_crossval_report(locomo_file: Path) -> None:
         run_crossval([("locomo", locomo_file)], folds=1)
 
 
+@pytest.mark.slow  # over 0.3 s: a subprocess, a property search or a real dataset
 def test_cli_folds_through_the_entry_point(locomo_file: Path, tmp_path: Path) -> None:
     out = tmp_path / "cv.json"
     run = subprocess.run(

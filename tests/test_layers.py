@@ -70,6 +70,7 @@ def module_files() -> dict[str, list[Path]]:
 
 @pytest.mark.parametrize(("doc", "heading"), [("ARCHITECTURE.md", "## Layers"),
                                               ("README.md", "imports pointing down only")])
+@pytest.mark.slow  # over 0.3 s: a subprocess, a property search or a real dataset
 def test_imports_point_down_the_documented_layers(doc: str, heading: str) -> None:
     layers = diagram(ROOT / doc, heading)
     rank = {name: i for i, names in enumerate(layers) for name in names}

@@ -98,6 +98,7 @@ def test_insight_comes_from_the_llm(server: str, tmp_path: Path) -> None:
 
 @pytest.mark.parametrize(("mode", "why"), [("error", "InternalServerError"), ("slow", "Timeout"),
                                            ("malformed", ""), ("empty", "empty")])
+@pytest.mark.slow  # over 0.3 s: a subprocess, a property search or a real dataset
 def test_failing_llm_falls_back_to_extractive(server: str, tmp_path: Path, mode: str, why: str) -> None:
     FakeOpenAI.mode = mode
     llm = LLM(base_url=server, model="m", timeout=1.0, max_retries=0)

@@ -135,6 +135,7 @@ def test_check_and_repair_commands(tmp_path: Path, capsys: pytest.CaptureFixture
     assert main(["--brain", str(path), "check"]) == 0
 
 
+@pytest.mark.slow  # over 0.3 s: a subprocess, a property search or a real dataset
 def test_commands_through_the_real_entry_point(tmp_path: Path) -> None:
     path = tmp_path / "brain.db"
     ids = _healthy(path, 5)

@@ -6,6 +6,7 @@ from __future__ import annotations
 import time
 import unicodedata
 
+import pytest
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 from test_sameness import HARD_NEGATIVES, SENTENCE
@@ -87,6 +88,7 @@ def test_a_large_group_of_one_word_substitutions_stays_linear() -> None:
 
 @settings(max_examples=300, deadline=None)
 @given(SENTENCE, st.data())
+@pytest.mark.slow  # over 0.3 s: a subprocess, a property search or a real dataset
 def test_every_trivial_variant_of_a_short_text_is_nominated(words: list[str], data: st.DataObject) -> None:
     text = " ".join(words)
     change = data.draw(st.sampled_from(["upper", "title", "punct", "space", "filler", "zwsp", "nfd", "typo"]))

@@ -157,6 +157,7 @@ FRAGMENTS = st.sampled_from([
 @example("a AND " * 5000 + "b")
 @example(" OR ".join(f"w{i}" for i in range(20_000)))
 @example("AND\ud800")  # FTS5 syntax with a lone surrogate: searched by its words
+@pytest.mark.slow  # over 0.3 s: a subprocess, a property search or a real dataset
 def test_search_never_leaks_errors(brain, query):
     try:
         hits = brain.search(query, reinforce=False)

@@ -8,6 +8,7 @@ import io
 import json
 from pathlib import Path
 
+import pytest
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
@@ -44,6 +45,7 @@ def cli_json(path: Path, *argv: str) -> object:
 
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(content=text.filter(str.strip), extra=fields)
+@pytest.mark.slow  # over 0.3 s: a subprocess, a property search or a real dataset
 def test_accepted_values_round_trip_through_json_and_export(tmp_path: Path, content: str, extra: dict) -> None:
     for old in tmp_path.glob("*"):
         old.unlink()

@@ -113,6 +113,7 @@ SENTENCE = st.lists(WORD, min_size=2, max_size=20).filter(lambda ws: ws[-1] not 
 
 @settings(max_examples=300, deadline=None)
 @given(SENTENCE, st.data())
+@pytest.mark.slow  # over 0.3 s: a subprocess, a property search or a real dataset
 def test_swapping_two_content_words_never_merges(words: list[str], data: st.DataObject) -> None:
     i = data.draw(st.integers(0, len(words) - 1))
     j = data.draw(st.integers(0, len(words) - 1))
@@ -125,6 +126,7 @@ def test_swapping_two_content_words_never_merges(words: list[str], data: st.Data
 
 @settings(max_examples=300, deadline=None)
 @given(SENTENCE, st.data(), st.integers(-10**6, 10**6), st.integers(-10**6, 10**6))
+@pytest.mark.slow  # over 0.3 s: a subprocess, a property search or a real dataset
 def test_changing_a_number_never_merges(words: list[str], data: st.DataObject, n: int, m: int) -> None:
     assume(n != m)
     at = data.draw(st.integers(0, len(words)))
@@ -136,6 +138,7 @@ def test_changing_a_number_never_merges(words: list[str], data: st.DataObject, n
 
 @settings(max_examples=300, deadline=None)
 @given(SENTENCE, st.data())
+@pytest.mark.slow  # over 0.3 s: a subprocess, a property search or a real dataset
 def test_trivial_variation_always_merges(words: list[str], data: st.DataObject) -> None:
     text = " ".join(words)
     change = data.draw(st.sampled_from(
@@ -169,6 +172,7 @@ def test_trivial_variation_always_merges(words: list[str], data: st.DataObject) 
 
 @settings(max_examples=100, deadline=None)
 @given(st.lists(st.lists(WORD, min_size=3, max_size=12), min_size=2, max_size=6))
+@pytest.mark.slow  # over 0.3 s: a subprocess, a property search or a real dataset
 def test_extractive_summary_only_copies_source_sentences(docs: list[list[str]]) -> None:
     """derive's fallback is safe by construction: every sentence it writes is a source sentence."""
     texts = [" ".join(ws).capitalize() + "." for ws in docs]
@@ -234,6 +238,7 @@ def test_very_long_texts_stay_fast(mem_brain: Brain) -> None:
 @given(st.lists(st.sampled_from([BASE, *NEAR_DUPLICATES, *(t for pair in HARD_NEGATIVES for t in pair),
                                  *(t for pair in EMOJI for t in pair)]), min_size=2, max_size=2),
        st.sampled_from([str.upper, str.lower, lambda t: "  " + t.replace(" ", " \n "), lambda t: t]))
+@pytest.mark.slow  # over 0.3 s: a subprocess, a property search or a real dataset
 def test_judge_agrees_with_same(texts: list[str], change: Any) -> None:
     """reflect's Judge (a fast path for case/whitespace copies, then the rule) is the rule."""
     texts = [texts[0], change(texts[1])]

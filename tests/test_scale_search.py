@@ -55,6 +55,7 @@ POLICIES = {
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(words=st.lists(st.sampled_from(WORDS + list(COMMON)), min_size=1, max_size=5),
        k=st.integers(1, 30), extra=st.integers(1, 60))
+@pytest.mark.slow  # over 0.3 s: a subprocess, a property search or a real dataset
 def test_results_at_limit_k_are_a_prefix_of_any_larger_limit(corpus_brain: Path, name: str,
                                                             words: list[str], k: int, extra: int) -> None:
     with Brain(str(corpus_brain), policy=POLICIES[name], readonly=True) as brain:
@@ -76,6 +77,7 @@ def test_below_the_budget_nothing_is_pruned(corpus_brain: Path) -> None:
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(query_words=st.lists(st.sampled_from(WORDS), min_size=2, max_size=4, unique=True),
        planted=st.integers(1, 5), seed=st.integers(0, 10_000))
+@pytest.mark.slow  # over 0.3 s: a subprocess, a property search or a real dataset
 def test_pruning_never_drops_a_trace_that_matches_every_query_word(
         tmp_path_factory: pytest.TempPathFactory, query_words: list[str], planted: int, seed: int) -> None:
     """Every query word is common (far over the budget), the traces holding all of

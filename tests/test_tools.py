@@ -97,6 +97,7 @@ arguments = st.dictionaries(field_names, json_values | st.sampled_from(
 
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(name=st.sampled_from(sorted(REGISTRY)), args=arguments)
+@pytest.mark.slow  # over 0.3 s: a subprocess, a property search or a real dataset
 def test_validator_agrees_with_jsonschema(brain: Brain, name: str, args: dict[str, Any]) -> None:
     schema = Toolbox(brain, extra="all").schema(name)
     reference = jsonschema.Draft202012Validator(schema).is_valid(args)
@@ -237,6 +238,7 @@ def test_bad_context_is_an_error_dict_not_an_exception(brain: Brain) -> None:
     as_text=st.booleans(),
     scoped=st.booleans(),
 )
+@pytest.mark.slow  # over 0.3 s: a subprocess, a property search or a real dataset
 def test_fuzz_call_never_raises(brain: Brain, name: str, args: Any, as_text: bool, scoped: bool) -> None:
     payload = json.dumps(args) if as_text and not isinstance(args, str) else args
     context = {"user_id": "u1", "thread_id": "t1"} if scoped else None

@@ -107,6 +107,7 @@ def test_unmerge_refuses_what_is_no_merge(mem_brain: Brain) -> None:
     assert mem_brain.get(m.id).live and not mem_brain.get(d.id, include_deleted=True).live
 
 
+@pytest.mark.slow  # over 0.3 s: a subprocess, a property search or a real dataset
 def test_unmerge_through_the_cli_and_the_tool(tmp_path: Path) -> None:
     path = tmp_path / "b.brain"
     with Brain(str(path)) as brain:
@@ -159,6 +160,7 @@ def _old_rule_brain(path: Path, monkeypatch: pytest.MonkeyPatch, *, records: boo
 
 
 @pytest.mark.parametrize("records", [True, False])
+@pytest.mark.slow  # over 0.3 s: a subprocess, a property search or a real dataset
 def test_check_reports_and_repair_unmerges_old_rule_merges(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
                                                            records: bool) -> None:
     path = tmp_path / "old.brain"

@@ -98,6 +98,7 @@ _EDGE_TIMES = st.sampled_from([-62135596800.0, 0.0, 1e9, 253402300799.0]) | st.f
     "cue": st.text(max_size=20),
     "task_id": st.text(max_size=10),
 }))
+@pytest.mark.slow  # over 0.3 s: a subprocess, a property search or a real dataset
 def test_anything_add_accepts_round_trips_through_json_tools_and_export(item) -> None:
     import io
     import json

@@ -185,6 +185,7 @@ def test_int8_storage_keeps_the_direction() -> None:
         assert float(decode(blob, 384) @ v) > 0.999
 
 
+@pytest.mark.slow  # over 0.3 s: a subprocess, a property search or a real dataset
 def test_cli_embed_and_search_through_the_openai_compatible_env(tmp_path, monkeypatch, capsys) -> None:
     from _embedfakes import fake_server
 
