@@ -5,11 +5,14 @@ when :mod:`brainmem.tools` is imported). Thin: parse, one Brain call, format.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .observe import MAX_MESSAGES
 from .timeline import history_view
-from .tools import JSON, Toolbox, ToolContext, _obj, _scope_props, _str, _tool
+from .tool_base import JSON, ToolContext, _obj, _scope_props, _str, _tool
+
+if TYPE_CHECKING:  # the Toolbox sits above the tools it runs; imported for types only
+    from .tools import Toolbox
 
 _MESSAGE = {"type": "object", "required": ["role"],
             "properties": {"role": {"type": "string",

@@ -14,7 +14,7 @@ The ``openai`` package is imported only when a call is made.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from .errors import BrainmemError
@@ -99,20 +99,7 @@ class LLM:
     def insight(self, texts: Sequence[str]) -> str:
         """One insight for memories ``texts``; raises :class:`LLMError` on any failure."""
         listing = "\n".join(f"- {' '.join(t.split())}" for t in texts)
-        try:
-            response = self._openai().chat.completions.create(
-                model=self.model,
-                messages=[{"role": "system", "content": SYSTEM_PROMPT},
-                          {"role": "user", "content": f"Memories:\n{listing}"}],
-                temperature=self.temperature,
-                max_tokens=self.max_tokens,
-            )
-            content = response.choices[0].message.content
-        except Exception as exc:  # network, HTTP status, timeouts, unparsable replies
-            raise LLMError(f"{type(exc).__name__}: {_short(exc)}") from exc
-        if not isinstance(content, str) or not content.strip():
-            raise LLMError("the model returned an empty reply")
-        return content.strip()[:MAX_INSIGHT_CHARS]
+        return self.complete(SYSTEM_PROMPT, f"Memories:\n{listing}")[:MAX_INSIGHT_CHARS]
 
 
 def describe(llm: Any) -> str | None:
@@ -126,36 +113,33 @@ def describe(llm: Any) -> str | None:
 
 def ask(llm: Any, texts: Sequence[str]) -> str:
     """Call whatever ``llm`` is (an :class:`LLM`, an object with ``insight``, a callable)."""
-    try:
-        if hasattr(llm, "insight"):
-            result = llm.insight(list(texts))
-        elif callable(llm):
-            result = llm(list(texts))
-        else:
-            raise LLMError(f"llm must have an insight(texts) method or be callable, not {type(llm).__name__}")
-    except LLMError:
-        raise
-    except Exception as exc:
-        raise LLMError(f"{type(exc).__name__}: {_short(exc)}") from exc
-    if not isinstance(result, str) or not result.strip():
-        raise LLMError("the LLM returned no text")
-    return result.strip()[:MAX_INSIGHT_CHARS]
+    if hasattr(llm, "insight"):
+        return _reply(lambda: llm.insight(list(texts)))[:MAX_INSIGHT_CHARS]
+    if callable(llm):
+        return _reply(lambda: llm(list(texts)))[:MAX_INSIGHT_CHARS]
+    raise LLMError(f"llm must have an insight(texts) method or be callable, not {type(llm).__name__}")
 
 
 def complete(llm: Any, system: str, user: str, max_tokens: int = 1000) -> str:
     """A free-form reply from whatever ``llm`` is: its ``complete(system, user)`` method
     when it has one, else (an insight backend or a callable) ``ask`` with the whole prompt."""
     if hasattr(llm, "complete"):
-        try:
-            result = llm.complete(system, user, max_tokens=max_tokens)
-        except LLMError:
-            raise
-        except Exception as exc:
-            raise LLMError(f"{type(exc).__name__}: {_short(exc)}") from exc
-        if not isinstance(result, str) or not result.strip():
-            raise LLMError("the LLM returned no text")
-        return result.strip()
+        return _reply(lambda: llm.complete(system, user, max_tokens=max_tokens))
     return ask(llm, [f"{system}\n\n{user}"])
+
+
+def _reply(call: Callable[[], Any]) -> str:
+    """Make one call to an LLM: any failure becomes LLMError, and so does an empty reply;
+    the text comes back stripped."""
+    try:
+        result = call()
+    except LLMError:
+        raise
+    except Exception as exc:
+        raise LLMError(f"{type(exc).__name__}: {_short(exc)}") from exc
+    if not isinstance(result, str) or not result.strip():
+        raise LLMError("the LLM returned no text")
+    return result.strip()
 
 
 def _short(exc: BaseException, limit: int = 200) -> str:

@@ -46,36 +46,36 @@ def check(store: Store) -> dict[str, Any]:
     problems: list[str] = report["problems"]
 
     def run(name: str, fn: Any) -> Any:
+        """Run one check and keep its result under ``report[name]`` (None if it failed)."""
         try:
-            return fn()
+            result = fn()
         except BrainmemError as exc:
             problems.append(f"{name}: could not run ({exc})")
-            return None
+            result = None
+        report[name] = result
+        return result
 
     integrity = run("integrity", store.integrity_check)
     if integrity is None:  # damage so bad the check itself failed
-        integrity = [problems[-1]]
-    report["integrity"] = integrity
+        integrity = report["integrity"] = [problems[-1]]
     if integrity and integrity[0] not in problems:
         problems.extend(f"integrity: {line}" for line in integrity)
     fts = run("fts_integrity", store.fts_integrity_check)
-    report["fts_integrity"] = fts
     if fts:
         problems.append(f"fts_integrity: {fts}")
-    sync = run("fts_sync", store.fts_sync)
-    report["fts_sync"] = sync
-    if sync and sync["missing"]:
-        problems.append(f"fts_sync: {sync['missing']} live trace(s) are not in the search index")
-    if sync and sync["extra"]:
-        problems.append(f"fts_sync: {sync['extra']} index entr(y/ies) belong to no live trace")
-    orphans = run("orphans", store.orphans)
-    report["orphans"] = orphans
-    if orphans and orphans["edges"]:
-        problems.append(f"orphans: {orphans['edges']} edge(s) point at traces that do not exist")
-    if orphans and orphans["tags"]:
-        problems.append(f"orphans: {orphans['tags']} tag row(s) belong to traces that do not exist")
+    # counts the index and orphan checks report, each with what a non-zero count means
+    for name, fn, meanings in (
+        ("fts_sync", store.fts_sync,
+         {"missing": "live trace(s) are not in the search index",
+          "extra": "index entr(y/ies) belong to no live trace"}),
+        ("orphans", store.orphans,
+         {"edges": "edge(s) point at traces that do not exist",
+          "tags": "tag row(s) belong to traces that do not exist"}),
+    ):
+        found = run(name, fn)
+        problems.extend(f"{name}: {found[key]} {meaning}" for key, meaning in meanings.items()
+                        if found and found[key])
     unsafe = run("unsafe_merges", lambda: unmerge.unsafe_merges(store))
-    report["unsafe_merges"] = unsafe
     if unsafe:
         problems.append(f"merges: {len(unsafe)} past merge(s) joined texts that say different things "
                         "(brainmem repair --unmerge-unsafe undoes them)")

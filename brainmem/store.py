@@ -5,8 +5,10 @@ One :class:`Store` wraps one apsw connection (:mod:`brainmem.store_base`). Write
 inside :meth:`Store.write`, a ``BEGIN IMMEDIATE`` transaction that nests (inner
 blocks join the outer one), so a batch is one commit and readers never see half of
 it. apsw errors are translated into the :mod:`brainmem.errors` tree at this boundary.
-The FTS5 index (:mod:`brainmem.store_index`), the edges (:mod:`brainmem.store_edges`)
-and the logs (:mod:`brainmem.store_log`) are table groups of their own.
+The FTS5 index (:mod:`brainmem.store_index`), the edges (:mod:`brainmem.store_edges`),
+the logs (:mod:`brainmem.store_log`), the inspector's reads (:mod:`brainmem.store_inspect`)
+and the maintenance checks (:mod:`brainmem.store_maint`) are mixins of their own; the
+read filters are :class:`~brainmem.store_filters.Filters`.
 """
 
 from __future__ import annotations
@@ -14,7 +16,6 @@ from __future__ import annotations
 import json
 import operator
 from collections.abc import Iterable, Iterator, Sequence
-from dataclasses import dataclass
 from dataclasses import fields as dataclass_fields
 from typing import Any
 
@@ -29,9 +30,11 @@ from .model import Trace
 from .store_base import WriteBusy as WriteBusy  # re-exported: Brain catches it
 from .store_base import translate_errors
 from .store_edges import EdgeTables
+from .store_filters import Filters as Filters  # re-exported: the readers import it from here
 from .store_index import IndexTables
 from .store_inspect import InspectTables
 from .store_log import LogTables
+from .store_maint import MaintenanceTables
 from .store_vectors import VectorTables
 
 #: Column order of every trace SELECT; :func:`row_to_trace` reads it.
@@ -93,98 +96,7 @@ def _insert_row(trace: Trace) -> list[Any]:
     return row
 
 
-@dataclass
-class Filters:
-    """Restrictions shared by search, list and counting; every value is bound, never pasted."""
-
-    types: Sequence[str] | None = None
-    scope: str | None = None
-    scope_id: str | None = None
-    tags: Sequence[str] | None = None
-    tags_mode: str = "any"  # "any" or "all"
-    episode: str | None = None
-    since: float | None = None
-    until: float | None = None
-    key_prefix: str | None = None
-    task_id: str | None = None
-    include_deleted: bool = False
-    now: float | None = None  # hides traces expired at this time
-    # Scoped tools (tools.ToolContext): only traces whose (scope, scope_id) is one of
-    # these pairs; an empty sequence matches nothing.
-    scopes: Sequence[tuple[str, str]] | None = None
-    #: Only these trace ids (ranking uses it to fetch conversation neighbours).
-    ids: Sequence[str] | None = None
-    #: Only facts current at this time (search's default) or valid at it (``as_of``),
-    #: and only pinned traces (``context``); see brainmem.timeline.
-    current_at: float | None = None
-    valid_at: float | None = None
-    pinned: bool | None = None
-
-    def sql(self) -> tuple[str, list[Any]]:
-        """A WHERE fragment over alias ``t`` and its parameters."""
-        where: list[str] = []
-        params: list[Any] = []
-        if not self.include_deleted:
-            where.append("t.deleted_at IS NULL")
-        if self.now is not None:
-            where.append("(t.expires_at IS NULL OR t.expires_at > ?)")
-            params.append(self.now)
-        if self.types:
-            where.append(f"t.type IN ({', '.join('?' * len(self.types))})")
-            params.extend(self.types)
-        for column in ("scope", "scope_id", "episode", "task_id"):
-            value = getattr(self, column)
-            if value is not None:
-                where.append(f"t.{column} = ?")
-                params.append(value)
-        if self.since is not None:
-            where.append("t.created_at >= ?")
-            params.append(self.since)
-        if self.until is not None:
-            where.append("t.created_at <= ?")
-            params.append(self.until)
-        if self.key_prefix is not None:
-            # substr comparison, not LIKE: '%' and '_' in a prefix stay literal
-            where.append("t.key IS NOT NULL AND substr(t.key, 1, ?) = ?")
-            params.extend([len(self.key_prefix), self.key_prefix])
-        if self.ids is not None:
-            where.append(f"t.id IN ({', '.join('?' * len(self.ids))})" if self.ids else "0")
-            params.extend(self.ids)
-        if self.scopes is not None:
-            pairs = list(dict.fromkeys((str(s), str(i)) for s, i in self.scopes))
-            where.append("(" + (" OR ".join("(t.scope = ? AND t.scope_id = ?)" for _ in pairs) or "0") + ")")
-            params.extend(v for pair in pairs for v in pair)
-        if self.current_at is not None:
-            where.append("(t.valid_until IS NULL OR t.valid_until > ?)")
-            params.append(self.current_at)
-        if self.valid_at is not None:
-            where.append("t.created_at <= ? AND (t.valid_until IS NULL OR t.valid_until > ?)")
-            params.extend([self.valid_at, self.valid_at])
-        if self.pinned is not None:
-            where.append("t.pinned = ?")
-            params.append(int(self.pinned))
-        if self.tags:
-            tags = list(dict.fromkeys(self.tags))
-            marks = ", ".join("?" * len(tags))
-            sub = f"SELECT count(*) FROM trace_tags g WHERE g.rid = t.rid AND g.tag IN ({marks})"
-            where.append(f"({sub}) >= ?" if self.tags_mode == "all" else f"({sub}) > 0")
-            params.extend(tags)
-            if self.tags_mode == "all":
-                params.append(len(tags))
-        return (" AND ".join(where) or "1"), params
-
-    @property
-    def narrows(self) -> bool:
-        """True when anything beyond liveness and expiry restricts the result."""
-        return any(
-            v is not None and v != []
-            for v in (self.types, self.scope, self.scope_id, self.tags, self.episode,
-                      self.since, self.until, self.key_prefix, self.task_id, self.scopes,
-                      self.valid_at)
-        )
-
-
-class Store(IndexTables, EdgeTables, LogTables, InspectTables, VectorTables):
+class Store(IndexTables, EdgeTables, LogTables, InspectTables, VectorTables, MaintenanceTables):
     """The brain file: the traces table here, the other table groups mixed in."""
 
     # --- traces -----------------------------------------------------------------------
@@ -526,49 +438,6 @@ class Store(IndexTables, EdgeTables, LogTables, InspectTables, VectorTables):
             "file_bytes": page_size * pages,
         }
 
-    # --- maintenance ------------------------------------------------------------------
-    # check() and repair(). Everything here reads, except
-    # backup_to() (writes another file) and repair_index()/drop_orphans() (one write
-    # transaction each). Brain.check/Brain.repair are thin wrappers.
-
-    def integrity_check(self) -> list[str]:
-        """Problems ``PRAGMA integrity_check`` reports (empty when the b-trees are sound)."""
-        with translate_errors():
-            rows = [r[0] for r in self.db.execute("PRAGMA integrity_check(100)")]
-        return [] if rows == ["ok"] else rows
-
-
-
-    _ORPHAN_EDGES = (
-        "FROM edges AS e WHERE NOT EXISTS (SELECT 1 FROM traces t WHERE t.id = e.src) "
-        "OR NOT EXISTS (SELECT 1 FROM traces t WHERE t.id = e.dst)"
-    )
-    _ORPHAN_TAGS = "FROM trace_tags AS g WHERE NOT EXISTS (SELECT 1 FROM traces t WHERE t.rid = g.rid)"
-
-    def orphans(self) -> dict[str, int]:
-        """Edges with an end that is no trace at all, and tag rows of missing traces."""
-        return {
-            "edges": self.execute(f"SELECT count(*) {self._ORPHAN_EDGES}").get,
-            "tags": self.execute(f"SELECT count(*) {self._ORPHAN_TAGS}").get,
-        }
-
-    def maintenance_counts(self) -> dict[str, int]:
-        return {
-            "traces": self.execute("SELECT count(*) FROM traces").get,
-            "live": self.execute("SELECT count(*) FROM traces WHERE deleted_at IS NULL").get,
-            "indexed": self.execute("SELECT count(*) FROM traces_fts_docsize").get,
-            "edges": self.execute("SELECT count(*) FROM edges").get,
-        }
-
-    def drop_orphans(self) -> dict[str, int]:
-        """Delete orphan edges and tag rows; return how many of each went."""
-        with self.write():
-            edges = self.execute(f"SELECT count(*) {self._ORPHAN_EDGES}").get
-            self.execute(f"DELETE {self._ORPHAN_EDGES}")
-            tags = self.execute(f"SELECT count(*) {self._ORPHAN_TAGS}").get
-            self.execute(f"DELETE {self._ORPHAN_TAGS}")
-        return {"edges": edges, "tags": tags}
-
     # --- consolidation: reflect's steps, lease and log -------------------------
     # Used by brainmem/consolidation.py; each caller wraps writes in write().
 
@@ -649,9 +518,5 @@ class Store(IndexTables, EdgeTables, LogTables, InspectTables, VectorTables):
             (created_before, min_access, now),
         )
         return [row_to_trace(r) for r in rows]
-
-
-
-
 
 

@@ -3,7 +3,7 @@
 The Python API, import (:mod:`brainmem.transfer`), consolidation, the agent tools
 and the CLI all check their input here, before anything is written, and a trace is
 built by one factory, :func:`build_trace`. The bounds below are also where the
-tools' JSON schemas take theirs from (:mod:`brainmem.tools`), so a value one
+tools' JSON schemas take theirs from (:mod:`brainmem.tool_base`), so a value one
 surface accepts is one every surface accepts.
 
 Times: every time on a :class:`~brainmem.model.Trace` is UTC unix seconds. The API

@@ -183,7 +183,7 @@ def error_response(request: Any, exc: BaseException) -> Any:
         message = f"{message} -- another process is writing to the brain; try again shortly."
     headers = {"Retry-After": "2"} if status == 503 else None
     if request.url.path.startswith("/api/"):
-        from ..tools import error_dict
+        from ..tool_base import error_dict
 
         body = error_dict(exc) if isinstance(exc, BrainmemError) else {
             "error": {"type": "HTTPError", "message": message}}

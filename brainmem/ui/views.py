@@ -1,8 +1,8 @@
 """What each page shows, as JSON: parse the request's parameters, call Brain, shape.
 
 The pages render these dicts and the ``/api/`` endpoints return them as they are,
-so the two cannot drift. Traces are shown as :func:`brainmem.tools.trace_view`
-and hits as :func:`brainmem.tools.hit_view` (the tool layer's shapes), times as
+so the two cannot drift. Traces are shown as :func:`brainmem.tool_base.trace_view`
+and hits as :func:`brainmem.tool_base.hit_view` (the tool layer's shapes), times as
 ISO-8601 UTC text like the tools.
 """
 
@@ -14,7 +14,7 @@ from typing import Any
 from ..errors import InvalidInput, NotFound
 from ..jsonview import jsonable
 from ..model import SCOPES, TYPES, iso
-from ..tools import hit_view, trace_view
+from ..tool_base import hit_view, trace_view
 from .app import MAX_QUERY_CHARS, UiError
 from .svg import day_text, retrievability_curve
 

@@ -1,0 +1,161 @@
+"""Inspection, maintenance and transfer on :class:`~brainmem.brain.Brain`
+(ARCHITECTURE.md, "Layers"): the graph summary and consolidation log, the web
+inspector's read-only views (:mod:`brainmem.inspection`), export/import as JSON Lines
+(:mod:`brainmem.transfer`), online backup, and check/repair
+(:mod:`brainmem.maintenance`). Each method is one call below, under the brain's lock.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping, Sequence
+from typing import IO, TYPE_CHECKING, Any
+
+from . import graph, inspection
+from ._version import __version__
+from .brain_base import BrainBase
+from .errors import InvalidInput
+from .model import TimeLike
+from .validate import check_ids, check_int, check_text
+
+if TYPE_CHECKING:  # imported lazily at run time (export/import only)
+    from .transfer import ImportReport
+
+
+class AdminMixin(BrainBase):
+    """Graph summary, consolidation log, inspection, transfer, backup, check and repair
+    (part of ``Brain``)."""
+
+    # --- consolidation: graph summary and log --------------------------------------
+
+    def graph_summary(self, top: int = 5) -> dict[str, Any]:
+        """Nodes, edges by kind and the ``top`` largest co-activation/derivation clusters."""
+        check_int(top, "top", 0, 1000)
+        with self._lock, self._store.read():
+            return graph.summary(self._store, top)
+
+    def reflect_log(self, limit: int = 20) -> list[dict[str, Any]]:
+        """The last ``limit`` consolidation runs, newest first (each with its report)."""
+        check_int(limit, "limit", 1, 10_000)
+        with self._lock, self._store.read():
+            return self._store.consolidation_history(limit)
+
+    # --- inspection: read-only views for the web UI (brainmem.inspection) ----------
+
+    def lineage(self, trace_id: str) -> dict[str, list[dict[str, Any]]]:
+        """Merged from/into, supersedes/superseded by, derived from/into of a trace (even deleted)."""
+        with self._lock, self._store.read():
+            return inspection.lineage(self._store, self.get(trace_id, include_deleted=True))
+
+    def recalls(self, trace_id: str, limit: int = 50) -> list[dict[str, Any]]:
+        """The last ``limit`` recorded searches that returned the trace, newest first."""
+        check_text(trace_id, "trace id", allow_none=False)
+        check_int(limit, "limit", 1, 10_000)
+        with self._lock, self._store.read():
+            return inspection.recalls(self._store, trace_id, limit)
+
+    def neighbourhood(self, ids: str | Sequence[str], depth: int = 1,
+                      max_nodes: int = 60) -> dict[str, Any]:
+        """Live traces (nodes) within ``depth`` hops of ``ids`` and the edges among them."""
+        seeds = list(dict.fromkeys(check_ids([ids] if isinstance(ids, str) else ids, "ids")))
+        check_int(depth, "depth", 0, 5)
+        check_int(max_nodes, "max_nodes", 1, 1000)
+        with self._lock, self._store.read():
+            return inspection.neighbourhood(self._store, seeds, depth, max_nodes)
+
+    def clusters(self) -> list[list[str]]:
+        """The co-activation clusters reflect's derive step would consider now."""
+        with self._lock, self._store.read():
+            return inspection.derive_clusters(self._store, self.policy)
+
+    def overview(self, now: TimeLike | None = None) -> dict[str, Any]:
+        """Counts by scope and type, pinned, a retrievability histogram and growth by day."""
+        at = self.now(now)
+        with self._lock, self._store.read():
+            return inspection.overview(self._store, at)
+
+    def reflect_changes(self, run: Mapping[str, Any]) -> dict[str, list[dict[str, Any]]]:
+        """Which traces one :meth:`reflect_log` run pruned, merged, derived and changed."""
+        with self._lock, self._store.read():
+            return inspection.run_changes(self._store, dict(run))
+
+    # --- transfer: export, import, backup (brainmem.transfer) ----------------------
+
+    def export(self, fp_or_path: str | os.PathLike[str] | IO[str], *,
+               include_deleted: bool = False) -> dict[str, int]:
+        """Write the brain as JSON Lines (see :mod:`brainmem.transfer`); return the counts.
+
+        ``fp_or_path`` is a text file object or a path (written atomically).
+        """
+        from . import transfer
+
+        def write(fp: Any) -> dict[str, int]:
+            with self._lock:
+                return transfer.export_jsonl(self._store, fp, include_deleted=include_deleted,
+                                             version=__version__)
+
+        if not isinstance(fp_or_path, (str, os.PathLike)):
+            return write(fp_or_path)
+        counts: dict[str, int] = transfer.write_atomically(str(fp_or_path), write)
+        return counts
+
+    def import_jsonl(self, fp_or_path: str | os.PathLike[str] | IO[str], *, new_ids: bool = False,
+                     now: TimeLike | None = None) -> ImportReport:
+        """Import an export: validate every line, then write all of it in one transaction.
+
+        Returns an :class:`~brainmem.transfer.ImportReport`. A bad line raises
+        :class:`InvalidInput` naming it and nothing is imported. Dedup and id rules
+        are in :mod:`brainmem.transfer`. Quotas apply to the imported live traces.
+        """
+        from . import transfer
+
+        at = self.now(now)
+        parsed = transfer.parse_file(fp_or_path, self.policy)
+        with self._write_with_events() as events:
+            report = transfer.apply_import(self._store, parsed, new_ids=new_ids,
+                                           before_insert=lambda t: self._writer.before_insert(t, at))
+        if self._vectors is not None and report.added:
+            with self._lock:  # exports carry no vectors: imported traces are embedded anew
+                self._vectors.backfill()
+        self._emit_deletes(events)
+        for trace in report.added:
+            self._emit("add", {"id": trace.id, "trace": trace})
+        return report
+
+    def backup(self, path: str) -> str:
+        """Copy the brain to a new file ``path`` with SQLite's online backup; return the path.
+
+        A consistent snapshot even while other processes write; ``path`` must not exist.
+        """
+        target = check_text(str(path), "backup path", max_chars=4096, allow_none=False) or ""
+        if not target.strip():
+            raise InvalidInput("backup needs a path to write to")
+        with self._lock:
+            self._store.backup_to(target)
+        return target
+
+    # --- maintenance: check and repair ---------------------------------------------
+
+    def check(self) -> dict[str, Any]:
+        """Look for damage without writing; ``["ok"]`` is True when nothing is wrong.
+
+        Reports ``integrity`` (PRAGMA integrity_check), ``fts_integrity``, ``fts_sync``
+        (live traces missing from the index, index rows of no live trace), ``orphans``
+        (edges/tag rows of traces that do not exist), ``unsafe_merges`` (past merges
+        the merge rule refuses), ``counts`` and readable
+        ``problems``. See :mod:`brainmem.maintenance`.
+        """
+        from . import maintenance
+
+        with self._lock:
+            return maintenance.check(self._store)
+
+    def repair(self, backup_to: str | None = None, *, unmerge_unsafe: bool = False) -> dict[str, Any]:
+        """Back up the file (online backup, to ``backup_to`` or ``<path>.<time>.bak``),
+        rebuild the search index and drop orphan edges; with ``unmerge_unsafe``, undo
+        the past merges :meth:`check` reports as ``unsafe_merges``. Returns what was done
+        and a fresh :meth:`check` under ``["after"]``."""
+        from . import maintenance
+
+        with self._lock:
+            return maintenance.repair(self._store, backup_to, self.now(), unmerge_unsafe)

@@ -1,0 +1,201 @@
+"""``BrainBase``: what every part of :class:`~brainmem.brain.Brain` stands on
+(ARCHITECTURE.md, "Layers"): the file, the lock, the clock, the events, the write
+transaction, and the single-trace primitives ``get``/``update``/``delete`` that the
+faces (:mod:`brainmem.brain_faces`) and the rest of the facade build on.
+
+Decisions:
+
+* Times on a :class:`~brainmem.model.Trace` are UTC unix seconds; every time
+  argument also takes a ``datetime`` or an ISO-8601 string.
+* ``update`` edits a trace in place (same id, ``version`` + 1). When the content
+  changes, the previous content is kept as a soft-deleted snapshot that points at
+  the live trace (``merged_into``, a ``supersedes`` edge), so no update loses a
+  byte; ``purge`` removes snapshots with the other soft-deleted rows.
+* A trace's scope cannot be changed by ``update`` (that would move it across
+  visibility boundaries); add it to the other scope and delete this one instead.
+* Subscribers are called after the write commits, in the writer's thread; an
+  exception in a callback is logged and swallowed.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import threading
+import time
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from typing import Any, TypeVar
+
+from . import hybrid
+from .errors import InvalidInput, NotFound
+from .events import Events, Subscriber
+from .model import TimeLike, Trace
+from .policy import Policy
+from .query import QueryCompiler
+from .store import Filters, Store, WriteBusy
+from .validate import check_changes, check_text, read_filters, to_timestamp
+from .write import Writer
+
+_B = TypeVar("_B", bound="BrainBase")
+
+
+class BrainBase:
+    """The state of one open brain file and the primitives every method uses.
+
+    Not used alone: :class:`~brainmem.brain.Brain` is this plus its faces and
+    maintenance mixins (the constructor's arguments are documented there).
+    """
+
+    def __init__(
+        self,
+        path: str | os.PathLike[str] = "brain.db",
+        *,
+        policy: Policy | None = None,
+        clock: Callable[[], float] | None = None,
+        llm: Any = None,
+        readonly: bool = False,
+        busy_timeout: float = 30.0,
+        embedder: Any = None,
+    ) -> None:
+        self.path = str(path)
+        if isinstance(busy_timeout, bool) or not isinstance(busy_timeout, (int, float)) \
+                or not 0 <= busy_timeout <= 86_400:
+            raise InvalidInput(f"busy_timeout must be seconds in [0, 86400], not {busy_timeout!r}")
+        if policy is not None and not isinstance(policy, Policy):
+            raise InvalidInput(f"policy must be a brainmem.Policy, not {type(policy).__name__}")
+        self.policy = policy or Policy()
+        embedder = hybrid.resolve_embedder(embedder)  # refused before the file is touched
+        self.clock = clock or time.time
+        self.llm = llm
+        self.readonly = readonly
+        self._store = Store(self.path, readonly=readonly, busy_timeout_ms=int(busy_timeout * 1000))
+        self._compiler = QueryCompiler(self._store.db, self.policy.max_query_terms)
+        self._vectors = hybrid.open_index(self._store, embedder)
+        self._lock = threading.RLock()
+        self._events = Events()
+        self._writer = Writer(self._store, self.policy)
+        #: searches whose reinforcement waits for the write lock (see _record_retrieval)
+        self._pending_retrievals: list[tuple[str, float, list[tuple[str, int, float]]]] = []
+
+    # --- lifecycle -----------------------------------------------------------------
+
+    def close(self) -> None:
+        with self._lock:
+            if self._pending_retrievals and not self.readonly:
+                with contextlib.suppress(WriteBusy), self._store.write(wait=False):
+                    self._flush_retrievals()
+            self._store.close()
+
+    def __enter__(self: _B) -> _B:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return f"Brain({self.path!r})"
+
+    def now(self, now: TimeLike | None = None) -> float:
+        """``now`` as unix seconds, or the clock's time when it is None."""
+        stamp = to_timestamp(now, "now")
+        return float(self.clock()) if stamp is None else stamp
+
+    # --- events --------------------------------------------------------------------
+
+    def subscribe(self, callback: Subscriber, kinds: Iterable[str] | None = None) -> Callable[[], None]:
+        """Call ``callback(kind, payload)`` after each committed write of ``kinds``.
+
+        Returns a function that unsubscribes. A failing callback never breaks the write.
+        """
+        return self._events.subscribe(callback, kinds)
+
+    def _emit(self, kind: str, payload: dict[str, Any]) -> None:
+        self._events.emit(kind, payload)
+
+    # --- the write transaction; get, update, delete --------------------------------
+
+    @contextlib.contextmanager
+    def _write_with_events(self) -> Iterator[list[dict[str, Any]]]:
+        """Lock + write transaction; yields a list that, after the commit, holds the
+        "delete" payloads of traces the writer soft-deleted on the side (emit them then)."""
+        events: list[dict[str, Any]] = []
+        with self._lock:
+            with self._store.write():
+                self._writer.side_deletes = []
+                yield events
+            events.extend(self._writer.side_deletes)
+            self._writer.side_deletes = []
+
+    def _emit_deletes(self, events: list[dict[str, Any]]) -> None:
+        for payload in events:
+            self._emit("delete", payload)
+
+    def get(self, trace_id: str, *, include_deleted: bool = False, now: TimeLike | None = None) -> Trace:
+        """The trace with this id; deleted and expired traces only with ``include_deleted``."""
+        check_text(trace_id, "trace id", allow_none=False)
+        with self._lock:
+            trace = self._store.get(
+                trace_id, include_deleted=include_deleted,
+                now=None if include_deleted else self.now(now),
+            )
+        if trace is None:
+            raise NotFound(f"no live trace with id {trace_id!r}")
+        return trace
+
+    def update(self, trace_id: str, *, expected_version: int | None = None, now: TimeLike | None = None,
+               **changes: Any) -> Trace:
+        """Change fields of a live trace in place; ``version`` goes up by one.
+
+        ``expected_version`` makes the update conditional (:class:`VersionConflict`).
+        A content change keeps the old content as a soft-deleted snapshot.
+        """
+        check_changes(changes, self.policy)  # before the lock: bad input never waits
+        at = self.now(now)
+        prepared = self._prepare_vectors([changes["content"]] if "content" in changes else [])
+        with self._lock, self._store.write():
+            current = self.get(trace_id, now=at)
+            trace = self._writer.update(current, changes, expected_version, at)
+            self._write_vectors([trace], prepared)
+        self._emit("update", {"id": trace.id, "trace": trace})
+        return trace
+
+    def delete(self, trace_id: str, *, now: TimeLike | None = None) -> bool:
+        """Soft-delete a trace; True if it was live. ``purge`` is the only physical delete."""
+        at = self.now(now)
+        check_text(trace_id, "trace id", allow_none=False)
+        with self._lock, self._store.write():
+            trace = self._store.get(trace_id)
+            if trace is None:
+                return False
+            self._store.update_fields(trace_id, {"deleted_at": at, "updated_at": at})
+        self._emit("delete", {"id": trace_id})
+        return True
+
+    def _flush_retrievals(self) -> None:
+        """Write the retrievals that waited for the lock (inside a write)."""
+        pending, self._pending_retrievals = self._pending_retrievals, []
+        for query, at, results in pending:
+            self._store.record_retrieval(query, at, results)
+            self._writer.reinforce(self._store.get_many([r[0] for r in results]), at)
+
+    def _filters(self, **given: Any) -> Filters:
+        """Validated :class:`Filters` from the read methods' keyword arguments."""
+        return read_filters(self.policy, **given)
+
+    # --- search by meaning: the vector index of this brain -------------------------
+
+    @property
+    def embedder(self) -> Any:
+        """The embedder of this brain, or None (lexical search)."""
+        return None if self._vectors is None else self._vectors.embedder
+
+    def _prepare_vectors(self, texts: Sequence[Any]) -> dict[str, Any]:
+        """Vectors of ``texts`` computed before the write transaction (a provider may be
+        slow); {} without an embedder or when it fails (the write goes on without)."""
+        kept = [t for t in texts if isinstance(t, str) and t.strip()  # the rest is refused later
+                and len(t.encode("utf-8", "replace")) <= self.policy.max_content_bytes]
+        return {} if self._vectors is None or not kept else self._vectors.prepare(kept)
+
+    def _write_vectors(self, traces: Sequence[Trace], prepared: Mapping[str, Any]) -> None:
+        if prepared and self._vectors is not None:
+            self._vectors.write(traces, prepared)

@@ -1,0 +1,53 @@
+"""The queries behind ``check()`` and ``repair()`` (:mod:`brainmem.maintenance`):
+b-tree integrity and orphan rows.
+
+A mixin of :class:`~brainmem.store.Store`. Everything here reads, except
+``drop_orphans`` (one write transaction); the FTS5 checks and ``repair_index`` are
+in :mod:`brainmem.store_index`, ``backup_to`` in :mod:`brainmem.store_base`.
+"""
+
+from __future__ import annotations
+
+from .store_base import Database, translate_errors
+from .store_base import WriteBusy as WriteBusy  # re-exported: Brain catches it
+
+
+class MaintenanceTables(Database):
+    """Integrity, orphan edges and tag rows, and the counts a check reports."""
+
+    def integrity_check(self) -> list[str]:
+        """Problems ``PRAGMA integrity_check`` reports (empty when the b-trees are sound)."""
+        with translate_errors():
+            rows = [r[0] for r in self.db.execute("PRAGMA integrity_check(100)")]
+        return [] if rows == ["ok"] else rows
+
+    _ORPHAN_EDGES = (
+        "FROM edges AS e WHERE NOT EXISTS (SELECT 1 FROM traces t WHERE t.id = e.src) "
+        "OR NOT EXISTS (SELECT 1 FROM traces t WHERE t.id = e.dst)"
+    )
+
+    _ORPHAN_TAGS = "FROM trace_tags AS g WHERE NOT EXISTS (SELECT 1 FROM traces t WHERE t.rid = g.rid)"
+
+    def orphans(self) -> dict[str, int]:
+        """Edges with an end that is no trace at all, and tag rows of missing traces."""
+        return {
+            "edges": self.execute(f"SELECT count(*) {self._ORPHAN_EDGES}").get,
+            "tags": self.execute(f"SELECT count(*) {self._ORPHAN_TAGS}").get,
+        }
+
+    def maintenance_counts(self) -> dict[str, int]:
+        return {
+            "traces": self.execute("SELECT count(*) FROM traces").get,
+            "live": self.execute("SELECT count(*) FROM traces WHERE deleted_at IS NULL").get,
+            "indexed": self.execute("SELECT count(*) FROM traces_fts_docsize").get,
+            "edges": self.execute("SELECT count(*) FROM edges").get,
+        }
+
+    def drop_orphans(self) -> dict[str, int]:
+        """Delete orphan edges and tag rows; return how many of each went."""
+        with self.write():
+            edges = self.execute(f"SELECT count(*) {self._ORPHAN_EDGES}").get
+            self.execute(f"DELETE {self._ORPHAN_EDGES}")
+            tags = self.execute(f"SELECT count(*) {self._ORPHAN_TAGS}").get
+            self.execute(f"DELETE {self._ORPHAN_TAGS}")
+        return {"edges": edges, "tags": tags}

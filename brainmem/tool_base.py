@@ -1,0 +1,275 @@
+"""The tool layer's shared parts (ARCHITECTURE.md, "Layers"): the scoping context, the
+tool registry, the JSON-schema helpers and the views every surface shows.
+
+* :class:`ToolContext` (``user_id``, ``thread_id``, ``persona_id``, ``org_id``)
+  confines every tool call: writes go to a scope the context has an id for
+  (``user`` by default); reads see only traces whose (scope, scope_id) the context
+  grants. ``allowed_types``/``allowed_scopes`` further restrict what it may *write*.
+* :data:`REGISTRY` holds every tool as a :class:`ToolDef`; :func:`_tool` registers
+  one (the definitions are in :mod:`brainmem.memory_tools`).
+* :func:`trace_view`, :func:`hit_view`, :func:`error_dict` are the shapes the tools,
+  the CLI's ``--json`` and the web inspector share; :func:`parse_arguments` reads tool
+  arguments from a dict or JSON text.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, fields
+from typing import TYPE_CHECKING, Any
+
+from . import decay
+from .errors import InvalidInput, QueryError, VersionConflict
+from .model import SCOPES, TYPES, Hit, Trace, iso
+from .policy import Policy
+from .schemacheck import json_type
+from .validate import LIMIT_MAX, MAX_ID_CHARS, MAX_TTL
+
+if TYPE_CHECKING:  # the Toolbox sits above this module; imported for types only
+    from .tools import Toolbox
+
+
+_POLICY = Policy()  # the default bounds the schemas advertise
+
+#: Which ToolContext field holds the id of each scope.
+SCOPE_FIELDS = {"user": "user_id", "thread": "thread_id", "persona": "persona_id",
+                "organization": "org_id"}
+
+JSON = dict[str, Any]
+
+
+# --- context -----------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ToolContext:
+    """Who the agent is acting for; fixes the scope ids every tool call may touch.
+
+    ``allowed_types``/``allowed_scopes`` (optional) restrict what the context may
+    write; the scopes it may read are those it has an id for.
+    """
+
+    user_id: str | None = None
+    thread_id: str | None = None
+    persona_id: str | None = None
+    org_id: str | None = None
+    allowed_types: Sequence[str] | None = None
+    allowed_scopes: Sequence[str] | None = None
+
+    def __post_init__(self) -> None:
+        for name in SCOPE_FIELDS.values():
+            value = getattr(self, name)
+            if value is not None and (not isinstance(value, str) or not value.strip()
+                                      or len(value) > 256):
+                raise InvalidInput(f"ToolContext.{name} must be a non-empty string (<= 256 chars)")
+        if not any(getattr(self, name) for name in SCOPE_FIELDS.values()):
+            raise InvalidInput("a ToolContext needs at least one of user_id, thread_id, persona_id, org_id")
+        for name, choices in (("allowed_types", TYPES), ("allowed_scopes", SCOPES)):
+            value = getattr(self, name)
+            if value is None:
+                continue
+            if isinstance(value, str) or not isinstance(value, Sequence | set | frozenset):
+                raise InvalidInput(f"ToolContext.{name} must be a list of strings")
+            for item in value:
+                if item not in choices:
+                    raise InvalidInput(f"ToolContext.{name}: unknown value {item!r}; expected one of "
+                                       f"{', '.join(choices)}")
+            object.__setattr__(self, name, tuple(dict.fromkeys(value)))
+
+    @classmethod
+    def coerce(cls, value: Any) -> ToolContext | None:
+        """None, a ToolContext, or a mapping of its fields (unknown fields are InvalidInput)."""
+        if value is None or isinstance(value, ToolContext):
+            return value
+        if not isinstance(value, Mapping):
+            raise InvalidInput("a tool context must be a ToolContext or a mapping of its fields")
+        known = {f.name for f in fields(cls)}
+        unknown = sorted(str(k) for k in value if k not in known)
+        if unknown:
+            raise InvalidInput(f"unknown tool context field(s): {', '.join(unknown)}; expected "
+                               f"{', '.join(sorted(known))}")
+        return cls(**dict(value))
+
+    def scope_id(self, scope: str) -> str | None:
+        found: str | None = getattr(self, SCOPE_FIELDS[scope])
+        return found
+
+    def grants(self) -> list[tuple[str, str]]:
+        """The (scope, scope_id) pairs this context may read."""
+        return [(s, i) for s in SCOPES if (i := self.scope_id(s))]
+
+    def writable_scopes(self) -> list[str]:
+        return [s for s, _ in self.grants() if self.allowed_scopes is None or s in self.allowed_scopes]
+
+    def writable_types(self) -> list[str]:
+        return [t for t in TYPES if self.allowed_types is None or t in self.allowed_types]
+
+    def can_read(self, trace: Trace) -> bool:
+        return (trace.scope, trace.scope_id) in self.grants()
+
+    def check_write(self, type_: str, scope: str) -> None:
+        if type_ not in self.writable_types():
+            raise InvalidInput(f"this tool context may not write {type_} memories")
+        if scope not in self.writable_scopes():
+            raise InvalidInput(f"this tool context may not write to the {scope} scope")
+
+
+# --- schema helpers ----------------------------------------------------------------
+
+
+def _obj(properties: dict[str, Any], required: Sequence[str] = ()) -> JSON:
+    schema: JSON = {"type": "object", "properties": properties, "additionalProperties": False}
+    if required:
+        schema["required"] = list(required)
+    return schema
+
+
+def _str(description: str, **extra: Any) -> JSON:
+    return {"type": "string", "description": description, **extra}
+
+
+def _limit(what: str, default: int) -> JSON:
+    """The one limit rule (:func:`brainmem.validate.check_limit`) as a schema."""
+    return {"type": "integer", "minimum": 1, "maximum": LIMIT_MAX,
+            "description": f"{what} (default {default}, at most {LIMIT_MAX})."}
+
+
+# Bounds below come from brainmem.validate and the default Policy: declared once there.
+_ID = _str("The memory's id (mt_...), as returned by memory_add or memory_search.", minLength=1,
+           maxLength=MAX_ID_CHARS)
+_TAGS = {"type": "array",
+         "items": {"type": "string", "minLength": 1, "maxLength": _POLICY.max_tag_chars},
+         "maxItems": _POLICY.max_tags, "description": "Short labels, e.g. [\"preference\", \"ui\"]."}
+_TTL = {"type": "number", "exclusiveMinimum": 0, "maximum": MAX_TTL,
+        "description": "Forget after this many seconds."}
+_IMPORTANCE = {"type": "number", "minimum": 0, "maximum": 1,
+               "description": "0..1 (default 0.5); important memories are forgotten more slowly."}
+_PINNED = {"type": "boolean", "description": "Pinned memories are never forgotten automatically."}
+_METADATA = {"type": "object", "description": "Free-form JSON object kept with the memory."}
+_TYPE_DOC = ("Kind of memory: episodic (an event, default), semantic (a fact), procedural "
+             "(how to do something), prospective (a future intention), working (task scratch).")
+
+
+def _type_prop(ctx: ToolContext | None, write: bool) -> JSON:
+    choices = ctx.writable_types() if (ctx is not None and write) else list(TYPES)
+    return {"type": "string", "enum": choices, "description": _TYPE_DOC}
+
+
+def _scope_props(ctx: ToolContext | None, write: bool) -> JSON:
+    if ctx is None:
+        return {
+            "scope": {"type": "string", "enum": list(SCOPES),
+                      "description": "Visibility: user (default), thread, persona or organization."},
+            "scope_id": _str("Id within the scope (e.g. the user's id).", maxLength=MAX_ID_CHARS),
+        }
+    choices = ctx.writable_scopes() if write else [s for s, _ in ctx.grants()]
+    return {"scope": {"type": "string", "enum": choices,
+                      "description": f"Visibility; one of {', '.join(choices) or 'none'}."}}
+
+
+# --- the registry ------------------------------------------------------------------
+
+
+Handler = Callable[["Toolbox", dict[str, Any]], JSON]
+
+
+@dataclass(frozen=True)
+class ToolDef:
+    """One tool: its name, description, schema builder and handler."""
+
+    name: str
+    description: str
+    schema: Callable[[ToolContext | None], JSON]
+    run: Handler
+    extra: bool = False
+
+
+#: Every tool, core first, in registration order.
+REGISTRY: dict[str, ToolDef] = {}
+
+
+def _tool(name: str, description: str, schema: Callable[[ToolContext | None], JSON], *,
+          extra: bool = False) -> Callable[[Handler], Handler]:
+    def register(run: Handler) -> Handler:
+        REGISTRY[name] = ToolDef(name, description, schema, run, extra)
+        return run
+
+    return register
+
+
+# --- arguments, errors and views ---------------------------------------------------
+
+
+def parse_arguments(arguments: Any) -> dict[str, Any]:
+    """Tool arguments from a dict, a JSON object text, or None (no arguments)."""
+    if arguments is None:
+        return {}
+    if isinstance(arguments, bytes | bytearray):
+        try:
+            arguments = bytes(arguments).decode("utf-8")
+        except UnicodeDecodeError:
+            raise InvalidInput("arguments are not UTF-8 text") from None
+    if isinstance(arguments, str):
+        if not arguments.strip():
+            return {}
+        try:
+            arguments = json.loads(arguments, parse_constant=_reject_constant)
+        except (ValueError, RecursionError) as exc:
+            raise InvalidInput(f"arguments are not valid JSON: {exc}") from None
+    if not isinstance(arguments, Mapping):
+        raise InvalidInput(f"arguments must be a JSON object, not {json_type(arguments)}")
+    return dict(arguments)
+
+
+def _reject_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not allowed")
+
+
+def error_dict(exc: BaseException) -> JSON:
+    """``{"error": {"type": <class name>, "message": ...}}`` (+ details some errors carry)."""
+    error: JSON = {"type": type(exc).__name__, "message": str(exc)}
+    if isinstance(exc, VersionConflict):
+        error["current_version"] = exc.current
+        error["expected_version"] = exc.expected
+    if isinstance(exc, QueryError) and exc.hint:
+        error["hint"] = exc.hint
+    return {"error": error}
+
+
+def is_bad_input(result: Mapping[str, Any]) -> bool:
+    """True when ``result`` is an error dict caused by bad input (InvalidInput or a child)."""
+    from . import errors
+
+    error = result.get("error")
+    if not isinstance(error, Mapping):
+        return False
+    cls = getattr(errors, str(error.get("type")), None)
+    return isinstance(cls, type) and issubclass(cls, InvalidInput)
+
+
+def trace_view(trace: Trace, now: float | None = None) -> JSON:
+    """What a tool shows of a trace (times as ISO-8601 UTC)."""
+    view: JSON = {
+        "id": trace.id, "content": trace.content, "type": trace.type, "scope": trace.scope,
+        "scope_id": trace.scope_id, "tags": list(trace.tags), "importance": trace.importance,
+        "pinned": trace.pinned, "strength": round(trace.strength, 6), "version": trace.version,
+        "created_at": iso(trace.created_at), "updated_at": iso(trace.updated_at),
+    }
+    if now is not None:
+        r = decay.retrievability(trace.strength, trace.stability, trace.last_accessed_at, now)
+        view["retrievability"] = round(r, 6)
+    for name in ("key", "episode", "expires_at", "due_at", "task_id", "cue", "valid_from", "valid_until"):
+        value = getattr(trace, name)
+        if value is not None:
+            view[name] = iso(value) if name.endswith("_at") or name.startswith("valid_") else value
+    if trace.metadata:
+        view["metadata"] = trace.metadata
+    return view
+
+
+def hit_view(hit: Hit) -> JSON:
+    """What ``memory_search`` shows of one hit (the web UI adds ``explain``)."""
+    t = hit.trace
+    return {"id": t.id, "content": t.content, "type": t.type, "scope": t.scope,
+            "strength": round(t.strength, 6), "tags": list(t.tags), "score": round(hit.score, 6)}
