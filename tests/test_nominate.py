@@ -4,12 +4,11 @@ variants, whose TF-IDF cosine is below the merge threshold, still reach the merg
 from __future__ import annotations
 
 import time
-import unicodedata
 
 import pytest
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
-from test_sameness import HARD_NEGATIVES, SENTENCE
+from test_sameness import HARD_NEGATIVES, SENTENCE, trivial_variant
 
 from brainmem import Brain, nominate, sameness
 from brainmem.similarity import cosine
@@ -90,28 +89,8 @@ def test_a_large_group_of_one_word_substitutions_stays_linear() -> None:
 @given(SENTENCE, st.data())
 @pytest.mark.slow  # over 0.3 s: a subprocess, a property search or a real dataset
 def test_every_trivial_variant_of_a_short_text_is_nominated(words: list[str], data: st.DataObject) -> None:
-    text = " ".join(words)
-    change = data.draw(st.sampled_from(["upper", "title", "punct", "space", "filler", "zwsp", "nfd", "typo"]))
-    if change == "upper":
-        variant = text.upper()
-    elif change == "title":
-        variant = text.capitalize() + "."
-    elif change == "punct":
-        variant = ", ".join(words) + "!?"
-    elif change == "space":
-        variant = "  " + "\t \n".join(words) + " "
-    elif change == "filler":
-        variant = text + data.draw(st.sampled_from([" please", ", thanks!", " thank you", " ok lol"]))
-    elif change == "zwsp":
-        variant = "\u200b".join(text)
-    elif change == "nfd":
-        text = text.replace("e", "é")
-        variant = unicodedata.normalize("NFD", text)
-    else:
-        i = data.draw(st.integers(0, len(words) - 1))
-        word = words[i]
-        assume(len(word) >= sameness.TYPO_MIN_LENGTH and word[1] != word[2])
-        variant = " ".join([*words[:i], word[0] + word[2] + word[1] + word[3:], *words[i + 1:]])
+    text, variant = trivial_variant(
+        words, data, ("upper", "title", "punct", "space", "filler", "zwsp", "nfd", "typo"))
     assume(text != variant)
     assert sameness.same(text, variant)
     assert nominate.pairs([text, variant], [0, 0]) == {(0, 1)}

@@ -136,13 +136,15 @@ def test_changing_a_number_never_merges(words: list[str], data: st.DataObject, n
     assert not sameness.same(a, b)
 
 
-@settings(max_examples=300, deadline=None)
-@given(SENTENCE, st.data())
-@pytest.mark.slow  # over 0.3 s: a subprocess, a property search or a real dataset
-def test_trivial_variation_always_merges(words: list[str], data: st.DataObject) -> None:
+TRIVIAL_CHANGES = ("upper", "title", "punct", "space", "filler", "zwsp", "vs16", "nfd", "typo")
+
+
+def trivial_variant(words: list[str], data: st.DataObject,
+                    changes: tuple[str, ...] = TRIVIAL_CHANGES) -> tuple[str, str]:
+    """(text, variant): ``words`` as a sentence and a copy that differs only trivially
+    (one of ``changes``, drawn by hypothesis); shared with test_nominate."""
     text = " ".join(words)
-    change = data.draw(st.sampled_from(
-        ["upper", "title", "punct", "space", "filler", "zwsp", "vs16", "nfd", "typo"]))
+    change = data.draw(st.sampled_from(changes))
     if change == "upper":
         variant = text.upper()
     elif change == "title":
@@ -156,10 +158,10 @@ def test_trivial_variation_always_merges(words: list[str], data: st.DataObject) 
     elif change == "zwsp":
         variant = "\u200b".join(text)
     elif change == "vs16":
-        variant = text + " ✔\ufe0f"
-        text = text + " ✔"
+        variant = text + " \u2714\ufe0f"
+        text = text + " \u2714"
     elif change == "nfd":
-        text = text.replace("e", "é")
+        text = text.replace("e", "\u00e9")
         variant = unicodedata.normalize("NFD", text)
     else:
         i = data.draw(st.integers(0, len(words) - 1))
@@ -167,6 +169,14 @@ def test_trivial_variation_always_merges(words: list[str], data: st.DataObject) 
         assume(len(word) >= sameness.TYPO_MIN_LENGTH and word[1] != word[2])
         typo = word[0] + word[2] + word[1] + word[3:]
         variant = " ".join([*words[:i], typo, *words[i + 1:]])
+    return text, variant
+
+
+@settings(max_examples=300, deadline=None)
+@given(SENTENCE, st.data())
+@pytest.mark.slow  # over 0.3 s: a subprocess, a property search or a real dataset
+def test_trivial_variation_always_merges(words: list[str], data: st.DataObject) -> None:
+    text, variant = trivial_variant(words, data)
     assert sameness.same(text, variant)
 
 

@@ -39,6 +39,7 @@ from collections.abc import Callable, Sequence
 from typing import Any, NoReturn
 
 from ..errors import BrainmemError, InvalidInput, ReadOnlyBrain
+from ..model import SCOPES
 
 DEFAULT_BRAIN = "brain.db"
 #: Commands that create a missing brain file (they write, or serve an agent that does).
@@ -170,6 +171,18 @@ def _remove_created() -> None:
         for suffix in ("", "-wal", "-shm", "-journal"):
             with contextlib.suppress(OSError):
                 os.remove(path + suffix)
+
+
+def scope_args(parser: argparse.ArgumentParser, *, filter: bool = False, what: str = "the") -> None:
+    """``--scope``/``--scope-id``: where a trace lives (``what``: "the key's", ...), or
+    (``filter``) which traces to show."""
+    if filter:
+        parser.add_argument("--scope", choices=SCOPES, help="only this scope (default: every scope)")
+        parser.add_argument("--scope-id", metavar="ID",
+                            help="only this id within the scope (default: every id)")
+        return
+    parser.add_argument("--scope", choices=SCOPES, help=f"{what} scope (default: user)")
+    parser.add_argument("--scope-id", metavar="ID", help="id within the scope (default: '')")
 
 
 def add_json_flag(parser: argparse.ArgumentParser) -> None:

@@ -10,13 +10,8 @@ import sys
 from typing import Any
 
 from ..errors import InvalidInput
-from ..model import SCOPES, iso
-from . import add_json_flag, open_brain, print_json, print_table, time_arg
-
-
-def _scope_args(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--scope", choices=SCOPES, help="visibility scope (default: user)")
-    parser.add_argument("--scope-id", metavar="ID", help="id within the scope (default: '')")
+from ..model import iso
+from . import add_json_flag, open_brain, print_json, print_table, scope_args, time_arg
 
 
 def register(commands: Any) -> None:
@@ -29,7 +24,7 @@ def register(commands: Any) -> None:
     p.add_argument("file", metavar="FILE.jsonl|-")
     p.add_argument("--episode", metavar="ID", help="conversation id (default: from the first turn)")
     p.add_argument("--at", metavar="TIME", help="time of turns without their own (default: now)")
-    _scope_args(p)
+    scope_args(p, what="visibility")
     p.add_argument("--no-llm", action="store_true", help="store the turns only, no extraction")
     add_json_flag(p)
     p.set_defaults(handler=_observe)
@@ -42,7 +37,7 @@ def register(commands: Any) -> None:
     p.add_argument("query", nargs="?", default=None)
     p.add_argument("--budget", type=int, default=1000, metavar="TOKENS", help="default 1000")
     p.add_argument("-n", "--limit", type=int, default=20, help="most relevant memories (default 20)")
-    _scope_args(p)
+    scope_args(p, what="visibility")
     add_json_flag(p)
     p.set_defaults(handler=_context)
 

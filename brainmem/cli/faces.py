@@ -11,7 +11,7 @@ import argparse
 import sys
 from typing import Any
 
-from ..model import SCOPES, TYPES, iso
+from ..model import TYPES, iso
 from ..validate import LIMIT_MAX
 from . import (
     add_json_flag,
@@ -20,6 +20,7 @@ from . import (
     print_json,
     print_table,
     print_trace,
+    scope_args,
     stdin_if_dash,
     time_arg,
     trace_json,
@@ -30,17 +31,6 @@ def _iso(ts: float | None) -> str:
     return iso(ts) or ""
 
 
-def _scope_args(parser: argparse.ArgumentParser, *, filter: bool = False) -> None:
-    """``--scope``/``--scope-id``: where a key lives, or (``filter``) which traces to show."""
-    if filter:
-        parser.add_argument("--scope", choices=SCOPES, help="only this scope (default: every scope)")
-        parser.add_argument("--scope-id", metavar="ID",
-                            help="only this id within the scope (default: every id)")
-        return
-    parser.add_argument("--scope", choices=SCOPES, help="the key's scope (default: user)")
-    parser.add_argument("--scope-id", metavar="ID", help="id within the scope (default: '')")
-
-
 def register(commands: Any) -> None:
     put = commands.add_parser(
         "put", help="set the value of a key (insert or overwrite)",
@@ -49,7 +39,7 @@ def register(commands: Any) -> None:
     )
     put.add_argument("key")
     put.add_argument("content", nargs="?", default="-")
-    _scope_args(put)
+    scope_args(put, what="the key's")
     put.add_argument("--type", choices=TYPES, help="trace type (new keys: semantic)")
     put.add_argument("--tag", action="append", dest="tags", metavar="TAG", help="a tag (repeatable)")
     put.add_argument("--ttl", type=float, metavar="SECONDS", help="expire after SECONDS")
@@ -67,13 +57,13 @@ def register(commands: Any) -> None:
     get = commands.add_parser("get-key", help="print the value of a key",
                               description="Print the live value of KEY (exit 1 if absent or expired).")
     get.add_argument("key")
-    _scope_args(get)
+    scope_args(get, what="the key's")
     add_json_flag(get)
     get.set_defaults(handler=_get_key)
 
     delete = commands.add_parser("delete-key", help="soft-delete the value of a key")
     delete.add_argument("key")
-    _scope_args(delete)
+    scope_args(delete, what="the key's")
     add_json_flag(delete)
     delete.set_defaults(handler=_delete_key)
 
@@ -82,7 +72,7 @@ def register(commands: Any) -> None:
         description="Titles, sizes and tags of live traces; read full ones with 'show'.",
     )
     listing.add_argument("--type", action="append", choices=TYPES, help="a type (repeatable)")
-    _scope_args(listing, filter=True)
+    scope_args(listing, filter=True)
     listing.add_argument("--tag", action="append", dest="tags", metavar="TAG", help="a tag (repeatable)")
     listing.add_argument("--all-tags", action="store_true", help="require every --tag (default: any)")
     listing.add_argument("--key-prefix", metavar="TEXT", help="only keys starting with TEXT")
@@ -99,7 +89,7 @@ def register(commands: Any) -> None:
     recent.add_argument("--since", metavar="TIME", help="created at or after TIME")
     recent.add_argument("-n", "--limit", type=int, default=20, metavar="N", help=f"at most N (1 to {LIMIT_MAX})")
     recent.add_argument("--type", action="append", choices=TYPES, help="a type (repeatable)")
-    _scope_args(recent, filter=True)
+    scope_args(recent, filter=True)
     recent.add_argument("--tag", action="append", dest="tags", metavar="TAG", help="a tag (repeatable)")
     add_json_flag(recent)
     recent.set_defaults(handler=_recent)
@@ -114,7 +104,7 @@ def register(commands: Any) -> None:
     due = commands.add_parser("due", help="reminders (prospective traces) whose time has come")
     due.add_argument("--now", metavar="TIME", help="as of TIME (default: now)")
     due.add_argument("-n", "--limit", type=int, default=50, metavar="N", help=f"at most N (1 to {LIMIT_MAX})")
-    _scope_args(due, filter=True)
+    scope_args(due, filter=True)
     add_json_flag(due)
     due.set_defaults(handler=_due)
 
