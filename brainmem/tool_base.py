@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 from . import decay
 from .errors import InvalidInput, QueryError, VersionConflict
+from .jsonview import is_time_key
 from .model import SCOPES, TYPES, Hit, Trace, iso
 from .policy import Policy
 from .schemacheck import json_type
@@ -262,7 +263,7 @@ def trace_view(trace: Trace, now: float | None = None) -> JSON:
     for name in ("key", "episode", "expires_at", "due_at", "task_id", "cue", "valid_from", "valid_until"):
         value = getattr(trace, name)
         if value is not None:
-            view[name] = iso(value) if name.endswith("_at") or name.startswith("valid_") else value
+            view[name] = iso(value) if is_time_key(name) else value
     if trace.metadata:
         view["metadata"] = trace.metadata
     return view
