@@ -146,7 +146,8 @@ def open_connection(path: str, readonly: bool, busy_timeout_ms: int) -> apsw.Con
         if readonly and (blank or version < schema.SCHEMA_VERSION):
             raise BrainFileError(
                 f"{path} needs a schema upgrade (version {version} -> {schema.SCHEMA_VERSION}); "
-                "open it once read-write"
+                f"open it once read-write to upgrade it in place (`brainmem --brain {path} init`, "
+                "or Brain(path) in Python)"
             )
         # Not bestpractice's 100 ms busy timeout: its connection_optimize may write
         # (ANALYZE), and under contention 100 ms made opening fail with "locked".

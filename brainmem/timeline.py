@@ -130,8 +130,8 @@ def history(store: Store, trace_id: str) -> list[Trace]:
 
 
 def history_view(traces: Sequence[Trace]) -> list[dict[str, Any]]:
-    """The chain as JSON for tools and the CLI."""
-    return [{"id": t.id, "content": t.content, "valid_from": iso(began(t)),
-             "valid_until": iso(t.valid_until), "current": t.valid_until is None and t.live,
+    """The chain as tools and the CLI show it (times in seconds, printed by ``jsonable``)."""
+    return [{"id": t.id, "content": t.content, "valid_from": began(t),
+             "valid_until": t.valid_until, "current": t.valid_until is None and t.live,
              "version": t.version, "snapshot": t.merged_into is not None and not t.live}
             for t in traces]

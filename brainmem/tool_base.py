@@ -21,8 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 from . import decay
 from .errors import InvalidInput, QueryError, VersionConflict
-from .jsonview import is_time_key
-from .model import SCOPES, TYPES, Hit, Trace, iso
+from .model import SCOPES, TYPES, Hit, Trace
 from .policy import Policy
 from .schemacheck import json_type
 from .validate import LIMIT_MAX, MAX_ID_CHARS, MAX_TTL
@@ -250,12 +249,13 @@ def is_bad_input(result: Mapping[str, Any]) -> bool:
 
 
 def trace_view(trace: Trace, now: float | None = None) -> JSON:
-    """What a tool shows of a trace (times as ISO-8601 UTC)."""
+    """What a tool shows of a trace (times in unix seconds: the surface's
+    :func:`~brainmem.jsonview.jsonable` prints them as ISO-8601 UTC)."""
     view: JSON = {
         "id": trace.id, "content": trace.content, "type": trace.type, "scope": trace.scope,
         "scope_id": trace.scope_id, "tags": list(trace.tags), "importance": trace.importance,
         "pinned": trace.pinned, "strength": round(trace.strength, 6), "version": trace.version,
-        "created_at": iso(trace.created_at), "updated_at": iso(trace.updated_at),
+        "created_at": trace.created_at, "updated_at": trace.updated_at,
     }
     if now is not None:
         r = decay.retrievability(trace.strength, trace.stability, trace.last_accessed_at, now)
@@ -263,7 +263,7 @@ def trace_view(trace: Trace, now: float | None = None) -> JSON:
     for name in ("key", "episode", "expires_at", "due_at", "task_id", "cue", "valid_from", "valid_until"):
         value = getattr(trace, name)
         if value is not None:
-            view[name] = iso(value) if is_time_key(name) else value
+            view[name] = value
     if trace.metadata:
         view["metadata"] = trace.metadata
     return view

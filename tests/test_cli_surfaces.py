@@ -226,3 +226,16 @@ def test_memory_add_takes_due_at_cue_and_task_id(capsys: Any, db: str) -> None:
     with Brain(db) as brain:
         assert brain.get(trace_id).due_at == 1_769_932_800.0 and brain.get(trace_id).cue == "passport"
         assert brain.end_task("t9")["archived"] == [task_trace]
+
+
+def test_metadata_is_shown_as_given_not_as_times(capsys: Any, db: str) -> None:
+    """``*_at`` keys of the user's own metadata are data, not brainmem's times."""
+    metadata = {"paid_at": 5, "at": 7, "nested": {"due_at": 9}}
+    code, out, _ = run(capsys, "add", "paid the invoice", "--metadata", json.dumps(metadata),
+                       "--json", "--brain", db, "--create")
+    added = json.loads(out)
+    assert code == 0 and added["metadata"] == metadata
+    assert added["created_at"].endswith("Z")  # brainmem's own times are still ISO text
+    with Brain(db) as brain:
+        tool = brain.call_tool("memory_read", {"ids": [added["id"]]}, extra="all")
+    assert tool["traces"][0]["metadata"] == metadata

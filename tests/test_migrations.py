@@ -161,3 +161,20 @@ def test_processes_opening_an_old_brain_at_once_migrate_it_once(tmp_path: Path) 
     assert {o.strip() for o, _ in outs} == {f"{schema.SCHEMA_VERSION} {sum(not r[4] for r in ROWS)}"}
     with Brain(str(path)) as brain:
         assert brain.check()["ok"]
+
+
+def test_reading_an_old_brain_read_only_says_how_to_upgrade_and_writes_nothing(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from brainmem.cli import main
+
+    path = tmp_path / "v5.db"
+    build_old_brain(path, 5)
+    before = path.read_bytes()
+    assert main(["--brain", str(path), "check"]) != 0
+    err = capsys.readouterr().err.strip()
+    assert "schema upgrade" in err and "init" in err and "\n" not in err
+    assert path.read_bytes() == before and _version(path) == 5
+    assert main(["--brain", str(path), "init"]) == 0  # the upgrade the message names
+    assert _version(path) == schema.SCHEMA_VERSION
+    capsys.readouterr()
+    assert main(["--brain", str(path), "check"]) == 0

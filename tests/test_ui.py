@@ -147,7 +147,7 @@ def test_search_filters_and_temporal_window(ro: TestClient, built: Any) -> None:
     r = ro.get("/search", params={"q": "what did I do yesterday"})
     assert r.status_code == 200 and 'id="windows"' in r.text
     window = ro.get("/api/search", params={"q": "what did I do yesterday"}).json()["windows"]
-    assert len(window) == 1 and window[0]["start"] < window[0]["end"]
+    assert len(window) == 1 and window[0]["since"] < window[0]["until"]
 
 
 def test_search_without_words_browses_the_traces(ro: TestClient, built: Any, clock: Any) -> None:

@@ -11,18 +11,21 @@ from urllib.parse import quote
 from markupsafe import Markup
 
 from ..errors import InvalidInput
+from ..jsonview import jsonable
 from ..model import SCOPES, TYPES
 from . import actions, svg, views
 
 
 def _render(request: Any, template: str, status: int = 200, **context: Any) -> Any:
+    """The template over ``context`` as the JSON twin shows it (times as ISO text)."""
     from starlette.responses import HTMLResponse
 
     env = request.app.state.env
     ui = request.app.state.ui
+    shown = {k: v if isinstance(v, Markup) else jsonable(v) for k, v in context.items()}
     html = env.get_template(template).render(
         ui=ui, request=request, message=request.query_params.get("msg"), types=TYPES,
-        scopes=SCOPES, **context)
+        scopes=SCOPES, **shown)
     return HTMLResponse(html, status_code=status)
 
 
@@ -56,7 +59,7 @@ def trace(request: Any) -> Any:
     brain = request.app.state.ui.brain
     data = views.trace(brain, request.path_params["id"])
     t = brain.get(data["trace"]["id"], include_deleted=True)
-    times = [svg.seconds(r["at"]) for r in data["recalls"]]
+    times = [r["at"] for r in data["recalls"]]
     curve, _ = svg.retrievability_curve(t, brain.now(), data["prune_threshold"], times)
     return _render(request, "trace.html", data=data, t=data["trace"], curve=Markup(curve),
                    tags=", ".join(data["trace"]["tags"]), page="trace",

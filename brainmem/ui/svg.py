@@ -159,11 +159,6 @@ def day_text(ts: float) -> str:
     return datetime.fromtimestamp(ts, tz=timezone.utc).strftime("%Y-%m-%d")
 
 
-def seconds(text: str) -> float:
-    """Unix seconds of an ISO-8601 time as the tools write it ("...Z")."""
-    return datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp()
-
-
 def _day(day: str | float) -> float:
     """Unix seconds of a "YYYY-MM-DD" day (or seconds as they are)."""
     if isinstance(day, str):

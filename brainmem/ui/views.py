@@ -2,8 +2,9 @@
 
 The pages render these dicts and the ``/api/`` endpoints return them as they are,
 so the two cannot drift. Traces are shown as :func:`brainmem.tool_base.trace_view`
-and hits as :func:`brainmem.tool_base.hit_view` (the tool layer's shapes), times as
-ISO-8601 UTC text like the tools.
+and hits as :func:`brainmem.tool_base.hit_view` (the tool layer's shapes). Times are
+unix seconds here; both the pages and the endpoints print them through
+:func:`brainmem.jsonview.jsonable`, as ISO-8601 UTC text like the tools.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from typing import Any
 
 from ..errors import InvalidInput, NotFound
 from ..jsonview import jsonable
-from ..model import SCOPES, TYPES, iso
+from ..model import SCOPES, TYPES
 from ..tool_base import hit_view, trace_view
 from .app import MAX_QUERY_CHARS, UiError
 from .svg import day_text, retrievability_curve
@@ -94,7 +95,7 @@ def search(brain: Any, args: dict[str, Any]) -> dict[str, Any]:
         results.append(view)
     return {"query": query, "results": results, "retrieval_id": hits.retrieval_id,
             "terms": list(hits.terms),
-            "windows": [{"start": iso(a), "end": iso(b)} for a, b in hits.windows]}
+            "windows": [{"since": a, "until": b} for a, b in hits.windows]}
 
 
 def trace(brain: Any, trace_id: str) -> dict[str, Any]:
@@ -102,17 +103,16 @@ def trace(brain: Any, trace_id: str) -> dict[str, Any]:
     t = brain.get(trace_id, include_deleted=True)
     now = brain.now()
     view = trace_view(t, now)
-    view.update(stability=t.stability, last_accessed_at=iso(t.last_accessed_at),
+    view.update(stability=t.stability, last_accessed_at=t.last_accessed_at,
                 access_count=t.access_count, content_hash=t.content_hash,
-                deleted_at=iso(t.deleted_at), merged_into=t.merged_into)
+                deleted_at=t.deleted_at, merged_into=t.merged_into)
     threshold = brain.policy.prune_threshold
 
     recalls = brain.recalls(t.id)
     _, crossing = retrievability_curve(t, now, threshold, [])
     return {"trace": view, "lineage": brain.lineage(t.id),
-            "recalls": [{**r, "at": iso(r["at"])} for r in recalls],
-            "prune_threshold": threshold, "reaches_threshold_at": iso(crossing),
-            "now": iso(now)}
+            "recalls": recalls, "prune_threshold": threshold, "reaches_threshold_at": crossing,
+            "now": now}
 
 
 def graph(brain: Any, params: Any) -> dict[str, Any]:
@@ -137,8 +137,8 @@ def graph(brain: Any, params: Any) -> dict[str, Any]:
 
 def _run_view(run: Mapping[str, Any]) -> dict[str, Any]:
     report = run.get("report") or {}
-    return {"id": run["id"], "status": run["status"], "started_at": iso(run["started_at"]),
-            "finished_at": iso(run["finished_at"]), "now": iso(run["now"]),
+    return {"id": run["id"], "status": run["status"], "started_at": run["started_at"],
+            "finished_at": run["finished_at"], "now": run["now"],
             "pruned": report.get("pruned", 0), "merged": report.get("merged", 0),
             "strengthened": report.get("edges_strengthened", 0), "derived": report.get("derived", 0),
             "compacted": report.get("compacted", 0), "reindexed": report.get("fts_rebuilt", False),
