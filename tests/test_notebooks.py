@@ -44,6 +44,8 @@ def kernel_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     monkeypatch.setenv("IPYTHONDIR", str(tmp_path / "ipython"))
     monkeypatch.setenv("MPLCONFIGDIR", str(tmp_path / "mpl"))
     monkeypatch.delenv("MPLBACKEND", raising=False)
+    (tmp_path / "tmp").mkdir()
+    monkeypatch.setenv("TMPDIR", str(tmp_path / "tmp"))  # so a test sees what a notebook leaves
     workdir = tmp_path / "work"
     workdir.mkdir()
     return workdir
@@ -148,4 +150,5 @@ def test_agent_loop_runs(kernel_env: Path) -> None:
     history = text_of(out["history"])
     assert history.index("The user lives in Berlin.") < history.index("The user lives in Lisbon.")
     assert "as of February: The user lives in Berlin." in history
+    assert list((kernel_env.parent / "tmp").iterdir()) == []  # its brain's folder is removed
 
