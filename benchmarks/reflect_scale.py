@@ -98,9 +98,9 @@ def run_one(n: int) -> dict:
                 if len(hits) >= 3:
                     brain.feedback(hits.retrieval_id, used=[h.trace.id for h in hits[:3]])
             rss_before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-            t = time.perf_counter()
+            t, cpu = time.perf_counter(), time.process_time()
             report = brain.reflect(now=T0 + 3600)
-            reflect_s = time.perf_counter() - t
+            reflect_s, reflect_cpu = time.perf_counter() - t, time.process_time() - cpu
             rss_after = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
             again = brain.reflect(now=T0 + 3600)
             case_pairs = planted(texts)
@@ -112,7 +112,8 @@ def run_one(n: int) -> dict:
             )
     return {
         "traces": n, "near_duplicates_planted": n_dups, "add_seconds": round(add_s, 2),
-        "reflect_seconds": round(reflect_s, 3), "step_ms": report.step_ms,
+        "reflect_seconds": round(reflect_s, 3), "reflect_cpu_seconds": round(reflect_cpu, 3),
+        "step_ms": report.step_ms,
         "merged": report.merged, "case_variants_planted": len(case_pairs),
         "case_variants_merged": case_merged, "feedback": report.feedback, "derived": report.derived,
         "second_reflect_changes": again.merged + again.derived + again.pruned + again.compacted,
@@ -136,7 +137,7 @@ def main() -> int:
                              text=True, check=True)
         result = json.loads(out.stdout)
         results.append(result)
-        print(f"{n:>7} traces: reflect {result['reflect_seconds']:.2f} s "
+        print(f"{n:>7} traces: reflect {result['reflect_seconds']:.2f} s (CPU {result['reflect_cpu_seconds']:.2f} s) "
               f"(merge {result['step_ms'].get('merge', 0) / 1000:.2f} s), merged {result['merged']} "
               f"of {result['near_duplicates_planted']} planted (case/whitespace variants: "
               f"{result['case_variants_merged']} of {result['case_variants_planted']} merged), peak RSS {result['peak_rss_mb']:.0f} MB, "

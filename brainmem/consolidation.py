@@ -9,18 +9,17 @@ the same ``now`` changes nothing.
    ``Policy.prune_threshold``, and expired traces (a TTL is explicit, so it wins over
    a pin); with ``Policy.capacity`` set, evict the weakest unpinned traces of each
    scope/scope_id over capacity.
-2. :func:`merge` — near-duplicates: pairs *nominated* by TF-IDF cosine ≥
-   ``Policy.merge_threshold`` (same type, scope, scope_id, task and due time; keyed
-   traces are never merged: a key is a name the caller chose), found by the exact
-   prefix filter of :mod:`brainmem.similarity`, never all pairs, or by the cheap keys
-   of :mod:`brainmem.nominate` (short texts with trailing filler or a typo, whose
-   cosine falls below the threshold), and *decided* by the
-   merge rule of :mod:`brainmem.sameness` (same words in the same order up to case,
-   punctuation, Unicode form and one typo; same numbers, names and polarity). The survivor is the pinned one, else
-   the most recalled, else the oldest; it keeps its content and gets the union of
-   tags, max strength/stability/importance, summed access counts, the earliest
-   creation time; losers are soft-deleted with ``merged_into`` and a merge record
-   (both texts, their edges: :mod:`brainmem.unmerge` undoes it), their edges
+2. :func:`merge` — near-duplicates (:mod:`brainmem.merge_step`): every pair the merge
+   rule of :mod:`brainmem.sameness` could accept (same words in the same order up to
+   case, punctuation, Unicode form and one typo; same numbers, names and polarity), in
+   one block (same type, scope, scope_id, task and due time; keyed traces are never
+   merged: a key is a name the caller chose), is nominated by the exact and masked
+   blocking keys of :mod:`brainmem.dedupe_blocks`, in bounded memory; groups are
+   re-read and decided by the rule inside short write transactions. The survivor is the
+   pinned one, else the most recalled, else the oldest; it keeps its content and gets
+   the union of tags, max strength/stability/importance, summed access counts, the
+   earliest creation time; losers are soft-deleted with ``merged_into`` and a merge
+   record (both texts, their edges: :mod:`brainmem.unmerge` undoes it), their edges
    re-pointed, and ``supersedes`` edges run survivor → loser (as ``Brain.merge``);
    the report's ``merges`` (kept in the consolidation log) lists both texts of each.
 3. :func:`strengthen` — replay ``feedback`` rows after the watermark kept in
@@ -50,6 +49,11 @@ the same ``now`` changes nothing.
 6. :func:`reindex` — FTS5 integrity check (rebuild only when it fails, reported),
    FTS5 ``optimize``, ``PRAGMA optimize``.
 
+No step holds all traces in memory or the write lock for long at any size: reads go
+a page at a time, each page its own snapshot, and writes commit at most
+``Policy.reflect_chunk`` traces each (the report's ``longest_write_ms`` says how long
+the longest of reflect's write transactions held the lock).
+
 The lease (table ``leases``, name ``reflect``) makes a concurrent second caller
 return at once with ``status="skipped"``; a lease whose holder crashed expires
 after ``Policy.lease_seconds`` and is taken over. Lease times use the brain's clock.
@@ -57,6 +61,7 @@ after ``Policy.lease_seconds`` and is taken over. Lease times use the brain's cl
 
 from __future__ import annotations
 
+import heapq
 import os
 import socket
 import time
@@ -66,11 +71,11 @@ from dataclasses import asdict, dataclass, field
 from itertools import combinations
 from typing import Any
 
-from . import decay, graph, nominate, sameness, similarity
+from . import decay, graph, merge_step, sameness, similarity
 from . import llm as llm_mod
-from . import unmerge as unmerge_mod
 from .errors import StorageError
-from .model import Trace, iso, merge_fields
+from .merge_step import absorb
+from .model import Trace, iso
 from .policy import Policy
 from .store import Store
 from .validate import build_trace
@@ -101,6 +106,9 @@ class ReflectReport:
     merge_groups: int = 0
     #: one entry per merged trace: survivor and loser ids and both texts
     merges: list[dict[str, Any]] = field(default_factory=list)
+    #: merge candidates read, and the most trace texts held at once while nominating
+    merge_candidates: int = 0
+    peak_texts: int = 0
     #: strengthen: feedback rows replayed, co_activated updates, stability changes
     feedback: int = 0
     edges_strengthened: int = 0
@@ -122,6 +130,8 @@ class ReflectReport:
     embedded: int = 0
     duration_ms: float = 0.0
     step_ms: dict[str, float] = field(default_factory=dict)
+    #: the longest write transaction of this run (how long a writer may have waited)
+    longest_write_ms: float = 0.0
     notes: list[str] = field(default_factory=list)
     skipped_reason: str | None = None
     error: str | None = None
@@ -188,6 +198,7 @@ def run(
         report.log_id = store.log_consolidation(started, float(clock()), now, report.status, report.to_dict())
         return report
     ctx = _Run(store, policy, now, report, llm)
+    store.longest_write = 0.0
     try:
         for index, name in enumerate(STEPS):
             if progress is not None:
@@ -215,6 +226,7 @@ def run(
 
 
 def _finish(store: Store, owner: str, started: float, clock: Callable[[], float], report: ReflectReport) -> None:
+    report.longest_write_ms = round(store.longest_write * 1000, 2)
     try:
         report.log_id = store.log_consolidation(started, float(clock()), report.now, report.status,
                                                 report.to_dict())
@@ -225,181 +237,79 @@ def _finish(store: Store, owner: str, started: float, clock: Callable[[], float]
 # --- 1. prune ---------------------------------------------------------------------------
 
 
-#: Traces prune soft-deletes per write transaction. Deciding reads every live trace
-#: (~3 s in Python at a million); it now runs on a read snapshot, and only the deletes
-#: take the write lock, a chunk at a time, each skipping a trace used since the snapshot.
-PRUNE_TRACES_PER_WRITE = 1000
+#: Prune reads this many rows per read snapshot for each trace a write may delete
+#: (``Policy.reflect_chunk``): deciding reads every live trace (~3 s in Python at a
+#: million), a page at a time, and only the deletes take the write lock, a chunk at a
+#: time, each skipping a trace used since it was read.
+PRUNE_READ_FACTOR = 10
 
 
 def prune(ctx: _Run) -> None:
     store, policy, now, report = ctx.store, ctx.policy, ctx.now, ctx.report
-    with store.read():
-        rows = store.decay_rows()
-    last_seen = {row[0]: row[5] for row in rows}
-    weak: list[str] = []
-    expired: list[str] = []
-    survivors: dict[tuple[str, str], list[tuple[float, float, str]]] = {}
-    pinned_counts: dict[tuple[str, str], int] = {}  # pinned traces fill capacity too
-    for tid, scope, scope_id, strength, stability, last, pinned, expires in rows:
-        if expires is not None and expires <= now:
-            expired.append(tid)
-            continue
-        if pinned:
-            pinned_counts[(scope, scope_id)] = pinned_counts.get((scope, scope_id), 0) + 1
-            continue
-        r = decay.retrievability(strength, stability, last, now)
-        if r < policy.prune_threshold:
-            weak.append(tid)
-            continue
-        survivors.setdefault((scope, scope_id), []).append((r, last, tid))
-    evicted: list[str] = []
+    chunk = policy.reflect_chunk
+    doomed: list[tuple[str, float]] = []
+    live: dict[tuple[str, str], int] = {}  # survivors and pinned per scope: capacity
+    after = 0
+    while True:
+        with store.read():
+            rows = store.decay_rows(after, chunk * PRUNE_READ_FACTOR)
+        if not rows:
+            break
+        after = rows[-1][0]
+        for _rid, tid, scope, scope_id, strength, stability, last, pinned, expires in rows:
+            if expires is not None and expires <= now:
+                report.expired += 1
+                doomed.append((tid, last))
+            elif not pinned and decay.retrievability(strength, stability, last, now) < policy.prune_threshold:
+                report.pruned_weak += 1
+                doomed.append((tid, last))
+            else:
+                live[(scope, scope_id)] = live.get((scope, scope_id), 0) + 1
+            if len(doomed) >= chunk:
+                _delete(store, doomed, now)
+                doomed = []
+    _delete(store, doomed, now)
     if policy.capacity is not None:
-        for key, group in survivors.items():
-            over = len(group) + pinned_counts.get(key, 0) - policy.capacity
-            if over > 0:
-                group.sort()  # weakest R first, then least recently accessed
-                evicted.extend(tid for _, _, tid in group[:over])
-    doomed = [*weak, *expired, *evicted]
-    for start in range(0, len(doomed), PRUNE_TRACES_PER_WRITE):
+        for (scope, scope_id), count in sorted(live.items()):
+            if count > policy.capacity:
+                _evict(ctx, scope, scope_id, count - policy.capacity)
+    report.pruned = report.pruned_weak + report.expired + report.evicted
+
+
+def _delete(store: Store, doomed: Sequence[tuple[str, float]], now: float) -> None:
+    if doomed:
         with store.write():
-            chunk = doomed[start : start + PRUNE_TRACES_PER_WRITE]
-            store.soft_delete_unchanged([(i, last_seen[i]) for i in chunk], now)
-    report.pruned_weak, report.expired, report.evicted = len(weak), len(expired), len(evicted)
-    report.pruned = len(weak) + len(expired) + len(evicted)
+            store.soft_delete_unchanged(doomed, now)
+
+
+def _evict(ctx: _Run, scope: str, scope_id: str, over: int) -> None:
+    """Soft-delete the ``over`` weakest unpinned traces of one scope (weakest R first, then
+    least recently accessed), holding only those ``over`` in memory."""
+    store, policy, now = ctx.store, ctx.policy, ctx.now
+
+    def scope_rows() -> Any:
+        after = 0
+        while True:
+            with store.read():
+                rows = store.decay_rows(after, policy.reflect_chunk * PRUNE_READ_FACTOR)
+            if not rows:
+                return
+            after = rows[-1][0]
+            for _rid, tid, s, s_id, strength, stability, last, pinned, expires in rows:
+                if (s, s_id) == (scope, scope_id) and not pinned and (expires is None or expires > now):
+                    yield decay.retrievability(strength, stability, last, now), last, tid
+
+    chosen = heapq.nsmallest(over, scope_rows())
+    for start in range(0, len(chosen), policy.reflect_chunk):
+        _delete(store, [(tid, last) for _, last, tid in chosen[start : start + policy.reflect_chunk]], now)
+    ctx.report.evicted += len(chosen)
 
 
 # --- 2. merge ---------------------------------------------------------------------------
 
 
-#: merge repeats until a pass merges nothing (removing duplicates shifts IDF, which can
-#: lift another pair over the threshold); this bounds the passes.
-MERGE_MAX_PASSES = 5
-
-
 def merge(ctx: _Run) -> None:
-    store, policy, now = ctx.store, ctx.policy, ctx.now
-    with store.read():
-        rows = store.merge_rows(now)
-    if len(rows) < 2:
-        return
-    # Tokenise once; each pass re-weighs the rows still alive (IDF over the live set), and
-    # passes repeat until none merges, so the next reflect computes the same IDF and
-    # finds nothing (idempotence). Derived insights are left out: they are not merged
-    # (derive's cover rule keeps them unique) and would shift the IDF after this step.
-    blocks = [(r[2], r[3], r[4], r[5], r[6]) for r in rows]
-    if len(rows) <= similarity.SMALL:  # no scikit-learn import: small brains reflect fast
-        tokens = [similarity.terms(r[1]) for r in rows]
-
-        def find(alive: list[int]) -> list[tuple[int, int, float]]:
-            return similarity.near_duplicate_pairs_small(
-                [tokens[i] for i in alive], [blocks[i] for i in alive], policy.merge_threshold)
-    else:
-        counts = similarity.count_matrix([r[1] for r in rows])
-
-        def find(alive: list[int]) -> list[tuple[int, int, float]]:
-            return similarity.near_duplicate_pairs_counts(
-                counts[alive], [blocks[i] for i in alive], policy.merge_threshold)
-    alive = list(range(len(rows)))
-    judge = sameness.Judge([r[1] for r in rows])
-    # trivial variants of short texts (filler, a typo) the cosine misses; over row indexes
-    cheap = nominate.pairs([r[1] for r in rows], blocks)
-    for _ in range(MERGE_MAX_PASSES):
-        nominated = {(alive[i], alive[j]) for i, j, _ in find(alive)}
-        live = set(alive)
-        nominated.update(p for p in cheap if p[0] in live and p[1] in live)
-        # the cosine and the cheap keys only nominate; the merge rule decides (brainmem.sameness)
-        pairs = [p for p in sorted(nominated) if judge(*p)]
-        if not pairs:
-            return
-        gone = _merge_pass(ctx, [(rows[i][0], rows[j][0]) for i, j in pairs])
-        if not gone:
-            return
-        alive = [i for i in alive if rows[i][0] not in gone]
-
-
-#: Traces merged per write transaction. One transaction for everything held the write
-#: lock for 4.4 s on a brain with 29k duplicates, stalling every writer; chunks of 1,000
-#: hold it 0.34 s at most, at ~15 % more merge time (FTS5 flushes at each
-#: commit). A group is whole inside one transaction, so a crash between chunks leaves
-#: only later groups for the next reflect.
-MERGE_TRACES_PER_WRITE = 1000
-
-
-def _merge_pass(ctx: _Run, pairs: Sequence[tuple[str, str]]) -> set[str]:
-    """Merge each component of similar ``pairs``; return the ids soft-deleted."""
-    similar = set(pairs) | {(b, a) for a, b in pairs}
-    gone_all: set[str] = set()
-    chunk: list[list[str]] = []
-    size = 0
-    for group in _components(pairs):
-        chunk.append(group)
-        size += len(group)
-        if size >= MERGE_TRACES_PER_WRITE:
-            gone_all |= _merge_groups(ctx, chunk, similar)
-            chunk, size = [], 0
-    if chunk:
-        gone_all |= _merge_groups(ctx, chunk, similar)
-    return gone_all
-
-
-def _merge_groups(ctx: _Run, groups: Sequence[list[str]], similar: set[tuple[str, str]]) -> set[str]:
-    """Merge ``groups`` of similar ids in one write transaction; return the ids soft-deleted."""
-    store, policy, now, report = ctx.store, ctx.policy, ctx.now, ctx.report
-    gone_all: set[str] = set()
-    with store.write():
-        for group in groups:
-            remaining = store.get_many(group, now=now)  # re-read: still live inside the write
-            # A component may chain (A~B, B~C, A≁C): repeatedly take the best survivor and
-            # fold in what is similar to *it*, until no similar pair is left.
-            while len(remaining) >= 2:
-                survivor = min(remaining, key=lambda t: (not t.pinned, -t.access_count, t.created_at, t.id))
-                losers = [t for t in remaining if t.id != survivor.id and (survivor.id, t.id) in similar]
-                if losers:
-                    report.merges.extend(absorb(store, policy, survivor, losers, now))
-                    report.merged += len(losers)
-                    report.merge_groups += 1
-                    gone_all.update(t.id for t in losers)
-                gone = {survivor.id, *(t.id for t in losers)}
-                remaining = [t for t in remaining if t.id not in gone]
-    return gone_all
-
-
-def _components(edges: Sequence[tuple[str, str]]) -> list[list[str]]:
-    """Connected components of an edge list (union-find), each sorted, in a stable order."""
-    parent: dict[str, str] = {}
-
-    def find(x: str) -> str:
-        parent.setdefault(x, x)
-        while parent[x] != x:
-            parent[x] = parent[parent[x]]
-            x = parent[x]
-        return x
-
-    for a, b in edges:
-        ra, rb = find(a), find(b)
-        if ra != rb:
-            parent[max(ra, rb)] = min(ra, rb)
-    groups: dict[str, list[str]] = {}
-    for node in list(parent):
-        groups.setdefault(find(node), []).append(node)
-    return sorted(sorted(g) for g in groups.values())
-
-
-def absorb(store: Store, policy: Policy, survivor: Trace, losers: Sequence[Trace], now: float,
-           by: str = "reflect") -> list[dict[str, Any]]:
-    """Fold ``losers`` into ``survivor`` (inside the caller's write transaction); returns
-    one log entry per loser with both texts. Undone by :func:`brainmem.unmerge.unmerge`."""
-    loser_ids = [t.id for t in losers]
-    kept = merge_fields([survivor, *losers])
-    merged_from = list(dict.fromkeys([*survivor.metadata.get("merged_from", []), *loser_ids]))
-    store.update_fields(survivor.id, {
-        **kept,
-        "tags": kept["tags"][: policy.max_tags],
-        "metadata": {**survivor.metadata, "merged_from": merged_from},
-        "version": survivor.version + 1,
-        "updated_at": now,
-    })
-    return unmerge_mod.fold(store, survivor, losers, by, now, unmerge_mod.survivor_state(survivor))
+    merge_step.merge(ctx.store, ctx.policy, ctx.now, ctx.report)
 
 
 # --- 3. strengthen ----------------------------------------------------------------------
@@ -410,9 +320,15 @@ def strengthen(ctx: _Run) -> None:
     while True:
         with store.write():
             watermark = int(store.meta_get(WATERMARK_KEY, "0") or 0)
-            rows = store.feedback_after(watermark)
+            rows = store.feedback_after(watermark, ctx.policy.reflect_chunk)
             if not rows:
                 return
+            if len(rows) == ctx.policy.reflect_chunk:
+                # end the batch at a retrieval's boundary, so its co-uses pair up together
+                cut = len(rows)
+                while cut and rows[cut - 1][1] == rows[-1][1]:
+                    cut -= 1
+                rows = rows[:cut] or rows
             _replay(ctx, rows)
             store.meta_set(WATERMARK_KEY, str(rows[-1][0]))
         report.feedback += len(rows)
@@ -535,25 +451,37 @@ def _insight(policy: Policy, sources: Sequence[Trace], text: str, method: str, l
 
 
 def compact(ctx: _Run) -> None:
+    store, policy, now = ctx.store, ctx.policy, ctx.now
+    before, need, after = now - policy.compact_age, policy.compact_min_retrievals, 0
+    while True:
+        with store.read():
+            page = store.compact_candidates(before, need, now, after=after, limit=policy.reflect_chunk)
+        if not page:
+            return
+        after = page[-1][0]
+        with store.write():  # re-checked inside the write: a page read may be stale
+            for _rid, trace in store.compact_candidates(before, need, now, rids=[r for r, _ in page]):
+                _compact_one(ctx, trace)
+
+
+def _compact_one(ctx: _Run, trace: Trace) -> None:
     store, policy, now, report = ctx.store, ctx.policy, ctx.now, ctx.report
-    with store.write():
-        for trace in store.compact_candidates(now - policy.compact_age, policy.compact_min_retrievals, now):
-            provenance = {"from": "episodic", "at": now, "access_count": trace.access_count,
-                          "episode": trace.episode, "created_at": trace.created_at}
-            twin = store.find_duplicate(trace.content_hash, "semantic", trace.scope, trace.scope_id)
-            if twin is not None:
-                absorb(store, policy, twin, [trace], now, by="compact")
-            else:
-                store.update_fields(trace.id, {
-                    "type": "semantic",
-                    "stability": decay.rebase_stability(trace.stability, policy,
-                                                        ("episodic", trace.importance),
-                                                        ("semantic", trace.importance)),
-                    "metadata": {**trace.metadata, "compacted": provenance},
-                    "version": trace.version + 1,
-                    "updated_at": now,
-                })
-            report.compacted += 1
+    provenance = {"from": "episodic", "at": now, "access_count": trace.access_count,
+                  "episode": trace.episode, "created_at": trace.created_at}
+    twin = store.find_duplicate(trace.content_hash, "semantic", trace.scope, trace.scope_id)
+    if twin is not None:
+        absorb(store, policy, twin, [trace], now, by="compact")
+    else:
+        store.update_fields(trace.id, {
+            "type": "semantic",
+            "stability": decay.rebase_stability(trace.stability, policy,
+                                                ("episodic", trace.importance),
+                                                ("semantic", trace.importance)),
+            "metadata": {**trace.metadata, "compacted": provenance},
+            "version": trace.version + 1,
+            "updated_at": now,
+        })
+    report.compacted += 1
 
 
 # --- 6. reindex -------------------------------------------------------------------------

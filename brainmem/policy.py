@@ -37,7 +37,7 @@ _POSITIVE = frozenset({"stability_base", "min_stability", "recency_half_life", "
 _AT_LEAST_ONE = frozenset({
     "max_content_bytes", "max_tags", "max_tag_chars", "max_key_chars", "candidate_factor",
     "min_candidates", "search_budget", "max_query_terms", "context_reach", "derive_min_size", "derive_max_size",
-    "capacity", "quota", "derive_sentences",
+    "capacity", "quota", "derive_sentences", "reflect_chunk",
 })
 
 
@@ -176,7 +176,13 @@ class Policy:
     prune_threshold: float = 0.05
     #: Per-scope live-trace capacity enforced by prune (None: off).
     capacity: int | None = None
+    #: Unused since issue 14 (reflect nominates merges by blocking keys that catch every
+    #: pair the merge rule accepts, :mod:`brainmem.dedupe_blocks`); kept so saved policies load.
     merge_threshold: float = 0.95
+    #: Reflect commits at most this many traces per write transaction (prune's deletes,
+    #: merge's groups, compaction, feedback rows) and reads 10x as many rows per page:
+    #: memory and the longest write-lock hold stay bounded at any brain size.
+    reflect_chunk: int = 1000
     compact_age: float = 7 * DAY
     compact_min_retrievals: int = 3
     lease_seconds: float = 300.0

@@ -441,14 +441,16 @@ class Store(IndexTables, EdgeTables, LogTables, InspectTables, VectorTables, Mai
     # --- consolidation: reflect's steps, lease and log -------------------------
     # Used by brainmem/consolidation.py; each caller wraps writes in write().
 
-    def decay_rows(self) -> list[tuple[str, str, str, float, float, float, int, float | None]]:
-        """Every live trace as (id, scope, scope_id, strength, stability, last_accessed_at,
-        pinned, expires_at): the numbers prune needs, without loading contents. A
-        superseded fact counts as pinned: it is history, never searched (so never
-        reinforced), and the timeline promises it is kept."""
+    def decay_rows(self, after: int = 0, limit: int = -1,
+                   ) -> list[tuple[int, str, str, str, float, float, float, int, float | None]]:
+        """Live traces with rid > ``after``, in rid order, at most ``limit``, as (rid, id, scope,
+        scope_id, strength, stability, last_accessed_at, pinned, expires_at): the numbers
+        prune needs, without loading contents. A superseded fact counts as pinned: it is
+        history, never searched (so never reinforced), and the timeline promises it is kept."""
         return list(self.execute(
-            "SELECT id, scope, scope_id, strength, stability, last_accessed_at, "
-            "pinned OR valid_until IS NOT NULL, expires_at FROM traces WHERE deleted_at IS NULL"
+            "SELECT rid, id, scope, scope_id, strength, stability, last_accessed_at, "
+            "pinned OR valid_until IS NOT NULL, expires_at FROM traces "
+            "WHERE rid > ? AND deleted_at IS NULL ORDER BY rid LIMIT ?", (after, limit),
         ))
 
     def traces_by_rid(self, rids: Sequence[int], filters: Filters) -> list[Trace]:
@@ -497,26 +499,41 @@ class Store(IndexTables, EdgeTables, LogTables, InspectTables, VectorTables, Mai
         )
         return [row_to_trace(r) for r in rows]
 
-    def merge_rows(self, now: float) -> list[tuple[str, str, str, str, str, str | None, float | None]]:
-        """Live, unexpired, keyless, non-derived, current traces as (id, content, type,
-        scope, scope_id, task_id, due_at), oldest first: merge's candidates."""
+    def merge_rows(self, now: float, after: int = 0, limit: int = -1,
+                   ) -> list[tuple[int, str, str, str, str, str | None, float | None]]:
+        """Live, unexpired, keyless, non-derived, current traces with rid > ``after`` as
+        (rid, content, type, scope, scope_id, task_id, due_at), in rid order, at most
+        ``limit``: merge's candidates, a page at a time."""
         return list(self.execute(
-            "SELECT id, content, type, scope, scope_id, task_id, due_at FROM traces "
-            "WHERE deleted_at IS NULL AND key IS NULL AND (expires_at IS NULL OR expires_at > ?) "
+            "SELECT rid, content, type, scope, scope_id, task_id, due_at FROM traces "
+            "WHERE rid > ? AND deleted_at IS NULL AND key IS NULL "
+            "AND (expires_at IS NULL OR expires_at > ?) "
             "AND valid_until IS NULL "  # a superseded fact is history, not a duplicate
             "AND NOT EXISTS (SELECT 1 FROM trace_tags g WHERE g.rid = traces.rid AND g.tag = 'derived') "
-            "ORDER BY rid",
-            (now,),
+            "ORDER BY rid LIMIT ?",
+            (after, now, limit),
         ))
 
-    def compact_candidates(self, created_before: float, min_access: int, now: float) -> list[Trace]:
-        """Live, unexpired episodic traces created before a time with enough recalls."""
+    def contents_by_rid(self, rids: Sequence[int], now: float) -> list[tuple[int, str]]:
+        """(rid, content) of the live, unexpired traces among ``rids``."""
+        out: list[tuple[int, str]] = []
+        for start in range(0, len(rids), 500):
+            chunk = [int(r) for r in rids[start : start + 500]]
+            out += self.execute(
+                f"SELECT rid, content FROM traces WHERE rid IN ({', '.join('?' * len(chunk))}) "
+                "AND deleted_at IS NULL AND (expires_at IS NULL OR expires_at > ?)", [*chunk, now]).fetchall()
+        return out
+
+    def compact_candidates(self, created_before: float, min_access: int, now: float, *, after: int = 0,
+                           limit: int = -1, rids: Sequence[int] | None = None) -> list[tuple[int, Trace]]:
+        """Live, unexpired episodic traces created before a time with enough recalls, as
+        (rid, trace) with rid > ``after`` in rid order, at most ``limit`` (only ``rids``
+        when given: a page re-checked inside a write)."""
+        only = f"AND t.rid IN ({', '.join(str(int(r)) for r in rids)}) " if rids is not None else ""
         rows = self.execute(
-            f"SELECT {_SELECT} FROM traces t WHERE t.deleted_at IS NULL AND t.type = 'episodic' "
-            "AND t.created_at <= ? AND t.access_count >= ? "
-            "AND (t.expires_at IS NULL OR t.expires_at > ?) ORDER BY t.rid",
-            (created_before, min_access, now),
+            f"SELECT t.rid, {_SELECT} FROM traces t WHERE t.rid > ? {only}AND t.deleted_at IS NULL "
+            "AND t.type = 'episodic' AND t.created_at <= ? AND t.access_count >= ? "
+            "AND (t.expires_at IS NULL OR t.expires_at > ?) ORDER BY t.rid LIMIT ?",
+            (after, created_before, min_access, now, limit),
         )
-        return [row_to_trace(r) for r in rows]
-
-
+        return [(int(r[0]), row_to_trace(r[1:])) for r in rows]

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import time
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
@@ -61,6 +62,8 @@ class Database:
         self._depth = 0
         #: Counts outermost write transactions, so a caller can cache facts for one of them.
         self.tx_serial = 0
+        #: Longest outermost write transaction so far, in seconds (reflect resets and reports it).
+        self.longest_write = 0.0
         self._cache: dict[str, tuple[tuple[int, int], Any]] = {}
         self.busy_timeout_ms = busy_timeout_ms
         with translate_errors():
@@ -105,6 +108,7 @@ class Database:
                     self.db.set_busy_timeout(self.busy_timeout_ms)
             self._depth = 1
             self.tx_serial += 1
+            began = time.perf_counter()
             try:
                 yield
             except BaseException:
@@ -114,6 +118,7 @@ class Database:
                 raise
             self._depth = 0
             self.db.execute("COMMIT")
+            self.longest_write = max(self.longest_write, time.perf_counter() - began)
 
     @contextlib.contextmanager
     def read(self) -> Iterator[None]:

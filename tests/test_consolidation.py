@@ -400,17 +400,14 @@ def test_cli_reflect_graph_log(tmp_path: Path, capsys) -> None:
     assert main(["--brain", path, "reflect", "--now", "not a time"]) == 2
 
 
-def test_many_merges_commit_in_chunks_with_the_same_result(tmp_path: Path, clock: Clock,
-                                                           monkeypatch: pytest.MonkeyPatch) -> None:
-    from brainmem import consolidation
-
+def test_many_merges_commit_in_chunks_with_the_same_result(tmp_path: Path, clock: Clock) -> None:
     topics = ["billing", "search", "login", "upload", "export", "backup"]
     # distinct groups: each text leads with 30 words of its own topic
     texts = [" ".join(f"{t}{k}" for k in range(30)) + " " + LONG for t in topics]
     results = {}
     for per_write in (10**9, 2):  # one transaction for all groups; then a transaction per group
-        monkeypatch.setattr(consolidation, "MERGE_TRACES_PER_WRITE", per_write)
-        with Brain(str(tmp_path / f"m{per_write}.brain"), clock=clock) as brain:
+        policy = Policy(reflect_chunk=per_write)
+        with Brain(str(tmp_path / f"m{per_write}.brain"), clock=clock, policy=policy) as brain:
             for t in texts:
                 brain.add(t)
             clock.now += 60  # the originals are older: they survive

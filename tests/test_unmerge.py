@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from brainmem import Brain, graph, sameness
+from brainmem import Brain, graph, merge_step, similarity
 from brainmem.errors import InvalidInput, NotFound
 
 LONG = ("When deploying the billing service to production always run the database migrations "
@@ -134,28 +134,30 @@ def test_unmerge_through_the_cli_and_the_tool(tmp_path: Path) -> None:
 def _old_rule_brain(path: Path, monkeypatch: pytest.MonkeyPatch, *, records: bool) -> dict[str, str]:
     """A brain consolidated by the rule before issue 16: the cosine alone decides.
 
-    Built honestly with reflect itself, with the merge rule switched off (every nominated
-    pair accepted, as the old merge step did). ``records=False`` also strips the merge
-    records and markers this version writes, as in a brain merged before they existed.
+    Built with reflect's own fold (``merge_step.absorb``) on the pairs the old merge step
+    accepted: every pair its TF-IDF cosine nominated (≥ 0.95; reflect no longer nominates
+    by cosine, issue 14). ``records=False`` also strips the merge records and markers this
+    version writes, as in a brain merged before they existed.
     """
-    with monkeypatch.context() as patch:
-        patch.setattr(sameness.Judge, "__call__", lambda self, i, j: True)
-        with Brain(str(path)) as brain:
-            cats = brain.add(CATS, type="semantic")
-            dogs = brain.add(DOGS, type="semantic")
-            long_a = brain.add(LONG, type="semantic")
-            long_b = brain.add(LONG.upper(), type="semantic")
-            note = brain.add("the user's vet is called Rosa")
-            # a merge the caller chose, edited since (version 2): never reported as unsafe
-            chosen = brain.merge([brain.add("tea at nine").id, brain.add("coffee at noon").id])
-            brain.update(chosen.id, tags=["drinks"])
-            graph.add_edges(brain._store, [(dogs.id, note.id, "co_activated", 0.5)], brain.now())
-            report = brain.reflect()
-            assert report.merged == 2
-            ids = {"cats": cats.id, "dogs": dogs.id, "long_a": long_a.id, "long_b": long_b.id}
-            if not records:
-                brain._store.execute(
-                    "UPDATE traces SET metadata = json_remove(metadata, '$.merge', '$.merged_by')")
+    with Brain(str(path)) as brain:
+        cats = brain.add(CATS, type="semantic")
+        dogs = brain.add(DOGS, type="semantic")
+        long_a = brain.add(LONG, type="semantic")
+        long_b = brain.add(LONG.upper(), type="semantic")
+        note = brain.add("the user's vet is called Rosa")
+        # a merge the caller chose, edited since (version 2): never reported as unsafe
+        chosen = brain.merge([brain.add("tea at nine").id, brain.add("coffee at noon").id])
+        brain.update(chosen.id, tags=["drinks"])
+        graph.add_edges(brain._store, [(dogs.id, note.id, "co_activated", 0.5)], brain.now())
+        assert similarity.cosine(CATS, DOGS) >= 0.95 and similarity.cosine(LONG, LONG.upper()) >= 0.95
+        with brain._store.write():
+            merged = [merge_step.absorb(brain._store, brain.policy, brain.get(a.id), [brain.get(b.id)],
+                                        brain.now()) for a, b in ((cats, dogs), (long_a, long_b))]
+        assert len(merged) == 2
+        ids = {"cats": cats.id, "dogs": dogs.id, "long_a": long_a.id, "long_b": long_b.id}
+        if not records:
+            brain._store.execute(
+                "UPDATE traces SET metadata = json_remove(metadata, '$.merge', '$.merged_by')")
     return ids
 
 
