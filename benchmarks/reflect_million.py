@@ -32,6 +32,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--traces", type=int, default=1_000_000)
     ap.add_argument("--brain", help="reuse (or build once into) this brain file; it is reflected")
     ap.add_argument("--json")
+    ap.add_argument("--control", type=float, default=60.0, metavar="SECONDS",
+                    help="first add a trace every 50 ms for this long with no reflect running: "
+                         "the longest add then is the floor the machine's load sets")
     args = ap.parse_args(argv)
     load_at_start = os.getloadavg()[0]
     with tempfile.TemporaryDirectory(prefix="brainmem-reflect-") as tmp:
@@ -45,17 +48,35 @@ def main(argv: list[str] | None = None) -> int:
             print(f"built {len(texts):,} traces in {time.perf_counter() - t0:.0f} s", flush=True)
         with Brain(path, readonly=True) as brain:
             traces = brain.stats()["live"]
+        control = _longest_add_alone(path, args.control)
+        print(f"longest add with no reflect running ({args.control:.0f} s): {control:.2f} s", flush=True)
         result = reflect_under_load(path, tick=lambda t, w: print(
             f"reflect running {t:.0f} s, longest add so far {w:.2f} s", flush=True))
-    summary = (f"{result['reflect_seconds']:.0f} s, peak RSS {result['reflect_peak_rss_mb']:,.0f} MB, "
-               f"longest add while it ran {result['reflect_writer_wait_s']:.2f} s")
+    summary = (f"{result['reflect_seconds']:.0f} s (CPU {result['reflect_cpu_seconds']:.0f} s), "
+               f"peak RSS {result['reflect_peak_rss_mb']:,.0f} MB, "
+               f"longest add while it ran {result['reflect_writer_wait_s']:.2f} s, "
+               f"longest write transaction {result['reflect_longest_write_s']:.2f} s, "
+               f"merged {result['reflect_merged']}")
     out = {"traces": traces, "command": "python benchmarks/reflect_million.py --data DATA",
-           "load_at_start": load_at_start, "load_at_end": os.getloadavg()[0], **result, "summary": summary}
+           "longest_add_without_reflect_s": control, "load_at_start": load_at_start, "load_at_end": os.getloadavg()[0], **result, "summary": summary}
     print(json.dumps(out, indent=1))
     if args.json:
         with open(args.json, "w") as f:
             json.dump(out, f, indent=1)
     return 0
+
+
+def _longest_add_alone(path: str, seconds: float, every: float = 0.05) -> float:
+    longest, n = 0.0, 0
+    with Brain(path) as writer:
+        end = time.perf_counter() + seconds
+        while time.perf_counter() < end:
+            t = time.perf_counter()
+            writer.add(f"a note written before reflect, number {n}")
+            longest = max(longest, time.perf_counter() - t)
+            n += 1
+            time.sleep(every)
+    return longest
 
 
 if __name__ == "__main__":

@@ -50,8 +50,8 @@ class Signatures:
 
     rids: Any  # int64, one per row, ascending
     exact: Any  # int64 exact key per row
-    masked_row: Any  # int64 row index of each masked key
-    masked_pos: Any  # int64 canonical position masked
+    masked_row: Any  # int32 row index of each masked key
+    masked_pos: Any  # int32 canonical position masked
     masked: Any  # int64 masked key
     #: most texts held at once (a page)
     peak_texts: int = 0
@@ -80,7 +80,7 @@ def signatures(store: Store, now: float, page: int) -> Signatures:
     import numpy as np
 
     rids, exact = array("q"), array("q")
-    m_row, m_pos, m_key = array("q"), array("q"), array("q")
+    m_row, m_pos, m_key = array("i"), array("i"), array("q")  # int32 where it fits: ~40 % less
     after, peak = 0, 0
     while True:
         with store.read():
@@ -101,7 +101,8 @@ def signatures(store: Store, now: float, page: int) -> Signatures:
         del rows
 
     def arr(a: array[int]) -> Any:
-        return np.frombuffer(a, dtype=np.int64) if len(a) else np.zeros(0, dtype=np.int64)
+        dtype = np.int64 if a.itemsize == 8 else np.int32
+        return np.frombuffer(a, dtype=dtype) if len(a) else np.zeros(0, dtype=dtype)
 
     return Signatures(arr(rids), arr(exact), arr(m_row), arr(m_pos), arr(m_key), peak)
 

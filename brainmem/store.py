@@ -519,9 +519,9 @@ class Store(IndexTables, EdgeTables, LogTables, InspectTables, VectorTables, Mai
         out: list[tuple[int, str]] = []
         for start in range(0, len(rids), 500):
             chunk = [int(r) for r in rids[start : start + 500]]
-            out += self.execute(
+            out += [(int(rid), str(content)) for rid, content in self.execute(
                 f"SELECT rid, content FROM traces WHERE rid IN ({', '.join('?' * len(chunk))}) "
-                "AND deleted_at IS NULL AND (expires_at IS NULL OR expires_at > ?)", [*chunk, now]).fetchall()
+                "AND deleted_at IS NULL AND (expires_at IS NULL OR expires_at > ?)", [*chunk, now])]
         return out
 
     def compact_candidates(self, created_before: float, min_access: int, now: float, *, after: int = 0,

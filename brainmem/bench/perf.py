@@ -243,17 +243,19 @@ def _reflect_child(path: str, out: Any) -> None:
     from brainmem import Brain
 
     _warm_up_reflect()  # imports (scikit-learn, networkx) are not reflect's time
-    t0 = time.perf_counter()
+    t0, cpu = time.perf_counter(), time.process_time()
     with Brain(path) as brain:
-        brain.reflect()
-    out.put((time.perf_counter() - t0, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024))
+        report = brain.reflect()
+    out.put((time.perf_counter() - t0, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+             time.process_time() - cpu, report.longest_write_ms / 1000, report.merged))
 
 
 def reflect_under_load(path: str, every: float = 0.05,
                        tick: Callable[[float, float], None] | None = None) -> dict[str, float | None]:
-    """``reflect()`` in a child process (its peak RSS is its own) while this process
-    adds a trace every ``every`` seconds; the longest add is how long reflect held
-    the write lock at a stretch, as a writer feels it. ``tick(elapsed, longest)`` is
+    """``reflect()`` in a child process (its peak RSS and CPU time are its own) while this
+    process adds a trace every ``every`` seconds; the longest add is how long reflect held
+    the write lock at a stretch, as a writer feels it, and reflect's own report gives its
+    longest write transaction. ``tick(elapsed, longest)`` is
     called about once a minute."""
     import multiprocessing
 
@@ -273,10 +275,11 @@ def reflect_under_load(path: str, every: float = 0.05,
             if tick is not None and time.perf_counter() - last_tick > 60:
                 last_tick = time.perf_counter()
                 tick(last_tick - t0, max(waits))
-    seconds, rss = out.get()
+    seconds, rss, cpu, longest_write, merged = out.get()
     child.join()
     return {"reflect_seconds": seconds, "reflect_peak_rss_mb": rss,
-            "reflect_writer_wait_s": max(waits, default=0.0)}
+            "reflect_writer_wait_s": max(waits, default=0.0), "reflect_cpu_seconds": cpu,
+            "reflect_longest_write_s": longest_write, "reflect_merged": merged}
 
 
 def _latency(lat: list[float]) -> dict[str, float | None]:
