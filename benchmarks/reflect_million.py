@@ -54,9 +54,10 @@ def main(argv: list[str] | None = None) -> int:
             f"reflect running {t:.0f} s, longest add so far {w:.2f} s", flush=True))
     summary = (f"{result['reflect_seconds']:.0f} s (CPU {result['reflect_cpu_seconds']:.0f} s), "
                f"peak RSS {result['reflect_peak_rss_mb']:,.0f} MB, "
-               f"longest add while it ran {result['reflect_writer_wait_s']:.2f} s, "
                f"longest write transaction {result['reflect_longest_write_s']:.2f} s, "
-               f"merged {result['reflect_merged']}")
+               f"longest add while it ran {result['reflect_writer_wait_s']:.2f} s "
+               f"({control:.2f} s with no reflect running), merged {result['reflect_merged']}, "
+               f"load {load_at_start:.1f}")
     out = {"traces": traces, "command": "python benchmarks/reflect_million.py --data DATA",
            "longest_add_without_reflect_s": control, "load_at_start": load_at_start, "load_at_end": os.getloadavg()[0], **result, "summary": summary}
     print(json.dumps(out, indent=1))

@@ -61,6 +61,7 @@ def _reflect(path: Path, texts: list[str], chunk: int) -> tuple[Any, list[str], 
     return report, ids, live
 
 
+@pytest.mark.slow  # over 0.3 s: the old nominator's scikit-learn import
 def test_blocking_finds_every_pair_the_rule_accepts(tmp_path: Path) -> None:
     texts = _texts()
     expected = _all_pairs(texts)
@@ -120,6 +121,7 @@ def test_chunk_is_a_policy_knob() -> None:
         Policy(reflect_chunk=0)
 
 
+@pytest.mark.slow  # over 0.3 s: a reflect of 4,000 traces with a writer thread
 def test_writers_keep_going_during_a_long_reflect(tmp_path: Path) -> None:
     """An add and a search during reflect return well within the busy timeout: reflect
     holds the write lock for one small chunk at a time."""
