@@ -1,5 +1,10 @@
 """Cheap merge candidates the cosine misses: filler, punctuation and typo variants.
 
+Since issue 14 reflect nominates by the blocking keys of :mod:`brainmem.dedupe_blocks`
+(complete for the merge rule, bounded memory), which reuse this module's one-deletion
+search for large masked groups; :func:`pairs` below is the whole-brain nominator it
+replaced, kept as the reference the tests compare against.
+
 Reflect's merge step takes candidates from the TF-IDF cosine (≥ ``Policy.merge_threshold``,
 :mod:`brainmem.similarity`) and lets the merge rule (:mod:`brainmem.sameness`) decide.
 In a short text one extra or changed word moves the cosine below 0.95 ("The user
