@@ -175,6 +175,8 @@ class _Run:
     now: float
     report: ReflectReport
     llm: Any = None
+    #: called between pages and batches of a long step: renews the lease when due
+    keep: Callable[[], None] = lambda: None
 
 
 def run(
@@ -197,16 +199,30 @@ def run(
         report.duration_ms = (time.perf_counter() - t0) * 1000
         report.log_id = store.log_consolidation(started, float(clock()), now, report.status, report.to_dict())
         return report
-    ctx = _Run(store, policy, now, report, llm)
+    current, renewed_at = ["prune"], [time.perf_counter()]
+
+    def keep() -> None:
+        # a step over a big brain can outlast the lease: renew it a page at a time, at most
+        # every quarter lease, so no second reflect takes it over mid-step
+        if time.perf_counter() - renewed_at[0] < policy.lease_seconds / 4:
+            return
+        renewed, holder, _ = store.lease_acquire(LEASE_NAME, owner, float(clock()), policy.lease_seconds)
+        if not renewed:
+            raise StorageError(f"reflect lost its lease to {holder} during step {current[0]}")
+        renewed_at[0] = time.perf_counter()
+
+    ctx = _Run(store, policy, now, report, llm, keep)
     store.longest_write = 0.0
     try:
         for index, name in enumerate(STEPS):
+            current[0] = name
             if progress is not None:
                 progress(name, index, len(STEPS))
             step_start = time.perf_counter()
             _STEP_FUNCTIONS[name](ctx)
             report.step_ms[name] = round((time.perf_counter() - step_start) * 1000, 2)
             renewed, holder, _ = store.lease_acquire(LEASE_NAME, owner, float(clock()), policy.lease_seconds)
+            renewed_at[0] = time.perf_counter()
             if not renewed:
                 raise StorageError(
                     f"reflect lost its lease to {holder} after step {name} "
@@ -256,6 +272,7 @@ def prune(ctx: _Run) -> None:
         if not rows:
             break
         after = rows[-1][0]
+        ctx.keep()
         for _rid, tid, scope, scope_id, strength, stability, last, pinned, expires in rows:
             if expires is not None and expires <= now:
                 report.expired += 1
@@ -309,7 +326,7 @@ def _evict(ctx: _Run, scope: str, scope_id: str, over: int) -> None:
 
 
 def merge(ctx: _Run) -> None:
-    merge_step.merge(ctx.store, ctx.policy, ctx.now, ctx.report)
+    merge_step.merge(ctx.store, ctx.policy, ctx.now, ctx.report, ctx.keep)
 
 
 # --- 3. strengthen ----------------------------------------------------------------------
@@ -459,6 +476,7 @@ def compact(ctx: _Run) -> None:
         if not page:
             return
         after = page[-1][0]
+        ctx.keep()
         with store.write():  # re-checked inside the write: a page read may be stale
             for _rid, trace in store.compact_candidates(before, need, now, rids=[r for r, _ in page]):
                 _compact_one(ctx, trace)

@@ -75,7 +75,7 @@ def keys_of(block: Hashable, text: str) -> tuple[int, list[tuple[int, int]]]:
     return hash((block, canon)), masked
 
 
-def signatures(store: Store, now: float, page: int) -> Signatures:
+def signatures(store: Store, now: float, page: int, keep: Callable[[], None] = lambda: None) -> Signatures:
     """Blocking keys of every merge candidate (:meth:`Store.merge_rows`), ``page`` rows a read."""
     import numpy as np
 
@@ -87,6 +87,7 @@ def signatures(store: Store, now: float, page: int) -> Signatures:
             rows = store.merge_rows(now, after, page)
         if not rows:
             break
+        keep()
         peak = max(peak, len(rows))
         for rid, content, *block in rows:
             key, masked = keys_of(tuple(block), content)
@@ -149,12 +150,14 @@ class _UnionFind:
 
 
 def candidate_groups(store: Store, now: float, page: int,
-                     on_signatures: Callable[[Signatures], None] | None = None) -> list[list[int]]:
+                     on_signatures: Callable[[Signatures], None] | None = None,
+                     keep: Callable[[], None] = lambda: None) -> list[list[int]]:
     """Rids of the merge candidates, grouped into the connected components of pairs that
-    share a blocking key (see the module docstring), each sorted, smallest rid first."""
+    share a blocking key (see the module docstring), each sorted, smallest rid first.
+    ``keep()`` is called once a page (reflect renews its lease there)."""
     import numpy as np
 
-    sig = signatures(store, now, page)
+    sig = signatures(store, now, page, keep)
     if on_signatures is not None:
         on_signatures(sig)
     links = _UnionFind()
@@ -180,6 +183,7 @@ def candidate_groups(store: Store, now: float, page: int,
     words: dict[int, dict[str, int]] = {}  # group -> word -> a rid holding it there
     rows_needed = sorted(wanted)
     for start in range(0, len(rows_needed), page):
+        keep()
         chunk = rows_needed[start : start + page]
         by_rid = {int(sig.rids[r]): r for r in chunk}
         with store.read():

@@ -20,7 +20,7 @@ merge record (:mod:`brainmem.unmerge` undoes it), their edges re-pointed, and
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from . import dedupe_blocks, sameness
@@ -37,18 +37,21 @@ if TYPE_CHECKING:
 READ_PAGE_FACTOR = 10
 
 
-def merge(store: Store, policy: Policy, now: float, report: ReflectReport) -> None:
-    """Merge every group of near-duplicates (see the module docstring)."""
+def merge(store: Store, policy: Policy, now: float, report: ReflectReport,
+          keep: Callable[[], None] = lambda: None) -> None:
+    """Merge every group of near-duplicates (see the module docstring); ``keep()`` is
+    called between pages and transactions (reflect renews its lease there)."""
     chunk = policy.reflect_chunk
 
     def note(sig: dedupe_blocks.Signatures) -> None:
         report.merge_candidates = len(sig.rids)
         report.peak_texts = max(report.peak_texts, sig.peak_texts)
 
-    groups = dedupe_blocks.candidate_groups(store, now, chunk * READ_PAGE_FACTOR, note)
+    groups = dedupe_blocks.candidate_groups(store, now, chunk * READ_PAGE_FACTOR, note, keep)
     batch: list[list[int]] = []
     size = 0
     for group in groups:
+        keep()
         if len(group) > chunk:
             _merge_large(store, policy, now, report, group)
             continue

@@ -157,3 +157,17 @@ def test_writers_keep_going_during_a_long_reflect(tmp_path: Path) -> None:
     assert len(waits) >= 3  # the writer made progress while reflect ran
     assert max(waits) < busy_timeout
     assert report.longest_write_ms < 1000 * busy_timeout
+
+
+def test_long_steps_renew_the_lease_between_pages(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A step over a big brain can outlast Policy.lease_seconds; reflect renews the lease a
+    page at a time, not only between steps, so no second reflect takes it over mid-step."""
+    with Brain(str(tmp_path / "l.brain"), policy=Policy(reflect_chunk=1, lease_seconds=1e-6)) as brain:
+        brain.add_many([f"note {i} about the garden" for i in range(30)] + ["NOTE 3 ABOUT THE GARDEN"])
+        calls: list[float] = []
+        real = brain._store.lease_acquire
+        monkeypatch.setattr(brain._store, "lease_acquire",
+                            lambda *a, **k: calls.append(a[2]) or real(*a, **k))
+        report = brain.reflect()
+    assert report.status == "ok" and report.merged == 1
+    assert len(calls) > 1 + 6 + 2 * 3  # taken, once per step, and within prune's and merge's pages
