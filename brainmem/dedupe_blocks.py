@@ -24,7 +24,7 @@ short texts with a typo). Two passes keep memory bounded:
 2. :func:`candidate_groups`: rows sharing an exact key are linked at once; masked keys
    shared by texts with different exact keys are resolved by reading, again a page at
    a time, the one word at the masked position of each such row, and linking words one
-   typo apart (:func:`brainmem.nominate.typo_pairs`' pairwise or one-deletion search).
+   typo apart (pairwise in small groups, through one-deletion variants in large ones).
 
 The result is the connected components (union-find over rids), smallest rid first.
 A component only *nominates*: the merge step re-reads its rows inside a short write
@@ -39,9 +39,12 @@ from dataclasses import dataclass
 from typing import Any
 
 from . import sameness
-from .nominate import _PAIRWISE, _deletion_neighbours
-from .sameness import _clean, _one_typo
+from .sameness import clean, one_typo
 from .store import Store
+
+#: masked groups up to this size are compared pairwise; larger ones (many texts that
+#: differ in one word, e.g. a template) through each word's one-deletion variants
+_PAIRWISE = 16
 
 
 @dataclass
@@ -68,7 +71,7 @@ def keys_of(block: Hashable, text: str) -> tuple[int, list[tuple[int, int]]]:
     """(exact key, [(position, masked key), ...]) of one text in ``block``."""
     tokens = sameness.tokens(text)
     if not tokens:
-        return hash((block, None, " ".join(_clean(text).split()))), []
+        return hash((block, None, " ".join(clean(text).split()))), []
     canon = tuple(word for word, _ in tokens)
     masked = [(p, hash((block, p, canon[:p], canon[p][0], canon[p + 1:])))
               for p, token in enumerate(tokens) if eligible(token)]
@@ -206,4 +209,18 @@ def _typo_neighbours(members: Sequence[tuple[int, str]]) -> list[tuple[tuple[int
         candidates = [(x, y) for n, x in enumerate(members) for y in members[n + 1:]]
     else:
         candidates = _deletion_neighbours(members)
-    return [(x, y) for x, y in candidates if _one_typo(x[1], y[1])]
+    return [(x, y) for x, y in candidates if one_typo(x[1], y[1])]
+
+
+def _deletion_neighbours(members: Sequence[tuple[int, str]]) -> list[tuple[tuple[int, str], tuple[int, str]]]:
+    """Pairs of members whose words share a one-deletion variant (every pair one edit
+    apart does): linear in the group instead of quadratic."""
+    by_variant: dict[str, list[tuple[int, str]]] = {}
+    for member in members:
+        word = member[1]
+        for variant in {word, *(word[:k] + word[k + 1:] for k in range(len(word)))}:
+            by_variant.setdefault(variant, []).append(member)
+    out: list[tuple[tuple[int, str], tuple[int, str]]] = []
+    for group in by_variant.values():
+        out.extend((x, y) for n, x in enumerate(group) for y in group[n + 1:] if x[1] != y[1])
+    return out

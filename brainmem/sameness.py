@@ -77,7 +77,7 @@ NEGATIONS = frozenset({
 TYPO_MIN_LENGTH = 5
 
 
-def _clean(text: str) -> str:
+def clean(text: str) -> str:
     if text.isascii():  # the common case: nothing to normalise, no CJK
         return text
     text = unicodedata.normalize("NFKC", text)
@@ -95,7 +95,7 @@ def _is_symbol(char: str) -> bool:
 def tokens(text: str) -> list[tuple[str, bool]]:
     """(canonical token, written with a capital) pairs of ``text``, trailing filler dropped."""
     out: list[tuple[str, bool]] = []
-    for raw in _TOKEN.findall(_clean(text)):
+    for raw in _TOKEN.findall(clean(text)):
         if len(raw) == 1 and not raw.isalnum() and not _is_symbol(raw):
             continue  # punctuation carries no fact; symbols (emoji, +, =, currency) do
         out.append((raw.casefold(), raw[0].isupper()))
@@ -118,7 +118,7 @@ def _is_negation(token: str) -> bool:
     return token.replace("'", "") in NEGATIONS or token.endswith("n't")
 
 
-def _one_typo(a: str, b: str) -> bool:
+def one_typo(a: str, b: str) -> bool:
     """Damerau-Levenshtein distance exactly 1 (insert, delete, substitute, adjacent swap)."""
     if a == b or abs(len(a) - len(b)) > 1:
         return False
@@ -142,7 +142,7 @@ def _typo_allowed(a: tuple[str, bool], b: tuple[str, bool]) -> bool:
         and ta.isalpha() and tb.isalpha()
         and ta[0] == tb[0]
         and not _is_negation(ta) and not _is_negation(tb)
-        and _one_typo(ta, tb)
+        and one_typo(ta, tb)
     )
 
 
@@ -164,7 +164,7 @@ def same(a: str, b: str) -> bool:
     """
     ta, tb = tokens(a), tokens(b)
     if not ta or not tb:
-        return not ta and not tb and " ".join(_clean(a).split()) == " ".join(_clean(b).split())
+        return not ta and not tb and " ".join(clean(a).split()) == " ".join(clean(b).split())
     return same_tokens(ta, tb)
 
 

@@ -1,5 +1,4 @@
-"""Cold start: a small brain's reflect needs neither scikit-learn nor networkx, and the
-plain-Python near-duplicate search finds exactly what the scikit-learn one finds.
+"""Cold start: a small brain's reflect needs neither scikit-learn nor networkx.
 (The time itself is measured by benchmarks/cold_start.py, not asserted here.)"""
 
 from __future__ import annotations
@@ -8,27 +7,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-import pytest
-from hypothesis import given, settings
-from hypothesis import strategies as st
-
-from brainmem import Brain, similarity
-
-WORDS = ["tea", "green", "coffee", "likes", "liked", "the", "user", "dark", "mode", "Mode", "café"]
-
-
-@settings(max_examples=60, deadline=None)
-@given(st.lists(st.tuples(st.lists(st.sampled_from(WORDS), min_size=0, max_size=6),
-                          st.sampled_from("ab")), min_size=2, max_size=12),
-       st.sampled_from([0.5, 0.8, 0.95]))
-@pytest.mark.slow  # over 0.3 s: a subprocess, a property search or a real dataset
-def test_small_path_finds_the_same_pairs_as_scikit_learn(docs, threshold) -> None:
-    texts = [" ".join(words) or "!" for words, _ in docs]
-    blocks = [block for _, block in docs]
-    small = similarity.near_duplicate_pairs_small([similarity.terms(t) for t in texts], blocks, threshold)
-    big = similarity.near_duplicate_pairs(texts, blocks, threshold)
-    assert [(i, j) for i, j, _ in small] == [(i, j) for i, j, _ in big]
-    assert all(abs(a[2] - b[2]) < 1e-5 for a, b in zip(small, big))
+from brainmem import Brain
 
 
 def test_reflect_of_a_small_brain_imports_no_heavy_module(tmp_path: Path) -> None:

@@ -14,7 +14,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from test_sameness import EMOJI, HARD_NEGATIVES, LONG, NEAR_DUPLICATES, SENTENCE, trivial_variant
 
-from brainmem import Brain, Policy, dedupe_blocks, nominate, sameness, similarity
+from brainmem import Brain, Policy, dedupe_blocks, sameness
 from brainmem.errors import InvalidInput
 
 T0 = 1_767_225_600.0
@@ -36,15 +36,6 @@ def _all_pairs(texts: list[str]) -> set[tuple[int, int]]:
     return {(i, j) for i, j in combinations(range(len(texts)), 2) if sameness.same(texts[i], texts[j])}
 
 
-def _old_nominated(texts: list[str]) -> set[tuple[int, int]]:
-    """Pairs the merge step before issue 14 accepted: cosine ≥ 0.95 or a cheap key, then the rule."""
-    blocks = [0] * len(texts)
-    pairs = {(i, j) for i, j, _ in similarity.near_duplicate_pairs(texts, blocks, 0.95)}
-    pairs |= nominate.pairs(texts, blocks)
-    judge = sameness.Judge(texts)
-    return {p for p in pairs if judge(*p)}
-
-
 def _reflect(path: Path, texts: list[str], chunk: int) -> tuple[Any, list[str], list[str]]:
     clock = [T0]
     with Brain(str(path), clock=lambda: clock[0], policy=Policy(reflect_chunk=chunk)) as brain:
@@ -61,12 +52,9 @@ def _reflect(path: Path, texts: list[str], chunk: int) -> tuple[Any, list[str], 
     return report, ids, live
 
 
-@pytest.mark.slow  # over 0.3 s: the old nominator's scikit-learn import
 def test_blocking_finds_every_pair_the_rule_accepts(tmp_path: Path) -> None:
     texts = _texts()
     expected = _all_pairs(texts)
-    old = _old_nominated(texts)
-    assert old == expected  # the old whole-brain nominators found these too (here: all of them)
     with Brain(str(tmp_path / "b.brain")) as brain:
         rid_of = [brain._store.execute("SELECT rid FROM traces WHERE id = ?",
                                        (brain.add(text, type="semantic").id,)).get for text in texts]

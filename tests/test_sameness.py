@@ -1,7 +1,7 @@
 """The merge rule (issue 16): hard negatives never merge, near-duplicates do.
 
-The rule lives in brainmem.sameness; reflect's merge step asks it about every pair the
-TF-IDF cosine nominates. The sets below are the measurement the issue asks for: every
+The rule lives in brainmem.sameness; reflect's merge step asks it about every pair its
+blocking keys nominate (brainmem.dedupe_blocks). The sets below are the measurement the issue asks for: every
 hard negative has cosine ≥ 0.95 or close to it (a bag of words cannot tell them apart),
 so only the rule keeps them apart.
 """
@@ -142,7 +142,7 @@ TRIVIAL_CHANGES = ("upper", "title", "punct", "space", "filler", "zwsp", "vs16",
 def trivial_variant(words: list[str], data: st.DataObject,
                     changes: tuple[str, ...] = TRIVIAL_CHANGES) -> tuple[str, str]:
     """(text, variant): ``words`` as a sentence and a copy that differs only trivially
-    (one of ``changes``, drawn by hypothesis); shared with test_nominate."""
+    (one of ``changes``, drawn by hypothesis); shared with test_dedupe_blocks."""
     text = " ".join(words)
     change = data.draw(st.sampled_from(changes))
     if change == "upper":
@@ -213,8 +213,8 @@ def test_reflect_keeps_every_hard_negative_and_merges_near_duplicates(mem_brain:
            for a, b in HARD_NEGATIVES]
     base = mem_brain.add(LONG, type="semantic")
     clock.advance(1)  # the oldest survives; the typo is one step from it, two from the UPPER copy
-    # reflect merges what the cosine nominates and the rule accepts: in a text this long a
-    # filler word or a typo keeps the cosine over 0.95 (short texts: tests/test_nominate.py)
+    # reflect merges what its blocking keys nominate and the rule accepts (short texts:
+    # tests/test_dedupe_blocks.py)
     texts = [LONG.upper(), LONG.replace(",", " ;"), LONG + " Thanks!", LONG.replace("dashboard", "dashbaord"),
              LONG.replace("migrations", "migrations\u200b"), "\ufeff" + LONG.replace("release", "release ✔\ufe0f")]
     variants = [mem_brain.add(v, type="semantic").id for v in texts]
