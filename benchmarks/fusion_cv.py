@@ -76,9 +76,41 @@ def post_hoc(lexical: BrainSystem, dense: DenseSystem, q, depth: int, weights: l
     return out
 
 
+#: Adaptive fields (brainmem.hybrid) and the value that switches each off.
+OFF = {"vector_time": 0.0, "vector_lexical": 0.0, "vector_scale": "minmax", "vector_episode": 0.0, "vector_feedback": 0.0}
+
+
+def parse_grid(text: str) -> list[dict]:
+    """``"vector_time=0,0.5;vector_scale=minmax,zscore"`` -> every combination, as overrides."""
+    import itertools
+
+    axes = []
+    for part in filter(None, (p.strip() for p in text.split(";"))):
+        name, values = part.split("=", 1)
+        if name not in OFF:
+            raise SystemExit(f"--grid: {name} is not one of {', '.join(OFF)}")
+        axes.append([(name, v if isinstance(OFF[name], str) else float(v)) for v in values.split(",")])
+    return [dict(c) for c in itertools.product(*axes)] or [{}]
+
+
+def system_name(w: float, overrides: dict) -> str:
+    """``w=1`` for the fixed weight, then each adaptive field not at its off value."""
+    extra = "".join(f" {k}={v:g}" if isinstance(v, float) else f" {k}={v}"
+                    for k, v in overrides.items() if v != OFF[k])
+    return f"w={w:g}{extra}"
+
+
+def parse_system(name: str) -> dict:
+    out: dict = {}
+    for part in name.split():
+        k, v = part.split("=", 1)
+        out[k] = v if k == "vector_scale" else float(v)
+    return out
+
+
 def run(dataset: str, data: str, spec: str, weights: list[float], ks: tuple[int, ...],
         limit: int | None, progress: bool = True, post_weights: list[float] = (),
-        vector_k: int | None = None) -> dict:
+        vector_k: int | None = None, grid: list[dict] | None = None) -> dict:
     import os
 
     env = dict(os.environ)
@@ -102,9 +134,10 @@ def run(dataset: str, data: str, spec: str, weights: list[float], ks: tuple[int,
             for w, ranked in post_hoc(lexical, dense, q, depth, post_weights).items():
                 scores[f"post={w:g}"] = score_question(ds.protocol, ranked, q, corpus, ks)
             for w in weights:
-                hybrid.brain.policy = replace(base, weight_vector=w)
-                ranked = hybrid.rank(q.text, depth, q.query_time)
-                scores[f"w={w:g}"] = score_question(ds.protocol, ranked, q, corpus, ks)
+                for overrides in grid or [{}]:
+                    hybrid.brain.policy = replace(base, weight_vector=w, **overrides)
+                    ranked = hybrid.rank(q.text, depth, q.query_time)
+                    scores[system_name(w, overrides)] = score_question(ds.protocol, ranked, q, corpus, ks)
             rows.append({"qid": q.qid, "category": q.category, "scores": scores})
             done += 1
             if progress and done % 20 == 0:
@@ -112,7 +145,9 @@ def run(dataset: str, data: str, spec: str, weights: list[float], ks: tuple[int,
         for s in (fts, lexical, dense, hybrid):
             s.close()
     metrics = summary_metrics(ds.protocol, ks)
+    systems = [system_name(w, o) for w in weights for o in grid or [{}]]
     return {"dataset": dataset, "protocol": ds.protocol, "model": embedder.model_id, "weights": weights,
+            "systems": systems,
             "post_weights": list(post_weights),
             "metrics": metrics, "rows": rows}
 
@@ -131,9 +166,20 @@ def objective(rows: list[dict], system: str, metrics: list[str]) -> float:
 MARGIN = 0.002
 
 
+def simplicity(name: str) -> tuple:
+    """Simpler first: fewer adaptive fields on, smaller adaptive values, then smaller weight."""
+    parts = parse_system(name)
+    adaptive = {k: v for k, v in parts.items() if k != "w"}
+    return (len(adaptive), sum(v for v in adaptive.values() if isinstance(v, float)), parts["w"])
+
+
+def systems_of(result: dict) -> list[str]:
+    return result.get("systems") or [f"w={w:g}" for w in result["weights"]]
+
+
 def pick(systems: list[str], score: Callable[[str], float]) -> str:
-    """The smallest weight no larger weight beats by more than :data:`MARGIN`."""
-    ordered = sorted(systems, key=lambda s: float(s.split("=")[1]))
+    """The simplest system no more complex one beats by more than :data:`MARGIN`."""
+    ordered = sorted(systems, key=simplicity)
     best, best_score = ordered[0], score(ordered[0])
     for system in ordered[1:]:
         value = score(system)
@@ -146,7 +192,7 @@ def cross_validate(result: dict) -> dict:
     """Fit the weight on each fold, score it on the other; the held-out report."""
     assign_folds(result)
     rows, metrics = result["rows"], result["metrics"]
-    systems = [f"w={w:g}" for w in result["weights"]]  # what brainmem ships: fitted
+    systems = systems_of(result)  # what brainmem ships: fitted
     shown = systems + [f"post={w:g}" for w in result.get("post_weights", [])]  # compared only
     folds = {f: [r for r in rows if r["fold"] == f] for f in (0, 1)}
     chosen, held_out = {}, []
@@ -174,8 +220,7 @@ def joint(results: list[dict]) -> dict:
     objectives), reported on the other fold of each, both ways."""
     for r in results:
         assign_folds(r)
-    weights = sorted(set.intersection(*(set(r["weights"]) for r in results)))
-    systems = [f"w={w:g}" for w in weights]
+    systems = sorted(set.intersection(*(set(systems_of(r)) for r in results)), key=simplicity)
     chosen = {}
     for f in (0, 1):
         def fit(system: str, f: int = f) -> float:
@@ -187,8 +232,12 @@ def joint(results: list[dict]) -> dict:
         held = [{**x, "scores": {**x["scores"], "hybrid(cv)": x["scores"][chosen[x["fold"]]]}} for x in r["rows"]]
         headline = r["metrics"][0] if r["protocol"] == "longmemeval" else r["metrics"][-1]
         table = {}
-        for system in ("fts5", "brainmem", "dense", "hybrid(cv)"):
+        shown = ("fts5", "brainmem", "dense", *(["w=1"] if "w=1" in systems else []), "hybrid(cv)")
+        for system in shown:
             table[system] = {m: mean(held, system, m) for m in r["metrics"]}
+            for f in (0, 1):
+                for m in r["metrics"]:
+                    table[system][f"fold{f}:{m}"] = mean([x for x in held if x["fold"] == f], system, m)
             for c in sorted({x["category"] for x in held}):
                 table[system][f"{c}:{headline}"] = mean([x for x in held if x["category"] == c], system, headline)
         out["held_out"][r["dataset"]] = table
@@ -223,6 +272,7 @@ def main() -> None:
     ap.add_argument("--limit", type=int)
     ap.add_argument("--vector-k", type=int, help="Policy.vector_k for the hybrid brain (default: the Policy's)")
     ap.add_argument("--rescore", metavar="RESULT.json", help="cross-validate an earlier --json result again")
+    ap.add_argument("--grid", default="", help="adaptive fields, e.g. 'vector_time=0,0.5,1;vector_lexical=0,0.5'")
     ap.add_argument("--post-weights", default="", help="also the post-hoc fusion of issue 11 at these weights")
     ap.add_argument("--json")
     args = ap.parse_args()
@@ -243,7 +293,7 @@ def main() -> None:
     else:
         post = [float(w) for w in args.post_weights.split(",") if w.strip()]
         result = run(args.dataset, args.data, args.embedder, weights, ks, args.limit, post_weights=post,
-                     vector_k=args.vector_k)
+                     vector_k=args.vector_k, grid=parse_grid(args.grid))
     print_report(result)
     if args.json:
         Path(args.json).parent.mkdir(parents=True, exist_ok=True)

@@ -29,7 +29,7 @@ DAY = 86_400.0
 _UNIT_INTERVAL = frozenset({
     "weight_question", "weight_strength", "weight_recency", "bridge_max_share", "spread_decay",
     "spread_threshold", "prune_threshold", "merge_threshold", "ignore_penalty", "hebbian_rate",
-    "derive_min_weight", "derive_cover", "derive_importance",
+    "derive_min_weight", "derive_cover", "derive_importance", "vector_time", "vector_lexical",
 })
 #: Durations something is divided by: above 0.
 _POSITIVE = frozenset({"stability_base", "min_stability", "recency_half_life", "lease_seconds"})
@@ -160,6 +160,12 @@ class Policy:
     #: folds; benchmarks/fusion_cv.py, benchmarks/results/fusion_cv_joint.txt).
     weight_vector: float = 1.0
     vector_k: int = 50
+    #: EXPERIMENT
+    vector_time: float = 0.0
+    vector_lexical: float = 0.0
+    vector_scale: str = "minmax"
+    vector_episode: float = 0.0
+    vector_feedback: float = 0.0
 
     # --- graph (ARCHITECTURE.md, "Graph") ----------------------------------------------------
     spread_decay: float = 0.5
