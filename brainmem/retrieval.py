@@ -50,7 +50,7 @@ from dataclasses import dataclass, replace
 import apsw.fts5query as fq
 
 from . import candidates as lexical
-from . import decay, graph, hybrid, scripts, temporal
+from . import decay, graph, scripts, temporal
 from .errors import QueryError
 from .hybrid import Dense
 from .model import Hit, Trace
@@ -135,18 +135,13 @@ def _rank_pool(store: Store, compiler: QueryCompiler, policy: Policy, query: str
     if dense is not None:  # search by meaning (brainmem.hybrid): fused before the re-ranking
         # after the second hop: fusing before it (meaning choosing the bridge seeds) was
         # worse on LongMemEval at weight 1 (session all@5 0.877 vs 0.889, any@5 0.988 vs 1.000)
-        import os
-        timed = cues.rest != query or (os.environ.get("BRAINMEM_EXP_TIMED") == "asks" and hybrid.asks_time(query))
-        dense.fuse(candidates, filters, hybrid.need(store, compiler, compiled.terms, candidates, timed,
-                                                    policy.search_budget))
+        dense.fuse(candidates, filters, compiler, compiled.terms)
     if not candidates:
         return [], True
     best = max(score for _, score in candidates) or 1.0
     carried = _conversation_context(store, policy, filters, candidates, best)
     episode = (_episode_bm25(store, compiler, compiled.terms, candidates, policy.search_budget)
                if policy.weight_episode else {})
-    if dense is not None and policy.weight_episode:
-        episode = dense.episodes(store, episode, candidates)
     activation = _activation(store, policy, candidates)
     hits: list[Hit] = []
     for trace, bm25 in candidates:

@@ -415,17 +415,6 @@ class Store(IndexTables, EdgeTables, LogTables, InspectTables, VectorTables, Mai
             ))
         return out
 
-    def episode_members(self, episodes: Sequence[str]) -> list[tuple[str, str, str]]:
-        """(id, episode, content_hash) of the live traces of each episode."""
-        out: list[tuple[str, str, str]] = []
-        for start in range(0, len(episodes), 500):
-            chunk = episodes[start : start + 500]
-            out.extend(self.db.execute(
-                f"SELECT id, episode, content_hash FROM traces WHERE episode IN ({', '.join('?' * len(chunk))}) "
-                "AND deleted_at IS NULL", chunk,
-            ))
-        return out
-
     # --- statistics -------------------------------------------------------------------
 
     def stats(self) -> dict[str, Any]:

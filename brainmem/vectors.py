@@ -229,24 +229,6 @@ class VectorIndex:
         rows = [(t.id, self._row.get(t.id), t.content_hash) for t in traces]
         return {i: float(sims[r]) for i, r, h in rows if r is not None and self._hashes[r] == h}
 
-    def vectors(self, traces: Sequence[Trace]) -> np.ndarray:
-        """The current vectors of those ``traces`` that have one (rows in their order)."""
-        self._load()
-        rows = [r for t in traces if (r := self._row.get(t.id)) is not None and self._hashes[r] == t.content_hash]
-        return self._matrix[rows]
-
-    def mean_by_group(self, sims: np.ndarray | None, members: Sequence[tuple[str, str, str]]) -> dict[str, float]:
-        """Mean cosine (from :meth:`cosines`) of each group's traces that have a current
-        vector; ``members`` are (trace id, group, content hash)."""
-        if sims is None:
-            return {}
-        total: dict[str, list[float]] = {}
-        for tid, group, h in members:
-            r = self._row.get(tid)
-            if r is not None and self._hashes[r] == h:
-                total.setdefault(group, []).append(float(sims[r]))
-        return {g: sum(v) / len(v) for g, v in total.items()}
-
     def nearest(self, sims: np.ndarray | None, filters: Filters, k: int) -> list[tuple[Trace, float]]:
         """The ``k`` live traces passing ``filters`` with the highest cosines (exact)."""
         if sims is None or k <= 0:

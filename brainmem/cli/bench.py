@@ -99,7 +99,8 @@ def _crossval(args: argparse.Namespace, progress: Progress) -> int:
 
         cached = CachedEmbedder(embedder, args.embed_cache)
         extra = {"system": lambda: BrainSystem(cached),
-                 "grid": (*GRID, Knob("weight_vector", (0.6, 1.0, 1.5), 0.0, "search by meaning"))}
+                 "grid": (*GRID, Knob("weight_vector", (0.6, 1.0, 1.5), 0.0, "search by meaning"),
+                          Knob("vector_lexical", (0.0, 0.5, 1.0), 0.0, "meaning follows lexical evidence"))}
     try:
         report = run_crossval([(args.dataset, args.data)], folds=args.folds, limit=args.limit,
                               ks=_integers(args.ks, "--ks"), progress=progress, **extra)
