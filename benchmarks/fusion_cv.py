@@ -230,7 +230,13 @@ def joint(results: list[dict]) -> dict:
     # the default to ship: the same rule fitted on every question
     everything = pick(systems, lambda s: sum(objective(r["rows"], s, r["metrics"]) for r in results) / len(results))
     out: dict = {"chosen_weight_for_fold": {f"fold{f}": chosen[f] for f in (0, 1)}, "fitted_on_all": everything,
-                 "held_out": {}}
+                 "held_out": {}, "objective": {}}
+    for system in ("brainmem", *(["w=1"] if "w=1" in systems else [])):
+        out["objective"][system] = [sum(objective([x for x in r["rows"] if x["fold"] == f], system, r["metrics"])
+                                        for r in results) / len(results) for f in (0, 1)]
+    # what the fitted system scores on each fold it was not fitted on
+    out["objective"]["hybrid(cv)"] = [sum(objective([x for x in r["rows"] if x["fold"] == f], chosen[f], r["metrics"])
+                                          for r in results) / len(results) for f in (0, 1)]
     for r in results:
         held = [{**x, "scores": {**x["scores"], "hybrid(cv)": x["scores"][chosen[x["fold"]]]}} for x in r["rows"]]
         headline = r["metrics"][0] if r["protocol"] == "longmemeval" else r["metrics"][-1]
@@ -245,6 +251,44 @@ def joint(results: list[dict]) -> dict:
                 table[system][f"{c}:{headline}"] = mean([x for x in held if x["category"] == c], system, headline)
         out["held_out"][r["dataset"]] = table
     return out
+
+
+#: The headline rows of the held-out markdown table: (dataset, metric, label).
+HEADLINES = (
+    ("longmemeval", "session_recall_any@5", "LongMemEval session recall_any@5"),
+    ("longmemeval", "session_recall_all@5", "LongMemEval session recall_all@5"),
+    ("longmemeval", "session_ndcg_any@5", "LongMemEval session ndcg_any@5"),
+    ("longmemeval", "turn_recall_any@5", "LongMemEval turn recall_any@5"),
+    ("locomo", "recall@10", "LoCoMo recall@10"),
+    ("locomo", "multi-hop:recall@10", "LoCoMo multi-hop recall@10"),
+    ("locomo", "adversarial:recall@10", "LoCoMo adversarial recall@10"),
+    ("locomo", "recall@1", "LoCoMo recall@1"),
+)
+
+
+def markdown(result: dict) -> str:
+    """The joint result as a table: lexical, the fixed weight 1 and the fitted system,
+    each held out per fold and over all questions."""
+    names = {"brainmem": "lexical", "w=1": "hybrid, weight 1", "hybrid(cv)": "hybrid, fitted"}
+    shown = [s for s in names if all(s in t for t in result["held_out"].values())]
+    out = [f"Fitted on the other fold: {result['chosen_weight_for_fold']}; on all questions (the "
+           f"default): {result['fitted_on_all']}. Cells: fold 0 / fold 1 / all, each held out.", "",
+           "| metric | " + " | ".join(names[s] for s in shown) + " |", "|---" * (len(shown) + 1) + "|"]
+    for dataset, metric, label in HEADLINES:
+        table = result["held_out"].get(dataset)
+        if table is None:
+            continue
+        cells = []
+        for s in shown:
+            v = table[s]
+            folds = (f"{v['fold0:' + metric]:.3f} / {v['fold1:' + metric]:.3f} / " if "fold0:" + metric in v
+                     else "")
+            cells.append(f"{folds}{v[metric]:.3f}")
+        out.append(f"| {label} | " + " | ".join(cells) + " |")
+    if "objective" in result:
+        out.append("| objective fitted (mean of both datasets') | " + " | ".join(
+            f"{result['objective'][s][0]:.4f} / {result['objective'][s][1]:.4f} / —" for s in shown) + " |")
+    return "\n".join(out) + "\n"
 
 
 def print_report(result: dict) -> None:
@@ -278,6 +322,7 @@ def main() -> None:
     ap.add_argument("--grid", default="", help="adaptive fields, e.g. 'vector_time=0,0.5,1;vector_lexical=0,0.5'")
     ap.add_argument("--post-weights", default="", help="also the post-hoc fusion of issue 11 at these weights")
     ap.add_argument("--json")
+    ap.add_argument("--markdown", metavar="FILE.md", help="with --joint: the held-out table as markdown")
     args = ap.parse_args()
     if args.joint:
         result = joint([json.loads(Path(p).read_text()) for p in args.joint])
@@ -286,6 +331,8 @@ def main() -> None:
         for name, table in result["held_out"].items():
             for system, vals in table.items():
                 print(f"  {name:<12} {system:<11}" + " ".join(f"{k}={v:.3f}" for k, v in vals.items()))
+        if args.markdown:
+            Path(args.markdown).write_text(markdown(result), encoding="utf-8")
         if args.json:
             Path(args.json).write_text(json.dumps(result, indent=1) + "\n")
         return
