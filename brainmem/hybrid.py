@@ -8,7 +8,10 @@ BM25 candidates and raises each candidate's BM25 before the rest of the ranking
     bm25' = bm25 + weight_vector · best_bm25 · (cos − min_cos) / (max_cos − min_cos)
 
 the cosines min-max scaled over the candidates (so the weight means the same for
-a model whose cosines sit in [0.7, 0.9] as for one spread over [0, 0.8]). Fusing
+a model whose cosines sit in [0.7, 0.9] as for one spread over [0, 0.8]). The
+weight follows the query (:meth:`Dense.weight`): a query whose words the best
+lexical candidate all holds needs meaning less than one whose words were barely
+found (``Policy.vector_lexical``; measured in benchmarks/results/fusion_cv_*.txt). Fusing
 *before* the re-ranking lets meaning flow through the mechanisms that already
 exist: conversation context carries a turn found by meaning to its answer, the
 episode and the graph activation start from the fused best hits. Rank fusion
