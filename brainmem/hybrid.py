@@ -23,37 +23,17 @@ A provider that fails on the query leaves a lexical search, flagged on the resul
 
 from __future__ import annotations
 
-import math
-from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 
-from . import candidates as lexical
 from .embed import resolve_embedder
 from .model import Trace
 from .policy import Policy
-from .query import QueryCompiler
 from .store import Filters, Store
 from .vectors import VectorIndex
 
-__all__ = ["Dense", "coverage", "open_index", "query_side", "resolve_embedder", "stats"]
-
-
-def coverage(store: Store, compiler: QueryCompiler, terms: Sequence[str],
-             candidates: Sequence[tuple[Trace, float]], budget: int | None) -> float:
-    """How complete the lexical evidence is: the IDF-weighted share of the query's
-    words (``terms``) that the best lexical candidate holds; 0 with no candidate."""
-    best = max(candidates, key=lambda c: c[1], default=None)
-    stems = {s for t in terms for s in compiler.stems(t)}
-    if best is None or best[1] <= 0 or not stems:
-        return 0.0
-    n, df = lexical.document_frequencies(store, compiler, list(terms), budget)
-    idf = {s: math.log(1 + (n - df.get(s, 0) + 0.5) / (df.get(s, 0) + 0.5)) for s in stems}
-    trace = best[0]
-    text = " ".join((trace.content, trace.cue or "", *trace.tags))
-    found = lexical.stem_counts(text, frozenset(stems))[1]
-    return sum(idf[s] for s in found) / (sum(idf.values()) or 1.0)
+__all__ = ["Dense", "open_index", "query_side", "resolve_embedder", "stats"]
 
 
 def open_index(store: Store, embedder: Any) -> VectorIndex | None:
@@ -81,12 +61,10 @@ class Dense:
         share of its words: ``weight_vector · (1 + vector_lexical · (1 − 2·coverage))``."""
         return max(0.0, self.policy.weight_vector * (1 + self.policy.vector_lexical * (1 - 2 * coverage)))
 
-    def fuse(self, candidates: list[tuple[Trace, float]], filters: Filters, compiler: QueryCompiler,
-             terms: Sequence[str]) -> None:
-        """Add the nearest traces to ``candidates`` and raise every candidate's BM25 in place
-        (``terms``: the query's topic words, for the lexical coverage)."""
-        if self.policy.vector_lexical:
-            self.coverage = coverage(self.index.store, compiler, terms, candidates, self.policy.search_budget)
+    def fuse(self, candidates: list[tuple[Trace, float]], filters: Filters, coverage: float | None = None) -> None:
+        """Add the nearest traces to ``candidates`` and raise every candidate's BM25 in place;
+        ``coverage``: the query's lexical coverage (``retrieval``), when ``vector_lexical`` reads it."""
+        self.coverage = coverage
         weight = self.used = self.weight(0.5 if self.coverage is None else self.coverage)
         best = max((b for _, b in candidates), default=0.0)
         best = best if best > 0 else 1.0
@@ -108,8 +86,9 @@ class Dense:
             candidates[i] = (trace, max(bm25, 0.0) + add)
 
     def explain(self, trace_id: str, fused_bm25: float) -> dict[str, float]:
-        """``vector`` (the cosine; absent when the trace has no current vector) and
-        ``vector_share`` (the part of the fused BM25 that came from meaning)."""
+        """``vector`` (the cosine; absent when the trace has no current vector),
+        ``vector_share`` (the part of the fused BM25 that came from meaning),
+        ``vector_weight`` (the weight this query gave meaning) and ``lexical_coverage``."""
         add = self.added.get(trace_id, 0.0)
         out = {"vector_share": add / fused_bm25 if fused_bm25 > 0 else 0.0, "vector_weight": self.used}
         if self.coverage is not None:

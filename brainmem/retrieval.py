@@ -135,7 +135,9 @@ def _rank_pool(store: Store, compiler: QueryCompiler, policy: Policy, query: str
     if dense is not None:  # search by meaning (brainmem.hybrid): fused before the re-ranking
         # after the second hop: fusing before it (meaning choosing the bridge seeds) was
         # worse on LongMemEval at weight 1 (session all@5 0.877 vs 0.889, any@5 0.988 vs 1.000)
-        dense.fuse(candidates, filters, compiler, compiled.terms)
+        coverage = (_coverage(store, compiler, compiled.terms, candidates, policy.search_budget)
+                    if policy.vector_lexical else None)
+        dense.fuse(candidates, filters, coverage)
     if not candidates:
         return [], True
     best = max(score for _, score in candidates) or 1.0
@@ -368,6 +370,21 @@ def _episode_bm25(store: Store, compiler: QueryCompiler, terms: tuple[str, ...],
         scores[episode] = sum(idf[s] * f * (k1 + 1) / (f + norm) for s, f in counts.items())
     top = max(scores.values(), default=0.0) or 1.0
     return {k: v / top for k, v in scores.items()}
+
+
+def _coverage(store: Store, compiler: QueryCompiler, terms: tuple[str, ...], candidates: Candidates,
+              budget: int | None) -> float:
+    """How complete the lexical evidence is (for search by meaning, ``Policy.vector_lexical``):
+    the IDF-weighted share of the query's words the best candidate holds; 0 with none."""
+    best = max(candidates, key=lambda c: c[1], default=None)
+    stems = {s for t in terms for s in compiler.stems(t)}
+    if best is None or best[1] <= 0 or not stems:
+        return 0.0
+    n, df = lexical.document_frequencies(store, compiler, list(terms), budget)
+    idf = {s: math.log(1 + (n - df.get(s, 0) + 0.5) / (df.get(s, 0) + 0.5)) for s in stems}
+    trace = best[0]
+    found = lexical.stem_counts(" ".join((trace.content, trace.cue or "", *trace.tags)), frozenset(stems))[1]
+    return sum(idf[s] for s in found) / (sum(idf.values()) or 1.0)
 
 
 def _activation(store: Store, policy: Policy, candidates: Candidates) -> dict[str, float]:
