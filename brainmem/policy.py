@@ -167,7 +167,8 @@ class Policy:
     #: 2-fold CV on both dev sets with weight_vector (benchmarks/results/fusion_cv_joint.txt):
     #: held out, LME turn any@5 0.938 -> 0.951, ndcg@5 0.802 -> 0.807, LoCoMo recall@10
     #: 0.784 -> 0.779; the joint objective rises on both held-out folds. A time cue, episode
-    #: meaning, query feedback and z-scored cosines did not hold on both folds (dropped).
+    #: meaning, query feedback, z-scored cosines and a BM25-margin rule did not hold on
+    #: both folds (dropped; benchmarks/results/fusion_cv_adaptive.txt).
     vector_lexical: float = 0.5
 
     # --- graph (ARCHITECTURE.md, "Graph") ----------------------------------------------------
