@@ -59,6 +59,7 @@ def main(argv: list[str] | None = None) -> int:
         else:
             model, _, tokenizer = spec.partition("=")
             run = OnnxEmbedder(model, tokenizer or None, threads=a.threads).embed
+            spec = f"{Path(model).parent.name}/{Path(model).name}"
         run(texts[:8])
         t0, c0 = time.perf_counter(), cpu_seconds()
         run(texts)
