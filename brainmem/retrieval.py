@@ -146,24 +146,32 @@ def _rank_pool(store: Store, compiler: QueryCompiler, policy: Policy, query: str
                if policy.weight_episode else {})
     activation = _activation(store, policy, candidates)
     hits: list[Hit] = []
+    # Constants of the score hoisted out of the loop: it runs for every candidate and
+    # was a tenth of a search's CPU on a LongMemEval haystack (same arithmetic).
+    w_question, w_episode, w_time = policy.weight_question, policy.weight_episode, policy.weight_time
+    w_s, w_r, w_i, w_a = (policy.weight_strength, policy.weight_recency, policy.weight_importance,
+                          policy.weight_activation)
+    half_life = policy.recency_half_life
+    match = cues.match if cues.windows else None
+    retrievability, recency_of = decay.retrievability, decay.recency
     for trace, bm25 in candidates:
         own = max(bm25, 0.0) / best if best > 0 else 0.0
-        if policy.weight_question and _is_question(trace.content):
-            own *= 1 - policy.weight_question
-        when = cues.match(trace.created_at)
+        if w_question and _is_question(trace.content):
+            own *= 1 - w_question
+        when = match(trace.created_at) if match is not None else 0.0
         # "What did I do yesterday?" has no topic: fitting the window is the relevance.
         relevance = max(own, carried.get(trace.id, 0.0), 0.0 if topical else when)
-        context = policy.weight_episode * (episode.get(trace.episode, 0.0) if trace.episode else own)
-        r = decay.retrievability(trace.strength, trace.stability, trace.last_accessed_at, now)
-        recency = decay.recency(trace.created_at, now, policy.recency_half_life)
+        context = w_episode * (episode.get(trace.episode, 0.0) if trace.episode else own)
+        r = retrievability(trace.strength, trace.stability, trace.last_accessed_at, now)
+        recency = recency_of(trace.created_at, now, half_life)
         act = activation.get(trace.id, 0.0)
         score = (
             (relevance + context)
-            * (1 + policy.weight_time * when)
-            * (1 - policy.weight_strength + policy.weight_strength * r)
-            * (1 - policy.weight_recency + policy.weight_recency * recency)
-            * (1 + policy.weight_importance * (trace.importance - 0.5))
-            + policy.weight_activation * act
+            * (1 + w_time * when)
+            * (1 - w_s + w_s * r)
+            * (1 - w_r + w_r * recency)
+            * (1 + w_i * (trace.importance - 0.5))
+            + w_a * act
         )
         factors = (
             {"bm25": bm25, "relevance": relevance, "episode": context, "time": when,
@@ -244,12 +252,19 @@ def _add_unsegmented_candidates(store: Store, filters: Filters, runs: list[str],
             candidates.append((trace, score))
 
 
-#: A question: the trace ends with "?" (then perhaps closing quotes or brackets).
-_QUESTION_END = re.compile(r"\?[\s\"'\u201d\u2019)\]]*$")
+#: What may follow a question's "?" (besides whitespace): closing quotes or brackets.
+_CLOSERS = "\"'\u201d\u2019)]"
 
 
 def _is_question(content: str) -> bool:
-    return _QUESTION_END.search(content) is not None
+    """The trace ends with "?" (then perhaps whitespace, closing quotes or brackets).
+
+    Read from the end with ``str.rstrip``: a regular expression anchored at ``$``
+    still scanned the whole text for "?" (~5 µs a chat message, on every candidate)."""
+    end = content.rstrip()
+    while end and end[-1] in _CLOSERS:
+        end = end[:-1].rstrip()
+    return end.endswith("?")
 
 
 #: Capitalised words: names, mostly. Sentence-initial ones count too (names start
@@ -361,7 +376,7 @@ def _episode_bm25(store: Store, compiler: QueryCompiler, terms: tuple[str, ...],
     tf: dict[str, Counter[str]] = {}
     for trace in in_episodes:
         assert trace.episode is not None
-        tf.setdefault(trace.episode, Counter()).update(lexical.stem_counts(trace.content, wanted)[1])
+        tf.setdefault(trace.episode, Counter()).update(lexical.stem_counts(trace.content, wanted, length=False)[1])
     lengths = store.episode_lengths(list(tf))
     average = sum(lengths.values()) / max(1, len(lengths)) or 1.0
     scores = {}

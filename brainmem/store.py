@@ -405,15 +405,21 @@ class Store(IndexTables, EdgeTables, LogTables, InspectTables, VectorTables, Mai
     # --- term statistics (ranking) ---------------------------------------------------
 
     def episode_lengths(self, episodes: Sequence[str]) -> dict[str, int]:
-        """Total content length (characters) of the live traces of each episode."""
-        out: dict[str, int] = {}
-        for start in range(0, len(episodes), 500):
-            chunk = episodes[start : start + 500]
-            out.update(self.db.execute(
+        """Total content length (characters) of the live traces of each episode.
+
+        Remembered per connection until a write (one statement less per search)."""
+        known: dict[str, int] = self._cached("episode_lengths", dict)
+        missing = [e for e in dict.fromkeys(episodes) if e not in known]
+        for start in range(0, len(missing), 500):
+            chunk = missing[start : start + 500]
+            found = dict(self.db.execute(
                 f"SELECT episode, sum(length(content)) FROM traces WHERE episode IN ({', '.join('?' * len(chunk))}) "
                 "AND deleted_at IS NULL GROUP BY episode", chunk,
             ))
-        return out
+            if len(known) + len(found) > 100_000:  # bounded, however many episodes a brain has
+                known.clear()
+            known.update(found)
+        return {e: known[e] for e in episodes if e in known}
 
     # --- statistics -------------------------------------------------------------------
 
