@@ -266,9 +266,10 @@ class Brain(FacesMixin, AdminMixin):
         reinforce = reinforce and when is None
         with self._lock:
             dense, degraded = hybrid.query_side(self._vectors, self.policy, query)
-            ranked = retrieval.search(self._store, self._compiler, self.policy, query, filters, limit,
-                                      at, explain, dense)
-            hits = Hits(ranked.hits if when is None else timeline.at_time(self._store, ranked.hits, when))
+            with self._store.read():  # one snapshot for the ~8 reads of a search
+                ranked = retrieval.search(self._store, self._compiler, self.policy, query, filters,
+                                          limit, at, explain, dense)
+                hits = Hits(ranked.hits if when is None else timeline.at_time(self._store, ranked.hits, when))
             hits.terms = ranked.terms
             hits.windows = ranked.windows
             hits.degraded = degraded

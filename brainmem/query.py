@@ -93,15 +93,27 @@ class QueryCompiler:
         self._tokenize = db.fts5_tokenizer("unicode61", ["remove_diacritics", "2"])
         self._stem = db.fts5_tokenizer("porter", ["unicode61", "remove_diacritics", "2"])
         self.max_terms = max_terms
+        self._stems: dict[str, tuple[str, ...]] = {}
 
     def stems(self, text: str) -> set[str]:
         """The index's terms for ``text`` (porter stems), as a set."""
         return set(self.stem_list(text))
 
     def stem_list(self, text: str) -> list[str]:
-        """The index's terms for ``text`` (porter stems), in order."""
+        """The index's terms for ``text`` (porter stems), in order.
+
+        A search stems each of its words three or four times over (candidates,
+        document frequencies, episodes, names): short texts' stems are remembered."""
+        known = self._stems.get(text)
+        if known is not None:
+            return list(known)
         data = text.encode("utf-8", "replace")
-        return [str(tok[0]) for tok in self._stem(data, apsw.FTS5_TOKENIZE_DOCUMENT, None, include_offsets=False)]
+        stems = [str(tok[0]) for tok in self._stem(data, apsw.FTS5_TOKENIZE_DOCUMENT, None, include_offsets=False)]
+        if len(text) <= 64:
+            if len(self._stems) >= 20_000:
+                self._stems.clear()
+            self._stems[text] = tuple(stems)
+        return stems
 
     def words(self, text: str) -> list[str]:
         """Lower-cased words of ``text`` in order, as the index sees them."""

@@ -44,7 +44,6 @@ from __future__ import annotations
 
 import math
 import re
-from collections import Counter
 from dataclasses import dataclass, replace
 
 import apsw.fts5query as fq
@@ -326,13 +325,16 @@ def _conversation_context(store: Store, policy: Policy, filters: Filters, candid
     ranked = sorted(candidates, key=lambda c: -c[1])[: policy.context_seeds]
     relevance = {t.id: max(bm25, 0.0) / best for t, bm25 in ranked}
     carried: dict[str, float] = {}
-    forward = _carry(store, policy, relevance, relevance, carried)
+    # the first two steps' edges in one statement (the default reach is 2)
+    near = store.episode_edges(list(relevance), hops=min(2, max(1, policy.context_reach)))
+    forward = _carry(policy, near[0], relevance, relevance, carried)
     # Further turns forward: "I've been looking into counseling" / "What kind?" / the answer.
-    for _ in range(policy.context_reach - 1):
+    for step in range(1, policy.context_reach):
         forward = {i: v for i, v in forward.items() if i not in relevance}
         if not forward:
             break
-        forward = _carry(store, policy, forward, {}, carried)
+        edges = near[1] if step == 1 else store.episode_edges(list(forward))[0]
+        forward = _carry(policy, edges, forward, {}, carried)
     known = {t.id for t, _ in candidates}
     missing = [i for i in carried if i not in known]
     if missing:
@@ -340,14 +342,13 @@ def _conversation_context(store: Store, policy: Policy, filters: Filters, candid
     return carried
 
 
-def _carry(store: Store, policy: Policy, forward: dict[str, float], backward: dict[str, float],
-           carried: dict[str, float]) -> dict[str, float]:
-    """One step along ``episode_next`` edges: ``forward`` relevance passes to the next trace,
-    ``backward`` to the previous one; ``carried`` keeps the highest. Returns the forward step."""
+def _carry(policy: Policy, edges: list[tuple[str, str, float]], forward: dict[str, float],
+           backward: dict[str, float], carried: dict[str, float]) -> dict[str, float]:
+    """One step along ``episode_next`` ``edges``: ``forward`` relevance passes to the next
+    trace, ``backward`` to the previous one; ``carried`` keeps the highest. Returns the
+    forward step."""
     ahead: dict[str, float] = {}
-    for src, dst, kind, weight in graph.neighbours(store, list(forward.keys() | backward.keys())):
-        if kind != "episode_next":
-            continue
+    for src, dst, weight in edges:
         if src in forward:
             ahead[dst] = max(ahead.get(dst, 0.0), policy.context_forward * weight * forward[src])
         if dst in backward:
@@ -373,10 +374,16 @@ def _episode_bm25(store: Store, compiler: QueryCompiler, terms: tuple[str, ...],
     wanted = frozenset(stems)
     n, df = lexical.document_frequencies(store, compiler, list(terms), budget)
     idf = {s: math.log(1 + (n - df.get(s, 0) + 0.5) / (df.get(s, 0) + 0.5)) for s in stems}
-    tf: dict[str, Counter[str]] = {}
+    tf: dict[str, dict[str, int]] = {}
     for trace in in_episodes:
         assert trace.episode is not None
-        tf.setdefault(trace.episode, Counter()).update(lexical.stem_counts(trace.content, wanted, length=False)[1])
+        counts = lexical.stem_counts(trace.content, wanted, length=False)[1]
+        if counts:
+            summed = tf.setdefault(trace.episode, {})
+            for stem, c in counts.items():
+                summed[stem] = summed.get(stem, 0) + c
+        else:
+            tf.setdefault(trace.episode, {})
     lengths = store.episode_lengths(list(tf))
     average = sum(lengths.values()) / max(1, len(lengths)) or 1.0
     scores = {}

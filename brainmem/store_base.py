@@ -65,6 +65,8 @@ class Database:
         #: Longest outermost write transaction so far, in seconds (reflect resets and reports it).
         self.longest_write = 0.0
         self._cache: dict[str, tuple[tuple[int, int], Any]] = {}
+        #: The cache stamp, fixed while a read snapshot is open (:meth:`read`).
+        self._stamp: tuple[int, int] | None = None
         self.busy_timeout_ms = busy_timeout_ms
         with translate_errors():
             self.db = files.open_connection(path, readonly, busy_timeout_ms)
@@ -128,9 +130,13 @@ class Database:
                 yield
                 return
             self.db.execute("BEGIN")
+            # Nothing this connection caches can change inside the snapshot: the cache
+            # stamp is read once (a search read it ~6 times, ~4 µs each).
+            self._stamp = (self.db.execute("PRAGMA data_version").get, self.tx_serial)
             try:
                 yield
             finally:
+                self._stamp = None
                 if self.db.in_transaction:
                     self.db.execute("COMMIT")
 
@@ -141,7 +147,7 @@ class Database:
     def _cached(self, name: str, compute: Callable[[], Any]) -> Any:
         """``compute()``, remembered until this connection or another one commits a write."""
         # execute, not db.pragma(): 2 µs against 40 µs, on every search
-        key = (self.db.execute("PRAGMA data_version").get, self.tx_serial)
+        key = self._stamp or (self.db.execute("PRAGMA data_version").get, self.tx_serial)
         stamp, value = self._cache.get(name, (None, None))
         if stamp != key:
             value = compute()

@@ -61,6 +61,34 @@ class EdgeTables(Database):
         )
         return list(self.execute(sql, [*ids, *ids]))
 
+    def episode_edges(self, ids: Sequence[str], hops: int = 1) -> list[list[tuple[str, str, float]]]:
+        """``episode_next`` edges near ``ids`` whose ends are live, as (src, dst, weight)
+        lists per hop: hop 1 touches ``ids`` (either end); hop 2 (``hops=2``) leaves a
+        hop-1 edge's far end forward (its ``src`` is the ``dst`` of a hop-1 edge from
+        ``ids``). One statement for what conversation context needed two for (issue 14).
+        """
+        if not ids:
+            return [[] for _ in range(hops)]
+        marks = ", ".join(f"?{i + 1}" for i in range(len(ids)))
+        hop1 = (
+            f"SELECT e.src, e.dst, e.weight FROM edges e JOIN traces t ON t.id = e.dst "
+            f"WHERE e.src IN ({marks}) AND e.kind = 'episode_next' AND t.deleted_at IS NULL "
+            f"UNION SELECT e.src, e.dst, e.weight FROM edges e JOIN traces t ON t.id = e.src "
+            f"WHERE e.dst IN ({marks}) AND e.kind = 'episode_next' AND t.deleted_at IS NULL"
+        )
+        if hops < 2:
+            return [list(self.execute(hop1, list(ids)))]
+        sql = (
+            f"WITH hop1 AS ({hop1}) SELECT src, dst, weight, 1 FROM hop1 UNION ALL "
+            f"SELECT e.src, e.dst, e.weight, 2 FROM edges e JOIN traces t ON t.id = e.dst "
+            f"WHERE e.src IN (SELECT dst FROM hop1 WHERE src IN ({marks})) "
+            f"AND e.kind = 'episode_next' AND t.deleted_at IS NULL"
+        )
+        out: list[list[tuple[str, str, float]]] = [[], []]
+        for src, dst, weight, hop in self.execute(sql, list(ids)):
+            out[hop - 1].append((src, dst, weight))
+        return out
+
     def take_edges(self, ids: Sequence[str]) -> list[tuple[str, str, str, float]]:
         """Delete and return every edge of ``ids`` except ``supersedes`` (lineage stays)."""
         marks = ", ".join("?" * len(ids))
