@@ -250,8 +250,8 @@ class Store(IndexTables, EdgeTables, LogTables, InspectTables, VectorTables, Mai
         """Live traces sharing the most pieces of ``runs`` (text in scripts without word
         spaces, :mod:`brainmem.scripts`), from the trigram index, as (trace, share of
         the pieces found), best first. A run's pieces are its trigrams (found through
-        the index); a run of one or two characters is its own piece (found by ``LIKE``,
-        a scan of the trigram table, which holds only such traces)."""
+        the index); a run of one or two characters is its own piece (found by ``LIKE``
+        over the traces the trigram index holds, only such traces)."""
         pieces = list(dict.fromkeys(p for run in runs for p in scripts.pieces(run)))
         found: dict[int, int] = {}
         with translate_errors():
@@ -259,7 +259,11 @@ class Store(IndexTables, EdgeTables, LogTables, InspectTables, VectorTables, Mai
                 if len(piece) >= 3:
                     sql, arg = "SELECT rowid FROM traces_trigram WHERE traces_trigram MATCH ?", f'"{piece}"'
                 else:
-                    sql = "SELECT rowid FROM traces_trigram WHERE content LIKE ?1 OR cue LIKE ?1"
+                    # LIKE on the FTS5 table itself scans its content, the view over
+                    # *every* trace (22 s at a million traces); the index's own row
+                    # list (its docsize shadow table) holds just the indexed ones (14 ms).
+                    sql = ("SELECT t.rid FROM traces_trigram_docsize d CROSS JOIN traces t ON t.rid = d.id "
+                           "WHERE t.content LIKE ?1 OR t.cue LIKE ?1")
                     arg = f"%{piece}%"
                 for (rid,) in self.db.execute(sql, (arg,)):
                     found[rid] = found.get(rid, 0) + 1
