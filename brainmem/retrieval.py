@@ -45,6 +45,7 @@ from __future__ import annotations
 import math
 import re
 from dataclasses import dataclass, replace
+from typing import Any
 
 import apsw.fts5query as fq
 
@@ -91,9 +92,10 @@ def search(
     hits: list[Hit] = []
     seen: set[str] = set()
     size = policy.min_candidates
+    memo: dict[Any, Any] = {}  # statements' results shared by this search's gathers
     while True:
         pool, exhausted = _rank_pool(store, compiler, policy, query, compiled, cues, topical,
-                                     filters, size, now, explain, dense)
+                                     filters, size, now, explain, dense, memo)
         for hit in pool:
             if hit.trace.id not in seen:
                 seen.add(hit.trace.id)
@@ -106,13 +108,13 @@ def search(
 def _rank_pool(store: Store, compiler: QueryCompiler, policy: Policy, query: str,
                compiled: CompiledQuery, cues: temporal.TemporalCues, topical: bool,
                filters: Filters, size: int, now: float, explain: bool,
-               dense: Dense | None) -> tuple[list[Hit], bool]:
+               dense: Dense | None, memo: dict[Any, Any]) -> tuple[list[Hit], bool]:
     """The ``size`` best BM25 candidates and what context adds to them, all re-ranked;
     and whether the index had no more candidates than that."""
     try:
         # bounded: the rarest words are scored first when the query matches too much
         candidates = lexical.gather(store, compiler, compiled, filters, size, policy.bm25_weights,
-                                    policy.search_budget)
+                                    policy.search_budget, memo)
     except QueryError:
         if not compiled.syntax:
             raise
@@ -127,10 +129,10 @@ def _rank_pool(store: Store, compiler: QueryCompiler, policy: Policy, query: str
         exhausted = exhausted and len(candidates) - before < size
     for window in cues.windows:
         full = _add_window_candidates(store, compiler, policy, compiled, filters, window, size,
-                                      candidates, fill=not topical)
+                                      candidates, fill=not topical, memo=memo)
         exhausted = exhausted and not full
     if policy.weight_bridge and not compiled.syntax and candidates:
-        _bridge(store, compiler, policy, filters, compiled, candidates, size)
+        _bridge(store, compiler, policy, filters, compiled, candidates, size, memo)
     if dense is not None:  # search by meaning (brainmem.hybrid): fused before the re-ranking
         # after the second hop: fusing before it (meaning choosing the bridge seeds) was
         # worse on LongMemEval at weight 1 (session all@5 0.877 vs 0.889, any@5 0.988 vs 1.000)
@@ -208,7 +210,7 @@ def _compile(compiler: QueryCompiler, policy: Policy, query: str,
 def _add_window_candidates(store: Store, compiler: QueryCompiler, policy: Policy,
                            compiled: CompiledQuery, filters: Filters,
                            window: temporal.Window, size: int, candidates: Candidates,
-                           fill: bool) -> bool:
+                           fill: bool, memo: dict[Any, Any] | None = None) -> bool:
     """The best matches inside a cue's window join the candidates, however weak elsewhere.
 
     With ``fill`` (a query with no topic but its times), the window's newest other
@@ -222,7 +224,7 @@ def _add_window_candidates(store: Store, compiler: QueryCompiler, policy: Policy
     seen = {t.id for t, _ in candidates}
     in_window = replace(filters, since=since, until=until)
     inside = lexical.gather(store, compiler, compiled, in_window, size, policy.bm25_weights,
-                            policy.search_budget)
+                            policy.search_budget, memo)
     if fill and len(inside) < size:
         matched = {t.id for t, _ in inside}
         inside += [(t, 0.0) for t in store.select(in_window, limit=size) if t.id not in matched][
@@ -272,7 +274,8 @@ _NAME = re.compile(r"\b([A-Z][a-z]+(?:\s+[A-Z][a-z]+)*)")
 
 
 def _bridge(store: Store, compiler: QueryCompiler, policy: Policy, filters: Filters,
-            compiled: CompiledQuery, candidates: Candidates, size: int) -> None:
+            compiled: CompiledQuery, candidates: Candidates, size: int,
+            memo: dict[Any, Any] | None = None) -> None:
     """Second hop: names in the best hits that the query lacks are searched with it.
 
     "What should I never cook for my mentor?" finds "Katarina is my mentor"; the
@@ -299,7 +302,7 @@ def _bridge(store: Store, compiler: QueryCompiler, policy: Policy, filters: Filt
     second = CompiledQuery(fq.to_query_string(fq.OR([fq.PHRASE(w) for w in words])), compiled.terms,
                            False, tuple(words))
     found = lexical.gather(store, compiler, second, filters, size, policy.bm25_weights,
-                           policy.search_budget)
+                           policy.search_budget, memo)
     if not found:
         return
     best = max((b for _, b in candidates), default=0.0) or 1.0

@@ -463,15 +463,15 @@ class Store(IndexTables, EdgeTables, LogTables, InspectTables, VectorTables, Mai
             "WHERE rid > ? AND deleted_at IS NULL ORDER BY rid LIMIT ?", (after, limit),
         ))
 
-    def traces_by_rid(self, rids: Sequence[int], filters: Filters) -> list[Trace]:
-        """The traces of ``rids`` that pass ``filters`` (ranking's bounded candidates)."""
+    def traces_by_rid(self, rids: Sequence[int], filters: Filters) -> dict[int, Trace]:
+        """The traces of ``rids`` that pass ``filters``, by rid (ranking's bounded candidates)."""
         where, params = filters.sql()
-        out: list[Trace] = []
+        out: dict[int, Trace] = {}
         for start in range(0, len(rids), 500):
             chunk = list(rids[start : start + 500])
-            out += [row_to_trace(r) for r in self.execute(
-                f"SELECT {_SELECT} FROM traces t WHERE t.rid IN ({', '.join('?' * len(chunk))}) AND {where}",
-                [*chunk, *params])]
+            out.update((r[-1], row_to_trace(r[:-1])) for r in self.execute(
+                f"SELECT {_SELECT}, t.rid FROM traces t WHERE t.rid IN ({', '.join('?' * len(chunk))}) AND {where}",
+                [*chunk, *params]))
         return out
 
     def soft_delete_unchanged(self, seen: Sequence[tuple[str, float]], at: float) -> None:
