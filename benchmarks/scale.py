@@ -34,34 +34,68 @@ from brainmem.bench.systems import prepare_documents
 
 def haystack_latency(data: str, questions: int, repeats: int) -> dict[str, float]:
     """Median and p95 search time on LongMemEval haystacks: brainmem (as an agent calls
-    it, reinforcing, and as a pure read) and raw FTS5, interleaved, real files."""
+    it, reinforcing, and as a pure read) and raw FTS5, interleaved, real files; wall
+    time and this thread's CPU time (on a shared machine wall time mostly measures
+    the other jobs).
+
+    Two floors are timed in the same run, each as raw SQL with no Python around it:
+    ``candidates`` is the one FTS5 statement returning the rows brainmem re-ranks
+    (its words' best 35 by bm25, with their text); ``sql`` replays every statement a
+    brainmem search ran (candidates, second hop, conversation neighbours, ...). What
+    brainmem costs above ``sql`` is its Python: reading the candidates' words,
+    carrying context and scoring.
+    """
     ds = load_longmemeval(data, limit=questions)
-    lat: dict[str, list[float]] = {"reinforce": [], "read": [], "raw": []}
+    keys = ("reinforce", "read", "raw", "floor_candidates", "floor_sql")
+    lat: dict[str, list[float]] = {k: [] for k in keys}
+    cpu: dict[str, list[float]] = {k: [] for k in keys}
+    statements: list[float] = []
     with tempfile.TemporaryDirectory(prefix="brainmem-haystack-") as tmp:
         for n, hay in enumerate(ds.haystacks):
             bm_path, raw_path = os.path.join(tmp, f"{n}.brain"), os.path.join(tmp, f"{n}.raw")
             docs, _, _ = prepare_documents(hay.documents)  # as the recall benchmark: empty dropped, huge cut
-            with Brain(bm_path) as brain, Fts5Baseline(raw_path) as fts:
+            with Brain(bm_path) as brain, Fts5Baseline(raw_path) as fts, \
+                    Brain(bm_path, readonly=True) as reader:
                 brain.add_many([{"content": d.text, "episode": d.episode, "created_at": d.created_at}
                                 for d in docs])
                 fts.add([d.text for d in docs])
+                db = reader._store.db  # the floors run on their own connection, as the reads do
                 for q in hay.questions:
                     brain.search(q.text, reinforce=False)  # warm the statement cache
+                    reader.search(q.text, reinforce=False)
                     fts.search(q.text, 10)
+                    ran: list[tuple[str, Any]] = []
+                    db.exec_trace = lambda _c, sql, bind, ran=ran: ran.append((sql, bind)) or True
+                    reader.search(q.text, now=q.query_time, reinforce=False)
+                    db.exec_trace = None
+                    statements.append(len(ran))
+                    words = reader._compiler.compile(q.text).expression
+                    floors = {
+                        "floor_candidates": lambda w=words, db=db: db.execute(
+                            "SELECT rowid, content, bm25(traces_fts, 1.0, 0.5, 1.0) AS r FROM traces_fts "
+                            "WHERE traces_fts MATCH ? ORDER BY r LIMIT 35", (w,)).fetchall(),
+                        "floor_sql": lambda ran=ran, db=db: [db.execute(sql, b).fetchall() for sql, b in ran],
+                    }
                     for _ in range(repeats):
                         for key, fn in (
                             ("reinforce", lambda q=q: brain.search(q.text, now=q.query_time)),
                             ("read", lambda q=q: brain.search(q.text, now=q.query_time, reinforce=False)),
                             ("raw", lambda q=q: fts.search(q.text, 10)),
+                            *floors.items(),
                         ):
-                            t0 = time.perf_counter()
+                            c0, t0 = time.thread_time(), time.perf_counter()
                             fn()
                             lat[key].append((time.perf_counter() - t0) * 1000)
+                            cpu[key].append((time.thread_time() - c0) * 1000)
     out = {f"{k}_p{p}_ms": percentile(v, p) for k, v in lat.items() for p in (50, 95)}
-    out["read_p50_ratio"] = out["read_p50_ms"] / out["raw_p50_ms"]
-    out["reinforce_p50_ratio"] = out["reinforce_p50_ms"] / out["raw_p50_ms"]
+    out.update({f"{k}_cpu_p{p}_ms": percentile(v, p) for k, v in cpu.items() for p in (50, 95)})
+    for k in ("read", "reinforce", "floor_candidates", "floor_sql"):
+        out[f"{k}_p50_ratio"] = out[f"{k}_p50_ms"] / out["raw_p50_ms"]
+        out[f"{k}_cpu_p50_ratio"] = out[f"{k}_cpu_p50_ms"] / out["raw_cpu_p50_ms"]
+    out["statements_per_search"] = percentile(statements, 50)
     out["searches"] = len(lat["raw"])
     out["documents_per_haystack"] = sum(len(h.documents) for h in ds.haystacks) / max(1, len(ds.haystacks))
+    out["load_at_end"] = os.getloadavg()[0]
     return out
 
 
@@ -78,7 +112,8 @@ def main(argv: list[str] | None = None) -> int:
                     help="LongMemEval questions for the haystack latency (0: skip)")
     ap.add_argument("--json", help="write the results here")
     args = ap.parse_args(argv)
-    sizes = [int(s.lower().replace("k", "000").replace("m", "000000")) for s in args.sizes.split(",")]
+    # --sizes "" times the haystacks alone
+    sizes = [int(s.lower().replace("k", "000").replace("m", "000000")) for s in args.sizes.split(",") if s]
     # Rows of other sizes already in --json are kept: 10k and 100k can run in one
     # sitting and 1M in another, into one file.
     result: dict[str, Any] = {}
@@ -90,7 +125,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.haystacks:
         result["haystack"] = haystack_latency(args.data, args.haystacks, 3)
         print("LongMemEval haystacks:", json.dumps(result["haystack"], indent=1), flush=True)
-    for corpus in args.corpora.split(","):
+    for corpus in args.corpora.split(",") if sizes else []:
         for size in sizes:
             reflect = args.no_reflect_above is None or size <= args.no_reflect_above
             queries = args.queries if size <= 100_000 else min(args.queries, args.queries_above)

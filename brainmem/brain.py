@@ -286,7 +286,7 @@ class Brain(FacesMixin, AdminMixin):
         """
         results = [(h.trace.id, rank, h.score) for rank, h in enumerate(hits)]
         try:
-            with self._store.write(wait=False):
+            with self._store.write(wait=False, recall=True):
                 self._flush_retrievals()
                 retrieval_id = self._store.record_retrieval(query, at, results)
                 self._writer.reinforce([h.trace for h in hits], at)

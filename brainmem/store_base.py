@@ -60,7 +60,8 @@ class Database:
         self.path = path
         self.readonly = readonly
         self._depth = 0
-        #: Counts outermost write transactions, so a caller can cache facts for one of them.
+        #: Counts outermost write transactions (but recall-only ones, see :meth:`write`),
+        #: so a caller can cache facts for one of them.
         self.tx_serial = 0
         #: Longest outermost write transaction so far, in seconds (reflect resets and reports it).
         self.longest_write = 0.0
@@ -82,11 +83,15 @@ class Database:
             self.db.close()
 
     @contextlib.contextmanager
-    def write(self, *, wait: bool = True) -> Iterator[None]:
+    def write(self, *, wait: bool = True, recall: bool = False) -> Iterator[None]:
         """A ``BEGIN IMMEDIATE`` transaction; nested calls join the outermost one.
 
         ``wait=False``: raise :class:`WriteBusy` at once instead of waiting up to the
-        busy timeout when another connection holds the write lock.
+        busy timeout when another connection holds the write lock. ``recall=True``: the
+        transaction only records recalls (strengths, access times, the retrievals log),
+        which nothing :meth:`_cached` holds depends on, so the caches stay valid: a
+        reinforcing search no longer makes the next one recount the index's rows and
+        lengths, the episodes' lengths and the edge kinds.
         """
         if self.readonly:
             raise ReadOnlyBrain(f"{self.path} was opened read-only")
@@ -109,7 +114,8 @@ class Database:
                 finally:
                     self.db.set_busy_timeout(self.busy_timeout_ms)
             self._depth = 1
-            self.tx_serial += 1
+            if not recall:
+                self.tx_serial += 1
             began = time.perf_counter()
             try:
                 yield
