@@ -140,12 +140,12 @@ def _matches(store: Store, expression: str, limit: int, filters: Filters,
 def _traces(store: Store, rids: list[int], filters: Filters, memo: dict[Any, Any] | None) -> list[Trace]:
     """The traces of ``rids`` passing ``filters``; those a ``memo`` holds are not read again."""
     if memo is None:
-        return list(store.traces_by_rid(rids, filters).values())
+        return store.traces_by_rid(rids, filters)
     where, params = filters.sql()
     known: dict[int, Trace | None] = memo.setdefault(("traces", where, tuple(params)), {})
     missing = [r for r in rids if r not in known]
     if missing:
-        found = store.traces_by_rid(missing, filters)
+        found = store.traces_by_rid_keyed(missing, filters)
         known.update((r, found.get(r)) for r in missing)  # None: did not pass the filters
     return [t for r in rids if (t := known[r]) is not None]
 

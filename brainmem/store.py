@@ -463,8 +463,12 @@ class Store(IndexTables, EdgeTables, LogTables, InspectTables, VectorTables, Mai
             "WHERE rid > ? AND deleted_at IS NULL ORDER BY rid LIMIT ?", (after, limit),
         ))
 
-    def traces_by_rid(self, rids: Sequence[int], filters: Filters) -> dict[int, Trace]:
-        """The traces of ``rids`` that pass ``filters``, by rid (ranking's bounded candidates)."""
+    def traces_by_rid(self, rids: Sequence[int], filters: Filters) -> list[Trace]:
+        """The traces of ``rids`` that pass ``filters`` (ranking's bounded candidates)."""
+        return list(self.traces_by_rid_keyed(rids, filters).values())
+
+    def traces_by_rid_keyed(self, rids: Sequence[int], filters: Filters) -> dict[int, Trace]:
+        """:meth:`traces_by_rid`, by rid (a search's memo keeps them by rid)."""
         where, params = filters.sql()
         out: dict[int, Trace] = {}
         for start in range(0, len(rids), 500):
