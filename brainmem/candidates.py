@@ -168,13 +168,14 @@ def stem_counts(text: str, wanted: frozenset[str], *,
     made this the largest cost of a search on a small brain (issue 14: 0.85 ms of
     2.0 ms CPU on a LongMemEval haystack).
     """
-    if not text.isascii():  # accents: the prefix test would miss "résumé" for "resum"
+    if not text.isascii() and not _separators_only(text):
+        # letters beyond ASCII: the prefix test would miss "résumé" for "resum"
         stems = _stemmer_for().stem_list(text)
         counts: dict[str, int] = {}
         for s in stems:
             if s in wanted:
                 counts[s] = counts.get(s, 0) + 1
-        return len(stems), counts
+        return (len(stems) if length else 0), counts
     text = text.lower()
     found: dict[int, str] = {}  # where a wanted stem's word starts -> the stem
     for head in _heads(wanted):
@@ -191,6 +192,27 @@ def stem_counts(text: str, wanted: frozenset[str], *,
         if stem in wanted:
             counts[stem] = counts.get(stem, 0) + 1
     return (len(text.encode().translate(_SEPARATORS).split()) if length else 0), counts
+
+
+#: Characters beyond ASCII, and whether the index's tokenizer reads them as separators.
+_SEPARATOR: dict[str, bool] = {}
+
+
+def _separators_only(text: str) -> bool:
+    """True when every character of ``text`` beyond ASCII separates words for the index
+    (curly quotes, dashes, emoji: chat text's usual ones), so words are ASCII runs and
+    the fast path counts them exactly. Each character is asked of the tokenizer once."""
+    for c in set(text):
+        if c.isascii():
+            continue
+        sep = _SEPARATOR.get(c)
+        if sep is None:
+            sep = not c.isalnum() and _stemmer_for().stem_list(f"a{c}b") == ["a", "b"]
+            if len(_SEPARATOR) < 10_000:
+                _SEPARATOR[c] = sep
+        if not sep:
+            return False
+    return True
 
 
 def _bm25(trace: Trace, stems: dict[str, str], idf: dict[str, float],

@@ -20,13 +20,16 @@ from brainmem.store import Filters
 WORDS = ("garden gardening gardens tomato basil recipes dinner hiking hiked trail mountain "
          "camera photos guitar lessons song budget rent kitchen paint dog walked walking "
          "park coffee morning train ticket trip paris museum run running runner").split()
-SEPARATORS = (" ", "  ", ", ", ". ", "_", "'", "-", "!? ", "\n")
+SEPARATORS = (" ", "  ", ", ", ". ", "_", "'", "-", "!? ", "\n",
+              "\u2019", " \u2014 ", "\u201c", " \U0001F600 ", "\u00a0")  # chat text's non-ASCII ones
+#: Words beyond ASCII (the tokenizer's own path): "café" is "cafe" to the index.
+ACCENTED = ("café", "résumé", "naïve", "東京")
 
 
 def _text(rng: random.Random, n: int) -> str:
     out = []
     for _ in range(n):
-        word = rng.choice(WORDS)
+        word = rng.choice(WORDS) if rng.random() < 0.97 else rng.choice(ACCENTED)
         out.append(word.upper() if rng.random() < 0.1 else word)
         out.append(rng.choice(SEPARATORS))
     return "".join(out)
