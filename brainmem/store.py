@@ -220,11 +220,27 @@ class Store(IndexTables, EdgeTables, LogTables, InspectTables, VectorTables, Mai
 
         BM25 is returned negated so that larger is better.
         """
+        return [(row_to_trace(r[1:-1]), -r[-1]) for r in self._ranked(expression, filters, limit, weights, True)]
+
+    def search_keyed(self, expression: str, filters: Filters, limit: int,
+                     weights: Sequence[float]) -> list[tuple[int, Trace, float]]:
+        """:meth:`search` as (rid, trace, bm25)."""
+        return [(r[0], row_to_trace(r[1:-1]), -r[-1])
+                for r in self._ranked(expression, filters, limit, weights, True)]
+
+    def search_rids(self, expression: str, filters: Filters, limit: int,
+                    weights: Sequence[float]) -> list[tuple[int, float]]:
+        """:meth:`search` as (rid, bm25) only: the same statement without the rows."""
+        return [(r[0], -r[-1]) for r in self._ranked(expression, filters, limit, weights, False)]
+
+    def _ranked(self, expression: str, filters: Filters, limit: int, weights: Sequence[float],
+                rows: bool) -> list[Any]:
         where, params = filters.sql()
         w = ", ".join(str(float(x)) for x in weights)
+        columns = f"t.rid, {_SELECT}" if rows else "t.rid"
         if filters.narrows:
             sql = (
-                f"SELECT {_SELECT}, bm25(traces_fts, {w}) AS rank FROM traces_fts "
+                f"SELECT {columns}, bm25(traces_fts, {w}) AS rank FROM traces_fts "
                 f"JOIN traces t ON t.rid = traces_fts.rowid "
                 f"WHERE traces_fts MATCH ? AND {where} ORDER BY rank, t.rid LIMIT ?"
             )
@@ -234,13 +250,13 @@ class Store(IndexTables, EdgeTables, LogTables, InspectTables, VectorTables, Mai
             sql = (
                 f"WITH hits AS (SELECT rowid AS rid, bm25(traces_fts, {w}) AS rank FROM traces_fts "
                 f"WHERE traces_fts MATCH ? ORDER BY rank, rowid LIMIT ?) "
-                f"SELECT {_SELECT}, hits.rank FROM hits JOIN traces t ON t.rid = hits.rid "
+                f"SELECT {columns}, hits.rank FROM hits JOIN traces t ON t.rid = hits.rid "
                 f"WHERE {where} ORDER BY hits.rank, hits.rid"
             )
             args = [expression, limit, *params]
         with translate_errors():
             try:
-                return [(row_to_trace(r[:-1]), -r[-1]) for r in self.db.execute(sql, args)]
+                return list(self.db.execute(sql, args))
             except apsw.SQLError as exc:  # FTS5 refused the expression itself
                 raise QueryError(f"the search index cannot use this query ({exc})",
                                  "use plain words, or valid FTS5 syntax") from exc

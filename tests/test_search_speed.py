@@ -196,14 +196,14 @@ def test_memo_changes_no_candidate(bounded_brain: Brain, words: list[str]) -> No
     without it give, however often the memo is reused."""
     store, compiler, policy = bounded_brain._store, bounded_brain._compiler, bounded_brain.policy
     filters = Filters(now=bounded_brain.now())
-    memo: dict = {}
-    for c in (compiler.compile(" ".join(words)), compiler.compile(" ".join([*words, "mountain", "paris"])),
-              compiler.compile(" ".join(words))):
-        with_memo = lexical.gather(store, compiler, c, filters, 20, policy.bm25_weights,
-                                   policy.search_budget, memo)
-        without = lexical.gather(store, compiler, c, filters, 20, policy.bm25_weights,
-                                 policy.search_budget)
-        assert [(t.id, s) for t, s in with_memo] == [(t.id, s) for t, s in without]
+    for budget in (policy.search_budget, 10_000):  # bounded passes; FTS5's exact ranking
+        memo: dict = {}
+        for c in (compiler.compile(" ".join(words)), compiler.compile(" ".join([*words, "mountain", "paris"])),
+                  compiler.compile(" ".join(words))):
+            with_memo = lexical.gather(store, compiler, c, filters, 20, policy.bm25_weights, budget, memo)
+            without = lexical.gather(store, compiler, c, filters, 20, policy.bm25_weights, budget)
+            assert [(t.id, s) for t, s in with_memo] == [(t.id, s) for t, s in without]
+            assert all(t == store.get(t.id) for t, _ in with_memo)  # whole rows, not stale ones
 
 
 def _steps(brain: Brain, query: str) -> int:
