@@ -101,6 +101,9 @@ fi
 if [ -n "$LME" ]; then
   run "$PY" benchmarks/scale.py --data "$LME" --sizes "${SCALE_SIZES:-10k,100k,1m}" \
     --no-reflect-above 100000 --json "$OUT/scale.json"
+  # search alone at 100k and 1M on brains built once and kept in SCALE_DIR (~1.3 GB)
+  run "$PY" benchmarks/scale_search.py --data "$LME" --sizes 100k,1m --queries-above 150 \
+    --dir "${SCALE_DIR:-${TMPDIR:-/tmp}/brainmem-scale}" --json "$OUT/scale_search.json"
   # reflect on a million traces: time, peak RSS and the longest a writer waited
   run "$PY" benchmarks/reflect_million.py --data "$LME" --json "$OUT/reflect_1m.json"
 fi

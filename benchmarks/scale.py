@@ -125,6 +125,9 @@ def main(argv: list[str] | None = None) -> int:
     if args.haystacks:
         result["haystack"] = haystack_latency(args.data, args.haystacks, 3)
         print("LongMemEval haystacks:", json.dumps(result["haystack"], indent=1), flush=True)
+        if args.json:
+            with open(args.json, "w") as f:
+                json.dump(result, f, indent=1)
     for corpus in args.corpora.split(",") if sizes else []:
         for size in sizes:
             reflect = args.no_reflect_above is None or size <= args.no_reflect_above

@@ -111,8 +111,10 @@ def _scale_section(res: Path) -> list[str]:
            "`benchmarks/scale.py`: `brainmem bench perf` at each size on real text (LongMemEval user "
            "messages varied to N distinct texts) and on the synthetic corpus, raw FTS5 in the same run "
            "(its top 10 by bm25 over the OR of the query's words). Runs: "
-           + "; ".join(f"{r['at']} sizes {', '.join(f'{s:,}' for s in r['sizes'])}, load {r['load_at_start']:.1f} "
-                       f"on {r['cpus']} cores" for r in scale.get("runs", [])) + ".", ""]
+           + "; ".join(f"{r['at']} " + (f"sizes {', '.join(f'{s:,}' for s in r['sizes'])}" if r["sizes"]
+                                          else "the haystacks alone")
+                       + f", load {r['load_at_start']:.1f} on {r['cpus']} cores" for r in scale.get("runs", []))
+           + ".", ""]
     for corpus, title in (("longmemeval", "Real text"), ("synthetic", "Synthetic")):
         rows = scale.get(corpus, {}).get("rows", [])
         if not rows:
@@ -140,7 +142,32 @@ def _scale_section(res: Path) -> list[str]:
                 f"traces each): search p50 {_n(hay['read_p50_ms'])} ms (pure read) and "
                 f"{_n(hay['reinforce_p50_ms'])} ms (reinforcing, as an agent calls it) against "
                 f"{_n(hay['raw_p50_ms'])} ms for raw FTS5: {hay['read_p50_ratio']:.1f}x and "
-                f"{hay['reinforce_p50_ratio']:.1f}x.", ""]
+                f"{hay['reinforce_p50_ratio']:.1f}x."]
+        if "read_cpu_p50_ms" in hay:
+            out[-1] += (
+                f" In CPU time {_n(hay['read_cpu_p50_ms'])} and {_n(hay['reinforce_cpu_p50_ms'])} ms "
+                f"against {_n(hay['raw_cpu_p50_ms'])} ms: {hay['read_cpu_p50_ratio']:.1f}x and "
+                f"{hay['reinforce_cpu_p50_ratio']:.1f}x. Floors in the same run (raw SQL, no Python): "
+                f"the one FTS5 statement returning the 35 candidate rows with their text "
+                f"{hay['floor_candidates_cpu_p50_ratio']:.2f}x raw; every statement a search ran "
+                f"({hay['statements_per_search']:.0f}), replayed, "
+                f"{hay['floor_sql_cpu_p50_ratio']:.2f}x raw.")
+        out.append("")
+    again = res / "scale_search.json"
+    if again.is_file():
+        rows = json.loads(again.read_text(encoding="utf-8"))["rows"]
+        out += ["**Search re-measured** (`benchmarks/scale_search.py`, the same corpus and queries on "
+                "brains built once, raw FTS5 interleaved):", "",
+                "| traces | queries | search p50 / p95 / p99 (ms) | CPU p50 / p95 / p99 (ms) | "
+                "raw FTS5 p50 / p95 (ms) | raw CPU p50 (ms) | CPU p50 ratio | load | at |",
+                "|---:|---:|---|---|---|---:|---:|---:|---|"]
+        for r in rows:
+            out.append(
+                f"| {r['size']:,} | {r['queries']} | {_n(r['brainmem_p50_ms'])} / {_n(r['brainmem_p95_ms'])} / "
+                f"{_n(r['brainmem_p99_ms'])} | {_n(r['brainmem_cpu_p50_ms'])} / {_n(r['brainmem_cpu_p95_ms'])} / "
+                f"{_n(r['brainmem_cpu_p99_ms'])} | {_n(r['raw_p50_ms'])} / {_n(r['raw_p95_ms'])} | "
+                f"{_n(r['raw_cpu_p50_ms'])} | {r['cpu_p50_ratio']:.2f}x | {r['load_at_start']:.1f} | {r['at']} |")
+        out.append("")
     refl = res / "reflect_1m.json"
     if refl.is_file():
         r = json.loads(refl.read_text(encoding="utf-8"))
