@@ -157,16 +157,19 @@ def _scale_section(res: Path) -> list[str]:
     if again.is_file():
         rows = json.loads(again.read_text(encoding="utf-8"))["rows"]
         out += ["**Search re-measured** (`benchmarks/scale_search.py`, the same corpus and queries on "
-                "brains built once, raw FTS5 interleaved):", "",
+                "brains built once; raw FTS5 interleaved, or brainmem alone with `--no-raw`):", "",
                 "| traces | queries | search p50 / p95 / p99 (ms) | CPU p50 / p95 / p99 (ms) | "
                 "raw FTS5 p50 / p95 (ms) | raw CPU p50 (ms) | CPU p50 ratio | load | at |",
                 "|---:|---:|---|---|---|---:|---:|---:|---|"]
         for r in rows:
+            with_raw = r.get("raw", True)
             out.append(
                 f"| {r['size']:,} | {r['queries']} | {_n(r['brainmem_p50_ms'])} / {_n(r['brainmem_p95_ms'])} / "
                 f"{_n(r['brainmem_p99_ms'])} | {_n(r['brainmem_cpu_p50_ms'])} / {_n(r['brainmem_cpu_p95_ms'])} / "
-                f"{_n(r['brainmem_cpu_p99_ms'])} | {_n(r['raw_p50_ms'])} / {_n(r['raw_p95_ms'])} | "
-                f"{_n(r['raw_cpu_p50_ms'])} | {r['cpu_p50_ratio']:.2f}x | {r['load_at_start']:.1f} | {r['at']} |")
+                f"{_n(r['brainmem_cpu_p99_ms'])} | "
+                + (f"{_n(r['raw_p50_ms'])} / {_n(r['raw_p95_ms'])} | {_n(r['raw_cpu_p50_ms'])} | "
+                   f"{r['cpu_p50_ratio']:.2f}x" if with_raw else "alone | | ")
+                + f" | {r['load_at_start']:.1f} | {r['at']} |")
         out.append("")
     refl = res / "reflect_1m.json"
     if refl.is_file():

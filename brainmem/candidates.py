@@ -88,7 +88,7 @@ def gather(store: Store, compiler: QueryCompiler, compiled: CompiledQuery, filte
         matched += df.get(stems[p], 0)
     rids: list[int] = []
     if len(phrases) > 1:  # every trace matching all the words, newest first, unscored
-        rids += _matches(store, _and(phrases), size, filters, None, budget, memo)
+        rids += _matches(store, _and(phrases), size, filters, None, budget, memo, few=True)
     if rare:
         rids += _matches(store, _or(rare), 2 * size, filters, weights, budget, memo)
         if len(set(rids)) < size:  # the rare words came back short: widen to the common ones
@@ -136,7 +136,8 @@ def _and(phrases: Sequence[str]) -> str:
 
 
 def _matches(store: Store, expression: str, limit: int, filters: Filters,
-             weights: Sequence[float] | None, scan: int, memo: dict[Any, Any] | None) -> list[int]:
+             weights: Sequence[float] | None, scan: int, memo: dict[Any, Any] | None,
+             few: bool = False) -> list[int]:
     """Rowids of the ``limit`` best matches by bm25, or newest first if ``weights`` is None.
 
     A narrowing filter is applied inside the query, so it never has to be widened.
@@ -149,7 +150,7 @@ def _matches(store: Store, expression: str, limit: int, filters: Filters,
            weights and tuple(weights), scan)
     if memo is not None and key in memo:
         return list(memo[key])
-    rids = store.fts_rowids(expression, limit, weights=weights, where=where, scan=scan)
+    rids = store.fts_rowids(expression, limit, weights=weights, where=where, scan=scan, few=few)
     if memo is not None:
         memo[key] = rids
     return list(rids)
