@@ -234,3 +234,13 @@ def test_short_unsegmented_pieces_do_not_scan_every_trace(brain_factory: Callabl
     large.add_many([*cjk, *(f"english note {i}" for i in range(10_100))])
     assert {h.trace.content for h in large.search("灯泡", reinforce=False)} >= {"我买了新的灯泡", "灯泡坏了"}
     assert _steps(large, "灯泡") < 2 * _steps(small, "灯泡") + 20
+
+
+def test_all_words_read_oldest_first_give_the_newest_first_rowids(bounded_brain: Brain) -> None:
+    """``few=True`` reads an AND oldest first and falls back to newest first when more
+    than the limit match: the same rowids in the same order either way."""
+    store = bounded_brain._store
+    for expression in ('"garden" AND "tomato"', '"coffee"', '"park" AND "morning" AND "trip"',
+                       '"paris" AND "absentword"', '"run" OR "dog"'):
+        for limit in (1, 3, 20, 1000):
+            assert store.fts_rowids(expression, limit, few=True) == store.fts_rowids(expression, limit)
