@@ -103,7 +103,7 @@ def gather(store: Store, compiler: QueryCompiler, compiled: CompiledQuery, filte
     traces = _traces(store, list(dict.fromkeys(rids)), filters, memo)
     idf = {s: _idf(stats[0], df.get(s, 0)) for s in set(stems.values())}
     scored = [(t, _bm25(t, stems, idf, stats, weights)) for t in traces]
-    scored.sort(key=lambda c: (-c[1], c[0].id))
+    scored.sort(key=lambda c: (-c[1], c[0].tie_order))
     return scored[:size]
 
 

@@ -59,6 +59,13 @@ class Trace:
     def live(self) -> bool:
         return self.deleted_at is None
 
+    @property
+    def tie_order(self) -> tuple[float, str, str]:
+        """How traces of equal score are ordered: newer first, then by content. Never by
+        id alone: ids are random, so the same brain content would rank its ties
+        differently in every copy (LoCoMo MRR moved in the 5th digit between runs)."""
+        return (-self.created_at, self.content_hash, self.id)
+
     def to_dict(self) -> dict[str, Any]:
         """A JSON-serialisable dict of every field."""
         return asdict(self)

@@ -181,8 +181,9 @@ def _rank_pool(store: Store, compiler: QueryCompiler, policy: Policy, query: str
             if explain else None
         )
         hits.append(Hit(trace, score, factors))
-    # ties broken by id, so a pool's order never depends on the order rows came back in
-    hits.sort(key=lambda h: (-h.score, h.trace.id))
+    # ties in a fixed order, so a pool's order never depends on the order rows came
+    # back in, nor on the random ids
+    hits.sort(key=lambda h: (-h.score, h.trace.tie_order))
     return hits, exhausted
 
 

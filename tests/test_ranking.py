@@ -212,3 +212,17 @@ def test_time_zone_policy_moves_yesterday() -> None:
         with Brain(":memory:", clock=lambda: now, policy=replace(Policy(), time_zone=zone)) as brain:
             brain.add_many([note, other])
             assert top(brain, "what did I do yesterday?", 1) == [expected], zone
+
+
+def test_ties_rank_the_same_in_every_copy_of_the_same_content(tmp_path, clock) -> None:
+    """Equal scores are ordered newer first, then by content, never by the random ids:
+    two brains holding the same traces (with other ids) rank them identically."""
+    texts = [f"the blue kettle note number {n}" for n in "ABCDEFGH"]  # one score for all
+    orders = []
+    for copy in range(2):
+        with Brain(str(tmp_path / f"copy{copy}.brain"), clock=clock) as brain:
+            brain.add_many(list(texts if copy == 0 else reversed(texts)), now=clock())
+            hits = brain.search("blue kettle", limit=8, reinforce=False)
+            orders.append([h.trace.content for h in hits])
+            assert len(hits) == 8 and len({round(h.score, 9) for h in hits}) == 1  # really a tie
+    assert orders[0] == orders[1]  # by random ids: the same order once in 8! copies
