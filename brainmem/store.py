@@ -220,7 +220,7 @@ class Store(IndexTables, EdgeTables, LogTables, InspectTables, VectorTables, Mai
 
         BM25 is returned negated so that larger is better.
         """
-        return [(row_to_trace(r[1:-1]), -r[-1]) for r in self._ranked(expression, filters, limit, weights, True)]
+        return [(trace, bm25) for _, trace, bm25 in self.search_keyed(expression, filters, limit, weights)]
 
     def search_keyed(self, expression: str, filters: Filters, limit: int,
                      weights: Sequence[float]) -> list[tuple[int, Trace, float]]:
