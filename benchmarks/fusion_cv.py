@@ -77,7 +77,7 @@ def post_hoc(lexical: BrainSystem, dense: DenseSystem, q, depth: int, weights: l
 
 
 #: Adaptive fields (brainmem.hybrid) and the value that switches each off.
-OFF = {"vector_lexical": 0.0}
+OFF = {"vector_lexical": 0.0, "vector_hop": 0.0, "vector_hop_k": 10}
 
 
 def parse_grid(text: str) -> list[dict]:
@@ -89,7 +89,7 @@ def parse_grid(text: str) -> list[dict]:
         name, values = part.split("=", 1)
         if name not in OFF:
             raise SystemExit(f"--grid: {name} is not one of {', '.join(OFF)}")
-        axes.append([(name, v if isinstance(OFF[name], str) else float(v)) for v in values.split(",")])
+        axes.append([(name, v if isinstance(OFF[name], str) else type(OFF[name])(v)) for v in values.split(",")])
     return [dict(c) for c in itertools.product(*axes)] or [{}]
 
 

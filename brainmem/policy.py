@@ -170,6 +170,12 @@ class Policy:
     #: meaning, query feedback, z-scored cosines and a BM25-margin rule did not hold on
     #: both folds (dropped; benchmarks/results/fusion_cv_adaptive.txt).
     vector_lexical: float = 0.5
+    #: Second hop by meaning: the ``bridge_seeds`` best candidates after fusion lend
+    #: ``vector_hop`` × their normalised score × cosine to each of their
+    #: ``vector_hop_k`` nearest traces by vector (stored vectors only, no query
+    #: embedding), the bridge for a second fact that shares no word with the question.
+    vector_hop: float = 0.0
+    vector_hop_k: int = 10
 
     # --- graph (ARCHITECTURE.md, "Graph") ----------------------------------------------------
     spread_decay: float = 0.5
