@@ -100,14 +100,14 @@ class Dense:
         p = self.policy
         if p.vector_hop <= 0 or p.vector_hop_k <= 0 or p.bridge_seeds <= 0 or not candidates:
             return
-        seeds = sorted(candidates, key=lambda c: (-c[1], c[0].id))[: p.bridge_seeds]
+        seeds = sorted((c for c in candidates if c[1] > 0), key=lambda c: (-c[1], c[0].id))[: p.bridge_seeds]
         vectors = self.index.vectors([t for t, _ in seeds])
         seed_ids = {t.id for t, _ in seeds}
         bonus: dict[str, float] = {}
         found: dict[str, Trace] = {}
         for trace, score in seeds:
             vec = vectors.get(trace.id)
-            if vec is None or score <= 0:
+            if vec is None:
                 continue
             near = self.index.nearest(self.index.cosines(vec), filters, p.vector_hop_k + 1)
             for other, cos in [n for n in near if n[0].id not in seed_ids][: p.vector_hop_k]:
