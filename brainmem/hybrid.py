@@ -109,8 +109,11 @@ class Dense:
             vec = vectors.get(trace.id)
             if vec is None:
                 continue
-            near = self.index.nearest(self.index.cosines(vec), filters, p.vector_hop_k + 1)
-            for other, cos in [n for n in near if n[0].id not in seed_ids][: p.vector_hop_k]:
+            cross = p.vector_hop_cross > 0 and trace.episode is not None
+            fetch = p.vector_hop_k * (4 if cross else 1) + len(seed_ids)
+            near = [n for n in self.index.nearest(self.index.cosines(vec), filters, fetch)
+                    if n[0].id not in seed_ids and not (cross and n[0].episode == trace.episode)]
+            for other, cos in near[: p.vector_hop_k]:
                 gift = p.vector_hop * score * max(cos, 0.0)
                 if gift > bonus.get(other.id, 0.0):
                     bonus[other.id], found[other.id] = gift, other

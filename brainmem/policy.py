@@ -176,6 +176,8 @@ class Policy:
     #: embedding), the bridge for a second fact that shares no word with the question.
     vector_hop: float = 0.0
     vector_hop_k: int = 10
+    #: experiment: 1 = the hop leads only to traces of other episodes than its seed's
+    vector_hop_cross: float = 0.0
 
     # --- graph (ARCHITECTURE.md, "Graph") ----------------------------------------------------
     spread_decay: float = 0.5
