@@ -77,7 +77,7 @@ def post_hoc(lexical: BrainSystem, dense: DenseSystem, q, depth: int, weights: l
 
 
 #: Adaptive fields (brainmem.hybrid) and the value that switches each off.
-OFF = {"vector_lexical": 0.0, "vector_hop": 0.0, "vector_hop_k": 10, "vector_hop_cross": 0.0}
+OFF = {"vector_lexical": 0.0, "vector_hop": 0.0, "vector_hop_k": 10, "vector_hop_cross": 0.0, "vector_context": 0.0}
 
 
 def parse_grid(text: str) -> list[dict]:
@@ -253,6 +253,30 @@ def joint(results: list[dict]) -> dict:
     return out
 
 
+def per_fold(results: list[dict]) -> str:
+    """Every system's objective on each fold (no fitting: what ``--joint`` picks from), per
+    dataset and joint, with LoCoMo multi-hop recall@10 per fold: a mechanism is kept only
+    if it beats its off value on both folds."""
+    for r in results:
+        assign_folds(r)
+    systems = sorted(set.intersection(*(set(systems_of(r)) for r in results)), key=simplicity)
+    label = {"longmemeval": "LME", "locomo": "LoCoMo"}
+    lines = []
+    for system in systems:
+        parts, joint_f = [], [0.0, 0.0]
+        for r in results:
+            obj = [objective([x for x in r["rows"] if x["fold"] == f], system, r["metrics"]) for f in (0, 1)]
+            joint_f = [j + o / len(results) for j, o in zip(joint_f, obj)]
+            parts.append(f"{label.get(r['dataset'], r['dataset'])} fold0 {obj[0]:.3f} fold1 {obj[1]:.3f}")
+            if r["dataset"] == "locomo":
+                mh = [mean([x for x in r["rows"] if x["fold"] == f and x["category"] == "multi-hop"], system,
+                           "recall@10") for f in (0, 1)]
+                parts.append(f"multi-hop fold0 {mh[0]:.3f} fold1 {mh[1]:.3f}")
+        lines.append(f"{system:<44} " + " | ".join(parts)
+                     + f" | joint fold0 {joint_f[0]:.4f} fold1 {joint_f[1]:.4f}")
+    return "\n".join(lines) + "\n"
+
+
 #: The headline rows of the held-out markdown table: (dataset, metric, label).
 HEADLINES = (
     ("longmemeval", "session_recall_any@5", "LongMemEval session recall_any@5"),
@@ -323,7 +347,12 @@ def main() -> None:
     ap.add_argument("--post-weights", default="", help="also the post-hoc fusion of issue 11 at these weights")
     ap.add_argument("--json")
     ap.add_argument("--markdown", metavar="FILE.md", help="with --joint: the held-out table as markdown")
+    ap.add_argument("--per-fold", action="store_true",
+                    help="with --joint: every system's objective per fold instead of the fitted report")
     args = ap.parse_args()
+    if args.joint and args.per_fold:
+        print(per_fold([json.loads(Path(p).read_text()) for p in args.joint]), end="")
+        return
     if args.joint:
         result = joint([json.loads(Path(p).read_text()) for p in args.joint])
         print(f"one weight for {', '.join(result['held_out'])}: fitted on the other fold "

@@ -53,7 +53,10 @@ class Dense:
         self.added: dict[str, float] = {}
         #: what the second hop by meaning (:meth:`hop`) added to each trace's fused BM25
         self.hopped: dict[str, float] = {}
+        #: what the neighbour turns' meaning (:meth:`neighbour_context`) added
+        self.context: dict[str, float] = {}
         self._sims: np.ndarray | None = None
+        self._scale: tuple[float, float, float] | None = None
         #: the query's lexical coverage (read only when ``vector_lexical`` uses it) and
         #: the weight meaning had (set by :meth:`fuse`)
         self.coverage: float | None = None
@@ -79,6 +82,7 @@ class Dense:
         if not self.cosine or weight <= 0:
             return
         low, high = min(self.cosine.values()), max(self.cosine.values())
+        self._scale = (low, high, best)
         span = high - low
         for i, (trace, bm25) in enumerate(candidates):
             cos = self.cosine.get(trace.id)
@@ -87,6 +91,37 @@ class Dense:
             add = weight * best * ((cos - low) / span if span > 0 else 1.0)
             self.added[trace.id] = add
             candidates[i] = (trace, max(bm25, 0.0) + add)
+
+    def after_fusion(self, candidates: list[tuple[Trace, float]], filters: Filters) -> None:
+        """What meaning adds once fused: the neighbour turns' meaning, then the second hop."""
+        self.neighbour_context(candidates)
+        self.hop(candidates, filters)
+
+    def neighbour_context(self, candidates: list[tuple[Trace, float]]) -> None:
+        """A turn whose previous or next turn is close to the query in meaning gains
+        ``vector_context`` × the meaning weight × that cosine (scaled as in :meth:`fuse`)."""
+        if self.policy.vector_context <= 0 or self._scale is None or not candidates:
+            return
+        low, high, best = self._scale
+        span = high - low
+        ids = [t.id for t, _ in candidates]
+        near: dict[str, set[str]] = {}
+        for src, dst, kind, _ in self.index.store.live_neighbours(ids):
+            if kind == "episode_next":
+                near.setdefault(src, set()).add(dst)
+                near.setdefault(dst, set()).add(src)
+        others = sorted({o for i in ids for o in near.get(i, ())})
+        if not others:
+            return
+        cos = self.index.similarities(self._sims, self.index.store.select(Filters(ids=others)))
+        for i, (trace, bm25) in enumerate(candidates):
+            around = [cos[o] for o in near.get(trace.id, ()) if o in cos]
+            if not around:
+                continue
+            scaled = min(1.0, max(0.0, (max(around) - low) / span if span > 0 else 1.0))
+            add = self.policy.vector_context * self.used * best * scaled
+            self.context[trace.id] = add
+            candidates[i] = (trace, bm25 + add)
 
     def hop(self, candidates: list[tuple[Trace, float]], filters: Filters) -> None:
         """Second hop by meaning: each of the ``bridge_seeds`` best fused candidates gives
@@ -134,6 +169,8 @@ class Dense:
         ``vector_hop_share`` (the part the second hop by meaning gave, when it gave any)."""
         add = self.added.get(trace_id, 0.0)
         out = {"vector_share": add / fused_bm25 if fused_bm25 > 0 else 0.0, "vector_weight": self.used}
+        if trace_id in self.context:
+            out["vector_context_share"] = self.context[trace_id] / fused_bm25 if fused_bm25 > 0 else 0.0
         if trace_id in self.hopped:
             out["vector_hop_share"] = self.hopped[trace_id] / fused_bm25 if fused_bm25 > 0 else 0.0
         if self.coverage is not None:

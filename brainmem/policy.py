@@ -178,6 +178,9 @@ class Policy:
     vector_hop_k: int = 10
     #: experiment: 1 = the hop leads only to traces of other episodes than its seed's
     vector_hop_cross: float = 0.0
+    #: experiment: a turn's fused BM25 also gains ``vector_context`` × the meaning weight ×
+    #: the query's cosine with its previous or next turn (the better), min-max scaled like its own
+    vector_context: float = 0.0
 
     # --- graph (ARCHITECTURE.md, "Graph") ----------------------------------------------------
     spread_decay: float = 0.5
