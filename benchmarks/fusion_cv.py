@@ -77,7 +77,7 @@ def post_hoc(lexical: BrainSystem, dense: DenseSystem, q, depth: int, weights: l
 
 
 #: Adaptive fields (brainmem.hybrid) and the value that switches each off.
-OFF = {"vector_lexical": 0.0, "vector_hop": 0.0, "vector_hop_k": 10, "vector_hop_cross": 0.0, "vector_context": 0.0}
+OFF = {"vector_lexical": 0.0}
 
 
 def parse_grid(text: str) -> list[dict]:

@@ -51,12 +51,6 @@ class Dense:
         self.cosine: dict[str, float] = {}
         #: the part of each candidate's fused BM25 that came from meaning
         self.added: dict[str, float] = {}
-        #: what the second hop by meaning (:meth:`hop`) added to each trace's fused BM25
-        self.hopped: dict[str, float] = {}
-        #: what the neighbour turns' meaning (:meth:`neighbour_context`) added
-        self.context: dict[str, float] = {}
-        self._sims: np.ndarray | None = None
-        self._scale: tuple[float, float, float] | None = None
         #: the query's lexical coverage (read only when ``vector_lexical`` uses it) and
         #: the weight meaning had (set by :meth:`fuse`)
         self.coverage: float | None = None
@@ -75,14 +69,13 @@ class Dense:
         best = max((b for _, b in candidates), default=0.0)
         best = best if best > 0 else 1.0
         known = {t.id for t, _ in candidates}
-        sims = self._sims = self.index.cosines(self.qvec)
+        sims = self.index.cosines(self.qvec)
         near = self.index.nearest(sims, filters, self.policy.vector_k)
         candidates.extend((t, 0.0) for t, _ in near if t.id not in known)
         self.cosine = self.index.similarities(sims, [t for t, _ in candidates])
         if not self.cosine or weight <= 0:
             return
         low, high = min(self.cosine.values()), max(self.cosine.values())
-        self._scale = (low, high, best)
         span = high - low
         for i, (trace, bm25) in enumerate(candidates):
             cos = self.cosine.get(trace.id)
@@ -92,87 +85,12 @@ class Dense:
             self.added[trace.id] = add
             candidates[i] = (trace, max(bm25, 0.0) + add)
 
-    def after_fusion(self, candidates: list[tuple[Trace, float]], filters: Filters) -> None:
-        """What meaning adds once fused: the neighbour turns' meaning, then the second hop."""
-        self.neighbour_context(candidates)
-        self.hop(candidates, filters)
-
-    def neighbour_context(self, candidates: list[tuple[Trace, float]]) -> None:
-        """A turn whose previous or next turn is close to the query in meaning gains
-        ``vector_context`` × the meaning weight × that cosine (scaled as in :meth:`fuse`)."""
-        if self.policy.vector_context <= 0 or self._scale is None or not candidates:
-            return
-        low, high, best = self._scale
-        span = high - low
-        ids = [t.id for t, _ in candidates]
-        near: dict[str, set[str]] = {}
-        for src, dst, kind, _ in self.index.store.live_neighbours(ids):
-            if kind == "episode_next":
-                near.setdefault(src, set()).add(dst)
-                near.setdefault(dst, set()).add(src)
-        others = sorted({o for i in ids for o in near.get(i, ())})
-        if not others:
-            return
-        cos = self.index.similarities(self._sims, self.index.store.select(Filters(ids=others)))
-        for i, (trace, bm25) in enumerate(candidates):
-            around = [cos[o] for o in near.get(trace.id, ()) if o in cos]
-            if not around:
-                continue
-            scaled = min(1.0, max(0.0, (max(around) - low) / span if span > 0 else 1.0))
-            add = self.policy.vector_context * self.used * best * scaled
-            self.context[trace.id] = add
-            candidates[i] = (trace, bm25 + add)
-
-    def hop(self, candidates: list[tuple[Trace, float]], filters: Filters) -> None:
-        """Second hop by meaning: each of the ``bridge_seeds`` best fused candidates gives
-        its ``vector_hop_k`` nearest traces (cosine between stored vectors; the query is not
-        involved) ``vector_hop × its fused BM25 × cosine``, the best seed's gift counting.
-
-        The lexical bridge (``retrieval._bridge``) needs a name shared by both facts;
-        this one needs only that they be about the same thing ("my mentor" -> "Katarina
-        is my mentor" -> "Katarina is allergic to kiwi" without the name being rare).
-        """
-        p = self.policy
-        if p.vector_hop <= 0 or p.vector_hop_k <= 0 or p.bridge_seeds <= 0 or not candidates:
-            return
-        seeds = sorted((c for c in candidates if c[1] > 0), key=lambda c: (-c[1], c[0].id))[: p.bridge_seeds]
-        vectors = self.index.vectors([t for t, _ in seeds])
-        seed_ids = {t.id for t, _ in seeds}
-        bonus: dict[str, float] = {}
-        found: dict[str, Trace] = {}
-        for trace, score in seeds:
-            vec = vectors.get(trace.id)
-            if vec is None:
-                continue
-            cross = p.vector_hop_cross > 0 and trace.episode is not None
-            fetch = p.vector_hop_k * (4 if cross else 1) + len(seed_ids)
-            near = [n for n in self.index.nearest(self.index.cosines(vec), filters, fetch)
-                    if n[0].id not in seed_ids and not (cross and n[0].episode == trace.episode)]
-            for other, cos in near[: p.vector_hop_k]:
-                gift = p.vector_hop * score * max(cos, 0.0)
-                if gift > bonus.get(other.id, 0.0):
-                    bonus[other.id], found[other.id] = gift, other
-        if not bonus:
-            return
-        self.hopped = dict(bonus)
-        for i, (trace, bm25) in enumerate(candidates):
-            if trace.id in bonus:
-                candidates[i] = (trace, max(bm25, 0.0) + bonus.pop(trace.id))
-        new = [found[i] for i in bonus]
-        candidates.extend((found[i], b) for i, b in bonus.items())
-        self.cosine.update(self.index.similarities(self._sims, new))
-
     def explain(self, trace_id: str, fused_bm25: float) -> dict[str, float]:
         """``vector`` (the cosine; absent when the trace has no current vector),
         ``vector_share`` (the part of the fused BM25 that came from meaning),
-        ``vector_weight`` (the weight this query gave meaning), ``lexical_coverage`` and
-        ``vector_hop_share`` (the part the second hop by meaning gave, when it gave any)."""
+        ``vector_weight`` (the weight this query gave meaning) and ``lexical_coverage``."""
         add = self.added.get(trace_id, 0.0)
         out = {"vector_share": add / fused_bm25 if fused_bm25 > 0 else 0.0, "vector_weight": self.used}
-        if trace_id in self.context:
-            out["vector_context_share"] = self.context[trace_id] / fused_bm25 if fused_bm25 > 0 else 0.0
-        if trace_id in self.hopped:
-            out["vector_hop_share"] = self.hopped[trace_id] / fused_bm25 if fused_bm25 > 0 else 0.0
         if self.coverage is not None:
             out["lexical_coverage"] = self.coverage
         if trace_id in self.cosine:

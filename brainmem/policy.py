@@ -168,19 +168,10 @@ class Policy:
     #: held out, LME turn any@5 0.938 -> 0.951, ndcg@5 0.802 -> 0.807, LoCoMo recall@10
     #: 0.784 -> 0.779; the joint objective rises on both held-out folds. A time cue, episode
     #: meaning, query feedback, z-scored cosines and a BM25-margin rule did not hold on
-    #: both folds (dropped; benchmarks/results/fusion_cv_adaptive.txt).
+    #: both folds (dropped; benchmarks/results/fusion_cv_adaptive.txt). Neither did a second
+    #: hop by meaning (the best hits' nearest traces by vector) nor neighbour turns' meaning,
+    #: with either model (benchmarks/results/fusion_cv_second_hop.txt).
     vector_lexical: float = 0.5
-    #: Second hop by meaning: the ``bridge_seeds`` best candidates after fusion lend
-    #: ``vector_hop`` × their normalised score × cosine to each of their
-    #: ``vector_hop_k`` nearest traces by vector (stored vectors only, no query
-    #: embedding), the bridge for a second fact that shares no word with the question.
-    vector_hop: float = 0.0
-    vector_hop_k: int = 10
-    #: experiment: 1 = the hop leads only to traces of other episodes than its seed's
-    vector_hop_cross: float = 0.0
-    #: experiment: a turn's fused BM25 also gains ``vector_context`` × the meaning weight ×
-    #: the query's cosine with its previous or next turn (the better), min-max scaled like its own
-    vector_context: float = 0.0
 
     # --- graph (ARCHITECTURE.md, "Graph") ----------------------------------------------------
     spread_decay: float = 0.5

@@ -139,7 +139,6 @@ def _rank_pool(store: Store, compiler: QueryCompiler, policy: Policy, query: str
         coverage = (_coverage(store, compiler, compiled.terms, candidates, policy.search_budget)
                     if policy.vector_lexical else None)
         dense.fuse(candidates, filters, coverage)
-        dense.after_fusion(candidates, filters)
     if not candidates:
         return [], True
     best = max(score for _, score in candidates) or 1.0

@@ -229,12 +229,6 @@ class VectorIndex:
         rows = [(t.id, self._row.get(t.id), t.content_hash) for t in traces]
         return {i: float(sims[r]) for i, r, h in rows if r is not None and self._hashes[r] == h}
 
-    def vectors(self, traces: Sequence[Trace]) -> dict[str, np.ndarray]:
-        """The current cached vector of each trace that has one."""
-        self._load()
-        rows = [(t.id, self._row.get(t.id), t.content_hash) for t in traces]
-        return {i: self._matrix[r] for i, r, h in rows if r is not None and self._hashes[r] == h}
-
     def nearest(self, sims: np.ndarray | None, filters: Filters, k: int) -> list[tuple[Trace, float]]:
         """The ``k`` live traces passing ``filters`` with the highest cosines (exact)."""
         if sims is None or k <= 0:
