@@ -35,9 +35,11 @@ class EdgeTables(Database):
                             (kind, min_weight)).fetchone() is not None
 
     def edge_kinds(self) -> frozenset[str]:
-        """The kinds of edge the graph holds (cached until a write): ranking skips absent ones."""
+        """The kinds of edge the graph holds or has held (cached until a write): ranking
+        skips steps whose kinds are absent. Read from ``edge_kinds`` (schema v7), a few
+        rows kept by a trigger, not from every edge."""
         kinds: frozenset[str] = self._cached("edge_kinds", lambda: frozenset(
-            r[0] for r in self.db.execute("SELECT DISTINCT kind FROM edges")))
+            r[0] for r in self.db.execute("SELECT kind FROM edge_kinds")))
         return kinds
 
     def upsert_edges(self, rows: Sequence[tuple[str, str, str, float, float]]) -> None:

@@ -343,6 +343,14 @@ def test_plots_and_results_page(tmp_path: Path, capsys: pytest.CaptureFixture[st
     assert "### synthetic" in page and "## Performance" in page and "brainmem / raw" in page
 
 
+def test_store_bench_floor_runs(tmp_path: Path) -> None:
+    """A smoke test of ``store_bench.py --floor`` (it once broke silently on a refactor)."""
+    bench = _script("store_bench")
+    texts = [f"floor text {i} about kettles" for i in range(50)]
+    for minimal in (False, True):
+        assert bench.sql_floor(str(tmp_path / f"floor{minimal}.brain"), texts, minimal=minimal) > 0
+
+
 def _script(name: str):
     spec = importlib.util.spec_from_file_location(f"bench_script_{name}", BENCHMARKS / f"{name}.py")
     assert spec and spec.loader

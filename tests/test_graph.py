@@ -110,3 +110,20 @@ def test_summary_counts(brain: Brain) -> None:
     summary = brain.graph_summary(top=3)
     assert summary["nodes"] == 3 and summary["edges_by_kind"]["co_activated"] == 2
     assert summary["clusters"][0]["size"] == 3 and summary["clusters"][0]["central"] == b
+
+
+def test_edge_kinds_are_read_without_reading_the_edges(tmp_path) -> None:
+    """Ranking asks which kinds of edge exist after every write: the answer comes from
+    the trigger-kept ``edge_kinds`` table (schema v7), also for another connection's
+    writes, and no statement of it reads ``edges``."""
+    path = str(tmp_path / "kinds.brain")
+    with Brain(path) as brain, Brain(path) as other:
+        brain.add_many([{"content": f"turn {i}", "episode": "chat"} for i in range(3)])
+        assert brain._store.edge_kinds() == {"episode_next"}
+        ids = [t.id for t in other.add_many(["tea", "green tea"])]
+        graph.add_edges(other._store, [(ids[0], ids[1], "co_activated", 0.5)], other.now())
+        ran: list[str] = []
+        brain._store.db.exec_trace = lambda _c, sql, _b: ran.append(sql) or True
+        assert brain._store.edge_kinds() == {"episode_next", "co_activated"}
+        brain._store.db.exec_trace = None
+        assert ran and not any("FROM edges" in sql for sql in ran)

@@ -178,3 +178,11 @@ def test_reading_an_old_brain_read_only_says_how_to_upgrade_and_writes_nothing(
     assert _version(path) == schema.SCHEMA_VERSION
     capsys.readouterr()
     assert main(["--brain", str(path), "check"]) == 0
+
+
+@pytest.mark.parametrize("version", range(2, schema.SCHEMA_VERSION))
+def test_upgrade_lists_the_edge_kinds_the_old_brain_holds(tmp_path: Path, version: int) -> None:
+    path = tmp_path / f"v{version}.db"
+    build_old_brain(path, version)  # holds one episode_next edge
+    with Brain(str(path)) as brain:
+        assert brain._store.edge_kinds() == {"episode_next"}
