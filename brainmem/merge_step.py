@@ -95,13 +95,14 @@ def _merge_batch(store: Store, policy: Policy, now: float, report: ReflectReport
             rid_of = dict(zip((t.id for t in rows), _rids(store, rows)))
             remaining = [t for t in rows if _candidate(t)]
             left += [rid_of[t.id] for t in rows if not _candidate(t)]
-            tokens = {t.id: sameness.tokens(t.content) for t in remaining}
+            judge = sameness.Judge([t.content for t in remaining])  # tokenises each text once
+            index = {t.id: i for i, t in enumerate(remaining)}
             # A group may chain (A~B, B~C, A≁C): repeatedly take the best survivor and fold
             # in what is the same as *it*, until nothing is left to fold.
             while remaining:
                 survivor = min(remaining, key=lambda t: (not t.pinned, -t.access_count, t.created_at, t.id))
-                losers = [t for t in remaining if t.id != survivor.id
-                          and _block(t) == _block(survivor) and _same(tokens, survivor, t)]
+                losers = [t for t in remaining if t.id != survivor.id and _block(t) == _block(survivor)
+                          and judge(index[survivor.id], index[t.id])]
                 if losers:
                     report.merges.extend(absorb(store, policy, survivor, losers, now))
                     report.merged += len(losers)
@@ -110,14 +111,6 @@ def _merge_batch(store: Store, policy: Policy, now: float, report: ReflectReport
                 gone = {survivor.id, *(t.id for t in losers)}
                 remaining = [t for t in remaining if t.id not in gone]
     return left
-
-
-def _same(tokens: dict[str, list[tuple[str, bool]]], a: Trace, b: Trace) -> bool:
-    """The merge rule on two traces, over their tokens computed once."""
-    ta, tb = tokens[a.id], tokens[b.id]
-    if not ta or not tb:
-        return sameness.same(a.content, b.content)
-    return sameness.same_tokens(ta, tb)
 
 
 def _rids(store: Store, traces: Sequence[Trace]) -> list[int]:
