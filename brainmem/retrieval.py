@@ -372,12 +372,10 @@ def _episode_bm25(store: Store, compiler: QueryCompiler, terms: tuple[str, ...],
     Traces without an episode get nothing here (their own BM25 already counts).
     """
     in_episodes = [t for t, _ in candidates if t.episode is not None]
-    stems = sorted({s for t in terms for s in compiler.stems(t)}) if in_episodes else []
-    if not stems:
+    idf = _query_idf(store, compiler, terms, budget) if in_episodes else {}
+    if not idf:
         return {}
-    wanted = frozenset(stems)
-    n, df = lexical.document_frequencies(store, compiler, list(terms), budget)
-    idf = {s: math.log(1 + (n - df.get(s, 0) + 0.5) / (df.get(s, 0) + 0.5)) for s in stems}
+    wanted = frozenset(idf)
     tf: dict[str, dict[str, int]] = {}
     for trace in in_episodes:
         assert trace.episode is not None
@@ -403,14 +401,25 @@ def _coverage(store: Store, compiler: QueryCompiler, terms: tuple[str, ...], can
     """How complete the lexical evidence is (for search by meaning, ``Policy.vector_lexical``):
     the IDF-weighted share of the query's words the best candidate holds; 0 with none."""
     best = max(candidates, key=lambda c: c[1], default=None)
-    stems = {s for t in terms for s in compiler.stems(t)}
-    if best is None or best[1] <= 0 or not stems:
+    if best is None or best[1] <= 0:
         return 0.0
-    n, df = lexical.document_frequencies(store, compiler, list(terms), budget)
-    idf = {s: math.log(1 + (n - df.get(s, 0) + 0.5) / (df.get(s, 0) + 0.5)) for s in stems}
+    idf = _query_idf(store, compiler, terms, budget)
+    if not idf:
+        return 0.0
     trace = best[0]
-    found = lexical.stem_counts(" ".join((trace.content, trace.cue or "", *trace.tags)), frozenset(stems))[1]
+    found = lexical.stem_counts(" ".join((trace.content, trace.cue or "", *trace.tags)), frozenset(idf))[1]
     return sum(idf[s] for s in found) / (sum(idf.values()) or 1.0)
+
+
+def _query_idf(store: Store, compiler: QueryCompiler, terms: tuple[str, ...],
+               budget: int | None) -> dict[str, float]:
+    """{stem: IDF} of the query's stems (sorted), in the ``log(1 + ...)`` form that is
+    never negative; empty when the query has no stem."""
+    stems = sorted({s for t in terms for s in compiler.stems(t)})
+    if not stems:
+        return {}
+    n, df = lexical.document_frequencies(store, compiler, list(terms), budget)
+    return {s: math.log(1 + (n - df.get(s, 0) + 0.5) / (df.get(s, 0) + 0.5)) for s in stems}
 
 
 def _activation(store: Store, policy: Policy, candidates: Candidates) -> dict[str, float]:
