@@ -114,8 +114,7 @@ def _exact(store: Store, expression: str, filters: Filters, size: int, weights: 
     the second hop's 35 rows are mostly the first's (~7 % of a haystack search)."""
     if memo is None:
         return store.search(expression, filters, size, weights)
-    where, params = filters.sql()
-    known: dict[int, Trace | None] = memo.setdefault(("traces", where, tuple(params)), {})
+    known = _read(memo, filters)
     if not known:
         rows = store.search_keyed(expression, filters, size, weights)
         known.update((rid, trace) for rid, trace, _ in rows)
@@ -160,13 +159,20 @@ def _traces(store: Store, rids: list[int], filters: Filters, memo: dict[Any, Any
     """The traces of ``rids`` passing ``filters``; those a ``memo`` holds are not read again."""
     if memo is None:
         return store.traces_by_rid(rids, filters)
-    where, params = filters.sql()
-    known: dict[int, Trace | None] = memo.setdefault(("traces", where, tuple(params)), {})
+    known = _read(memo, filters)
     missing = [r for r in rids if r not in known]
     if missing:
         found = store.traces_by_rid_keyed(missing, filters)
         known.update((r, found.get(r)) for r in missing)  # None: did not pass the filters
     return [t for r in rids if (t := known[r]) is not None]
+
+
+def _read(memo: dict[Any, Any], filters: Filters) -> dict[int, Trace | None]:
+    """The traces a search has read so far under ``filters``, by rid (None: read, but
+    did not pass the filters)."""
+    where, params = filters.sql()
+    known: dict[int, Trace | None] = memo.setdefault(("traces", where, tuple(params)), {})
+    return known
 
 
 def _idf(rows: int, df: int) -> float:
