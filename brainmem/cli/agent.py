@@ -105,11 +105,10 @@ def _history(args: argparse.Namespace) -> int:
     from ..timeline import history_view
 
     with open_brain(args) as brain:
-        chain = brain.history(args.id)
+        rows = history_view(brain.history(args.id))
     if args.json:
-        print_json({"history": history_view(chain)})
+        print_json({"history": rows})
         return 0
-    print_table([[t.id, iso(t.valid_from if t.valid_from is not None else t.created_at),
-                  iso(t.valid_until), t.content] for t in chain],
+    print_table([[r["id"], iso(r["valid_from"]), iso(r["valid_until"]), r["content"]] for r in rows],
                 ["id", "valid from", "valid until", "content"])
     return 0
