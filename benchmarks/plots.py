@@ -64,6 +64,19 @@ def plot_recall(reports: list[dict[str, Any]], out: Path) -> Path:
     return path
 
 
+#: The systems a perf plot draws, with their colours.
+SYSTEMS = (("brainmem", "tab:blue"), ("raw", "tab:gray"))
+
+
+def _latency_lines(ax: Any, rows: list[dict[str, Any]]) -> None:
+    """Search p50/p95/p99 against size, brainmem and raw FTS5, on ``ax``."""
+    sizes = [r["size"] for r in rows]
+    for system, colour in SYSTEMS:
+        for p, style in (("p50", "o-"), ("p95", "^--"), ("p99", "v:")):
+            ax.plot(sizes, [r[system][f"search_{p}_ms"] for r in rows], style, color=colour,
+                    label=f"{'raw FTS5' if system == 'raw' else system} {p}")
+
+
 def plot_perf(report: dict[str, Any], out: Path) -> Path:
     import matplotlib
 
@@ -73,10 +86,8 @@ def plot_perf(report: dict[str, Any], out: Path) -> Path:
     rows = report["rows"]
     sizes = [r["size"] for r in rows]
     fig, (lat, add) = plt.subplots(1, 2, figsize=(9, 3.8))
-    for system, colour in (("brainmem", "tab:blue"), ("raw", "tab:gray")):
-        for p, style in (("p50", "o-"), ("p95", "^--"), ("p99", "v:")):
-            ys = [r[system][f"search_{p}_ms"] for r in rows]
-            lat.plot(sizes, ys, style, color=colour, label=f"{'raw FTS5' if system == 'raw' else system} {p}")
+    _latency_lines(lat, rows)
+    for system, colour in SYSTEMS:
         add.plot(sizes, [r[system]["add_per_second"] for r in rows], "o-", color=colour,
                  label="raw FTS5" if system == "raw" else system)
     for ax in (lat, add):
@@ -107,12 +118,7 @@ def plot_scale(report: dict[str, Any], out: Path) -> Path:
     fig, axes = plt.subplots(1, max(1, len(corpora)), figsize=(4.6 * max(1, len(corpora)), 3.8),
                              squeeze=False)
     for ax, corpus in zip(axes[0], corpora):
-        rows = report[corpus]["rows"]
-        sizes = [r["size"] for r in rows]
-        for system, colour in (("brainmem", "tab:blue"), ("raw", "tab:gray")):
-            for p, style in (("p50", "o-"), ("p95", "^--"), ("p99", "v:")):
-                ax.plot(sizes, [r[system][f"search_{p}_ms"] for r in rows], style, color=colour,
-                        label=f"{'raw FTS5' if system == 'raw' else system} {p}")
+        _latency_lines(ax, report[corpus]["rows"])
         ax.set_xscale("log")
         ax.set_yscale("log")
         ax.set_xlabel("traces")
