@@ -351,6 +351,22 @@ def test_store_bench_floor_runs(tmp_path: Path) -> None:
         assert bench.sql_floor(str(tmp_path / f"floor{minimal}.brain"), texts, minimal=minimal) > 0
 
 
+def test_fusion_oracle_is_the_per_question_best() -> None:
+    """The oracle takes each question's best setting; the best single setting is a column mean."""
+    rows = [
+        {"category": "multi-hop", "scores": {"w=1": {"recall@10": 1.0}, "w=2": {"recall@10": 0.0},
+                                              "brainmem": {"recall@10": 0.0}, "dense": {"recall@10": 0.0}}},
+        {"category": "single-hop", "scores": {"w=1": {"recall@10": 0.0}, "w=2": {"recall@10": 0.5},
+                                               "brainmem": {"recall@10": 1.0}, "dense": {"recall@10": 0.0}}},
+    ]
+    result = {"protocol": "locomo", "rows": rows}
+    bounds = _script("fusion_oracle").bounds
+    (metric, subset, best, name, oracle), (_, hop, _, _, hop_oracle) = bounds(result, include_single=False)
+    assert (metric, subset, name, best, oracle) == ("recall@10", "all", "w=1", 0.5, 0.75)
+    assert (hop, hop_oracle) == ("multi-hop", 1.0)
+    assert bounds(result, include_single=True)[0][4] == 1.0
+
+
 def _script(name: str):
     spec = importlib.util.spec_from_file_location(f"bench_script_{name}", BENCHMARKS / f"{name}.py")
     assert spec and spec.loader
