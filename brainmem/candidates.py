@@ -53,6 +53,12 @@ Candidates = list[tuple[Trace, float]]
 #: FTS5's bm25() constants.
 K1, B = 1.2, 0.75
 
+#: FTS5 counts the phrases of each match (an auxiliary function, ~1.4 µs a match,
+#: called for every match before the sort) when a query matches at most this many
+#: times the candidates it keeps; above, Python counts the kept candidates' words
+#: (~3 µs each).
+TALLY_MATCHES = 3
+
 #: Words as unicode61 splits them (letters and digits; "_" and apostrophes separate).
 _WORD = re.compile(r"[^\W_]+")
 #: ASCII bytes with every character but letters and digits made a space: their
@@ -76,8 +82,11 @@ def gather(store: Store, compiler: QueryCompiler, compiled: CompiledQuery, filte
     stems = {p: (compiler.stem_list(p) or [p])[0] for p in compiled.phrases}
     df = _frequencies(store, stats, stems, budget)
     phrases = sorted(compiled.phrases, key=lambda p: (df.get(stems[p], 0), p))
-    if sum(df.get(stems[p], 0) for p in phrases) <= budget:
-        return _exact(store, compiled.expression, filters, size, weights, memo)  # small: exact
+    matches = sum(df.get(stems[p], 0) for p in phrases)
+    if matches <= budget:  # small: exact
+        # few matches: FTS5 counts the phrases in each (for the episodes' BM25)
+        tally = compiled.phrases if matches <= TALLY_MATCHES * size else None
+        return _exact(store, compiled.expression, filters, size, weights, memo, tally)
 
     rare: list[str] = []
     matched = 0
@@ -108,20 +117,68 @@ def gather(store: Store, compiler: QueryCompiler, compiled: CompiledQuery, filte
 
 
 def _exact(store: Store, expression: str, filters: Filters, size: int, weights: Sequence[float],
-           memo: dict[Any, Any] | None) -> Candidates:
+           memo: dict[Any, Any] | None, tally: tuple[str, ...] | None = None) -> Candidates:
     """FTS5's own best ``size`` for ``expression``. Once a search has read rows (its
     first gather), later ones rank rowids alone and read only the rows not yet read:
-    the second hop's 35 rows are mostly the first's (~7 % of a haystack search)."""
+    the second hop's 35 rows are mostly the first's (~7 % of a haystack search).
+
+    With ``tally`` (the expression's phrases, in order) and a ``memo``, FTS5 also
+    counts each phrase in each row's content; :func:`content_counts` gives them back.
+    """
     if memo is None:
         return store.search(expression, filters, size, weights)
     known = _read(memo, filters)
+    counted: dict[str, tuple[tuple[str, ...], bytes | None]] = memo.setdefault("counts", {})
     if not known:
-        rows = store.search_keyed(expression, filters, size, weights)
-        known.update((rid, trace) for rid, trace, _ in rows)
-        return [(trace, bm25) for _, trace, bm25 in rows]
-    ranked = store.search_rids(expression, filters, size, weights)
-    _traces(store, [rid for rid, _ in ranked], filters, memo)  # reads the rows not yet read
-    return [(trace, bm25) for rid, bm25 in ranked if (trace := known.get(rid)) is not None]
+        rows = store.search_keyed(expression, filters, size, weights, counts=tally is not None)
+        known.update((rid, trace) for rid, trace, _, _ in rows)
+        found = [(trace, bm25) for _, trace, bm25, _ in rows]
+        if tally is not None:
+            counted.update((trace.id, (tally, c)) for _, trace, _, c in rows)
+    else:
+        ranked = store.search_rids(expression, filters, size, weights, counts=tally is not None)
+        _traces(store, [rid for rid, _, _ in ranked], filters, memo)  # reads the rows not yet read
+        found = [(trace, bm25) for rid, bm25, _ in ranked if (trace := known.get(rid)) is not None]
+        if tally is not None:
+            counted.update((trace.id, (tally, c)) for rid, _, c in ranked
+                           if (trace := known.get(rid)) is not None)
+    if tally is not None and len(found) < size:
+        # every match of these phrases under these filters is among the rows counted
+        memo[("complete", expression, *_filters_key(filters))] = True
+    return found
+
+
+def content_counts(memo: dict[Any, Any], compiler: QueryCompiler, compiled: CompiledQuery,
+                   filters: Filters, wanted: frozenset[str]) -> tuple[dict[str, dict[str, int] | None], bool]:
+    """What the search's gathers counted with FTS5 (see :func:`_exact`): {trace id:
+    {stem: occurrences in its content} for the ``wanted`` stems, or None where FTS5
+    could not say}; and whether a trace not in it holds none of ``compiled``'s
+    phrases under ``filters`` (every match was counted)."""
+    out: dict[str, dict[str, int] | None] = {}
+    picks: dict[tuple[str, ...], list[tuple[str, int]]] = {}
+    if not wanted:
+        return out, False
+    for trace_id, (phrases, counts) in memo.get("counts", {}).items():
+        if counts is None:
+            out[trace_id] = None
+            continue
+        pick = picks.get(phrases)
+        if pick is None:  # a wanted stem's count is that of the first phrase that is it
+            first: dict[str, int] = {}
+            for i, p in enumerate(phrases):
+                stems = compiler.stem_list(p)
+                if len(stems) == 1 and stems[0] in wanted:
+                    first.setdefault(stems[0], i)
+            # a wanted stem no phrase is (another query's counts): not known here
+            pick = picks[phrases] = list(first.items()) if len(first) == len(wanted) else []
+        out[trace_id] = {stem: counts[i] for stem, i in pick if counts[i]} if pick else None
+    complete = ("complete", compiled.expression, *_filters_key(filters)) in memo
+    return out, complete
+
+
+def _filters_key(filters: Filters) -> tuple[str, tuple[Any, ...]]:
+    where, params = filters.sql()
+    return where, tuple(params)
 
 
 def _or(phrases: Sequence[str]) -> str:

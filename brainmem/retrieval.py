@@ -143,7 +143,7 @@ def _rank_pool(store: Store, compiler: QueryCompiler, policy: Policy, query: str
         return [], True
     best = max(score for _, score in candidates) or 1.0
     carried = _conversation_context(store, policy, filters, candidates, best)
-    episode = (_episode_bm25(store, compiler, compiled.terms, candidates, policy.search_budget)
+    episode = (_episode_bm25(store, compiler, compiled, candidates, policy.search_budget, filters, memo)
                if policy.weight_episode else {})
     activation = _activation(store, policy, candidates)
     hits: list[Hit] = []
@@ -362,24 +362,34 @@ def _carry(policy: Policy, edges: list[tuple[str, str, float]], forward: dict[st
     return ahead
 
 
-def _episode_bm25(store: Store, compiler: QueryCompiler, terms: tuple[str, ...],
-                  candidates: Candidates, budget: int | None, k1: float = 1.2,
+def _episode_bm25(store: Store, compiler: QueryCompiler, compiled: CompiledQuery,
+                  candidates: Candidates, budget: int | None, filters: Filters | None = None,
+                  memo: dict[Any, Any] | None = None, k1: float = 1.2,
                   b: float = 0.75) -> dict[str, float]:
     """BM25 of each candidate's episode read as one document, scaled so the best is 1.
 
     Term frequencies are summed over the episode's candidates (the traces that
     matched), the length is the whole episode's, IDF comes from the FTS5 index.
     Traces without an episode get nothing here (their own BM25 already counts).
+
+    The frequencies are those FTS5 counted while gathering (``memo``, see
+    :func:`brainmem.candidates.content_counts`); a candidate it did not count has its
+    words counted here, unless every match was counted (then it holds no query word:
+    a conversation neighbour, most often).
     """
     in_episodes = [t for t, _ in candidates if t.episode is not None]
-    idf = _query_idf(store, compiler, terms, budget) if in_episodes else {}
+    idf = _query_idf(store, compiler, compiled.terms, budget) if in_episodes else {}
     if not idf:
         return {}
     wanted = frozenset(idf)
+    counted, complete = ({}, False) if memo is None or filters is None else lexical.content_counts(
+        memo, compiler, compiled, filters, wanted)
     tf: dict[str, dict[str, int]] = {}
     for trace in in_episodes:
         assert trace.episode is not None
-        counts = lexical.stem_counts(trace.content, wanted, length=False)[1]
+        counts = counted.get(trace.id)
+        if counts is None and not (complete and trace.id not in counted):
+            counts = lexical.stem_counts(trace.content, wanted, length=False)[1]
         if counts:
             summed = tf.setdefault(trace.episode, {})
             for stem, c in counts.items():

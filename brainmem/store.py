@@ -220,27 +220,31 @@ class Store(IndexTables, EdgeTables, LogTables, InspectTables, VectorTables, Mai
 
         BM25 is returned negated so that larger is better.
         """
-        return [(trace, bm25) for _, trace, bm25 in self.search_keyed(expression, filters, limit, weights)]
+        return [(trace, bm25) for _, trace, bm25, _ in self.search_keyed(expression, filters, limit, weights)]
 
-    def search_keyed(self, expression: str, filters: Filters, limit: int,
-                     weights: Sequence[float]) -> list[tuple[int, Trace, float]]:
-        """:meth:`search` as (rid, trace, bm25)."""
-        return [(r[0], row_to_trace(r[1:-1]), -r[-1])
-                for r in self._ranked(expression, filters, limit, weights, True)]
+    def search_keyed(self, expression: str, filters: Filters, limit: int, weights: Sequence[float],
+                     counts: bool = False) -> list[tuple[int, Trace, float, bytes | None]]:
+        """:meth:`search` as (rid, trace, bm25, phrase counts): with ``counts``, how often
+        each phrase of ``expression`` occurs in the content
+        (:func:`~brainmem.store_base.content_counts`), else None."""
+        return [(r[0], row_to_trace(r[1:-2]), -r[-1], r[-2])
+                for r in self._ranked(expression, filters, limit, weights, True, counts)]
 
-    def search_rids(self, expression: str, filters: Filters, limit: int,
-                    weights: Sequence[float]) -> list[tuple[int, float]]:
-        """:meth:`search` as (rid, bm25) only: the same statement without the rows."""
-        return [(r[0], -r[-1]) for r in self._ranked(expression, filters, limit, weights, False)]
+    def search_rids(self, expression: str, filters: Filters, limit: int, weights: Sequence[float],
+                    counts: bool = False) -> list[tuple[int, float, bytes | None]]:
+        """:meth:`search_keyed` without the rows: the same statement, (rid, bm25, counts)."""
+        return [(r[0], -r[-1], r[-2]) for r in self._ranked(expression, filters, limit, weights, False, counts)]
 
     def _ranked(self, expression: str, filters: Filters, limit: int, weights: Sequence[float],
-                rows: bool) -> list[Any]:
+                rows: bool, counts: bool = False) -> list[Any]:
         where, params = filters.sql()
         w = ", ".join(str(float(x)) for x in weights)
         columns = f"t.rid, {_SELECT}" if rows else "t.rid"
+        # FTS5 calls an auxiliary function for every match, before the sort
+        tally = "content_counts(traces_fts)" if counts else "NULL"
         if filters.narrows:
             sql = (
-                f"SELECT {columns}, bm25(traces_fts, {w}) AS rank FROM traces_fts "
+                f"SELECT {columns}, {tally}, bm25(traces_fts, {w}) AS rank FROM traces_fts "
                 f"JOIN traces t ON t.rid = traces_fts.rowid "
                 f"WHERE traces_fts MATCH ? AND {where} ORDER BY rank, t.rid LIMIT ?"
             )
@@ -248,9 +252,9 @@ class Store(IndexTables, EdgeTables, LogTables, InspectTables, VectorTables, Mai
         else:
             # Rank inside FTS5 first, then join only the winners: as cheap as raw FTS5.
             sql = (
-                f"WITH hits AS (SELECT rowid AS rid, bm25(traces_fts, {w}) AS rank FROM traces_fts "
-                f"WHERE traces_fts MATCH ? ORDER BY rank, rowid LIMIT ?) "
-                f"SELECT {columns}, hits.rank FROM hits JOIN traces t ON t.rid = hits.rid "
+                f"WITH hits AS (SELECT rowid AS rid, {tally} AS counts, bm25(traces_fts, {w}) AS rank "
+                f"FROM traces_fts WHERE traces_fts MATCH ? ORDER BY rank, rowid LIMIT ?) "
+                f"SELECT {columns}, hits.counts, hits.rank FROM hits JOIN traces t ON t.rid = hits.rid "
                 f"WHERE {where} ORDER BY hits.rank, hits.rid"
             )
             args = [expression, limit, *params]
