@@ -68,13 +68,15 @@ _SEPARATORS = bytes(c if c < 128 and chr(c).isalnum() else 32 for c in range(256
 
 def gather(store: Store, compiler: QueryCompiler, compiled: CompiledQuery, filters: Filters,
            size: int, weights: Sequence[float], budget: int | None,
-           memo: dict[Any, Any] | None = None) -> Candidates:
+           memo: dict[Any, Any] | None = None, tally: bool = True) -> Candidates:
     """The ``size`` best candidates for ``compiled`` as (trace, bm25), best first.
 
     ``memo`` (one per search, inside one read snapshot) keeps the bounded passes'
     rowids and the traces read, so a second gather of the same search (the bridge's
     second hop repeats the query's words) runs only the statements that differ:
     at a million traces it ran the same rare-word pass and read the same rows twice.
+    ``tally``: have FTS5 count the phrases in each match when it matches few (see
+    :func:`_exact`).
     """
     if compiled.syntax or not budget or not compiled.phrases:
         return _exact(store, compiled.expression, filters, size, weights, memo)
@@ -85,8 +87,8 @@ def gather(store: Store, compiler: QueryCompiler, compiled: CompiledQuery, filte
     matches = sum(df.get(stems[p], 0) for p in phrases)
     if matches <= budget:  # small: exact
         # few matches: FTS5 counts the phrases in each (for the episodes' BM25)
-        tally = compiled.phrases if matches <= TALLY_MATCHES * size else None
-        return _exact(store, compiled.expression, filters, size, weights, memo, tally)
+        phrases_counted = compiled.phrases if tally and matches <= TALLY_MATCHES * size else None
+        return _exact(store, compiled.expression, filters, size, weights, memo, phrases_counted)
 
     rare: list[str] = []
     matched = 0
