@@ -297,7 +297,8 @@ def _bridge(store: Store, compiler: QueryCompiler, policy: Policy, filters: Filt
     stem_of: dict[str, str] = {}  # name word -> its index term
     for trace, _ in top:
         for match in _NAME.finditer(trace.content):
-            for word in compiler.words(match.group(1)):
+            # ASCII letters and spaces only: their split is the index tokenizer's words
+            for word in match.group(1).lower().split():
                 stems = compiler.stem_list(word)
                 if len(word) > 2 and stems and word not in query_words and word not in STOPWORDS:
                     stem_of.setdefault(word, stems[0])
