@@ -28,7 +28,7 @@ from .errors import (
 )
 from .model import Trace
 from .store_base import WriteBusy as WriteBusy  # re-exported: Brain catches it
-from .store_base import translate_errors
+from .store_base import padded, translate_errors
 from .store_edges import EdgeTables
 from .store_filters import Filters as Filters  # re-exported: the readers import it from here
 from .store_index import IndexTables
@@ -491,8 +491,8 @@ class Store(IndexTables, EdgeTables, LogTables, InspectTables, VectorTables, Mai
         """:meth:`traces_by_rid`, by rid (a search's memo keeps them by rid)."""
         where, params = filters.sql()
         out: dict[int, Trace] = {}
-        for start in range(0, len(rids), 500):
-            chunk = list(rids[start : start + 500])
+        for start in range(0, len(rids), 512):
+            chunk = padded(rids[start : start + 512])
             out.update((r[-1], row_to_trace(r[:-1])) for r in self.execute(
                 f"SELECT {_SELECT}, t.rid FROM traces t WHERE t.rid IN ({', '.join('?' * len(chunk))}) AND {where}",
                 [*chunk, *params]))

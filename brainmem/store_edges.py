@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
 
-from .store_base import Database
+from .store_base import Database, padded
 
 
 class EdgeTables(Database):
@@ -71,6 +71,7 @@ class EdgeTables(Database):
         """
         if not ids:
             return [[] for _ in range(hops)]
+        ids = padded(ids)
         marks = ", ".join(f"?{i + 1}" for i in range(len(ids)))
         hop1 = (
             f"SELECT e.src, e.dst, e.weight FROM edges e JOIN traces t ON t.id = e.dst "
