@@ -56,8 +56,8 @@ K1, B = 1.2, 0.75
 #: FTS5 counts the phrases of each match (an auxiliary function, ~1.4 µs a match,
 #: called for every match before the sort) when a query matches at most this many
 #: times the candidates it keeps; above, Python counts the kept candidates' words
-#: (~3 µs each).
-TALLY_MATCHES = 3
+#: (~3 µs each, and most candidates are matches).
+TALLY_MATCHES = 2
 
 #: Words as unicode61 splits them (letters and digits; "_" and apostrophes separate).
 _WORD = re.compile(r"[^\W_]+")
@@ -381,6 +381,18 @@ def _frequencies(store: Store, stats: tuple[int, float], stems: dict[str, str],
         # a small index recounts on any change (cheap there); a large one at 1 % growth
         if hit is not None and (hit[1] == rows or (rows >= 10_000 and abs(rows - hit[1]) <= rows // 100)):
             out[stem] = hit[0]
+    if rows <= budget and len(out) < len(set(stems.values())):
+        # An index of at most ``budget`` traces: every count is exact and cheap, all
+        # in one statement (a statement a word was ~10 of a haystack search's first
+        # run of a query: its words and the second hop's names).
+        missing = [s for s in dict.fromkeys(stems.values()) if s not in out]
+        found = store.document_frequencies(missing)[1]
+        if len(cache) > 50_000:
+            cache.clear()
+        for stem in missing:
+            out[stem] = found.get(stem, 0)
+            cache[stem] = (out[stem], rows)
+    for phrase, stem in stems.items():
         if stem in out:
             continue
         newest = store.fts_rowids(fq.to_query_string(fq.PHRASE(phrase)), budget + 1)

@@ -434,8 +434,8 @@ class Store(IndexTables, EdgeTables, LogTables, InspectTables, VectorTables, Mai
         Remembered per connection until a write (one statement less per search)."""
         known: dict[str, int] = self._cached("episode_lengths", dict)
         missing = [e for e in dict.fromkeys(episodes) if e not in known]
-        for start in range(0, len(missing), 500):
-            chunk = missing[start : start + 500]
+        for start in range(0, len(missing), 512):
+            chunk = padded(missing[start : start + 512])
             found = dict(self.db.execute(
                 f"SELECT episode, sum(length(content)) FROM traces WHERE episode IN ({', '.join('?' * len(chunk))}) "
                 "AND deleted_at IS NULL GROUP BY episode", chunk,
