@@ -376,7 +376,7 @@ def _frequencies(store: Store, stats: tuple[int, float], stems: dict[str, str],
     rows = stats[0]
     out: dict[str, int] = {}
     span: tuple[int, int] | None = None
-    for phrase, stem in stems.items():
+    for stem in stems.values():
         hit = cache.get(stem)
         # a small index recounts on any change (cheap there); a large one at 1 % growth
         if hit is not None and (hit[1] == rows or (rows >= 10_000 and abs(rows - hit[1]) <= rows // 100)):
