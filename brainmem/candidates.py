@@ -130,24 +130,25 @@ def _exact(store: Store, expression: str, filters: Filters, size: int, weights: 
     if memo is None:
         return store.search(expression, filters, size, weights)
     known = _read(memo, filters)
-    counted: dict[str, tuple[tuple[str, ...], bytes | None]] = memo.setdefault("counts", {})
+    if tally is not None:
+        counted: dict[str, tuple[tuple[str, ...], bytes | None]] = memo.setdefault("counts", {})
+        rows, complete = store.search_counted(expression, filters, size, weights, rows=not known)
+        if not known:
+            known.update((rid, trace) for rid, trace, _, _ in rows)
+        else:
+            _traces(store, [rid for rid, _, _, _ in rows], filters, memo)  # the rows not yet read
+        found = [(trace, bm25) for rid, _, bm25, _ in rows if (trace := known.get(rid)) is not None]
+        counted.update((trace.id, (tally, c)) for rid, _, _, c in rows if (trace := known.get(rid)) is not None)
+        if complete:  # every match of these phrases under these filters was counted
+            memo[("complete", expression, *_filters_key(filters))] = True
+        return found
     if not known:
-        rows = store.search_keyed(expression, filters, size, weights, counts=tally is not None)
-        known.update((rid, trace) for rid, trace, _, _ in rows)
-        found = [(trace, bm25) for _, trace, bm25, _ in rows]
-        if tally is not None:
-            counted.update((trace.id, (tally, c)) for _, trace, _, c in rows)
-    else:
-        ranked = store.search_rids(expression, filters, size, weights, counts=tally is not None)
-        _traces(store, [rid for rid, _, _ in ranked], filters, memo)  # reads the rows not yet read
-        found = [(trace, bm25) for rid, bm25, _ in ranked if (trace := known.get(rid)) is not None]
-        if tally is not None:
-            counted.update((trace.id, (tally, c)) for rid, _, c in ranked
-                           if (trace := known.get(rid)) is not None)
-    if tally is not None and len(found) < size:
-        # every match of these phrases under these filters is among the rows counted
-        memo[("complete", expression, *_filters_key(filters))] = True
-    return found
+        rows_read = store.search_keyed(expression, filters, size, weights)
+        known.update((rid, trace) for rid, trace, _ in rows_read)
+        return [(trace, bm25) for _, trace, bm25 in rows_read]
+    ranked = store.search_rids(expression, filters, size, weights)
+    _traces(store, [rid for rid, _ in ranked], filters, memo)  # reads the rows not yet read
+    return [(trace, bm25) for rid, bm25 in ranked if (trace := known.get(rid)) is not None]
 
 
 def content_counts(memo: dict[Any, Any], compiler: QueryCompiler, compiled: CompiledQuery,

@@ -220,20 +220,29 @@ class Store(IndexTables, EdgeTables, LogTables, InspectTables, VectorTables, Mai
 
         BM25 is returned negated so that larger is better.
         """
-        return [(trace, bm25) for _, trace, bm25, _ in self.search_keyed(expression, filters, limit, weights)]
+        return [(trace, bm25) for _, trace, bm25 in self.search_keyed(expression, filters, limit, weights)]
 
-    def search_keyed(self, expression: str, filters: Filters, limit: int, weights: Sequence[float],
-                     counts: bool = False) -> list[tuple[int, Trace, float, bytes | None]]:
-        """:meth:`search` as (rid, trace, bm25, phrase counts): with ``counts``, how often
-        each phrase of ``expression`` occurs in the content
-        (:func:`~brainmem.store_base.content_counts`), else None."""
-        return [(r[0], row_to_trace(r[1:-2]), -r[-1], r[-2])
-                for r in self._ranked(expression, filters, limit, weights, True, counts)]
+    def search_keyed(self, expression: str, filters: Filters, limit: int,
+                     weights: Sequence[float]) -> list[tuple[int, Trace, float]]:
+        """:meth:`search` as (rid, trace, bm25)."""
+        return [(r[0], row_to_trace(r[1:-2]), -r[-1])
+                for r in self._ranked(expression, filters, limit, weights, True)]
 
-    def search_rids(self, expression: str, filters: Filters, limit: int, weights: Sequence[float],
-                    counts: bool = False) -> list[tuple[int, float, bytes | None]]:
-        """:meth:`search_keyed` without the rows: the same statement, (rid, bm25, counts)."""
-        return [(r[0], -r[-1], r[-2]) for r in self._ranked(expression, filters, limit, weights, False, counts)]
+    def search_rids(self, expression: str, filters: Filters, limit: int,
+                    weights: Sequence[float]) -> list[tuple[int, float]]:
+        """:meth:`search` as (rid, bm25) only: the same statement without the rows."""
+        return [(r[0], -r[-1]) for r in self._ranked(expression, filters, limit, weights, False)]
+
+    def search_counted(self, expression: str, filters: Filters, limit: int, weights: Sequence[float],
+                       rows: bool) -> tuple[list[tuple[int, Trace | None, float, bytes | None]], bool]:
+        """:meth:`search_keyed` (the trace None without ``rows``) with how often each
+        phrase of ``expression`` occurs in each match's content
+        (:func:`~brainmem.store_base.content_counts`); and True when these are all the
+        matches passing ``filters`` (FTS5 matched fewer than ``limit``, before them)."""
+        found = self._ranked(expression, filters, limit, weights, rows, counts=True)
+        out = [(r[0], row_to_trace(r[1:-2]) if rows else None, -r[-1], r[-2]) for r in found
+               if r[0] is not None]
+        return out, len(found) < limit
 
     def _ranked(self, expression: str, filters: Filters, limit: int, weights: Sequence[float],
                 rows: bool, counts: bool = False) -> list[Any]:
@@ -251,11 +260,14 @@ class Store(IndexTables, EdgeTables, LogTables, InspectTables, VectorTables, Mai
             args = [expression, *params, limit]
         else:
             # Rank inside FTS5 first, then join only the winners: as cheap as raw FTS5.
+            # Counting, the winners the filters refuse come back too (rid NULL): they
+            # tell whether FTS5 had more matches than ``limit``.
+            join = (f"LEFT JOIN traces t ON t.rid = hits.rid AND {where}" if counts else
+                    f"JOIN traces t ON t.rid = hits.rid WHERE {where}")
             sql = (
                 f"WITH hits AS (SELECT rowid AS rid, {tally} AS counts, bm25(traces_fts, {w}) AS rank "
                 f"FROM traces_fts WHERE traces_fts MATCH ? ORDER BY rank, rowid LIMIT ?) "
-                f"SELECT {columns}, hits.counts, hits.rank FROM hits JOIN traces t ON t.rid = hits.rid "
-                f"WHERE {where} ORDER BY hits.rank, hits.rid"
+                f"SELECT {columns}, hits.counts, hits.rank FROM hits {join} ORDER BY hits.rank, hits.rid"
             )
             args = [expression, limit, *params]
         with translate_errors():
