@@ -179,3 +179,27 @@ def _compiler() -> object:
 
 
 _COMPILER = None
+
+
+def test_filtered_winners_leave_the_count_incomplete(brain_factory: Callable[..., Brain], clock) -> None:
+    """When the best FTS5 matches fail the search's filters (expired here), fewer rows
+    come back than asked for although more matches exist: they are not all counted,
+    and a match further down is still counted from its text."""
+    brain = brain_factory()
+    brain.add_many([{"content": "garden garden", "expires_at": clock() + 10} for _ in range(1)]
+                   + [{"content": f"garden note {i}", "expires_at": clock() + 10} for i in range(6)])
+    brain.add_many([{"content": f"a long note about my garden and the tomatoes, number {i}",
+                     "episode": "talk"} for i in range(4)])
+    clock.advance(100)
+    store, compiler, policy = brain._store, brain._compiler, brain.policy
+    compiled = compiler.compile("garden")
+    filters = Filters(now=brain.now())
+    memo: dict = {}
+    found = lexical.gather(store, compiler, compiled, filters, 5, policy.bm25_weights, 10_000, memo)
+    assert found == []  # the 5 best matches all expired
+    counted, complete = lexical.content_counts(memo, compiler, compiled, filters, frozenset({"garden"}))
+    assert not complete
+    wide: dict = {}
+    found = lexical.gather(store, compiler, compiled, filters, 50, policy.bm25_weights, 10_000, wide)
+    assert len(found) == 4 and lexical.content_counts(wide, compiler, compiled, filters,
+                                                      frozenset({"garden"}))[1]
