@@ -45,6 +45,7 @@ from __future__ import annotations
 import math
 import re
 from dataclasses import dataclass, replace
+from operator import itemgetter
 from typing import Any
 
 import apsw.fts5query as fq
@@ -59,6 +60,9 @@ from .query import STOPWORDS, CompiledQuery, QueryCompiler
 from .store import Filters, Store
 
 Candidates = list[tuple[Trace, float]]
+#: A re-ranked candidate: (score, trace, explain factors or None).
+Scored = tuple[float, Trace, "dict[str, float] | None"]
+_SCORE = itemgetter(0)
 
 
 @dataclass
@@ -96,10 +100,12 @@ def search(
     while True:
         pool, exhausted = _rank_pool(store, compiler, policy, query, compiled, cues, topical,
                                      filters, size, now, explain, dense, memo)
-        for hit in pool:
-            if hit.trace.id not in seen:
-                seen.add(hit.trace.id)
-                hits.append(hit)
+        for score, trace, factors in pool:
+            if len(hits) >= limit:
+                break  # Hits made for the ones returned only
+            if trace.id not in seen:
+                seen.add(trace.id)
+                hits.append(Hit(trace, score, factors))
         if len(hits) >= limit or exhausted:
             return Ranked(hits[:limit], compiled.terms, tuple((w.start, w.end) for w in cues.windows))
         size *= max(2, policy.candidate_factor)
@@ -108,9 +114,9 @@ def search(
 def _rank_pool(store: Store, compiler: QueryCompiler, policy: Policy, query: str,
                compiled: CompiledQuery, cues: temporal.TemporalCues, topical: bool,
                filters: Filters, size: int, now: float, explain: bool,
-               dense: Dense | None, memo: dict[Any, Any]) -> tuple[list[Hit], bool]:
-    """The ``size`` best BM25 candidates and what context adds to them, all re-ranked;
-    and whether the index had no more candidates than that."""
+               dense: Dense | None, memo: dict[Any, Any]) -> tuple[list[Scored], bool]:
+    """The ``size`` best BM25 candidates and what context adds to them, all re-ranked
+    as (score, trace, factors); and whether the index had no more candidates than that."""
     try:
         # bounded: the rarest words are scored first when the query matches too much
         candidates = lexical.gather(store, compiler, compiled, filters, size, policy.bm25_weights,
@@ -146,7 +152,7 @@ def _rank_pool(store: Store, compiler: QueryCompiler, policy: Policy, query: str
     episode = (_episode_bm25(store, compiler, compiled, candidates, policy.search_budget, filters, memo)
                if policy.weight_episode else {})
     activation = _activation(store, policy, candidates)
-    hits: list[Hit] = []
+    hits: list[Scored] = []
     # Constants of the score hoisted out of the loop: it runs for every candidate and
     # was a tenth of a search's CPU on a LongMemEval haystack (same arithmetic).
     w_question, w_episode, w_time = policy.weight_question, policy.weight_episode, policy.weight_time
@@ -184,16 +190,31 @@ def _rank_pool(store: Store, compiler: QueryCompiler, policy: Policy, query: str
             + w_a * act
         )
         if explain:
-            hits.append(Hit(trace, score, {
+            hits.append((score, trace, {
                 "bm25": bm25, "relevance": relevance, "episode": context, "time": when,
                 "retrievability": r, "recency": recency, "importance": trace.importance,
                 "activation": act, **(dense.explain(trace.id, bm25) if dense else {})}))
         else:
-            hits.append(Hit(trace, score))
-    # ties in a fixed order, so a pool's order never depends on the order rows came
-    # back in, nor on the random ids
-    hits.sort(key=lambda h: (-h.score, h.trace.tie_order))
-    return hits, exhausted
+            hits.append((score, trace, None))
+    return _best_first(hits), exhausted
+
+
+def _best_first(scored: list[Scored]) -> list[Scored]:
+    """``scored`` by score, highest first, ties in a fixed order (``Trace.tie_order``), so
+    a pool's order never depends on the order rows came back in, nor on the random ids.
+
+    Sorted by score alone, then each run of equal scores by its tie order: the same
+    order as one sort by (-score, tie order), without a tie-order tuple per candidate."""
+    scored.sort(key=_SCORE, reverse=True)  # stable: equal scores keep their order
+    i, n = 0, len(scored)
+    while i < n:
+        j = i + 1
+        while j < n and scored[j][0] == scored[i][0]:
+            j += 1
+        if j - i > 1:
+            scored[i:j] = sorted(scored[i:j], key=lambda row: row[1].tie_order)
+        i = j
+    return scored
 
 
 

@@ -203,3 +203,19 @@ def test_filtered_winners_leave_the_count_incomplete(brain_factory: Callable[...
     found = lexical.gather(store, compiler, compiled, filters, 50, policy.bm25_weights, 10_000, wide)
     assert len(found) == 4 and lexical.content_counts(wide, compiler, compiled, filters,
                                                       frozenset({"garden"}))[1]
+
+
+class _Tied:
+    def __init__(self, order: tuple[float, str]) -> None:
+        self.tie_order = order
+
+
+@settings(max_examples=300)
+@given(st.lists(st.tuples(st.sampled_from([0.0, -0.0, 0.5, 1.0, 1.0000000000000002, 2.5]),
+                          st.floats(-5, 5), st.sampled_from("abc")), max_size=30))
+def test_best_first_is_one_sort_by_score_then_tie_order(rows: list[tuple[float, float, str]]) -> None:
+    """Sorting by score and then each run of ties by tie order is the order of one sort
+    by (-score, tie order)."""
+    scored = [(score, _Tied((when, text)), None) for score, when, text in rows]
+    expected = sorted(scored, key=lambda r: (-r[0], r[1].tie_order))
+    assert retrieval._best_first(list(scored)) == expected  # type: ignore[arg-type]
