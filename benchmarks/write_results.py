@@ -152,6 +152,11 @@ def _scale_section(res: Path) -> list[str]:
                 f"{hay['floor_candidates_cpu_p50_ratio']:.2f}x raw; every statement a search ran "
                 f"({hay['statements_per_search']:.0f}), replayed, "
                 f"{hay['floor_sql_cpu_p50_ratio']:.2f}x raw.")
+        if "read_first_cpu_p50_ms" in hay:
+            out[-1] += (
+                f" A query's first run on its brain (nothing cached for its words, its "
+                f"statements' shapes or its episodes): {_n(hay['read_first_cpu_p50_ms'])} ms CPU "
+                f"against {_n(hay['raw_first_cpu_p50_ms'])} ms, {hay['read_first_cpu_p50_ratio']:.1f}x.")
         out.append("")
     again = res / "scale_search.json"
     if again.is_file():

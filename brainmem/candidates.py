@@ -53,6 +53,12 @@ Candidates = list[tuple[Trace, float]]
 #: FTS5's bm25() constants.
 K1, B = 1.2, 0.75
 
+#: FTS5 counts the phrases of each match (an auxiliary function, ~1.4 µs a match,
+#: called for every match before the sort) when a query matches at most this many
+#: times the candidates it keeps; above, Python counts the kept candidates' words
+#: (~3 µs each, and most candidates are matches).
+TALLY_MATCHES = 2
+
 #: Words as unicode61 splits them (letters and digits; "_" and apostrophes separate).
 _WORD = re.compile(r"[^\W_]+")
 #: ASCII bytes with every character but letters and digits made a space: their
@@ -62,13 +68,15 @@ _SEPARATORS = bytes(c if c < 128 and chr(c).isalnum() else 32 for c in range(256
 
 def gather(store: Store, compiler: QueryCompiler, compiled: CompiledQuery, filters: Filters,
            size: int, weights: Sequence[float], budget: int | None,
-           memo: dict[Any, Any] | None = None) -> Candidates:
+           memo: dict[Any, Any] | None = None, tally: bool = True) -> Candidates:
     """The ``size`` best candidates for ``compiled`` as (trace, bm25), best first.
 
     ``memo`` (one per search, inside one read snapshot) keeps the bounded passes'
     rowids and the traces read, so a second gather of the same search (the bridge's
     second hop repeats the query's words) runs only the statements that differ:
     at a million traces it ran the same rare-word pass and read the same rows twice.
+    ``tally``: have FTS5 count the phrases in each match when it matches few (see
+    :func:`_exact`).
     """
     if compiled.syntax or not budget or not compiled.phrases:
         return _exact(store, compiled.expression, filters, size, weights, memo)
@@ -76,8 +84,11 @@ def gather(store: Store, compiler: QueryCompiler, compiled: CompiledQuery, filte
     stems = {p: (compiler.stem_list(p) or [p])[0] for p in compiled.phrases}
     df = _frequencies(store, stats, stems, budget)
     phrases = sorted(compiled.phrases, key=lambda p: (df.get(stems[p], 0), p))
-    if sum(df.get(stems[p], 0) for p in phrases) <= budget:
-        return _exact(store, compiled.expression, filters, size, weights, memo)  # small: exact
+    matches = sum(df.get(stems[p], 0) for p in phrases)
+    if matches <= budget:  # small: exact
+        # few matches: FTS5 counts the phrases in each (for the episodes' BM25)
+        phrases_counted = compiled.phrases if tally and matches <= TALLY_MATCHES * size else None
+        return _exact(store, compiled.expression, filters, size, weights, memo, phrases_counted)
 
     rare: list[str] = []
     matched = 0
@@ -108,20 +119,69 @@ def gather(store: Store, compiler: QueryCompiler, compiled: CompiledQuery, filte
 
 
 def _exact(store: Store, expression: str, filters: Filters, size: int, weights: Sequence[float],
-           memo: dict[Any, Any] | None) -> Candidates:
+           memo: dict[Any, Any] | None, tally: tuple[str, ...] | None = None) -> Candidates:
     """FTS5's own best ``size`` for ``expression``. Once a search has read rows (its
     first gather), later ones rank rowids alone and read only the rows not yet read:
-    the second hop's 35 rows are mostly the first's (~7 % of a haystack search)."""
+    the second hop's 35 rows are mostly the first's (~7 % of a haystack search).
+
+    With ``tally`` (the expression's phrases, in order) and a ``memo``, FTS5 also
+    counts each phrase in each row's content; :func:`content_counts` gives them back.
+    """
     if memo is None:
         return store.search(expression, filters, size, weights)
     known = _read(memo, filters)
+    if tally is not None:
+        counted: dict[str, tuple[tuple[str, ...], bytes | None]] = memo.setdefault("counts", {})
+        rows, complete = store.search_counted(expression, filters, size, weights, rows=not known)
+        if not known:
+            known.update((rid, trace) for rid, trace, _, _ in rows)
+        else:
+            _traces(store, [rid for rid, _, _, _ in rows], filters, memo)  # the rows not yet read
+        found = [(trace, bm25) for rid, _, bm25, _ in rows if (trace := known.get(rid)) is not None]
+        counted.update((trace.id, (tally, c)) for rid, _, _, c in rows if (trace := known.get(rid)) is not None)
+        if complete:  # every match of these phrases under these filters was counted
+            memo[("complete", expression, *_filters_key(filters))] = True
+        return found
     if not known:
-        rows = store.search_keyed(expression, filters, size, weights)
-        known.update((rid, trace) for rid, trace, _ in rows)
-        return [(trace, bm25) for _, trace, bm25 in rows]
+        rows_read = store.search_keyed(expression, filters, size, weights)
+        known.update((rid, trace) for rid, trace, _ in rows_read)
+        return [(trace, bm25) for _, trace, bm25 in rows_read]
     ranked = store.search_rids(expression, filters, size, weights)
     _traces(store, [rid for rid, _ in ranked], filters, memo)  # reads the rows not yet read
     return [(trace, bm25) for rid, bm25 in ranked if (trace := known.get(rid)) is not None]
+
+
+def content_counts(memo: dict[Any, Any], compiler: QueryCompiler, compiled: CompiledQuery,
+                   filters: Filters, wanted: frozenset[str]) -> tuple[dict[str, dict[str, int] | None], bool]:
+    """What the search's gathers counted with FTS5 (see :func:`_exact`): {trace id:
+    {stem: occurrences in its content} for the ``wanted`` stems, or None where FTS5
+    could not say}; and whether a trace not in it holds none of ``compiled``'s
+    phrases under ``filters`` (every match was counted)."""
+    out: dict[str, dict[str, int] | None] = {}
+    picks: dict[tuple[str, ...], list[tuple[str, int]]] = {}
+    if not wanted:
+        return out, False
+    for trace_id, (phrases, counts) in memo.get("counts", {}).items():
+        if counts is None:
+            out[trace_id] = None
+            continue
+        pick = picks.get(phrases)
+        if pick is None:  # a wanted stem's count is that of the first phrase that is it
+            first: dict[str, int] = {}
+            for i, p in enumerate(phrases):
+                stems = compiler.stem_list(p)
+                if len(stems) == 1 and stems[0] in wanted:
+                    first.setdefault(stems[0], i)
+            # a wanted stem no phrase is (another query's counts): not known here
+            pick = picks[phrases] = list(first.items()) if len(first) == len(wanted) else []
+        out[trace_id] = {stem: counts[i] for stem, i in pick if counts[i]} if pick else None
+    complete = ("complete", compiled.expression, *_filters_key(filters)) in memo
+    return out, complete
+
+
+def _filters_key(filters: Filters) -> tuple[str, tuple[Any, ...]]:
+    where, params = filters.sql()
+    return where, tuple(params)
 
 
 def _or(phrases: Sequence[str]) -> str:
@@ -317,11 +377,23 @@ def _frequencies(store: Store, stats: tuple[int, float], stems: dict[str, str],
     rows = stats[0]
     out: dict[str, int] = {}
     span: tuple[int, int] | None = None
-    for phrase, stem in stems.items():
+    for stem in stems.values():
         hit = cache.get(stem)
         # a small index recounts on any change (cheap there); a large one at 1 % growth
         if hit is not None and (hit[1] == rows or (rows >= 10_000 and abs(rows - hit[1]) <= rows // 100)):
             out[stem] = hit[0]
+    if rows <= budget and len(out) < len(set(stems.values())):
+        # An index of at most ``budget`` traces: every count is exact and cheap, all
+        # in one statement (a statement a word was ~10 of a haystack search's first
+        # run of a query: its words and the second hop's names).
+        missing = [s for s in dict.fromkeys(stems.values()) if s not in out]
+        found = store.document_frequencies(missing)[1]
+        if len(cache) > 50_000:
+            cache.clear()
+        for stem in missing:
+            out[stem] = found.get(stem, 0)
+            cache[stem] = (out[stem], rows)
+    for phrase, stem in stems.items():
         if stem in out:
             continue
         newest = store.fts_rowids(fq.to_query_string(fq.PHRASE(phrase)), budget + 1)

@@ -45,6 +45,7 @@ from __future__ import annotations
 import math
 import re
 from dataclasses import dataclass, replace
+from operator import itemgetter
 from typing import Any
 
 import apsw.fts5query as fq
@@ -59,6 +60,9 @@ from .query import STOPWORDS, CompiledQuery, QueryCompiler
 from .store import Filters, Store
 
 Candidates = list[tuple[Trace, float]]
+#: A re-ranked candidate: (score, trace, explain factors or None).
+Scored = tuple[float, Trace, "dict[str, float] | None"]
+_SCORE = itemgetter(0)
 
 
 @dataclass
@@ -96,10 +100,12 @@ def search(
     while True:
         pool, exhausted = _rank_pool(store, compiler, policy, query, compiled, cues, topical,
                                      filters, size, now, explain, dense, memo)
-        for hit in pool:
-            if hit.trace.id not in seen:
-                seen.add(hit.trace.id)
-                hits.append(hit)
+        for score, trace, factors in pool:
+            if len(hits) >= limit:
+                break  # Hits made for the ones returned only
+            if trace.id not in seen:
+                seen.add(trace.id)
+                hits.append(Hit(trace, score, factors))
         if len(hits) >= limit or exhausted:
             return Ranked(hits[:limit], compiled.terms, tuple((w.start, w.end) for w in cues.windows))
         size *= max(2, policy.candidate_factor)
@@ -108,9 +114,9 @@ def search(
 def _rank_pool(store: Store, compiler: QueryCompiler, policy: Policy, query: str,
                compiled: CompiledQuery, cues: temporal.TemporalCues, topical: bool,
                filters: Filters, size: int, now: float, explain: bool,
-               dense: Dense | None, memo: dict[Any, Any]) -> tuple[list[Hit], bool]:
-    """The ``size`` best BM25 candidates and what context adds to them, all re-ranked;
-    and whether the index had no more candidates than that."""
+               dense: Dense | None, memo: dict[Any, Any]) -> tuple[list[Scored], bool]:
+    """The ``size`` best BM25 candidates and what context adds to them, all re-ranked
+    as (score, trace, factors); and whether the index had no more candidates than that."""
     try:
         # bounded: the rarest words are scored first when the query matches too much
         candidates = lexical.gather(store, compiler, compiled, filters, size, policy.bm25_weights,
@@ -143,10 +149,10 @@ def _rank_pool(store: Store, compiler: QueryCompiler, policy: Policy, query: str
         return [], True
     best = max(score for _, score in candidates) or 1.0
     carried = _conversation_context(store, policy, filters, candidates, best)
-    episode = (_episode_bm25(store, compiler, compiled.terms, candidates, policy.search_budget)
+    episode = (_episode_bm25(store, compiler, compiled, candidates, policy.search_budget, filters, memo)
                if policy.weight_episode else {})
     activation = _activation(store, policy, candidates)
-    hits: list[Hit] = []
+    hits: list[Scored] = []
     # Constants of the score hoisted out of the loop: it runs for every candidate and
     # was a tenth of a search's CPU on a LongMemEval haystack (same arithmetic).
     w_question, w_episode, w_time = policy.weight_question, policy.weight_episode, policy.weight_time
@@ -155,17 +161,26 @@ def _rank_pool(store: Store, compiler: QueryCompiler, policy: Policy, query: str
     half_life = policy.recency_half_life
     match = cues.match if cues.windows else None
     retrievability, recency_of = decay.retrievability, decay.recency
+    carried_of, episode_of = carried.get, episode.get
+    activation_of = activation.get if activation else None
+    question = 1 - w_question
     for trace, bm25 in candidates:
-        own = max(bm25, 0.0) / best if best > 0 else 0.0
+        # (comparisons rather than max(): ~45 candidates a search, each a few calls less)
+        own = (bm25 if bm25 > 0.0 else 0.0) / best if best > 0 else 0.0
         if w_question and _is_question(trace.content):
-            own *= 1 - w_question
+            own *= question
         when = match(trace.created_at) if match is not None else 0.0
         # "What did I do yesterday?" has no topic: fitting the window is the relevance.
-        relevance = max(own, carried.get(trace.id, 0.0), 0.0 if topical else when)
-        context = w_episode * (episode.get(trace.episode, 0.0) if trace.episode else own)
+        relevance = own
+        passed = carried_of(trace.id, 0.0)
+        if passed > relevance:
+            relevance = passed
+        if not topical and when > relevance:
+            relevance = when
+        context = w_episode * (episode_of(trace.episode, 0.0) if trace.episode else own)
         r = retrievability(trace.strength, trace.stability, trace.last_accessed_at, now)
         recency = recency_of(trace.created_at, now, half_life)
-        act = activation.get(trace.id, 0.0)
+        act = activation_of(trace.id, 0.0) if activation_of is not None else 0.0
         score = (
             (relevance + context)
             * (1 + w_time * when)
@@ -174,17 +189,32 @@ def _rank_pool(store: Store, compiler: QueryCompiler, policy: Policy, query: str
             * (1 + w_i * (trace.importance - 0.5))
             + w_a * act
         )
-        factors = (
-            {"bm25": bm25, "relevance": relevance, "episode": context, "time": when,
-             "retrievability": r, "recency": recency, "importance": trace.importance,
-             "activation": act, **(dense.explain(trace.id, bm25) if dense else {})}
-            if explain else None
-        )
-        hits.append(Hit(trace, score, factors))
-    # ties in a fixed order, so a pool's order never depends on the order rows came
-    # back in, nor on the random ids
-    hits.sort(key=lambda h: (-h.score, h.trace.tie_order))
-    return hits, exhausted
+        if explain:
+            hits.append((score, trace, {
+                "bm25": bm25, "relevance": relevance, "episode": context, "time": when,
+                "retrievability": r, "recency": recency, "importance": trace.importance,
+                "activation": act, **(dense.explain(trace.id, bm25) if dense else {})}))
+        else:
+            hits.append((score, trace, None))
+    return _best_first(hits), exhausted
+
+
+def _best_first(scored: list[Scored]) -> list[Scored]:
+    """``scored`` by score, highest first, ties in a fixed order (``Trace.tie_order``), so
+    a pool's order never depends on the order rows came back in, nor on the random ids.
+
+    Sorted by score alone, then each run of equal scores by its tie order: the same
+    order as one sort by (-score, tie order), without a tie-order tuple per candidate."""
+    scored.sort(key=_SCORE, reverse=True)  # stable: equal scores keep their order
+    i, n = 0, len(scored)
+    while i < n:
+        j = i + 1
+        while j < n and scored[j][0] == scored[i][0]:
+            j += 1
+        if j - i > 1:
+            scored[i:j] = sorted(scored[i:j], key=lambda row: row[1].tie_order)
+        i = j
+    return scored
 
 
 
@@ -288,7 +318,8 @@ def _bridge(store: Store, compiler: QueryCompiler, policy: Policy, filters: Filt
     stem_of: dict[str, str] = {}  # name word -> its index term
     for trace, _ in top:
         for match in _NAME.finditer(trace.content):
-            for word in compiler.words(match.group(1)):
+            # ASCII letters and spaces only: their split is the index tokenizer's words
+            for word in match.group(1).lower().split():
                 stems = compiler.stem_list(word)
                 if len(word) > 2 and stems and word not in query_words and word not in STOPWORDS:
                     stem_of.setdefault(word, stems[0])
@@ -302,8 +333,10 @@ def _bridge(store: Store, compiler: QueryCompiler, policy: Policy, filters: Filt
     words = list(dict.fromkeys([*compiled.terms, *rare]))
     second = CompiledQuery(fq.to_query_string(fq.OR([fq.PHRASE(w) for w in words])), compiled.terms,
                            False, tuple(words))
+    # not counted by FTS5: the traces the first search missed are few, and none of
+    # them holds a query word when the first search counted every match
     found = lexical.gather(store, compiler, second, filters, size, policy.bm25_weights,
-                           policy.search_budget, memo)
+                           policy.search_budget, memo, tally=False)
     if not found:
         return
     best = max((b for _, b in candidates), default=0.0) or 1.0
@@ -362,24 +395,34 @@ def _carry(policy: Policy, edges: list[tuple[str, str, float]], forward: dict[st
     return ahead
 
 
-def _episode_bm25(store: Store, compiler: QueryCompiler, terms: tuple[str, ...],
-                  candidates: Candidates, budget: int | None, k1: float = 1.2,
+def _episode_bm25(store: Store, compiler: QueryCompiler, compiled: CompiledQuery,
+                  candidates: Candidates, budget: int | None, filters: Filters | None = None,
+                  memo: dict[Any, Any] | None = None, k1: float = 1.2,
                   b: float = 0.75) -> dict[str, float]:
     """BM25 of each candidate's episode read as one document, scaled so the best is 1.
 
     Term frequencies are summed over the episode's candidates (the traces that
     matched), the length is the whole episode's, IDF comes from the FTS5 index.
     Traces without an episode get nothing here (their own BM25 already counts).
+
+    The frequencies are those FTS5 counted while gathering (``memo``, see
+    :func:`brainmem.candidates.content_counts`); a candidate it did not count has its
+    words counted here, unless every match was counted (then it holds no query word:
+    a conversation neighbour, most often).
     """
     in_episodes = [t for t, _ in candidates if t.episode is not None]
-    idf = _query_idf(store, compiler, terms, budget) if in_episodes else {}
+    idf = _query_idf(store, compiler, compiled.terms, budget) if in_episodes else {}
     if not idf:
         return {}
     wanted = frozenset(idf)
+    counted, complete = ({}, False) if memo is None or filters is None else lexical.content_counts(
+        memo, compiler, compiled, filters, wanted)
     tf: dict[str, dict[str, int]] = {}
     for trace in in_episodes:
         assert trace.episode is not None
-        counts = lexical.stem_counts(trace.content, wanted, length=False)[1]
+        counts = counted.get(trace.id)
+        if counts is None and not (complete and trace.id not in counted):
+            counts = lexical.stem_counts(trace.content, wanted, length=False)[1]
         if counts:
             summed = tf.setdefault(trace.episode, {})
             for stem, c in counts.items():

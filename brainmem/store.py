@@ -28,7 +28,7 @@ from .errors import (
 )
 from .model import Trace
 from .store_base import WriteBusy as WriteBusy  # re-exported: Brain catches it
-from .store_base import translate_errors
+from .store_base import padded, translate_errors
 from .store_edges import EdgeTables
 from .store_filters import Filters as Filters  # re-exported: the readers import it from here
 from .store_index import IndexTables
@@ -225,7 +225,7 @@ class Store(IndexTables, EdgeTables, LogTables, InspectTables, VectorTables, Mai
     def search_keyed(self, expression: str, filters: Filters, limit: int,
                      weights: Sequence[float]) -> list[tuple[int, Trace, float]]:
         """:meth:`search` as (rid, trace, bm25)."""
-        return [(r[0], row_to_trace(r[1:-1]), -r[-1])
+        return [(r[0], row_to_trace(r[1:-2]), -r[-1])
                 for r in self._ranked(expression, filters, limit, weights, True)]
 
     def search_rids(self, expression: str, filters: Filters, limit: int,
@@ -233,25 +233,41 @@ class Store(IndexTables, EdgeTables, LogTables, InspectTables, VectorTables, Mai
         """:meth:`search` as (rid, bm25) only: the same statement without the rows."""
         return [(r[0], -r[-1]) for r in self._ranked(expression, filters, limit, weights, False)]
 
+    def search_counted(self, expression: str, filters: Filters, limit: int, weights: Sequence[float],
+                       rows: bool) -> tuple[list[tuple[int, Trace | None, float, bytes | None]], bool]:
+        """:meth:`search_keyed` (the trace None without ``rows``) with how often each
+        phrase of ``expression`` occurs in each match's content
+        (:func:`~brainmem.store_base.content_counts`); and True when these are all the
+        matches passing ``filters`` (FTS5 matched fewer than ``limit``, before them)."""
+        found = self._ranked(expression, filters, limit, weights, rows, counts=True)
+        out = [(r[0], row_to_trace(r[1:-2]) if rows else None, -r[-1], r[-2]) for r in found
+               if r[0] is not None]
+        return out, len(found) < limit
+
     def _ranked(self, expression: str, filters: Filters, limit: int, weights: Sequence[float],
-                rows: bool) -> list[Any]:
+                rows: bool, counts: bool = False) -> list[Any]:
         where, params = filters.sql()
         w = ", ".join(str(float(x)) for x in weights)
         columns = f"t.rid, {_SELECT}" if rows else "t.rid"
+        # FTS5 calls an auxiliary function for every match, before the sort
+        tally = "content_counts(traces_fts)" if counts else "NULL"
         if filters.narrows:
             sql = (
-                f"SELECT {columns}, bm25(traces_fts, {w}) AS rank FROM traces_fts "
+                f"SELECT {columns}, {tally}, bm25(traces_fts, {w}) AS rank FROM traces_fts "
                 f"JOIN traces t ON t.rid = traces_fts.rowid "
                 f"WHERE traces_fts MATCH ? AND {where} ORDER BY rank, t.rid LIMIT ?"
             )
             args = [expression, *params, limit]
         else:
             # Rank inside FTS5 first, then join only the winners: as cheap as raw FTS5.
+            # Counting, the winners the filters refuse come back too (rid NULL): they
+            # tell whether FTS5 had more matches than ``limit``.
+            join = (f"LEFT JOIN traces t ON t.rid = hits.rid AND {where}" if counts else
+                    f"JOIN traces t ON t.rid = hits.rid WHERE {where}")
             sql = (
-                f"WITH hits AS (SELECT rowid AS rid, bm25(traces_fts, {w}) AS rank FROM traces_fts "
-                f"WHERE traces_fts MATCH ? ORDER BY rank, rowid LIMIT ?) "
-                f"SELECT {columns}, hits.rank FROM hits JOIN traces t ON t.rid = hits.rid "
-                f"WHERE {where} ORDER BY hits.rank, hits.rid"
+                f"WITH hits AS (SELECT rowid AS rid, {tally} AS counts, bm25(traces_fts, {w}) AS rank "
+                f"FROM traces_fts WHERE traces_fts MATCH ? ORDER BY rank, rowid LIMIT ?) "
+                f"SELECT {columns}, hits.counts, hits.rank FROM hits {join} ORDER BY hits.rank, hits.rid"
             )
             args = [expression, limit, *params]
         with translate_errors():
@@ -430,8 +446,8 @@ class Store(IndexTables, EdgeTables, LogTables, InspectTables, VectorTables, Mai
         Remembered per connection until a write (one statement less per search)."""
         known: dict[str, int] = self._cached("episode_lengths", dict)
         missing = [e for e in dict.fromkeys(episodes) if e not in known]
-        for start in range(0, len(missing), 500):
-            chunk = missing[start : start + 500]
+        for start in range(0, len(missing), 512):
+            chunk = padded(missing[start : start + 512])
             found = dict(self.db.execute(
                 f"SELECT episode, sum(length(content)) FROM traces WHERE episode IN ({', '.join('?' * len(chunk))}) "
                 "AND deleted_at IS NULL GROUP BY episode", chunk,
@@ -487,8 +503,8 @@ class Store(IndexTables, EdgeTables, LogTables, InspectTables, VectorTables, Mai
         """:meth:`traces_by_rid`, by rid (a search's memo keeps them by rid)."""
         where, params = filters.sql()
         out: dict[int, Trace] = {}
-        for start in range(0, len(rids), 500):
-            chunk = list(rids[start : start + 500])
+        for start in range(0, len(rids), 512):
+            chunk = padded(rids[start : start + 512])
             out.update((r[-1], row_to_trace(r[:-1])) for r in self.execute(
                 f"SELECT {_SELECT}, t.rid FROM traces t WHERE t.rid IN ({', '.join('?' * len(chunk))}) AND {where}",
                 [*chunk, *params]))

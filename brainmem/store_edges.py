@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
 
-from .store_base import Database
+from .store_base import Database, padded
 
 
 class EdgeTables(Database):
@@ -68,20 +68,24 @@ class EdgeTables(Database):
         lists per hop: hop 1 touches ``ids`` (either end); hop 2 (``hops=2``) leaves a
         hop-1 edge's far end forward (its ``src`` is the ``dst`` of a hop-1 edge from
         ``ids``). One statement for what conversation context needed two for (issue 14).
+        With ``hops=2`` an edge between two of ``ids`` may come twice in hop 1.
         """
         if not ids:
             return [[] for _ in range(hops)]
+        ids = padded(ids)
         marks = ", ".join(f"?{i + 1}" for i in range(len(ids)))
         hop1 = (
             f"SELECT e.src, e.dst, e.weight FROM edges e JOIN traces t ON t.id = e.dst "
             f"WHERE e.src IN ({marks}) AND e.kind = 'episode_next' AND t.deleted_at IS NULL "
-            f"UNION SELECT e.src, e.dst, e.weight FROM edges e JOIN traces t ON t.id = e.src "
+            f"UNION {{}}SELECT e.src, e.dst, e.weight FROM edges e JOIN traces t ON t.id = e.src "
             f"WHERE e.dst IN ({marks}) AND e.kind = 'episode_next' AND t.deleted_at IS NULL"
         )
         if hops < 2:
-            return [list(self.execute(hop1, list(ids)))]
+            return [list(self.execute(hop1.format(""), list(ids)))]
+        # UNION ALL, hop 1 materialized once: 13 % less for 20 ids (an edge between two
+        # of them comes twice, which carrying relevance, a maximum, does not mind)
         sql = (
-            f"WITH hop1 AS ({hop1}) SELECT src, dst, weight, 1 FROM hop1 UNION ALL "
+            f"WITH hop1 AS MATERIALIZED ({hop1.format('ALL ')}) SELECT src, dst, weight, 1 FROM hop1 UNION ALL "
             f"SELECT e.src, e.dst, e.weight, 2 FROM edges e JOIN traces t ON t.id = e.dst "
             f"WHERE e.src IN (SELECT dst FROM hop1 WHERE src IN ({marks})) "
             f"AND e.kind = 'episode_next' AND t.deleted_at IS NULL"

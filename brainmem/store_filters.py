@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from .store_base import WriteBusy as WriteBusy  # re-exported: Brain catches it
+from .store_base import padded
 
 
 @dataclass
@@ -68,8 +69,9 @@ class Filters:
             where.append("t.key IS NOT NULL AND substr(t.key, 1, ?) = ?")
             params.extend([len(self.key_prefix), self.key_prefix])
         if self.ids is not None:
-            where.append(f"t.id IN ({', '.join('?' * len(self.ids))})" if self.ids else "0")
-            params.extend(self.ids)
+            ids = padded(self.ids) if self.ids else []
+            where.append(f"t.id IN ({', '.join('?' * len(ids))})" if ids else "0")
+            params.extend(ids)
         if self.scopes is not None:
             pairs = list(dict.fromkeys((str(s), str(i)) for s, i in self.scopes))
             where.append("(" + (" OR ".join("(t.scope = ? AND t.scope_id = ?)" for _ in pairs) or "0") + ")")

@@ -12,7 +12,7 @@ from typing import Any
 import apsw
 import apsw.fts5
 
-from .store_base import Database, translate_errors
+from .store_base import Database, padded, translate_errors
 
 #: The FTS5 tables: the word index of every live trace, and the trigram index of those
 #: written in scripts without word spaces (:mod:`brainmem.scripts`, schema v4).
@@ -39,6 +39,7 @@ class IndexTables(Database):
         terms = list(dict.fromkeys(terms))
         df: dict[str, int] = {}
         if terms:
+            terms = padded(terms)
             vocab = self.fts.fts5vocab_name("row")
             df = dict(self.db.execute(
                 f"SELECT term, doc FROM {vocab} WHERE term IN ({', '.join('?' * len(terms))})", terms
