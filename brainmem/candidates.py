@@ -140,7 +140,7 @@ def _exact(store: Store, expression: str, filters: Filters, size: int, weights: 
         found = [(trace, bm25) for rid, _, bm25, _ in rows if (trace := known.get(rid)) is not None]
         counted.update((trace.id, (tally, c)) for rid, _, _, c in rows if (trace := known.get(rid)) is not None)
         if complete:  # every match of these phrases under these filters was counted
-            memo[("complete", expression, *_filters_key(filters))] = True
+            memo[("complete", expression) + tuple(_filters_key(filters))] = True
         return found
     if not known:
         rows_read = store.search_keyed(expression, filters, size, weights)
