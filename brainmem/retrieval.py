@@ -131,7 +131,7 @@ def _rank_pool(store: Store, compiler: QueryCompiler, policy: Policy, query: str
     unsegmented = scripts.runs(query)
     if unsegmented:
         before = len(candidates)
-        _add_unsegmented_candidates(store, filters, unsegmented, size, candidates)
+        _add_unsegmented_candidates(store, filters, unsegmented, size, policy.search_budget, candidates)
         exhausted = exhausted and len(candidates) - before < size
     for window in cues.windows:
         full = _add_window_candidates(store, compiler, policy, compiled, filters, window, size,
@@ -265,7 +265,7 @@ def _add_window_candidates(store: Store, compiler: QueryCompiler, policy: Policy
 
 
 def _add_unsegmented_candidates(store: Store, filters: Filters, runs: list[str], size: int,
-                                candidates: Candidates) -> None:
+                                budget: int | None, candidates: Candidates) -> None:
     """Traces holding the query's runs of CJK (or Thai, ...) text as substrings.
 
     The porter index sees ``東京タワー`` as one word, so ``東京`` misses it. A trace
@@ -274,7 +274,7 @@ def _add_unsegmented_candidates(store: Store, filters: Filters, runs: list[str],
     """
     best = max((score for _, score in candidates), default=0.0) or 1.0
     index = {t.id: i for i, (t, _) in enumerate(candidates)}
-    for trace, share in store.search_unsegmented(runs, filters, size):
+    for trace, share in store.search_unsegmented(runs, filters, size, budget):
         score = share * best
         if trace.id in index:
             i = index[trace.id]

@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import apsw
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -69,3 +70,45 @@ def test_any_substring_of_a_cjk_trace_finds_it(text: str, data: st.DataObject) -
         brain.add("an English note")
         assert text in found(brain, text[start:end])
     assert scripts.runs(text[start:end]) == [text[start:end]]
+
+
+
+def test_a_common_piece_is_read_newest_first_and_a_trace_with_every_piece_is_never_lost(tmp_path: Path) -> None:
+    """Issue 14: a piece in many traces is read only ``search_budget`` deep (newest first),
+    so its cost does not grow with the brain; a trace holding every piece is found however old."""
+    from dataclasses import replace
+
+    from brainmem import Policy
+
+    path = str(tmp_path / "b.brain")
+    with Brain(path, clock=lambda: T0) as brain:
+        both = brain.add("温泉旅行と新幹線で")  # the oldest, and the only one with every piece
+        brain.add_many([f"温泉旅行{i}番" for i in range(30)] + [f"新幹線で{i}番" for i in range(30)])
+    query = "温泉旅行 新幹線で"
+    with Brain(path, readonly=True, policy=replace(Policy(), search_budget=5)) as bounded:
+        hits = bounded.search(query, reinforce=False, explain=True)
+        assert hits[0].trace.id == both.id  # each piece's 5 newest traces do not hold it
+        assert hits[0].score > hits[1].score
+    with Brain(path, readonly=True, policy=replace(Policy(), search_budget=None)) as exact, \
+            Brain(path, readonly=True, policy=replace(Policy(), search_budget=1000)) as roomy:
+        for q in (query, "温泉", "新幹線で3番", "旅行と"):  # under the budget the bound changes nothing
+            a, b = roomy.search(q, limit=40, reinforce=False), exact.search(q, limit=40, reinforce=False)
+            assert [h.trace.id for h in a] == [h.trace.id for h in b]
+            assert [h.score for h in a] == pytest.approx([h.score for h in b])  # BM25 paths differ in ulps
+
+
+def test_every_piece_short_and_long_is_found_past_the_budget(tmp_path: Path) -> None:
+    """A query mixing a two-character run with a longer one, and one of two short runs."""
+    from dataclasses import replace
+
+    from brainmem import Policy
+
+    path = str(tmp_path / "b.brain")
+    with Brain(path, clock=lambda: T0) as brain:
+        both = brain.add("東京の温泉旅行と寿司")
+        brain.add_many([f"東京{i}番" for i in range(30)] + [f"温泉旅行{i}番" for i in range(30)]
+                       + [f"寿司{i}番" for i in range(30)])
+    with Brain(path, readonly=True, policy=replace(Policy(), search_budget=5)) as bounded:
+        for query in ("東京 温泉旅行", "東京 寿司"):
+            hits = bounded.search(query, reinforce=False)
+            assert hits[0].trace.id == both.id and hits[0].score > hits[1].score, query
