@@ -351,6 +351,13 @@ def test_store_bench_floor_runs(tmp_path: Path) -> None:
         assert bench.sql_floor(str(tmp_path / f"floor{minimal}.brain"), texts, minimal=minimal) > 0
 
 
+def test_cjk_scale_runs_and_bounded_equals_exact_on_a_small_brain(tmp_path: Path,
+                                                                  capsys: pytest.CaptureFixture[str]) -> None:
+    rows = _script("cjk_scale").run(300, str(tmp_path))
+    capsys.readouterr()
+    assert len(rows) == 9 and all(r["same_top10"] and r["bounded_ms"] > 0 for r in rows)
+
+
 def test_fusion_oracle_is_the_per_question_best() -> None:
     """The oracle takes each question's best setting; the best single setting is a column mean."""
     rows = [
