@@ -60,6 +60,9 @@ if [ -n "$MODEL" ] && [ -f "$TOKENIZER" ]; then
   if [ -n "$LME" ] && [ -n "$LOCOMO" ]; then  # one set of weights for both datasets: the defaults
     run "$PY" benchmarks/fusion_cv.py --joint "$OUT/fusion_cv_longmemeval.json" "$OUT/fusion_cv_locomo.json" \
       --markdown "$OUT/fusion_cv_held_out.md" > "$OUT/fusion_cv_joint.txt"
+    # how far a per-question choice among those rankings could go (an upper bound)
+    run "$PY" benchmarks/fusion_oracle.py --all "$OUT/fusion_cv_longmemeval.json" "$OUT/fusion_cv_locomo.json" \
+      > "$OUT/fusion_oracle.txt"
   fi
   run "$PY" benchmarks/vector_perf.py --model "$MODEL" --tokenizer "$TOKENIZER" --json "$OUT/vector_perf.json"
 else
@@ -107,6 +110,8 @@ if [ -n "$LME" ]; then
   # reflect on a million traces: time, peak RSS and the longest a writer waited
   run "$PY" benchmarks/reflect_million.py --data "$LME" --json "$OUT/reflect_1m.json"
 fi
+# text without word spaces at 100k and 1M synthetic Japanese traces: bounded vs exact vs raw FTS5
+run "$PY" benchmarks/cjk_scale.py --sizes "${SCALE_SIZES:-100k,1m}" --json "$OUT/cjk_scale.json"
 # diagnostics: how far lexical ranking can go on the two datasets (RESULTS.md quotes them)
 if [ -n "$LME" ]; then
   run "$PY" benchmarks/lme_session_bound.py --data "$LME" > "$OUT/lme_session_bound.txt"
