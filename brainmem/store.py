@@ -20,7 +20,6 @@ from dataclasses import fields as dataclass_fields
 from typing import Any
 
 import apsw
-import apsw.fts5query as fq
 
 from . import scripts
 from .errors import (
@@ -281,41 +280,13 @@ class Store(IndexTables, EdgeTables, LogTables, InspectTables, VectorTables, Mai
     def search_unsegmented(self, runs: Sequence[str], filters: Filters, limit: int,
                            budget: int | None = None) -> list[tuple[Trace, float]]:
         """Live traces sharing the most pieces of ``runs`` (text in scripts without word
-        spaces, :mod:`brainmem.scripts`), from the trigram index, as (trace, share of
-        the pieces found), best first. A run's pieces are its trigrams (found through
-        the index); a run of one or two characters is its own piece (found by ``LIKE``
-        over the traces the trigram index holds, only such traces).
-
-        ``budget`` bounds the work in a large brain: each piece's matches are read newest
-        first, at most ``budget`` of them, so a piece in most traces (``ました``) costs
-        what a rare one does (at 100k Japanese traces, reading all of a common trigram's
-        matches took ~20 ms, its newest 2,001 0.5 ms). Traces holding *every* piece are
-        found whatever their age (one FTS5 AND, newest first); a partial match older than
-        a common piece's newest ``budget`` matches is counted without that piece.
-        """
+        spaces, :mod:`brainmem.scripts`), as (trace, share of the pieces found), best
+        first: the trigram index's counts (:meth:`trigram_counts`, at most ``budget``
+        deep a piece), then counted again in the text of the traces kept, so a partial
+        match the budget counted short is exact (equal to the index's count when no
+        piece was cut short)."""
         pieces = list(dict.fromkeys(p for run in runs for p in scripts.pieces(run)))
-        cap = -1 if budget is None else budget  # LIMIT -1: no limit
-        found: dict[int, int] = {}
-        with translate_errors():
-            for piece in pieces:
-                if len(piece) >= 3:
-                    sql = ("SELECT rowid FROM traces_trigram WHERE traces_trigram MATCH ? "
-                           "ORDER BY rowid DESC LIMIT ?")
-                    arg = fq.to_query_string(fq.PHRASE(piece))
-                else:
-                    # LIKE on the FTS5 table itself scans its content, the view over
-                    # *every* trace (22 s at a million traces); the index's own row
-                    # list (its docsize shadow table) holds just the indexed ones (14 ms).
-                    # Newest first, a common piece stops after ``budget`` matches; a rare
-                    # one still reads every indexed trace (no index holds pieces this short).
-                    sql = ("SELECT t.rid FROM traces_trigram_docsize d CROSS JOIN traces t ON t.rid = d.id "
-                           "WHERE t.content LIKE ?1 OR t.cue LIKE ?1 ORDER BY d.id DESC LIMIT ?2")
-                    arg = f"%{piece}%"
-                for (rid,) in self.db.execute(sql, (arg, cap)):
-                    found[rid] = found.get(rid, 0) + 1
-            if budget is not None and len(pieces) > 1:
-                for rid in self._holding_every(pieces, limit * 4):
-                    found[rid] = len(pieces)
+        found = self.trigram_counts(pieces, limit * 4, budget)
         if not found:
             return []
         where, params = filters.sql()
@@ -325,31 +296,10 @@ class Store(IndexTables, EdgeTables, LogTables, InspectTables, VectorTables, Mai
             [*best, *params],
         )
         traces = [(row_to_trace(r[:-1]), r[-1]) for r in rows]
-        # counted again in the text, so a partial match the budget counted short is exact
-        # (equal to the index's count when no piece was cut short)
         held = {rid: sum(p in t.content or p in (t.cue or "") for p in pieces) for t, rid in traces}
         # the newest first among equal shares, as ``best`` chose them (rows come back in rid order)
         traces.sort(key=lambda tr: (-held[tr[1]], -tr[1]))
         return [(t, held[rid] / len(pieces)) for t, rid in traces[:limit]]
-
-    def _holding_every(self, pieces: Sequence[str], limit: int) -> list[int]:
-        """The newest ``limit`` indexed traces holding every piece, however old: one FTS5
-        AND of the trigram pieces (SQLite walks the rarest list), the short pieces
-        checked on the rows it yields; with short pieces only, a newest-first scan
-        (bounded when they are common, every indexed trace when they are rare)."""
-        long = [p for p in pieces if len(p) >= 3]
-        short = [f"%{p}%" for p in pieces if len(p) < 3]
-        holds = " AND ".join("(t.content LIKE ? OR t.cue LIKE ?)" for _ in short)
-        like = [arg for p in short for arg in (p, p)]
-        if not long:
-            return [rid for (rid,) in self.db.execute(
-                "SELECT t.rid FROM traces_trigram_docsize d CROSS JOIN traces t ON t.rid = d.id "
-                f"WHERE {holds} ORDER BY d.id DESC LIMIT ?", (*like, limit))]
-        every = fq.to_query_string(fq.AND([fq.PHRASE(p) for p in long]))
-        return [rid for (rid,) in self.db.execute(
-            "SELECT f.rowid FROM traces_trigram f CROSS JOIN traces t ON t.rid = f.rowid "
-            f"WHERE traces_trigram MATCH ? {'AND ' + holds if short else ''} ORDER BY f.rowid DESC LIMIT ?",
-            (every, *like, limit))]
 
     def purge(self, before: float | None = None) -> int:
         """Physically remove soft-deleted traces (deleted before ``before``) and their edges."""
