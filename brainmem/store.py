@@ -290,7 +290,7 @@ class Store(IndexTables, EdgeTables, LogTables, InspectTables, VectorTables, Mai
         if not found:
             return []
         where, params = filters.sql()
-        best = sorted(found, key=lambda rid: (-found[rid], -rid))[: limit * 4]
+        best = padded(sorted(found, key=lambda rid: (-found[rid], -rid))[: limit * 4])
         rows = self.execute(
             f"SELECT {_SELECT}, t.rid FROM traces t WHERE t.rid IN ({', '.join('?' * len(best))}) AND {where}",
             [*best, *params],
