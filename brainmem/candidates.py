@@ -112,10 +112,35 @@ def gather(store: Store, compiler: QueryCompiler, compiled: CompiledQuery, filte
         if len(set(rids)) < size:
             rids += _matches(store, compiled.expression, 2 * size, filters, None, budget, memo)
     traces = _traces(store, list(dict.fromkeys(rids)), filters, memo)
+    if filters.narrows and len(traces) < size:
+        # A narrowing filter (a tag, a scope, a time window) may reject every one of
+        # the newest matches the passes above looked at, however many older traces
+        # pass it and match: "kettle" with a tag only 10 old traces hold found none
+        # of them among 6,000 newer kettles. Then the traces passing the filter are
+        # read instead, newest first and at most ``budget`` of them, and those
+        # holding a query word join: a filter that selects few traces is searched
+        # completely, and the work stays bounded either way.
+        seen = {t.id for t in traces}
+        extra = [t for t in _passing(store, filters, budget, memo) if t.id not in seen]
+    else:
+        extra = []
     idf = {s: _idf(stats[0], df.get(s, 0)) for s in set(stems.values())}
     scored = [(t, _bm25(t, stems, idf, stats, weights)) for t in traces]
+    scored += [(t, b) for t in extra if (b := _bm25(t, stems, idf, stats, weights)) > 0]  # a query word
     scored.sort(key=lambda c: (-c[1], c[0].tie_order))
     return scored[:size]
+
+
+def _passing(store: Store, filters: Filters, limit: int, memo: dict[Any, Any] | None) -> list[Trace]:
+    """The newest ``limit`` traces passing ``filters`` (once per search and filter)."""
+    where, params = filters.sql()
+    key = ("passing", where, tuple(params), limit)
+    if memo is not None and key in memo:
+        return list(memo[key])
+    traces = store.select(filters, limit=limit)
+    if memo is not None:
+        memo[key] = traces
+    return traces
 
 
 def _exact(store: Store, expression: str, filters: Filters, size: int, weights: Sequence[float],

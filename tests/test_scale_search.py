@@ -201,3 +201,22 @@ def test_the_real_text_corpus_is_n_distinct_texts_and_bench_perf_runs_on_it(tmp_
     row = report.rows[0]
     assert row.size == 100 and row.brainmem["search_cpu_p50_ms"] is not None
     assert report.notes["reflect"].startswith("skipped")
+
+
+def test_a_narrowing_filter_never_hides_old_matches_behind_new_ones(tmp_path: Path) -> None:
+    """Over the budget, the newest matches all fail the filter (a tag, a scope): the
+    older traces that pass it and match are still found (they were not, before)."""
+    with Brain(str(tmp_path / "b.brain"), policy=Policy(search_budget=50)) as brain:
+        tagged = brain.add_many([{"content": f"the old kettle note {i}", "tags": ["rare"]} for i in range(5)])
+        brain.add_many([{"content": f"our kettle whistles loudly {i}", "scope": "thread", "scope_id": "t1"}
+                        for i in range(300)])
+        old_in_scope = brain.add("a user kettle from long ago")  # scope user, the default
+        brain.add_many([{"content": f"the kettle in thread two {i}", "scope": "thread", "scope_id": "t2"}
+                        for i in range(300)])
+        found = {h.trace.id for h in brain.search("kettle", tags=["rare"], limit=10, reinforce=False)}
+        assert found == {t.id for t in tagged}
+        hits = brain.search("kettle", scope="user", limit=10, reinforce=False)
+        assert old_in_scope.id in {h.trace.id for h in hits}
+        assert all(h.trace.scope == "user" for h in hits)
+        # a filter no matching trace passes still finds nothing (and does not fail)
+        assert list(brain.search("kettle", tags=["none such"], reinforce=False)) == []
