@@ -279,25 +279,41 @@ class Store(IndexTables, EdgeTables, LogTables, InspectTables, VectorTables, Mai
 
     def search_unsegmented(self, runs: Sequence[str], filters: Filters, limit: int,
                            budget: int | None = None) -> list[tuple[Trace, float]]:
-        """Live traces sharing the most pieces of ``runs`` (text in scripts without word
-        spaces, :mod:`brainmem.scripts`), as (trace, share of the pieces found), best
-        first: the trigram index's counts (:meth:`trigram_counts`, at most ``budget``
-        deep a piece), then counted again in the text of the traces kept, so a partial
-        match the budget counted short is exact (equal to the index's count when no
-        piece was cut short)."""
+        """Live traces passing ``filters`` that share the most pieces of ``runs`` (text in
+        scripts without word spaces, :mod:`brainmem.scripts`), as (trace, share of the
+        pieces found), best first: the trigram index's counts (:meth:`trigram_counts`, at
+        most ``budget`` deep a piece), then counted again in the text of the traces kept,
+        so a partial match the budget counted short is exact (equal to the index's count
+        when no piece was cut short).
+
+        The counts know no filter, so their best are read ``limit * 4`` at a time until
+        that many pass it (a tag only 5 of 505 matching traces held found none: only the
+        best 40 were read). A narrowing filter that still leaves too few (its traces
+        outside every piece's newest ``budget``) has its own newest ``budget`` traces
+        read and counted, as word search does (:mod:`brainmem.candidates`).
+        """
         pieces = list(dict.fromkeys(p for run in runs for p in scripts.pieces(run)))
-        found = self.trigram_counts(pieces, limit * 4, budget)
-        if not found:
-            return []
+        found = self.trigram_counts(pieces, limit * 4, budget, filters)
         where, params = filters.sql()
-        best = padded(sorted(found, key=lambda rid: (-found[rid], -rid))[: limit * 4])
-        rows = self.execute(
-            f"SELECT {_SELECT}, t.rid FROM traces t WHERE t.rid IN ({', '.join('?' * len(best))}) AND {where}",
-            [*best, *params],
-        )
+        order = sorted(found, key=lambda rid: (-found[rid], -rid))
+        rows: list[Any] = []
+        for start in range(0, len(order), limit * 4):
+            if len(rows) >= limit * 4:
+                break
+            chunk = padded(order[start : start + limit * 4])
+            rows += self.execute(
+                f"SELECT {_SELECT}, t.rid FROM traces t WHERE t.rid IN ({', '.join('?' * len(chunk))}) AND {where}",
+                [*chunk, *params],
+            )
+        if budget is not None and filters.narrows and len(rows) < limit:
+            seen = {r[-1] for r in rows}
+            rows += [r for r in self.execute(
+                f"SELECT {_SELECT}, t.rid FROM traces t WHERE {where} ORDER BY t.rid DESC LIMIT ?",
+                [*params, budget]) if r[-1] not in seen]
         traces = [(row_to_trace(r[:-1]), r[-1]) for r in rows]
         held = {rid: sum(p in t.content or p in (t.cue or "") for p in pieces) for t, rid in traces}
-        # the newest first among equal shares, as ``best`` chose them (rows come back in rid order)
+        traces = [(t, rid) for t, rid in traces if held[rid]]
+        # the newest first among equal shares, as ``order`` chose them (rows come back in rid order)
         traces.sort(key=lambda tr: (-held[tr[1]], -tr[1]))
         return [(t, held[rid] / len(pieces)) for t, rid in traces[:limit]]
 

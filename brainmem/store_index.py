@@ -14,6 +14,7 @@ import apsw.fts5
 import apsw.fts5query as fq
 
 from .store_base import Database, padded, translate_errors
+from .store_filters import Filters
 
 #: The FTS5 tables: the word index of every live trace, and the trigram index of those
 #: written in scripts without word spaces (:mod:`brainmem.scripts`, schema v4).
@@ -139,8 +140,8 @@ class IndexTables(Database):
         ).get
         return {"missing": missing, "extra": extra}
 
-    def trigram_counts(self, pieces: Sequence[str], every_limit: int,
-                       budget: int | None = None) -> dict[int, int]:
+    def trigram_counts(self, pieces: Sequence[str], every_limit: int, budget: int | None = None,
+                       filters: Filters | None = None) -> dict[int, int]:
         """{rowid: how many of ``pieces`` the trace holds} from ``traces_trigram``: a
         piece of three characters or more through the index, a shorter one by ``LIKE``
         over the traces the index holds (only those).
@@ -149,8 +150,9 @@ class IndexTables(Database):
         first, at most ``budget`` of them, so a piece in most traces (``ました``) costs
         what a rare one does (at 100k Japanese traces, reading all of a common trigram's
         matches took ~20 ms, its newest 2,001 0.5 ms). Traces holding *every* piece are
-        found whatever their age (one FTS5 AND, newest first); a partial match older than
-        a common piece's newest ``budget`` matches is counted without that piece.
+        found whatever their age (one FTS5 AND, newest first, of those passing ``filters``);
+        a partial match older than a common piece's newest ``budget`` matches is counted
+        without that piece.
         """
         cap = -1 if budget is None else budget  # LIMIT -1: no limit
         found: dict[int, int] = {}
@@ -172,19 +174,20 @@ class IndexTables(Database):
                 for (rid,) in self.db.execute(sql, (arg, cap)):
                     found[rid] = found.get(rid, 0) + 1
             if budget is not None and len(pieces) > 1:
-                for rid in self._holding_every(pieces, every_limit):
+                for rid in self._holding_every(pieces, every_limit, filters):
                     found[rid] = len(pieces)
         return found
 
-    def _holding_every(self, pieces: Sequence[str], limit: int) -> list[int]:
+    def _holding_every(self, pieces: Sequence[str], limit: int, filters: Filters | None) -> list[int]:
         """The newest ``limit`` indexed traces holding every piece, however old: one FTS5
         AND of the trigram pieces (SQLite walks the rarest list), the short pieces
         checked on the rows it yields; with short pieces only, a newest-first scan
         (bounded when they are common, every indexed trace when they are rare)."""
         long = [p for p in pieces if len(p) >= 3]
         short = [f"%{p}%" for p in pieces if len(p) < 3]
-        holds = " AND ".join("(t.content LIKE ? OR t.cue LIKE ?)" for _ in short)
-        like = [arg for p in short for arg in (p, p)]
+        where, params = filters.sql() if filters is not None else ("1", [])
+        holds = " AND ".join(["(t.content LIKE ? OR t.cue LIKE ?)" for _ in short] + [where])
+        like = [*(arg for p in short for arg in (p, p)), *params]
         if not long:
             return [rid for (rid,) in self.db.execute(
                 "SELECT t.rid FROM traces_trigram_docsize d CROSS JOIN traces t ON t.rid = d.id "
@@ -192,7 +195,7 @@ class IndexTables(Database):
         every = fq.to_query_string(fq.AND([fq.PHRASE(p) for p in long]))
         return [rid for (rid,) in self.db.execute(
             "SELECT f.rowid FROM traces_trigram f CROSS JOIN traces t ON t.rid = f.rowid "
-            f"WHERE traces_trigram MATCH ? {'AND ' + holds if short else ''} ORDER BY f.rowid DESC LIMIT ?",
+            f"WHERE traces_trigram MATCH ? AND {holds} ORDER BY f.rowid DESC LIMIT ?",
             (every, *like, limit))]
 
     def repair_index(self) -> None:

@@ -112,3 +112,25 @@ def test_every_piece_short_and_long_is_found_past_the_budget(tmp_path: Path) -> 
         for query in ("東京 温泉旅行", "東京 寿司"):
             hits = bounded.search(query, reinforce=False)
             assert hits[0].trace.id == both.id and hits[0].score > hits[1].score, query
+
+
+def test_a_filter_finds_its_matches_however_many_others_match_more(tmp_path: Path) -> None:
+    """The trigram counts know no filter: a tag held by 5 of 505 matching traces found
+    none of them (only the best 40 by count were read, then filtered)."""
+    from dataclasses import replace
+
+    from brainmem import Policy
+
+    path = str(tmp_path / "b.brain")
+    with Brain(path, clock=lambda: T0) as brain:
+        rare = brain.add_many([{"content": f"東京タワーに行った {i}", "tags": ["rare"]} for i in range(5)])
+        brain.add_many([f"東京タワーに行った日 {i}" for i in range(500)])
+        user = brain.add("寿司を食べた")  # scope user; every newer 寿司 is in a thread
+        brain.add_many([{"content": f"寿司を食べました {i}", "scope": "thread", "scope_id": "t"}
+                        for i in range(100)])
+    for policy in (Policy(), replace(Policy(), search_budget=5), replace(Policy(), search_budget=None)):
+        with Brain(path, readonly=True, policy=policy) as brain:
+            found = [h.trace.id for h in brain.search("東京タワー", tags=["rare"], reinforce=False)]
+            assert sorted(found) == sorted(t.id for t in rare)
+            hits = brain.search("寿司", scope="user", reinforce=False)
+            assert [h.trace.id for h in hits] == [user.id]
