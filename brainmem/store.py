@@ -210,6 +210,11 @@ class Store(IndexTables, EdgeTables, LogTables, InspectTables, VectorTables, Mai
             params += [limit, offset]
         return [row_to_trace(r) for r in self.execute(sql, params)]
 
+    def ids_passing(self, filters: Filters, limit: int) -> list[str]:
+        """The ids of at most ``limit`` traces passing ``filters`` (no rows read)."""
+        where, params = filters.sql()
+        return [i for (i,) in self.execute(f"SELECT t.id FROM traces t WHERE {where} LIMIT ?", [*params, limit])]
+
     def count(self, filters: Filters) -> int:
         where, params = filters.sql()
         return int(self.execute(f"SELECT count(*) FROM traces t WHERE {where}", params).get)

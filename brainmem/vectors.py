@@ -77,6 +77,11 @@ def _one_blas_thread() -> Any:
         return contextlib.nullcontext()
 
 
+#: A narrowing filter passing at most this many traces is applied before the ranking
+#: by cosine in :meth:`VectorIndex.nearest` (their ids are read, not their rows).
+FILTER_FIRST = 20_000
+
+
 class VectorIndex:
     """The vectors of one brain for one embedder: write, backfill, nearest neighbours."""
 
@@ -230,19 +235,51 @@ class VectorIndex:
         return {i: float(sims[r]) for i, r, h in rows if r is not None and self._hashes[r] == h}
 
     def nearest(self, sims: np.ndarray | None, filters: Filters, k: int) -> list[tuple[Trace, float]]:
-        """The ``k`` live traces passing ``filters`` with the highest cosines (exact)."""
+        """The ``k`` live traces passing ``filters`` with the highest cosines (exact).
+
+        The best by cosine are checked against the filters, a few more each round and
+        at most 512 ids a statement (one statement of every id failed with "too many
+        SQL variables" past 32,766 vectors). A narrowing filter that rejects most of
+        them and passes at most ``FILTER_FIRST`` traces is applied first instead: the
+        ids passing it are read and the best of those by cosine taken.
+        """
         if sims is None or k <= 0:
             return []
         n = len(sims)
         want = k
+        checked: set[int] = set()
+        passing: dict[str, Trace] = {}
         while True:
             take = min(n, want + want // 4 + 8)  # over-fetch a little: some may fail the filters
             top = np.argpartition(-sims, take - 1)[:take] if take < n else np.arange(n)
             top = top[np.argsort(-sims[top])]
-            ids = [self._ids[i] for i in top]
-            passing = {t.id: t for t in self.store.select(replace(filters, ids=ids))}
-            out = [(passing[self._ids[i]], float(sims[i])) for i in top
-                   if self._ids[i] in passing and passing[self._ids[i]].content_hash == self._hashes[i]]
+            self._check([int(i) for i in top], filters, passing, checked)
+            out = self._in_order(top, sims, passing)
             if len(out) >= k or take >= n:
                 return out[:k]
+            if filters.narrows:
+                ids = self.store.ids_passing(filters, FILTER_FIRST + 1)
+                if len(ids) <= FILTER_FIRST:  # few pass: the best of those, exactly
+                    rows = np.array([r for r in (self._row.get(i) for i in ids) if r is not None], dtype=np.int64)
+                    best = rows[np.argsort(-sims[rows], kind="stable")]
+                    end = 0
+                    while end < len(best):  # they pass the filter: the first batch is enough
+                        end += 4 * k
+                        self._check([int(i) for i in best[:end]], filters, passing, checked)
+                        if len(self._in_order(best[:end], sims, passing)) >= k:
+                            break
+                    return self._in_order(best[:end], sims, passing)[:k]
             want *= 4
+
+    def _check(self, rows: list[int], filters: Filters, passing: dict[str, Trace], checked: set[int]) -> None:
+        """Read the traces of ``rows`` not yet ``checked`` that pass ``filters`` into ``passing``."""
+        new = [r for r in rows if r not in checked]
+        checked.update(new)
+        for start in range(0, len(new), 512):
+            ids = [self._ids[i] for i in new[start:start + 512]]
+            passing.update((t.id, t) for t in self.store.select(replace(filters, ids=ids)))
+
+    def _in_order(self, rows: np.ndarray, sims: np.ndarray, passing: dict[str, Trace]) -> list[tuple[Trace, float]]:
+        """(trace, cosine) of ``rows`` (best first) that passed the filters with a current vector."""
+        return [(passing[self._ids[i]], float(sims[i])) for i in rows
+                if self._ids[i] in passing and passing[self._ids[i]].content_hash == self._hashes[i]]

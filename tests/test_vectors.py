@@ -258,3 +258,42 @@ def test_put_embeds_its_value_and_an_overwrite_re_embeds(brain_factory, emb) -> 
     assert [h.trace.key for h in brain.search("vehicle", reinforce=False)] == ["user.pet"]
     hits = brain.search("animal", explain=True, reinforce=False)  # the kitten's vector is gone
     assert all(h.explain["vector"] < 0.5 for h in hits)
+
+
+def _hashed(texts: list[str], kind: str = "passage") -> np.ndarray:
+    """A 16-d vector per text, seeded by its hash: a stand-in whose cosines are known."""
+    import hashlib
+
+    return np.stack([np.random.default_rng(int.from_bytes(hashlib.sha256(t.encode()).digest()[:8], "little"))
+                     .standard_normal(16).astype(np.float32) for t in texts])
+
+
+@pytest.mark.parametrize("tagged", [3, 40])
+def test_a_narrow_filter_gets_the_nearest_traces_that_pass_it(brain_factory, tagged) -> None:
+    """The nearest traces by vector among those a tag selects, exactly, although the
+    best by cosine over the whole brain all fail the filter."""
+    from brainmem.embed import CallableEmbedder
+
+    brain = brain_factory(embedder=CallableEmbedder(_hashed, "hashed16", dimension=16))
+    texts = [f"note {i}" for i in range(3000)]
+    brain.add_many([{"content": t, "tags": ["x"] if i % (3000 // tagged) == 0 else []}
+                    for i, t in enumerate(texts)])
+    query = "zebra crossing"  # shares no word: every candidate comes from the vectors
+    q = _hashed([query])[0]
+    passing = [t for i, t in enumerate(texts) if i % (3000 // tagged) == 0]
+    cos = {t: float(v @ q / np.linalg.norm(v) / np.linalg.norm(q)) for t, v in zip(passing, _hashed(passing))}
+    want = sorted(cos, key=cos.get, reverse=True)[:10]
+    got = contents(brain.search(query, tags=["x"], limit=10, reinforce=False))
+    assert sorted(got) == sorted(want)
+
+
+@pytest.mark.slow  # 40,000 traces
+def test_a_narrow_filter_over_more_vectors_than_sqlite_has_variables(brain_factory) -> None:
+    """It once put every id in one statement: "too many SQL variables" past 32,766."""
+    from brainmem.embed import CallableEmbedder
+
+    brain = brain_factory(embedder=CallableEmbedder(_hashed, "hashed16", dimension=16))
+    brain.add_many([{"content": f"note {i}", "tags": ["x"] if i < 3 else []} for i in range(40_000)])
+    hits = brain.search("zebra", tags=["x"], reinforce=False)
+    assert sorted(contents(hits)) == ["note 0", "note 1", "note 2"]
+    assert len(brain.search("zebra", type="semantic", reinforce=False)) == 0  # none pass at all
