@@ -293,12 +293,13 @@ class Store(IndexTables, EdgeTables, LogTables, InspectTables, VectorTables, Mai
 
         The counts know no filter, so their best are read ``limit * 4`` at a time until
         that many pass it (a tag only 5 of 505 matching traces held found none: only the
-        best 40 were read). A narrowing filter that still leaves too few (its traces
-        outside every piece's newest ``budget``) has its own newest ``budget`` traces
-        read and counted, as word search does (:mod:`brainmem.candidates`).
+        best 40 were read). When a piece's matches were cut at ``budget``, a narrowing
+        filter that still leaves too few (its traces outside every piece's newest
+        ``budget``) has its own newest ``budget`` traces read and counted, as word search
+        does (:mod:`brainmem.candidates`).
         """
         pieces = list(dict.fromkeys(p for run in runs for p in scripts.pieces(run)))
-        found = self.trigram_counts(pieces, limit * 4, budget, filters)
+        found, cut = self.trigram_counts(pieces, limit * 4, budget, filters)
         where, params = filters.sql()
         order = sorted(found, key=lambda rid: (-found[rid], -rid))
         rows: list[Any] = []
@@ -310,7 +311,7 @@ class Store(IndexTables, EdgeTables, LogTables, InspectTables, VectorTables, Mai
                 f"SELECT {_SELECT}, t.rid FROM traces t WHERE t.rid IN ({', '.join('?' * len(chunk))}) AND {where}",
                 [*chunk, *params],
             )
-        if budget is not None and filters.narrows and len(rows) < limit:
+        if cut and filters.narrows and len(rows) < limit:  # counts cut short: the filter's own newest
             seen = {r[-1] for r in rows}
             rows += [r for r in self.execute(
                 f"SELECT {_SELECT}, t.rid FROM traces t WHERE {where} ORDER BY t.rid DESC LIMIT ?",

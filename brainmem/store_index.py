@@ -141,10 +141,11 @@ class IndexTables(Database):
         return {"missing": missing, "extra": extra}
 
     def trigram_counts(self, pieces: Sequence[str], every_limit: int, budget: int | None = None,
-                       filters: Filters | None = None) -> dict[int, int]:
-        """{rowid: how many of ``pieces`` the trace holds} from ``traces_trigram``: a
-        piece of three characters or more through the index, a shorter one by ``LIKE``
-        over the traces the index holds (only those).
+                       filters: Filters | None = None) -> tuple[dict[int, int], bool]:
+        """({rowid: how many of ``pieces`` the trace holds}, whether a piece's matches
+        were cut at ``budget``) from ``traces_trigram``: a piece of three characters or
+        more through the index, a shorter one by ``LIKE`` over the traces the index
+        holds (only those).
 
         ``budget`` bounds the work in a large brain: each piece's matches are read newest
         first, at most ``budget`` of them, so a piece in most traces (``ました``) costs
@@ -156,6 +157,7 @@ class IndexTables(Database):
         """
         cap = -1 if budget is None else budget  # LIMIT -1: no limit
         found: dict[int, int] = {}
+        cut = False
         with translate_errors():
             for piece in pieces:
                 if len(piece) >= 3:
@@ -171,12 +173,15 @@ class IndexTables(Database):
                     sql = ("SELECT t.rid FROM traces_trigram_docsize d CROSS JOIN traces t ON t.rid = d.id "
                            "WHERE t.content LIKE ?1 OR t.cue LIKE ?1 ORDER BY d.id DESC LIMIT ?2")
                     arg = f"%{piece}%"
+                read = 0
                 for (rid,) in self.db.execute(sql, (arg, cap)):
                     found[rid] = found.get(rid, 0) + 1
+                    read += 1
+                cut = cut or read == cap
             if budget is not None and len(pieces) > 1:
                 for rid in self._holding_every(pieces, every_limit, filters):
                     found[rid] = len(pieces)
-        return found
+        return found, cut
 
     def _holding_every(self, pieces: Sequence[str], limit: int, filters: Filters | None) -> list[int]:
         """The newest ``limit`` indexed traces holding every piece, however old: one FTS5
