@@ -133,8 +133,7 @@ def gather(store: Store, compiler: QueryCompiler, compiled: CompiledQuery, filte
 
 def _passing(store: Store, filters: Filters, limit: int, memo: dict[Any, Any] | None) -> list[Trace]:
     """The newest ``limit`` traces passing ``filters`` (once per search and filter)."""
-    where, params = filters.sql()
-    key = ("passing", where, tuple(params), limit)
+    key = ("passing", *_filters_key(filters), limit)
     if memo is not None and key in memo:
         return list(memo[key])
     traces = store.select(filters, limit=limit)
@@ -165,7 +164,7 @@ def _exact(store: Store, expression: str, filters: Filters, size: int, weights: 
         found = [(trace, bm25) for rid, _, bm25, _ in rows if (trace := known.get(rid)) is not None]
         counted.update((trace.id, (tally, c)) for rid, _, _, c in rows if (trace := known.get(rid)) is not None)
         if complete:  # every match of these phrases under these filters was counted
-            memo[("complete", expression) + tuple(_filters_key(filters))] = True
+            memo[_complete_key(expression, filters)] = True
         return found
     if not known:
         rows_read = store.search_keyed(expression, filters, size, weights)
@@ -200,8 +199,13 @@ def content_counts(memo: dict[Any, Any], compiler: QueryCompiler, compiled: Comp
             # a wanted stem no phrase is (another query's counts): not known here
             pick = picks[phrases] = list(first.items()) if len(first) == len(wanted) else []
         out[trace_id] = {stem: counts[i] for stem, i in pick if counts[i]} if pick else None
-    complete = ("complete", compiled.expression, *_filters_key(filters)) in memo
+    complete = _complete_key(compiled.expression, filters) in memo
     return out, complete
+
+
+def _complete_key(expression: str, filters: Filters) -> tuple[Any, ...]:
+    """The memo key saying every match of ``expression`` under ``filters`` was counted."""
+    return ("complete", expression, *_filters_key(filters))
 
 
 def _filters_key(filters: Filters) -> tuple[str, tuple[Any, ...]]:
@@ -255,8 +259,7 @@ def _traces(store: Store, rids: list[int], filters: Filters, memo: dict[Any, Any
 def _read(memo: dict[Any, Any], filters: Filters) -> dict[int, Trace | None]:
     """The traces a search has read so far under ``filters``, by rid (None: read, but
     did not pass the filters)."""
-    where, params = filters.sql()
-    known: dict[int, Trace | None] = memo.setdefault(("traces", where, tuple(params)), {})
+    known: dict[int, Trace | None] = memo.setdefault(("traces", *_filters_key(filters)), {})
     return known
 
 

@@ -134,23 +134,17 @@ def test_reinforcing_search_renews_nothing_it_should_not(brain_factory: Callable
 
 def _old_conversation_context(store: object, policy: Policy, candidates: list, best: float,
                               filters: Filters) -> dict[str, float]:
-    """The context step as it was before its edges came in one statement (reference)."""
+    """The context step as it was before its edges came in one statement (reference):
+    each step reads its own edges from the graph; the carrying is retrieval's."""
     ranked = sorted(candidates, key=lambda c: -c[1])[: policy.context_seeds]
     relevance = {t.id: max(b, 0.0) / best for t, b in ranked}
     carried: dict[str, float] = {}
 
     def carry(forward: dict[str, float], backward: dict[str, float]) -> dict[str, float]:
-        ahead: dict[str, float] = {}
-        for src, dst, kind, weight in graph.neighbours(store, list(forward.keys() | backward.keys())):  # type: ignore[arg-type]
-            if kind != "episode_next":
-                continue
-            if src in forward:
-                ahead[dst] = max(ahead.get(dst, 0.0), policy.context_forward * weight * forward[src])
-            if dst in backward:
-                carried[src] = max(carried.get(src, 0.0), policy.context_backward * weight * backward[dst])
-        for i, v in ahead.items():
-            carried[i] = max(carried.get(i, 0.0), v)
-        return ahead
+        edges = [(src, dst, weight) for src, dst, kind, weight
+                 in graph.neighbours(store, list(forward.keys() | backward.keys()))  # type: ignore[arg-type]
+                 if kind == "episode_next"]
+        return retrieval._carry(policy, edges, forward, backward, carried)
 
     forward = carry(relevance, relevance)
     for _ in range(policy.context_reach - 1):
