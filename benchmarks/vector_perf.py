@@ -12,6 +12,14 @@ is brainmem's own work (exact kNN over the cached matrix, fusion); the query's
 embedding is excluded there and measured with the real model (``--model``:
 an ONNX sentence-embedding file, e.g. all-MiniLM-L6-v2 int8) instead, with its
 throughput (texts/s) and the latency of ``add`` with and without the provider.
+
+``exact_product`` is the floor of exact search by meaning: the one matrix-vector
+product over all n × 384 float32 vectors that any exact ranking must do, timed
+alone beside the searches (``exact_product_over_lexical_p50``). Where it alone
+exceeds twice the lexical search, "hybrid ≤ 2× lexical" (issue 11) cannot hold
+for an exact search in numpy: ``kernels`` times the other exact products numpy
+has (int8, float16: no BLAS for them) at the largest size, and sqlite-vec's exact
+scan was 5× slower still (``sqlite_vec_knn.py``).
 """
 
 from __future__ import annotations
@@ -25,6 +33,7 @@ import time
 from pathlib import Path
 
 import numpy as np
+from threadpoolctl import threadpool_limits
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
@@ -72,21 +81,48 @@ def search_latency(size: int, queries: int, folder: Path) -> dict:
     embed_ms = (time.perf_counter() - t0) * 1000 / len(qs)
     row = {"size": size, "queries": queries, "vectors_add_many_s": round(build, 2),
            "random_query_embedding_ms": round(embed_ms, 3)}
+    # The floor of exact search by meaning: the one matrix-vector product over every
+    # vector (n x 384 float32, on one BLAS thread as brainmem runs it), nothing else.
+    matrix = random_vectors([f"floor {i}" for i in range(size)])
+    qvecs = {q: v for q, v in zip(qs, random_vectors(qs, "query"))}
     systems = {"fts5": lambda q: fts.search(q, 10),
                "lexical": lambda q: lexical.search(q, reinforce=False),
-               "vectors": lambda q: hybrid.search(q, reinforce=False)}
+               "vectors": lambda q: hybrid.search(q, reinforce=False),
+               "exact_product": lambda q: matrix @ qvecs[q]}
     ms: dict[str, list[float]] = {name: [] for name in systems}
-    for q in qs:  # interleaved, so a busy moment of the machine hits all three alike
-        for name, fn in systems.items():
-            ms[name] += timed(fn, [q])
+    with threadpool_limits(1, "blas"):
+        for q in qs:  # interleaved, so a busy moment of the machine hits all alike
+            for name, fn in systems.items():
+                ms[name] += timed(fn, [q])
     for name in systems:
         row[f"{name}_p50_ms"] = round(percentile(ms[name], 50), 3)
         row[f"{name}_p95_ms"] = round(percentile(ms[name], 95), 3)
     row["vectors_p50_ms_minus_embedding"] = round(row["vectors_p50_ms"] - embed_ms, 3)
     row["vectors_over_lexical_p50"] = round(row["vectors_p50_ms_minus_embedding"] / row["lexical_p50_ms"], 2)
+    row["exact_product_over_lexical_p50"] = round(row["exact_product_p50_ms"] / row["lexical_p50_ms"], 2)
     row["lexical_over_fts5_p50"] = round(row["lexical_p50_ms"] / row["fts5_p50_ms"], 2)
     for b in (fts, lexical, hybrid):
         b.close()
+    return row
+
+
+def exact_kernels(size: int, repeats: int = 15) -> dict:
+    """The exact kernels numpy offers for n × 384 cosines, p50 ms: float32 (BLAS, one
+    thread and all), int8 accumulated in int32 and float16 (numpy's own loops, no BLAS)."""
+    matrix = random_vectors([f"kernel {i}" for i in range(size)])
+    matrix /= np.linalg.norm(matrix, axis=1, keepdims=True)
+    qvec = matrix[0]
+    scale = np.abs(matrix).max(axis=1, keepdims=True) / 127
+    int8, q8 = np.round(matrix / scale).astype(np.int8), np.round(qvec / np.abs(qvec).max() * 127).astype(np.int8)
+    half, q16 = matrix.astype(np.float16), qvec.astype(np.float16)
+    kernels = {"float32_one_thread": lambda: matrix @ qvec,
+               "int8_int32": lambda: np.einsum("ij,j->i", int8, q8, dtype=np.int32),
+               "float16": lambda: half @ q16}
+    row: dict = {"size": size}
+    for name, fn in kernels.items():
+        with threadpool_limits(1, "blas"):
+            row[f"{name}_p50_ms"] = round(percentile(timed(lambda _, fn=fn: fn(), range(repeats)), 50), 2)
+    row["float32_all_threads_p50_ms"] = round(percentile(timed(lambda _: matrix @ qvec, range(repeats)), 50), 2)
     return row
 
 
@@ -126,6 +162,8 @@ def main() -> None:
             row = search_latency(size, args.queries, Path(tmp))
             report["search"].append(row)
             print(json.dumps(row), flush=True)
+        report["kernels"] = exact_kernels(max(int(s) for s in args.sizes.split(",")))
+        print(json.dumps(report["kernels"]), flush=True)
         if args.model:
             report["model"] = model_cost(args.model, args.tokenizer, Path(tmp))
             print(json.dumps(report["model"]), flush=True)
