@@ -106,15 +106,20 @@ class AdminMixin(BrainBase):
         Returns an :class:`~brainmem.transfer.ImportReport`. A bad line raises
         :class:`InvalidInput` naming it and nothing is imported. Dedup and id rules
         are in :mod:`brainmem.transfer`. Quotas apply to the imported live traces.
+        Memory stays bounded (:mod:`brainmem.import_stream`): the validated lines wait
+        in a temporary file next to the brain, not in memory.
         """
-        from . import transfer
+        from . import import_stream
 
         at = self.now(now)
-        parsed = transfer.parse_file(fp_or_path, self.policy)
-        with self._write_with_events() as events:
-            report = transfer.apply_import(self._store, parsed, new_ids=new_ids,
-                                           before_insert=lambda t: self._writer.before_insert(t, at))
-        if self._vectors is not None and report.added:
+        folder = os.path.dirname(os.path.abspath(self.path))  # a temporary folder may be RAM
+        with import_stream.Spill(folder if os.path.isdir(folder) else None) as spill:
+            import_stream.scan_source(fp_or_path, self.policy, spill)  # no lock held
+            with self._write_with_events() as events:
+                report = import_stream.apply_import(
+                    self._store, spill, new_ids=new_ids, keep_added=self._events.wants("add"),
+                    before_insert=lambda t: self._writer.before_insert(t, at))
+        if self._vectors is not None and report.imported:
             with self._lock:  # exports carry no vectors: imported traces are embedded anew
                 self._vectors.backfill()
         self._emit_deletes(events)

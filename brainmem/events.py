@@ -44,6 +44,10 @@ class Events:
 
         return unsubscribe
 
+    def wants(self, kind: str) -> bool:
+        """True when a subscriber would be told of ``kind`` (else its payload need not be kept)."""
+        return any(kind in kinds for _, kinds in self._subscribers)
+
     def emit(self, kind: str, payload: dict[str, Any]) -> None:
         for callback, kinds in list(self._subscribers):
             if kind in kinds:

@@ -143,11 +143,14 @@ class Store(IndexTables, EdgeTables, LogTables, InspectTables, VectorTables, Mai
                 found[trace.id] = trace
         return [found[i] for i in ids if i in found]
 
-    def find_duplicate(self, content_hash: str, type: str, scope: str, scope_id: str) -> Trace | None:
-        """The live trace with this content hash in this type and scope, if any."""
+    def find_duplicate(self, content_hash: str, type: str, scope: str, scope_id: str, *,
+                       max_rid: int | None = None) -> Trace | None:
+        """The live trace with this content hash in this type and scope, if any (among
+        rows up to ``max_rid``: an import ignores the rows it wrote itself)."""
+        upto = "" if max_rid is None else f"AND t.rid <= {int(max_rid)} "
         row = self.execute(
             f"SELECT {_SELECT} FROM traces t WHERE t.content_hash = ? AND t.type = ? AND t.scope = ? "
-            "AND t.scope_id = ? AND t.deleted_at IS NULL LIMIT 1",
+            f"AND t.scope_id = ? AND t.deleted_at IS NULL {upto}LIMIT 1",
             (content_hash, type, scope, scope_id),
         ).fetchone()
         return row_to_trace(row) if row else None
@@ -445,6 +448,10 @@ class Store(IndexTables, EdgeTables, LogTables, InspectTables, VectorTables, Mai
         where, params = Filters(include_deleted=include_deleted).sql()
         for row in self.execute(f"SELECT {_SELECT} FROM traces t WHERE {where} ORDER BY t.rid", params):
             yield row_to_trace(row)
+
+    def max_rid(self) -> int:
+        """The largest rid in use (0: no trace was ever stored)."""
+        return int(self.execute("SELECT coalesce(max(rid), 0) FROM traces").get)
 
     def trace_exists(self, trace_id: str) -> bool:
         """True if any row (live or deleted) has this id."""

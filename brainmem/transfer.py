@@ -16,7 +16,8 @@ Import decisions:
 
 * Every line is validated before anything is written; any problem raises
   :class:`InvalidInput` naming the line number, and the brain is unchanged.
-  Then everything is written in one transaction.
+  Then everything is written in one transaction. Both passes stream, so memory stays
+  bounded (:mod:`brainmem.import_stream`).
 * Ids are kept unless ``new_ids=True``. A trace whose id already exists is skipped
   (importing a file twice is harmless). A live trace whose content hash matches a
   live trace of the same type, scope and scope_id *already in the brain* is skipped
@@ -35,13 +36,13 @@ import json
 import math
 import os
 import tempfile
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field, fields
 from typing import IO, Any
 
 from . import graph, schema
 from .errors import InvalidInput, StorageError
-from .model import Trace, new_id
+from .model import Trace
 from .policy import Policy
 from .store import Filters, Store
 from .validate import MAX_ID_CHARS, build_trace, check_choice, check_int, check_text, to_timestamp
@@ -99,15 +100,6 @@ def write_atomically(path: str, write: Callable[[IO[str]], Any]) -> Any:
 
 
 # --- parsing and validation -----------------------------------------------------------
-
-
-@dataclass
-class Parsed:
-    """A validated export file: traces and edges with the line each came from."""
-
-    header: dict[str, Any]
-    traces: list[tuple[int, Trace]] = field(default_factory=list)
-    edges: list[tuple[int, tuple[str, str, str, float, float]]] = field(default_factory=list)
 
 
 def _number(value: Any, what: str, *, minimum: float | None = None) -> float:
@@ -182,78 +174,7 @@ def edge_from_json(obj: Any) -> tuple[str, str, str, float, float]:
     return src or "", dst or "", kind, weight, _number(obj["updated_at"], "updated_at")
 
 
-def parse_file(fp_or_path: str | os.PathLike[str] | IO[str], policy: Policy) -> Parsed:
-    """:func:`parse_jsonl` of a text file object or a path (opened as UTF-8)."""
-    if not isinstance(fp_or_path, (str, os.PathLike)):
-        return parse_jsonl(fp_or_path, policy)
-    try:
-        with open(str(fp_or_path), encoding="utf-8", newline="") as fp:
-            return parse_jsonl(fp, policy)
-    except (OSError, UnicodeEncodeError) as exc:  # encode: a path no file system takes
-        raise InvalidInput(f"cannot read {fp_or_path}: {getattr(exc, 'strerror', None) or exc}") from None
-    except UnicodeDecodeError:
-        raise InvalidInput(f"{fp_or_path} is not UTF-8 text") from None
-
-
-def parse_jsonl(lines: Iterable[str], policy: Policy) -> Parsed:
-    """Read and validate a whole export; :class:`InvalidInput` names the first bad line."""
-    parsed: Parsed | None = None
-    seen_ids: set[str] = set()
-    live_keys: dict[tuple[str, str, str], int] = {}
-    number = 0
-    for number, raw in enumerate(lines, start=1):  # noqa: B007 - number is used after the loop
-        try:
-            text = raw.decode("utf-8") if isinstance(raw, bytes) else raw
-        except UnicodeDecodeError:
-            raise InvalidInput(f"line {number}: not UTF-8 text") from None
-        if not text.strip():
-            continue
-        try:
-            obj = json.loads(text)
-        except ValueError as exc:
-            cut = "" if text.endswith("\n") else " (the file looks truncated)"
-            raise InvalidInput(f"line {number}: not valid JSON{cut}: {exc}") from None
-        try:
-            if parsed is None:
-                parsed = Parsed(_check_header(obj))
-                continue
-            if not isinstance(obj, dict) or len(obj) != 1 or not ({"trace", "edge"} & set(obj)):
-                raise InvalidInput('expected {"trace": {...}} or {"edge": {...}}')
-            if "trace" in obj:
-                trace = trace_from_json(obj["trace"], policy)
-                if trace.id in seen_ids:
-                    raise InvalidInput(f"trace id {trace.id} appears twice")
-                if parsed.edges:
-                    raise InvalidInput("trace lines must come before edge lines")
-                seen_ids.add(trace.id)
-                if trace.key is not None and trace.deleted_at is None:
-                    slot = (trace.scope, trace.scope_id, trace.key)
-                    if slot in live_keys:
-                        raise InvalidInput(f"key {trace.key!r} is live twice in one scope "
-                                           f"(also line {live_keys[slot]})")
-                    live_keys[slot] = number
-                parsed.traces.append((number, trace))
-            else:
-                edge = edge_from_json(obj["edge"])
-                for end in edge[:2]:
-                    if end not in seen_ids:
-                        raise InvalidInput(f"edge end {end} is not a trace of this file")
-                parsed.edges.append((number, edge))
-        except InvalidInput as exc:
-            raise InvalidInput(f"line {number}: {exc}") from None
-    if parsed is None:
-        raise InvalidInput("the file is empty: no brainmem header line")
-    for what, got in (("traces", len(parsed.traces)), ("edges", len(parsed.edges))):
-        promised = parsed.header.get(what)
-        if promised is not None and promised != got:
-            raise InvalidInput(
-                f"line {number}: the header promises {promised} {what} but the file has {got} "
-                "(truncated or edited?); nothing was imported"
-            )
-    return parsed
-
-
-def _check_header(obj: Any) -> dict[str, Any]:
+def check_header(obj: Any) -> dict[str, Any]:
     if not isinstance(obj, dict) or "brainmem" not in obj:
         raise InvalidInput('the first line must be the header {"brainmem": version, "schema": n}')
     version = obj.get("schema")
@@ -282,70 +203,11 @@ class ImportReport:
     edges: int = 0
     #: file id -> id in the brain, for every trace whose id changed (dedup or ``new_ids``).
     id_map: dict[str, str] = field(default_factory=dict)
-    #: The live traces written (for subscribers); not part of :meth:`to_dict`.
+    #: The live traces written, held only when an "add" subscriber will be told of them;
+    #: not part of :meth:`to_dict`.
     added: list[Trace] = field(default_factory=list, repr=False)
 
     def to_dict(self) -> dict[str, Any]:
         data = asdict(self)
         data.pop("added")
         return data
-
-
-def apply_import(store: Store, parsed: Parsed, *, new_ids: bool,
-                 before_insert: Callable[[Trace], None]) -> ImportReport:
-    """Write a validated file inside the caller's transaction.
-
-    Dedup decisions are made against the brain as it was before the import, so
-    duplicates inside the file are all kept (lossless round trip).
-    """
-    report = ImportReport()
-    mapping: dict[str, str] = {}
-    plan: list[Trace] = []
-    for number, trace in parsed.traces:
-        if not new_ids and store.trace_exists(trace.id):
-            mapping[trace.id] = trace.id
-            report.skipped += 1
-            continue
-        if trace.deleted_at is None:
-            existing = _live_match(store, number, trace)
-            if existing is not None:
-                mapping[trace.id] = existing
-                report.skipped += 1
-                continue
-        mapping[trace.id] = new_id() if new_ids else trace.id
-        plan.append(trace)
-    for trace in plan:
-        trace.id = mapping[trace.id]
-        if trace.merged_into is not None:
-            trace.merged_into = mapping.get(trace.merged_into, trace.merged_into)
-        if trace.deleted_at is None:
-            before_insert(trace)
-            report.added.append(trace)
-        store.insert(trace)
-        report.imported += 1
-    by_time: dict[float, list[tuple[str, str, str, float]]] = {}
-    for _number, (src, dst, kind, weight, updated) in parsed.edges:
-        src, dst = mapping[src], mapping[dst]
-        if src != dst:
-            by_time.setdefault(updated, []).append((src, dst, kind, weight))
-            report.edges += 1
-    for updated, rows in by_time.items():
-        graph.add_edges(store, rows, updated)
-    report.id_map = {old: new for old, new in mapping.items() if old != new}
-    return report
-
-
-def _live_match(store: Store, number: int, trace: Trace) -> str | None:
-    """The id of the live trace in the brain this one duplicates, if any."""
-    if trace.key is not None:
-        holder = store.find_key(trace.key, trace.scope, trace.scope_id)
-        if holder is None:
-            return None
-        if (holder.content_hash, holder.type) == (trace.content_hash, trace.type):
-            return holder.id
-        raise InvalidInput(
-            f"line {number}: key {trace.key!r} in scope {trace.scope}/{trace.scope_id!r} already "
-            f"holds a different value ({holder.id}); nothing was imported"
-        )
-    duplicate = store.find_duplicate(trace.content_hash, trace.type, trace.scope, trace.scope_id)
-    return duplicate.id if duplicate is not None else None

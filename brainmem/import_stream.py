@@ -1,0 +1,261 @@
+"""Import of an export file in bounded memory (:meth:`Brain.import_jsonl`); the format
+and the per-line rules are in :mod:`brainmem.transfer`.
+
+Two passes, and the input is read once:
+
+1. :func:`scan` streams the input (a path, a text file object, standard input, a
+   pipe), validates every line through the one validation path
+   (:func:`~brainmem.transfer.trace_from_json`, :func:`~brainmem.transfer.edge_from_json`,
+   so :func:`brainmem.validate.build_trace`), and appends each validated record to a
+   :class:`Spill`, a temporary file. It keeps in memory only what checks across lines
+   need: the set of trace ids seen (duplicates, edge ends; ~130 bytes a trace, measured
+   in ``benchmarks/import_scale.py``), the live keys' slots and the merges that point
+   forward. Nothing is written to the brain; a bad line raises :class:`InvalidInput`
+   naming it.
+2. :func:`apply_import` reads the spill back a chunk at a time, inside the caller's
+   single write transaction, and writes. A conflict with the brain (a key held by
+   another value) raises and the transaction rolls back: all or nothing.
+
+The second pass reads validated records, never the input again: nothing is
+validated twice, a pipe needs no separate spooling, and a file that changes after
+the first pass cannot reach the brain (what was validated is what is written).
+"""
+
+from __future__ import annotations
+
+import json
+import marshal
+import os
+import tempfile
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass, fields
+from operator import attrgetter
+from typing import IO, Any
+
+from .errors import InvalidInput, StorageError
+from .model import Trace, new_id
+from .policy import Policy
+from .store import Store
+from .transfer import ImportReport, check_header, edge_from_json, trace_from_json
+
+#: Records per spill chunk: pass 2 holds one chunk (~1 MB of short traces) at a time.
+SPILL_CHUNK = 1000
+
+_TRACE, _EDGE = 0, 1
+_VALUES = attrgetter(*(f.name for f in fields(Trace)))
+
+
+class Spill:
+    """Validated records on an anonymous temporary file, in chunks of :data:`SPILL_CHUNK`.
+
+    ``marshal`` keeps every value exactly (float stays float, bool stays bool), and a
+    record is a trace's field values in field order, so reading one back is
+    ``Trace(*values)``: no parsing, no validation. The file is created in ``folder``
+    (next to the brain: a temporary folder may be in RAM) and gone when closed.
+    """
+
+    def __init__(self, folder: str | None = None) -> None:
+        try:
+            self._fp: IO[bytes] = tempfile.TemporaryFile(prefix="brainmem-import-", dir=folder)
+        except OSError as exc:
+            raise StorageError(f"cannot create a temporary file for the import: {exc.strerror or exc}") from exc
+        self._pending: list[tuple[Any, ...]] = []
+
+    def __enter__(self) -> Spill:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._fp.close()
+
+    def add(self, record: tuple[Any, ...]) -> None:
+        self._pending.append(record)
+        if len(self._pending) >= SPILL_CHUNK:
+            self._flush()
+
+    def _flush(self) -> None:
+        if not self._pending:
+            return
+        blob = marshal.dumps(self._pending)
+        try:
+            self._fp.write(len(blob).to_bytes(8, "little"))
+            self._fp.write(blob)
+        except OSError as exc:
+            raise StorageError(f"writing the import's temporary file failed: {exc.strerror or exc}") from exc
+        self._pending = []
+
+    def chunks(self) -> Iterator[list[tuple[Any, ...]]]:
+        """The records, a chunk at a time, in the order they were added."""
+        self._flush()
+        self._fp.seek(0)
+        while head := self._fp.read(8):
+            yield marshal.loads(self._fp.read(int.from_bytes(head, "little")))
+
+
+@dataclass
+class Scanned:
+    """What the first pass learned: the header and the counts."""
+
+    header: dict[str, Any]
+    traces: int = 0
+    edges: int = 0
+
+
+def scan_source(source: str | os.PathLike[str] | IO[str], policy: Policy, spill: Spill) -> Scanned:
+    """:func:`scan` of a path (read as bytes, decoded line by line) or a text file object."""
+    if not isinstance(source, (str, os.PathLike)):
+        try:
+            return scan(source, policy, spill)
+        except UnicodeDecodeError:  # a text stream (standard input) that is not UTF-8
+            raise InvalidInput("the input is not UTF-8 text") from None
+    try:
+        fp = open(os.fspath(source), "rb")  # noqa: SIM115 - closed below, errors translated
+    except (OSError, UnicodeEncodeError) as exc:  # encode: a path no file system takes
+        raise InvalidInput(f"cannot read {source}: {getattr(exc, 'strerror', None) or exc}") from None
+    with fp:
+        try:
+            return scan(fp, policy, spill)
+        except OSError as exc:
+            raise InvalidInput(f"cannot read {source}: {exc.strerror or exc}") from None
+
+
+def scan(lines: Iterable[str | bytes], policy: Policy, spill: Spill) -> Scanned:
+    """Validate a whole export line by line into ``spill``; :class:`InvalidInput` names the
+    first bad line. Holds the ids seen, the live keys' slots and forward merges only."""
+    scanned: Scanned | None = None
+    seen_ids: set[str] = set()
+    live_keys: dict[tuple[str, str, str], int] = {}
+    number = 0
+    for number, raw in enumerate(lines, start=1):  # noqa: B007 - number is used after the loop
+        try:
+            text = raw.decode("utf-8") if isinstance(raw, bytes) else raw
+        except UnicodeDecodeError:
+            raise InvalidInput(f"line {number}: not UTF-8 text") from None
+        if not text.strip():
+            continue
+        try:
+            obj = json.loads(text)
+        except ValueError as exc:
+            cut = "" if text.endswith("\n") else " (the file looks truncated)"
+            raise InvalidInput(f"line {number}: not valid JSON{cut}: {exc}") from None
+        try:
+            if scanned is None:
+                scanned = Scanned(check_header(obj))
+                continue
+            if not isinstance(obj, dict) or len(obj) != 1 or not ({"trace", "edge"} & set(obj)):
+                raise InvalidInput('expected {"trace": {...}} or {"edge": {...}}')
+            if "trace" in obj:
+                trace = trace_from_json(obj["trace"], policy)
+                if trace.id in seen_ids:
+                    raise InvalidInput(f"trace id {trace.id} appears twice")
+                if scanned.edges:
+                    raise InvalidInput("trace lines must come before edge lines")
+                seen_ids.add(trace.id)
+                if trace.key is not None and trace.deleted_at is None:
+                    slot = (trace.scope, trace.scope_id, trace.key)
+                    if slot in live_keys:
+                        raise InvalidInput(f"key {trace.key!r} is live twice in one scope "
+                                           f"(also line {live_keys[slot]})")
+                    live_keys[slot] = number
+                # a merge source comes before the trace it was merged into: its
+                # merged_into is resolved after every trace is written (pass 2)
+                forward = trace.merged_into is not None and trace.merged_into not in seen_ids
+                spill.add((_TRACE, number, _VALUES(trace), forward))
+                scanned.traces += 1
+            else:
+                edge = edge_from_json(obj["edge"])
+                for end in edge[:2]:
+                    if end not in seen_ids:
+                        raise InvalidInput(f"edge end {end} is not a trace of this file")
+                spill.add((_EDGE, number, *edge))
+                scanned.edges += 1
+        except InvalidInput as exc:
+            raise InvalidInput(f"line {number}: {exc}") from None
+    if scanned is None:
+        raise InvalidInput("the file is empty: no brainmem header line")
+    for what, got in (("traces", scanned.traces), ("edges", scanned.edges)):
+        promised = scanned.header.get(what)
+        if promised is not None and promised != got:
+            raise InvalidInput(
+                f"line {number}: the header promises {promised} {what} but the file has {got} "
+                "(truncated or edited?); nothing was imported"
+            )
+    return scanned
+
+
+def apply_import(store: Store, spill: Spill, *, new_ids: bool, keep_added: bool,
+                 before_insert: Callable[[Trace], None]) -> ImportReport:
+    """Write the spilled records inside the caller's transaction, a chunk at a time.
+
+    Dedup decisions are made against the brain as it was before the import (rows up to
+    the largest rid when it began), so duplicates inside the file are all kept
+    (lossless round trip). ``keep_added``: hold the live traces written in
+    ``report.added`` (for "add" subscribers; otherwise nothing per trace is held).
+    """
+    report = ImportReport()
+    id_map = report.id_map  # file id -> brain id, only for ids that change
+    before = store.max_rid()  # 0: an empty brain, nothing to deduplicate against
+    forward: list[tuple[str, str]] = []  # (brain id, file id it was merged into)
+    for chunk in spill.chunks():
+        edges: list[tuple[str, str, str, float, float]] = []
+        for record in chunk:
+            if record[0] == _EDGE:
+                _, _number, src, dst, kind, weight, updated = record
+                src, dst = id_map.get(src, src), id_map.get(dst, dst)
+                if src != dst:
+                    edges.append((src, dst, kind, weight, updated))
+                continue
+            _, number, values, ahead = record
+            trace = Trace(*values)
+            if before and _already_there(store, number, trace, new_ids, before, id_map):
+                report.skipped += 1
+                continue
+            if new_ids:
+                id_map[trace.id] = trace.id = new_id()
+            if trace.merged_into is not None:
+                if ahead:
+                    forward.append((trace.id, trace.merged_into))
+                trace.merged_into = id_map.get(trace.merged_into, trace.merged_into)
+            if trace.deleted_at is None:
+                before_insert(trace)
+                if keep_added:
+                    report.added.append(trace)
+            store.insert(trace)
+            report.imported += 1
+        store.upsert_edges(edges)
+        report.edges += len(edges)
+    for trace_id, target in forward:
+        if target in id_map:
+            store.update_fields(trace_id, {"merged_into": id_map[target]})
+    return report
+
+
+def _already_there(store: Store, number: int, trace: Trace, new_ids: bool, before: int,
+                   id_map: dict[str, str]) -> bool:
+    """True when ``trace`` is skipped: its id is in the brain, or (live) its content is
+    live there in the same type and scope (then ``id_map`` maps it onto that trace)."""
+    if not new_ids and store.trace_exists(trace.id):
+        return True
+    if trace.deleted_at is not None:
+        return False
+    if trace.key is not None:
+        holder = store.find_key(trace.key, trace.scope, trace.scope_id)
+        if holder is None:
+            return False
+        if (holder.content_hash, holder.type) == (trace.content_hash, trace.type):
+            _map(id_map, trace.id, holder.id)
+            return True
+        raise InvalidInput(
+            f"line {number}: key {trace.key!r} in scope {trace.scope}/{trace.scope_id!r} already "
+            f"holds a different value ({holder.id}); nothing was imported"
+        )
+    duplicate = store.find_duplicate(trace.content_hash, trace.type, trace.scope, trace.scope_id,
+                                     max_rid=before)
+    if duplicate is None:
+        return False
+    _map(id_map, trace.id, duplicate.id)
+    return True
+
+
+def _map(id_map: dict[str, str], old: str, new: str) -> None:
+    if old != new:
+        id_map[old] = new
