@@ -183,13 +183,15 @@ def scan(lines: Iterable[str | bytes], policy: Policy, spill: Spill) -> Scanned:
 
 
 def apply_import(store: Store, spill: Spill, *, new_ids: bool, keep_added: bool,
-                 before_insert: Callable[[Trace], None]) -> ImportReport:
+                 before_insert: Callable[[Trace], None], hook_sees_rows: bool = False) -> ImportReport:
     """Write the spilled records inside the caller's transaction, a chunk at a time.
 
     Dedup decisions are made against the brain as it was before the import (rows up to
     the largest rid when it began), so duplicates inside the file are all kept
     (lossless round trip). ``keep_added``: hold the live traces written in
     ``report.added`` (for "add" subscribers; otherwise nothing per trace is held).
+    Rows go in with ``Store.insert_many`` a chunk at a time; ``hook_sees_rows`` (a
+    quota that evicts) writes the rows before each ``before_insert`` call instead.
     """
     report = ImportReport()
     id_map = report.id_map  # file id -> brain id, only for ids that change
@@ -197,6 +199,7 @@ def apply_import(store: Store, spill: Spill, *, new_ids: bool, keep_added: bool,
     forward: list[tuple[str, str]] = []  # (brain id, file id it was merged into)
     for chunk in spill.chunks():
         edges: list[tuple[str, str, str, float, float]] = []
+        rows: list[Trace] = []
         for record in chunk:
             if record[0] == _EDGE:
                 _, _number, src, dst, kind, weight, updated = record
@@ -216,11 +219,15 @@ def apply_import(store: Store, spill: Spill, *, new_ids: bool, keep_added: bool,
                     forward.append((trace.id, trace.merged_into))
                 trace.merged_into = id_map.get(trace.merged_into, trace.merged_into)
             if trace.deleted_at is None:
+                if hook_sees_rows and rows:
+                    store.insert_many(rows)
+                    rows = []
                 before_insert(trace)
                 if keep_added:
                     report.added.append(trace)
-            store.insert(trace)
+            rows.append(trace)
             report.imported += 1
+        store.insert_many(rows)
         store.upsert_edges(edges)
         report.edges += len(edges)
     for trace_id, target in forward:

@@ -173,8 +173,8 @@ def check_bool(value: Any, what: str) -> bool:
 
 def check_metadata(metadata: Any) -> dict[str, Any]:
     """A JSON object that survives a round trip unchanged."""
-    if metadata is None:
-        return {}
+    if metadata is None or (type(metadata) is dict and not metadata):
+        return {}  # the usual case (most traces carry none): no JSON round trip to prove it
     if not isinstance(metadata, Mapping):
         raise InvalidInput("metadata must be a JSON object (a dict)")
     try:
@@ -300,17 +300,19 @@ def read_filters(policy: Policy, *, type: Any = None, scope: Any = None, scope_i
 # --- whole traces ---------------------------------------------------------------------
 
 
-def build_trace(item: Mapping[str, Any], now: float, policy: Policy) -> Trace:
+def build_trace(item: Mapping[str, Any], now: float, policy: Policy, *,
+                trace_id: str | None = None) -> Trace:
     """Validate one trace's fields (:data:`ADD_FIELDS`) and build it, not yet stored.
 
     The one factory: ``add``, ``put``, ``update`` (which checks the fields it changes
     through it), ``merge``, reflect's merge and derive and import all make traces here.
+    ``trace_id``: the id, already checked (import keeps the file's); default a new one.
     """
     if len(item) == 1 and "content" in item:
         # fast path (add_many of plain strings): every other field at its default
         content = check_content(item["content"], policy.max_content_bytes)
         return Trace(
-            id=new_id(), content=content, content_hash=content_hash(content),
+            id=trace_id or new_id(), content=content, content_hash=content_hash(content),
             stability=policy.stability_for(DEFAULT_TYPE, 0.5), importance=0.5,
             created_at=now, updated_at=now, last_accessed_at=now,
         )
@@ -325,7 +327,7 @@ def build_trace(item: Mapping[str, Any], now: float, policy: Policy) -> Trace:
     created = now if created is None else created
     key = item.get("key")
     return Trace(
-        id=new_id(),
+        id=trace_id or new_id(),
         content=content,
         content_hash=content_hash(content),
         type=type_,
