@@ -189,11 +189,14 @@ texts = st.text(st.characters(blacklist_categories=("Cs",)), min_size=1, max_siz
     "metadata": st.dictionaries(st.text(max_size=5), st.integers() | st.text(max_size=5), max_size=2),
     "episode": st.none() | st.sampled_from(["e1", "e2"]),
     "created_at": st.floats(1e9, 2e9),
-}), min_size=1, max_size=8), delete_first=st.booleans())
+}), min_size=1, max_size=8), delete_first=st.booleans(), merge_two=st.booleans())
 @pytest.mark.slow  # over 0.3 s: a subprocess, a property search or a real dataset
-def test_round_trip_property(items, delete_first: bool, tmp_path_factory) -> None:
+def test_round_trip_property(items, delete_first: bool, merge_two: bool, tmp_path_factory) -> None:
     with Brain(":memory:", clock=lambda: 2e9) as source:
         traces = source.add_many(items)
+        ids = list(dict.fromkeys(t.id for t in traces))
+        if merge_two and len(ids) > 2:  # merged_into points forward, to a later line
+            source.merge(ids[1:3])
         if delete_first:
             source.delete(traces[0].id)
         text = export_text(source, include_deleted=True)

@@ -51,8 +51,9 @@ def _register_transfer(commands: Any) -> None:
     imp = commands.add_parser(
         "import", help="import a JSON Lines export",
         description="Validate every line first (a bad line is reported by number and nothing "
-                    "is imported), then import in one transaction. Content already live in "
-                    "the same type and scope is skipped. PATH '-' reads standard input.",
+                    "is imported), then import in one transaction, in bounded memory. Content "
+                    "already live in the same type and scope is skipped. PATH '-' reads "
+                    "standard input.",
     )
     imp.add_argument("path")
     imp.add_argument("--new-ids", action="store_true", help="give imported traces fresh ids")
