@@ -110,8 +110,9 @@ def _number(value: Any, what: str, *, minimum: float | None = None) -> float:
 
 
 #: Exported fields that are stored state, not add arguments (checked here, not by build_trace).
-_STATE_FIELDS = ("id", "content_hash", "strength", "stability", "updated_at", "last_accessed_at",
-                 "access_count", "version", "deleted_at", "merged_into", "valid_from", "valid_until")
+_STATE_FIELDS = frozenset({"id", "content_hash", "strength", "stability", "updated_at", "last_accessed_at",
+                           "access_count", "version", "deleted_at", "merged_into", "valid_from", "valid_until"})
+_KNOWN_FIELDS = frozenset(TRACE_FIELDS)
 
 
 def trace_from_json(obj: Any, policy: Policy) -> Trace:
@@ -122,7 +123,7 @@ def trace_from_json(obj: Any, policy: Policy) -> Trace:
     """
     if not isinstance(obj, dict):
         raise InvalidInput("a trace must be a JSON object")
-    unknown = set(obj) - set(TRACE_FIELDS)
+    unknown = obj.keys() - _KNOWN_FIELDS
     if unknown:
         raise InvalidInput(f"unknown trace field(s): {', '.join(sorted(unknown))}")
     for required in ("id", "content", "created_at"):

@@ -85,6 +85,8 @@ def test_round_trip_across_chunks_keeps_traces_edges_and_vectors(brain_factory, 
     stats = target.stats()
     assert stats["embedder"]["missing"] == 0 and stats["vectors"] == {"concepts-v1": stats["live"]}
     assert target.check()["ok"]
+    # the spill next to the brain is gone (an anonymous temporary file)
+    assert not [p.name for p in tmp_path.iterdir() if not p.name.startswith(("b.db", "dump.jsonl"))]
 
 
 def test_new_ids_remap_forward_merges(clock) -> None:
