@@ -16,9 +16,16 @@ from _embedfakes import ConceptEmbedder
 from brainmem import Brain, InvalidInput, import_stream
 from brainmem.cli import main
 
-#: more traces than one spill chunk, so the second pass reads several
-MANY = import_stream.SPILL_CHUNK * 2 + 137
+#: spill chunk size in these tests (``small_chunks``), and more traces than two chunks
+CHUNK = 16
+MANY = CHUNK * 2 + 7
 SMALL = 12
+
+
+@pytest.fixture
+def small_chunks(monkeypatch) -> None:
+    """Spill chunks of CHUNK records, so a small file makes the second pass read several."""
+    monkeypatch.setattr(import_stream, "SPILL_CHUNK", CHUNK)
 
 
 def export_text(brain: Brain, **kw) -> str:
@@ -41,7 +48,7 @@ def state(brain: Brain) -> str:
     return export_text(brain, include_deleted=True)
 
 
-def test_bad_line_in_the_middle_writes_nothing(brain_factory, clock, tmp_path: Path) -> None:
+def test_bad_line_in_the_middle_writes_nothing(small_chunks, brain_factory, clock, tmp_path: Path) -> None:
     lines = big_export(clock).splitlines(keepends=True)
     middle = len(lines) // 2
     bad = json.loads(lines[middle])
@@ -57,7 +64,7 @@ def test_bad_line_in_the_middle_writes_nothing(brain_factory, clock, tmp_path: P
     assert state(target) == before
 
 
-def test_a_conflict_found_while_writing_rolls_everything_back(brain_factory, clock, tmp_path: Path) -> None:
+def test_a_conflict_found_while_writing_rolls_everything_back(small_chunks, brain_factory, clock, tmp_path: Path) -> None:
     # the key conflict is only seen against the brain, in the second pass, after
     # earlier chunks were written: the one transaction undoes them
     with Brain(":memory:", clock=clock) as source:
@@ -72,10 +79,10 @@ def test_a_conflict_found_while_writing_rolls_everything_back(brain_factory, clo
     assert state(target) == before
 
 
-def test_round_trip_across_chunks_keeps_traces_edges_and_vectors(brain_factory, clock, tmp_path: Path) -> None:
+def test_round_trip_across_chunks_keeps_traces_edges_and_vectors(small_chunks, brain_factory, clock, tmp_path: Path) -> None:
     text = big_export(clock)
     header = json.loads(text.splitlines()[0])
-    assert header["traces"] > import_stream.SPILL_CHUNK and header["edges"] > 0
+    assert header["traces"] > 2 * CHUNK and header["edges"] > 0
     path = tmp_path / "dump.jsonl"
     path.write_text(text, encoding="utf-8")
     target = brain_factory(tmp_path / "b.db", embedder=ConceptEmbedder())
@@ -100,7 +107,7 @@ def test_new_ids_remap_forward_merges(clock) -> None:
         assert target.check()["ok"]
 
 
-def test_import_into_a_brain_keeps_file_duplicates_across_chunks(clock) -> None:
+def test_import_into_a_brain_keeps_file_duplicates_across_chunks(small_chunks, clock) -> None:
     # dedup is against the brain before the import, never against rows it wrote
     with Brain(":memory:", clock=clock) as source:
         source.add_many([f"row {i}" for i in range(MANY)])
@@ -128,7 +135,7 @@ def _pipe_with(text: str) -> tuple[io.TextIOWrapper, threading.Thread]:
 
 
 def test_stdin_import_through_the_cli(capsys, monkeypatch, clock, tmp_path: Path) -> None:
-    text = big_export(clock)
+    text = big_export(clock, n=50)
     stdin, writer = _pipe_with(text)
     monkeypatch.setattr("sys.stdin", stdin)
     db = tmp_path / "b.db"
