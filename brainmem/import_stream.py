@@ -213,7 +213,9 @@ def apply_import(store: Store, spill: Spill, *, new_ids: bool, keep_added: bool,
                 report.skipped += 1
                 continue
             if new_ids:
-                id_map[trace.id] = trace.id = new_id()
+                fresh = new_id()
+                id_map[trace.id] = fresh
+                trace.id = fresh
             if trace.merged_into is not None:
                 if ahead:
                     forward.append((trace.id, trace.merged_into))
