@@ -84,13 +84,18 @@ def parse_grid(text: str) -> list[dict]:
     """``"vector_time=0,0.5;vector_scale=minmax,zscore"`` -> every combination, as overrides."""
     import itertools
 
-    axes = []
-    for part in filter(None, (p.strip() for p in text.split(";"))):
-        name, values = part.split("=", 1)
-        if name not in OFF:
-            raise SystemExit(f"--grid: {name} is not one of {', '.join(OFF)}")
-        axes.append([(name, v if isinstance(OFF[name], str) else type(OFF[name])(v)) for v in values.split(",")])
-    return [dict(c) for c in itertools.product(*axes)] or [{}]
+    out: list[dict] = []
+    for block in text.split("|"):  # a union of grids: "a=0,1|b=0,1" is 4 systems, not 4x
+        axes = []
+        for part in filter(None, (p.strip() for p in block.split(";"))):
+            name, values = part.split("=", 1)
+            if name not in OFF:
+                raise SystemExit(f"--grid: {name} is not one of {', '.join(OFF)}")
+            axes.append([(name, v if isinstance(OFF[name], str) else type(OFF[name])(v)) for v in values.split(",")])
+        for c in itertools.product(*axes):
+            if dict(c) not in out:
+                out.append(dict(c))
+    return out or [{}]
 
 
 def system_name(w: float, overrides: dict) -> str:
@@ -104,13 +109,47 @@ def parse_system(name: str) -> dict:
     out: dict = {}
     for part in name.split():
         k, v = part.split("=", 1)
-        out[k] = v if k == "vector_scale" else float(v)
+        out[k] = v if isinstance(OFF.get(k), str) else float(v)
     return out
+
+
+class ContextEmbedder:
+    """Experiment (issue 11, contextual passage vectors): a passage is embedded together
+    with the turn before it in its episode (``join``), or that vector averaged with its own
+    (``avg``); queries as they are. :attr:`context` maps a text to the turn before it."""
+
+    def __init__(self, inner, mode: str) -> None:
+        self.inner, self.mode = inner, mode
+        self.model_id = f"{inner.model_id}+ctx-{mode}"
+        self.batch_size = inner.batch_size
+        self.dimension = inner.dimension
+        self.context: dict[str, str] = {}
+
+    def embed(self, texts: list[str], kind: str = "passage"):
+        import numpy as np
+
+        if kind != "passage":
+            return self.inner.embed(texts, kind)
+        joined = self.inner.embed([self.context[t] + "\n" + t if self.context.get(t) else t for t in texts], kind)
+        joined = joined / np.linalg.norm(joined, axis=1, keepdims=True)
+        if self.mode == "join":
+            return joined
+        own = self.inner.embed(texts, kind)
+        out = own / np.linalg.norm(own, axis=1, keepdims=True) + joined
+        return out / np.linalg.norm(out, axis=1, keepdims=True)
+
+    def set_documents(self, docs) -> None:
+        self.context = {}
+        last: dict[str, str] = {}
+        for d in docs:
+            if d.episode in last:
+                self.context.setdefault(d.text, last[d.episode])
+            last[d.episode] = d.text
 
 
 def run(dataset: str, data: str, spec: str, weights: list[float], ks: tuple[int, ...],
         limit: int | None, progress: bool = True, post_weights: list[float] = (),
-        vector_k: int | None = None, grid: list[dict] | None = None) -> dict:
+        vector_k: int | None = None, grid: list[dict] | None = None, context: str | None = None) -> dict:
     import os
 
     env = dict(os.environ)
@@ -123,7 +162,11 @@ def run(dataset: str, data: str, spec: str, weights: list[float], ks: tuple[int,
     for hay in ds.haystacks:
         docs, _, _ = prepare_documents(hay.documents)
         corpus = [d.doc_id for d in docs]
-        fts, lexical, dense, hybrid = Fts5System(), BrainSystem(), DenseSystem(embedder), BrainSystem(embedder, "hybrid")
+        passages = embedder
+        if context:
+            passages = ContextEmbedder(embedder, context)
+            passages.set_documents(docs)
+        fts, lexical, dense, hybrid = Fts5System(), BrainSystem(), DenseSystem(embedder), BrainSystem(passages, "hybrid")
         for s in (fts, lexical, dense, hybrid):
             s.index(docs)
         base = hybrid.brain.policy if vector_k is None else replace(hybrid.brain.policy, vector_k=vector_k)
@@ -215,12 +258,21 @@ def cross_validate(result: dict) -> dict:
             "held_out": table}
 
 
+def shared_systems(results: list[dict]) -> list[str]:
+    """The systems every result has, simplest first, equally simple ones in grid order.
+    (A set's order here made :func:`pick` depend on the hash seed: two systems equally
+    simple by :func:`simplicity` were walked in either order, and a third one's margin
+    was then measured from either.)"""
+    return sorted((s for s in systems_of(results[0]) if all(s in systems_of(r) for r in results[1:])),
+                  key=simplicity)
+
+
 def joint(results: list[dict]) -> dict:
     """One weight for every dataset: fitted on one fold of each (the mean of their
     objectives), reported on the other fold of each, both ways."""
     for r in results:
         assign_folds(r)
-    systems = sorted(set.intersection(*(set(systems_of(r)) for r in results)), key=simplicity)
+    systems = shared_systems(results)
     chosen = {}
     for f in (0, 1):
         def fit(system: str, f: int = f) -> float:
@@ -259,7 +311,7 @@ def per_fold(results: list[dict]) -> str:
     if it beats its off value on both folds."""
     for r in results:
         assign_folds(r)
-    systems = sorted(set.intersection(*(set(systems_of(r)) for r in results)), key=simplicity)
+    systems = shared_systems(results)
     label = {"longmemeval": "LME", "locomo": "LoCoMo"}
     lines = []
     for system in systems:
@@ -345,6 +397,8 @@ def main() -> None:
     ap.add_argument("--rescore", metavar="RESULT.json", help="cross-validate an earlier --json result again")
     ap.add_argument("--grid", default="", help="adaptive fields, e.g. 'vector_time=0,0.5,1;vector_lexical=0,0.5'")
     ap.add_argument("--post-weights", default="", help="also the post-hoc fusion of issue 11 at these weights")
+    ap.add_argument("--context-vectors", choices=("join", "avg"),
+                    help="experiment: the hybrid brain's passages embedded with the turn before them")
     ap.add_argument("--json")
     ap.add_argument("--markdown", metavar="FILE.md", help="with --joint: the held-out table as markdown")
     ap.add_argument("--per-fold", action="store_true",
@@ -372,7 +426,8 @@ def main() -> None:
     else:
         post = [float(w) for w in args.post_weights.split(",") if w.strip()]
         result = run(args.dataset, args.data, args.embedder, weights, ks, args.limit, post_weights=post,
-                     vector_k=args.vector_k, grid=parse_grid(args.grid))
+                     vector_k=args.vector_k, grid=parse_grid(args.grid),
+                     context=args.context_vectors)
     print_report(result)
     if args.json:
         Path(args.json).parent.mkdir(parents=True, exist_ok=True)
