@@ -387,8 +387,11 @@ def document_frequencies(store: Store, compiler: QueryCompiler, words: Sequence[
     return stats[0], _frequencies(store, stats, stems, budget)
 
 
-#: Per store (connection): stem -> (documents, rows indexed when counted).
-_DF: WeakKeyDictionary[Store, dict[str, tuple[int, int]]] = WeakKeyDictionary()
+#: Per store (connection): stem -> (documents, rows indexed when counted, cache stamp).
+_DF: WeakKeyDictionary[Store, dict[str, tuple[int, int, tuple[int, int]]]] = WeakKeyDictionary()
+#: An index of fewer rows recounts a word's documents after any write; a larger one
+#: keeps a count while it grows by under 1 %.
+_RECOUNT_BELOW = 10_000
 
 
 def _frequencies(store: Store, stats: tuple[int, float], stems: dict[str, str],
@@ -403,12 +406,15 @@ def _frequencies(store: Store, stats: tuple[int, float], stems: dict[str, str],
     """
     cache = _DF.setdefault(store, {})
     rows = stats[0]
+    # A small index recounts after any write (cheap there; the row count alone missed an
+    # update, one row out and one in); a large one at 1 % growth.
+    stamp = store.cache_stamp()
     out: dict[str, int] = {}
     span: tuple[int, int] | None = None
     for stem in stems.values():
         hit = cache.get(stem)
-        # a small index recounts on any change (cheap there); a large one at 1 % growth
-        if hit is not None and (hit[1] == rows or (rows >= 10_000 and abs(rows - hit[1]) <= rows // 100)):
+        if hit is not None and (hit[2] == stamp if rows < _RECOUNT_BELOW
+                                else abs(rows - hit[1]) <= rows // 100):
             out[stem] = hit[0]
     if rows <= budget and len(out) < len(set(stems.values())):
         # An index of at most ``budget`` traces: every count is exact and cheap, all
@@ -420,7 +426,7 @@ def _frequencies(store: Store, stats: tuple[int, float], stems: dict[str, str],
             cache.clear()
         for stem in missing:
             out[stem] = found.get(stem, 0)
-            cache[stem] = (out[stem], rows)
+            cache[stem] = (out[stem], rows, stamp)
     for phrase, stem in stems.items():
         if stem in out:
             continue
@@ -433,6 +439,6 @@ def _frequencies(store: Store, stats: tuple[int, float], stems: dict[str, str],
             count = min(rows, max(count, round(count / share)))
         if len(cache) > 50_000:
             cache.clear()
-        cache[stem] = (count, rows)
+        cache[stem] = (count, rows, stamp)
         out[stem] = count
     return out

@@ -183,10 +183,15 @@ class Database:
         with translate_errors():
             return self.db.execute(sql, params)
 
+    def cache_stamp(self) -> tuple[int, int]:
+        """A value that changes when this connection or another one commits a write
+        (but a recall-only one): what a fact cached for this connection is valid for."""
+        # execute, not db.pragma(): 2 µs against 40 µs, on every search
+        return self._stamp or (self.db.execute("PRAGMA data_version").get, self.tx_serial)
+
     def _cached(self, name: str, compute: Callable[[], Any]) -> Any:
         """``compute()``, remembered until this connection or another one commits a write."""
-        # execute, not db.pragma(): 2 µs against 40 µs, on every search
-        key = self._stamp or (self.db.execute("PRAGMA data_version").get, self.tx_serial)
+        key = self.cache_stamp()
         stamp, value = self._cache.get(name, (None, None))
         if stamp != key:
             value = compute()

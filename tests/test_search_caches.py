@@ -1,0 +1,46 @@
+"""What a connection remembers between searches (document frequencies, index totals,
+episode lengths, the vector matrix) never makes its ranking differ from a fresh
+connection's: after its own writes, and after another connection's."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from brainmem import Brain, Policy
+
+
+def _ranking(brain: Brain, query: str) -> list[tuple[str, float]]:
+    return [(h.trace.id, round(h.score, 9)) for h in brain.search(query, limit=20, reinforce=False)]
+
+
+def _brain_with_episodes(make: Callable[..., Brain]) -> tuple[Brain, list[str]]:
+    brain = make()
+    ids = [t.id for t in brain.add_many([
+        {"content": "the kettle whistles", "episode": "e1"},
+        {"content": "rain on the boat deck", "episode": "e1"},
+        {"content": "a kettle on the boat", "episode": "e2"},
+        {"content": "garden roses bloom", "episode": "e2"},
+        {"content": "dog walks in the park", "episode": "e3"},
+        {"content": "kettle descaling tips", "episode": "e3"},
+    ])]
+    return brain, ids
+
+
+def test_a_content_update_that_keeps_the_row_count_recounts_document_frequencies(brain_factory, tmp_path) -> None:
+    # Before: a word's document frequency was remembered while the index held as many
+    # rows, so an update (one row out, one in) left it stale: the episodes' BM25 and the
+    # query's coverage differed from a fresh connection's.
+    brain, ids = _brain_with_episodes(brain_factory)
+    _ranking(brain, "kettle boat")  # remember the counts
+    brain.update(ids[3], content="kettle kettle kettle by the boat")  # same number of rows
+    fresh = brain_factory(policy=Policy(search_budget=None))  # exact counts, nothing remembered
+    assert _ranking(brain, "kettle boat") == _ranking(fresh, "kettle boat")
+
+
+def test_another_connections_update_recounts_document_frequencies(brain_factory) -> None:
+    brain, ids = _brain_with_episodes(brain_factory)
+    other = brain_factory()
+    _ranking(brain, "kettle boat")
+    other.update(ids[3], content="kettle kettle kettle by the boat")
+    fresh = brain_factory(policy=Policy(search_budget=None))
+    assert _ranking(brain, "kettle boat") == _ranking(fresh, "kettle boat")
