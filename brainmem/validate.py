@@ -129,11 +129,17 @@ def check_tags(tags: Any, max_tags: int, max_chars: int) -> list[str]:
     return out
 
 
+#: SQLite's largest integer: a bigger one cannot be stored nor bound to a statement.
+INT64_MAX = 2**63 - 1
+
+
 def check_int(value: Any, what: str, minimum: int, maximum: int | None = None) -> int:
-    """An ``int`` (not a bool) in [minimum, maximum], or :class:`InvalidInput` naming ``what``."""
-    if (isinstance(value, bool) or not isinstance(value, int) or value < minimum
-            or (maximum is not None and value > maximum)):
-        bounds = f">= {minimum}" if maximum is None else f"in [{minimum}, {maximum}]"
+    """An ``int`` (not a bool) in [minimum, maximum], or :class:`InvalidInput` naming ``what``;
+    never past :data:`INT64_MAX` (an offset of 2**63 was an OverflowError from apsw)."""
+    top = INT64_MAX if maximum is None else maximum
+    if isinstance(value, bool) or not isinstance(value, int) or not minimum <= value <= top:
+        too_big = isinstance(value, int) and value > top
+        bounds = f"in [{minimum}, {top}]" if maximum is not None or too_big else f">= {minimum}"
         raise InvalidInput(f"{what} must be an integer {bounds}, not {value!r}")
     return value
 

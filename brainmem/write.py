@@ -30,7 +30,7 @@ from .errors import InvalidInput, NotFound, QuotaExceeded, VersionConflict
 from .model import Trace, merge_fields, new_id
 from .policy import Policy
 from .store import Filters, Store
-from .validate import build_trace, check_changes, check_choice, check_int
+from .validate import INT64_MAX, build_trace, check_changes, check_choice, check_int
 
 
 @dataclass(frozen=True)
@@ -223,7 +223,8 @@ class Writer:
     def feedback(self, retrieval_id: Any, used: list[str], ignored: list[str], at: float) -> int:
         """Record which hits of a retrieval were used or ignored; the first word on a hit
         counts (repeated feedback is ignored). Returns the rows recorded."""
-        found = self.store.retrieval(retrieval_id) if isinstance(retrieval_id, int) else None
+        found = (self.store.retrieval(retrieval_id) if isinstance(retrieval_id, int)
+                 and not isinstance(retrieval_id, bool) and abs(retrieval_id) <= INT64_MAX else None)
         if found is None:
             raise NotFound(f"no retrieval with id {retrieval_id!r}")
         returned = {row[0] for row in found[2]}

@@ -1,0 +1,66 @@
+"""Integers past SQLite's 64 bits and text that is not Unicode, at every surface: a
+clear error from the BrainmemError tree (an error dict from a tool, one line and a
+non-zero exit from the CLI), nothing written. Before, each of these was an
+OverflowError or a UnicodeEncodeError from deep inside."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from brainmem import Brain
+from brainmem.cli import main
+from brainmem.errors import InvalidInput, NotFound
+
+HUGE = [2**63, 10**30]
+
+
+@pytest.mark.parametrize("offset", HUGE)
+def test_a_huge_list_offset_is_invalid_input(file_brain: Brain, offset: int) -> None:
+    file_brain.add("kettle")
+    with pytest.raises(InvalidInput, match="offset"):
+        file_brain.list(offset=offset)
+    assert file_brain.list(offset=2**63 - 1).items == []  # the largest SQLite takes: nothing there
+
+
+@pytest.mark.parametrize("retrieval_id", [*HUGE, -(2**63) - 1])
+def test_feedback_on_a_huge_retrieval_id_is_not_found(file_brain: Brain, retrieval_id: int) -> None:
+    trace = file_brain.add("kettle")
+    with pytest.raises(NotFound):
+        file_brain.feedback(retrieval_id, used=[trace.id])
+    result = file_brain.call_tool("memory_feedback", {"retrieval_id": retrieval_id, "used": [trace.id]},
+                                  extra="all")
+    assert result["error"]["type"] in ("NotFound", "InvalidInput")  # the schema refuses a negative id
+
+
+@pytest.mark.parametrize("field", ["access_count", "version"])
+def test_an_import_with_a_huge_count_is_invalid_input(file_brain: Brain, tmp_path: Path, field: str) -> None:
+    file_brain.add("kettle")
+    export = tmp_path / "export.jsonl"
+    file_brain.export(export)
+    header, line = export.read_text().splitlines()
+    record = json.loads(line)
+    record["trace"][field] = 2**63
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text(f"{header}\n{json.dumps(record)}\n")
+    other = Brain(str(tmp_path / "other.db"))
+    try:
+        with pytest.raises(InvalidInput, match=field):
+            other.import_jsonl(bad)
+        assert other.stats()["live"] == 0
+    finally:
+        other.close()
+
+
+def test_the_cli_refuses_a_huge_offset_in_one_line(tmp_path: Path, capsys: Any) -> None:
+    db = str(tmp_path / "cli.db")
+    assert main(["--brain", db, "--create", "add", "kettle"]) == 0
+    capsys.readouterr()
+    code = main(["--brain", db, "list", "--offset", str(10**30)])
+    out, err = capsys.readouterr()
+    assert code != 0 and out == ""
+    assert len(err.strip().splitlines()) == 1 and "offset" in err
+
