@@ -133,6 +133,8 @@ def parse(messages: Any) -> tuple[list[_Turn], list[dict[str, Any]]]:
         if content is None and not message.get("tool_calls"):
             raise InvalidInput(f"message {index}: content is null")
         text = None if content is None else _text_of(content, index)
+        if text is not None:  # a lone surrogate: refused here, not by a hash of the text later
+            check_text(text, f"message {index}: content", max_chars=len(text))
         name = check_text(message.get("name"), f"message {index}: name", max_chars=256)
         stamp = message.get("created_at", message.get("timestamp"))
         at = to_timestamp(stamp, f"message {index}: time")

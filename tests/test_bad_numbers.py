@@ -64,3 +64,12 @@ def test_the_cli_refuses_a_huge_offset_in_one_line(tmp_path: Path, capsys: Any) 
     assert code != 0 and out == ""
     assert len(err.strip().splitlines()) == 1 and "offset" in err
 
+
+@pytest.mark.parametrize("content", ["hi \ud800", [{"type": "text", "text": "hi \udfff"}]], ids=["text", "parts"])
+def test_observe_refuses_a_lone_surrogate(file_brain: Brain, content: Any) -> None:
+    with pytest.raises(InvalidInput, match="message 0"):
+        file_brain.observe([{"role": "user", "content": content}])
+    result = file_brain.call_tool("memory_observe", {"messages": [{"role": "user", "content": content}]},
+                                  extra="all")
+    assert result["error"]["type"] == "InvalidInput"
+    assert file_brain.stats()["live"] == 0
