@@ -31,6 +31,7 @@ from .model import (
     TimeLike,
     Trace,
     content_hash,
+    iso,
     new_id,
 )
 from .policy import Policy
@@ -294,11 +295,15 @@ def read_filters(policy: Policy, *, type: Any = None, scope: Any = None, scope_i
     if scope is not None:
         check_choice(scope, SCOPES, "scope")
     check_choice(tags_mode, ("any", "all"), "tags mode")
+    start, end = to_timestamp(since, "since"), to_timestamp(until, "until")
+    if start is not None and end is not None and start > end:
+        # swapped arguments, not a question: an empty window would answer "no memories"
+        raise InvalidInput(f"since ({iso(start)}) is after until ({iso(end)})")
     return Filters(
         types=check_types(type), scope=scope, scope_id=check_text(scope_id, "scope_id"),
         tags=check_tags(tags, policy.max_tags, policy.max_tag_chars) if tags else None,
         tags_mode=tags_mode, episode=check_text(episode, "episode"),
-        since=to_timestamp(since, "since"), until=to_timestamp(until, "until"), now=now,
+        since=start, until=end, now=now,
         scopes=None if scopes is None else scope_pairs(scopes), **extra,
     )
 
