@@ -75,7 +75,7 @@ def test_observe_refuses_a_lone_surrogate(file_brain: Brain, content: Any) -> No
     assert file_brain.stats()["live"] == 0
 
 
-def test_an_inverted_time_window_is_invalid_input_at_every_surface(file_brain: Brain, tmp_path: Path,
+def test_an_inverted_time_window_is_invalid_input(file_brain: Brain, tmp_path: Path,
                                                                    capsys: Any) -> None:
     # Before: since after until searched an empty window and said nothing (swapped arguments
     # looked like "no memories").
@@ -84,9 +84,6 @@ def test_an_inverted_time_window_is_invalid_input_at_every_surface(file_brain: B
         file_brain.search("kettle", since="2026-01-03", until="2026-01-01")
     with pytest.raises(InvalidInput, match="since"):
         file_brain.list(since="2026-01-03", until="2026-01-01")
-    result = file_brain.call_tool("memory_search", {"query": "kettle", "since": "2026-01-03",
-                                                    "until": "2026-01-01"})
-    assert result["error"]["type"] == "InvalidInput"
     assert file_brain.stats()["retrievals"] == 0  # nothing recorded
     # an empty window of one instant is still a window
     assert [h.trace.content for h in file_brain.search("kettle", since="2026-01-02", until="2026-01-02")] == ["kettle"]
