@@ -80,10 +80,13 @@ def checked(vectors: Any, n: int, dimension: int | None, model_id: str) -> np.nd
         )
     if arr.shape[1] == 0 or not np.isfinite(arr).all():
         raise EmbedderError(f"embedder {model_id!r} returned NaN, infinite or empty vectors")
-    norms = np.linalg.norm(arr, axis=1, keepdims=True)
-    if (norms == 0).any():
+    peaks = np.abs(arr).max(axis=1, keepdims=True)
+    if (peaks == 0).any():
         raise EmbedderError(f"embedder {model_id!r} returned an all-zero vector")
-    out: np.ndarray = (arr / norms).astype(np.float32)
+    # scaled to a largest component of 1 first: the squares of a row of 1e20s overflow
+    # float32 (the row became all zeros) and those of 1e-30s underflow
+    arr = arr / peaks
+    out: np.ndarray = (arr / np.linalg.norm(arr, axis=1, keepdims=True)).astype(np.float32)
     return out
 
 

@@ -81,6 +81,14 @@ def test_checked_normalises() -> None:
     assert out.dtype == np.float32 and np.allclose(out, [[0.6, 0.8]])
 
 
+@pytest.mark.parametrize("scale", [1e20, 1e-30], ids=["huge", "tiny"])
+def test_checked_normalises_vectors_whose_squares_leave_float32(scale: float) -> None:
+    # Before: [3e20, 4e20] squared overflowed float32 and became the zero vector (stored,
+    # so never backfilled, and near nothing); [3e-30, 4e-30] underflowed and was refused.
+    out = checked([[3.0 * scale, 4.0 * scale]], 1, 2, "m")
+    assert np.allclose(out, [[0.6, 0.8]])
+
+
 def test_specs_and_environment() -> None:
     assert embedder_from_env({}) is None
     e = embedder_from_env({"BRAINMEM_EMBEDDER": "openai:nomic-embed-text",
