@@ -116,14 +116,20 @@ class VectorIndex:
         return out
 
     def _dimension(self) -> int | None:
-        """The dimension answers must have: the provider's, else that of this model's
-        stored vectors (so a model that changes its dimension is caught)."""
-        dim = getattr(self.embedder, "dimension", None)
-        if dim is None:
-            if self._stored_dim is None:
-                self._stored_dim = self.stored_dimension()
-            dim = self._stored_dim
-        return dim
+        """The dimension answers must have: that of this model's stored vectors, else the
+        provider's. A provider declaring another dimension than the stored vectors of
+        its model id is a failure (:class:`EmbedderError`): its vectors were stored
+        beside the others and every search failed stacking them."""
+        declared = getattr(self.embedder, "dimension", None)
+        if self._stored_dim is None:
+            self._stored_dim = self.stored_dimension()
+        if self._stored_dim is None:
+            return declared
+        if declared is not None and declared != self._stored_dim:
+            raise EmbedderError(
+                f"this brain holds {self._stored_dim}-d vectors of model {self.model_id!r}, but the "
+                f"embedder declares {declared}-d: give the new model its own model id")
+        return self._stored_dim
 
     def stored_dimension(self) -> int | None:
         return self.store.vectors_dimension(self.model_id)
@@ -182,7 +188,10 @@ class VectorIndex:
         if key != self._key:
             ids, hashes, vecs = [], [], []
             dim = 0
+            want = self.stored_dimension()
             for tid, h, d, blob in self.store.vectors_of(self.model_id):
+                if d != want:  # a file written before the dimension was checked: never mixed
+                    continue
                 ids.append(tid)
                 hashes.append(h)
                 vecs.append(decode(blob, d))

@@ -13,10 +13,11 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from _embedfakes import ConceptEmbedder
+from _embedfakes import ConceptEmbedder, concept_vectors
 
 from brainmem import Brain, InvalidInput
 from brainmem.cli import main
+from brainmem.embed import CallableEmbedder
 from brainmem.vectors import decode, encode
 
 STORY = [
@@ -297,3 +298,37 @@ def test_a_narrow_filter_over_more_vectors_than_sqlite_has_variables(brain_facto
     hits = brain.search("zebra", tags=["x"], reinforce=False)
     assert sorted(contents(hits)) == ["note 0", "note 1", "note 2"]
     assert len(brain.search("zebra", type="semantic", reinforce=False)) == 0  # none pass at all
+
+
+@pytest.mark.parametrize("declares", [True, False], ids=["declared", "undeclared"])
+def test_a_model_id_reused_with_another_dimension_degrades_and_never_mixes(brain_factory, declares) -> None:
+    # Before: the 4-d vector of the new model was stored beside the 8-d ones of the same
+    # model id, and every later search raised numpy's ValueError stacking them.
+    brain = brain_factory(embedder=ConceptEmbedder("concepts-v1", 8))
+    brain.add_many(STORY)
+    brain.close()
+    narrower = CallableEmbedder(lambda texts: concept_vectors(texts, dim=4), "concepts-v1",
+                                dimension=4 if declares else None)
+    brain = brain_factory(embedder=narrower)
+    brain.add("Our new puppy chewed the sofa")
+    assert brain.stats()["vectors"] == {"concepts-v1": 4}  # nothing of the other dimension
+    hits = brain.search("pizza", reinforce=False)
+    assert contents(hits)[0] == "My favourite dinner is homemade pizza"
+    assert "8-d" in (hits.degraded or "") and "4-d" in hits.degraded  # says why
+    assert "8-d" in (brain.embed()["error"] or "")
+
+
+def test_a_file_already_mixing_two_dimensions_of_one_model_still_searches(brain_factory, emb, tmp_path) -> None:
+    brain = brain_factory(embedder=emb)
+    brain.add_many(STORY)
+    extra = brain.add("Our new puppy chewed the sofa")
+    brain.close()
+    import apsw  # as a release before the dimension check could leave the file
+
+    db = apsw.Connection(str(tmp_path / "brain.db"))
+    db.execute("UPDATE vectors SET dim = 4, v = ? WHERE rid = (SELECT rid FROM traces WHERE id = ?)",
+               (encode(np.ones(4, np.float32)), extra.id))
+    db.close()
+    brain = brain_factory(embedder=emb)
+    hits = brain.search("which pet", explain=True, reinforce=False)
+    assert contents(hits)[0] == STORY[0] and hits.degraded is None
