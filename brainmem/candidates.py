@@ -24,7 +24,8 @@ together match more than ``Policy.search_budget`` traces:
    found by reading the posting lists backwards from the newest trace.
 4. The candidates (a few dozen) are scored in Python with FTS5's own BM25 formula
    over *all* the query's words, with the index's row count, average length and
-   document frequencies (cached per connection while the index grows by < 1 %).
+   document frequencies (cached per connection: until any write below 10,000 rows,
+   while the index grows by < 1 % above).
 
 Below the budget nothing changes: the whole query is scored by FTS5 as before
 (the recall benchmarks' haystacks of a few hundred to a few thousand traces are
@@ -402,7 +403,8 @@ def _frequencies(store: Store, stats: tuple[int, float], stems: dict[str, str],
     ~15 ns an entry: 5 ms for a word in a third of a million traces). A word with
     more than ``budget`` documents is instead estimated from how much of the rowid
     range its ``budget`` newest matches span: only its IDF (a logarithm) depends
-    on it. Counts are cached per connection while the index grows by under 1 %.
+    on it. Counts are cached per connection: until any write in an index of fewer than
+    10,000 rows, while the index grows by under 1 % in a larger one.
     """
     cache = _DF.setdefault(store, {})
     rows = stats[0]
