@@ -110,7 +110,20 @@ def build(brain: Brain, query: str | None, *, budget: int = 1000, limit: int = 2
             query = None
     if tokenizer is not None and not callable(tokenizer):
         raise InvalidInput("tokenizer must be a function text -> number of tokens")
-    name, count = ("custom", tokenizer) if tokenizer is not None else default_counter()
+    name, counter = ("custom", tokenizer) if tokenizer is not None else default_counter()
+
+    def count(text: str) -> int:
+        """The counter's answer as a token count; anything else is the caller's error."""
+        tokens = counter(text)
+        try:
+            ok = not isinstance(tokens, bool) and math.isfinite(tokens) and tokens >= 0
+        except (TypeError, ValueError):  # not a number
+            ok = False
+        if not ok:
+            raise InvalidInput(f"tokenizer must return a number of tokens >= 0, not {tokens!r}")
+        return int(tokens)
+
+    header_costs = {section: count(header + "\n") for section, header in HEADERS.items()}  # before any write
     at = brain.now(now)
     core = _core(brain, scope, scope_id, scopes, at)
     hits: Sequence[Hit] = []
@@ -126,11 +139,11 @@ def build(brain: Brain, query: str | None, *, budget: int = 1000, limit: int = 2
     for section, entries in sections:
         if not entries:
             continue
-        header_cost = int(count(HEADERS[section] + "\n"))
+        header_cost = header_costs[section]
         placed = False
         for trace, score in entries:
             line = _line(trace)
-            cost = int(count(line + "\n"))
+            cost = count(line + "\n")
             extra = 0 if placed else header_cost
             if used + cost + extra > budget:
                 block.omitted += 1

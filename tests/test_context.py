@@ -66,6 +66,17 @@ def test_bad_arguments(brain: Brain, kwargs: dict, match: str) -> None:
         brain.context("Ana", **kwargs)
 
 
+@pytest.mark.parametrize("counts", [lambda t: "x", lambda t: float("nan"), lambda t: -5, lambda t: None],
+                         ids=["text", "nan", "negative", "none"])
+def test_a_tokenizer_answering_no_count_is_invalid_input_before_the_search(brain: Brain, counts) -> None:
+    # Before: ValueError/TypeError from int() after the search had recorded its retrieval,
+    # and a negative count let the block grow past its budget.
+    before = brain.stats()["retrievals"]
+    with pytest.raises(InvalidInput, match="tokenizer"):
+        brain.context("Ana", tokenizer=counts)
+    assert brain.stats()["retrievals"] == before
+
+
 def test_no_query_gives_core_facts_only(brain: Brain) -> None:
     block = brain.context(None)
     assert [i["section"] for i in block.items] == ["core"] and block.retrieval_id is None
