@@ -27,7 +27,7 @@ from . import unmerge as unmerge_mod
 from .brain_admin import AdminMixin
 from .brain_faces import FacesMixin
 from .consolidation import ReflectReport
-from .errors import InvalidInput
+from .errors import InvalidInput, ReadOnlyBrain
 from .model import Hit, TimeLike, Trace
 from .store import WriteBusy
 from .validate import build_trace, check_ids, check_int, check_limit, check_text, to_timestamp
@@ -325,6 +325,8 @@ class Brain(FacesMixin, AdminMixin):
         """
         if self._vectors is None:
             raise InvalidInput("this brain has no embedder: open it with Brain(path, embedder=...)")
+        if self.readonly:  # before the provider is paid for vectors that could not be stored
+            raise ReadOnlyBrain(f"{self.path} was opened read-only: vectors cannot be stored")
         check_int(batch_size, "batch_size", 1, 10_000)
         if limit is not None:
             check_int(limit, "limit", 1, 10**9)

@@ -332,3 +332,21 @@ def test_a_file_already_mixing_two_dimensions_of_one_model_still_searches(brain_
     brain = brain_factory(embedder=emb)
     hits = brain.search("which pet", explain=True, reinforce=False)
     assert contents(hits)[0] == STORY[0] and hits.degraded is None
+
+
+def test_embed_on_a_read_only_brain_refuses_before_calling_the_provider(tmp_path) -> None:
+    from brainmem import ReadOnlyBrain
+
+    path = str(tmp_path / "b.db")
+    with Brain(path) as plain:
+        plain.add_many(STORY)  # no embedder: every trace lacks a vector
+    calls: list[int] = []
+
+    def counting(texts, kind="passage"):
+        calls.append(len(texts))
+        return concept_vectors(texts, kind)
+
+    with Brain(path, embedder=CallableEmbedder(counting, "counting", dimension=None), readonly=True) as reader, \
+            pytest.raises(ReadOnlyBrain):
+        reader.embed()
+    assert calls == []
