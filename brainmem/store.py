@@ -28,7 +28,7 @@ from .errors import (
 )
 from .model import Trace
 from .store_base import WriteBusy as WriteBusy  # re-exported: Brain catches it
-from .store_base import padded, translate_errors
+from .store_base import in_chunks, padded, translate_errors
 from .store_edges import EdgeTables
 from .store_filters import Filters as Filters  # re-exported: the readers import it from here
 from .store_index import IndexTables
@@ -132,8 +132,7 @@ class Store(IndexTables, EdgeTables, LogTables, InspectTables, VectorTables, Mai
             return []
         where, params = Filters(include_deleted=include_deleted, now=now).sql()
         found: dict[str, Trace] = {}
-        for chunk_start in range(0, len(ids), 500):
-            chunk = list(ids[chunk_start : chunk_start + 500])
+        for chunk in in_chunks(ids):
             rows = self.execute(
                 f"SELECT {_SELECT} FROM traces t WHERE t.id IN ({', '.join('?' * len(chunk))}) AND {where}",
                 [*chunk, *params],
@@ -333,8 +332,7 @@ class Store(IndexTables, EdgeTables, LogTables, InspectTables, VectorTables, Mai
             clause += " AND deleted_at < ?"
             params.append(before)
         ids = [r[0] for r in self.execute(f"SELECT id FROM traces WHERE {clause}", params)]
-        for start in range(0, len(ids), 500):
-            chunk = ids[start : start + 500]
+        for chunk in in_chunks(ids):
             marks = ", ".join("?" * len(chunk))
             self.execute(f"DELETE FROM edges WHERE src IN ({marks}) OR dst IN ({marks})", chunk * 2)
             self.execute(f"DELETE FROM feedback WHERE trace_id IN ({marks})", chunk)
@@ -389,8 +387,7 @@ class Store(IndexTables, EdgeTables, LogTables, InspectTables, VectorTables, Mai
         wanted = set(idents)
         hashes = list(dict.fromkeys(i[0] for i in wanted))
         found: dict[tuple[str, str, str, str], Trace] = {}
-        for start in range(0, len(hashes), 500):
-            chunk = hashes[start : start + 500]
+        for chunk in in_chunks(hashes):
             rows = self.execute(
                 f"SELECT {_SELECT} FROM traces t WHERE t.content_hash IN ({', '.join('?' * len(chunk))}) "
                 "AND t.deleted_at IS NULL ORDER BY t.rid",
@@ -465,8 +462,7 @@ class Store(IndexTables, EdgeTables, LogTables, InspectTables, VectorTables, Mai
         Remembered per connection until a write (one statement less per search)."""
         known: dict[str, int] = self._cached("episode_lengths", dict)
         missing = [e for e in dict.fromkeys(episodes) if e not in known]
-        for start in range(0, len(missing), 512):
-            chunk = padded(missing[start : start + 512])
+        for chunk in map(padded, in_chunks(missing)):
             found = dict(self.db.execute(
                 f"SELECT episode, sum(length(content)) FROM traces WHERE episode IN ({', '.join('?' * len(chunk))}) "
                 "AND deleted_at IS NULL GROUP BY episode", chunk,
@@ -522,8 +518,7 @@ class Store(IndexTables, EdgeTables, LogTables, InspectTables, VectorTables, Mai
         """:meth:`traces_by_rid`, by rid (a search's memo keeps them by rid)."""
         where, params = filters.sql()
         out: dict[int, Trace] = {}
-        for start in range(0, len(rids), 512):
-            chunk = padded(rids[start : start + 512])
+        for chunk in map(padded, in_chunks(rids)):
             out.update((r[-1], row_to_trace(r[:-1])) for r in self.execute(
                 f"SELECT {_SELECT}, t.rid FROM traces t WHERE t.rid IN ({', '.join('?' * len(chunk))}) AND {where}",
                 [*chunk, *params]))
@@ -582,8 +577,7 @@ class Store(IndexTables, EdgeTables, LogTables, InspectTables, VectorTables, Mai
     def contents_by_rid(self, rids: Sequence[int], now: float) -> list[tuple[int, str]]:
         """(rid, content) of the live, unexpired traces among ``rids``."""
         out: list[tuple[int, str]] = []
-        for start in range(0, len(rids), 500):
-            chunk = [int(r) for r in rids[start : start + 500]]
+        for chunk in in_chunks([int(r) for r in rids]):
             out += [(int(rid), str(content)) for rid, content in self.execute(
                 f"SELECT rid, content FROM traces WHERE rid IN ({', '.join('?' * len(chunk))}) "
                 "AND deleted_at IS NULL AND (expires_at IS NULL OR expires_at > ?)", [*chunk, now])]

@@ -53,6 +53,18 @@ def translate_errors() -> Iterator[None]:
         raise StorageError(f"I/O error on the brain file: {exc}") from exc
 
 
+#: Values bound in one ``IN (...)`` list at most: far below SQLite's 32,766 parameters
+#: (one statement of every id failed past that, issue 11), and a power of two, so a
+#: full chunk is its own :func:`padded` length.
+IN_CHUNK = 512
+
+
+def in_chunks(values: Sequence[Any]) -> Iterator[list[Any]]:
+    """``values`` a statement's ``IN (...)`` list at a time (:data:`IN_CHUNK` each)."""
+    for start in range(0, len(values), IN_CHUNK):
+        yield list(values[start : start + IN_CHUNK])
+
+
 def padded(values: Sequence[Any]) -> list[Any]:
     """``values`` padded with NULLs to a power of two (at least 8) for an ``IN (...)`` list.
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
 
-from .store_base import Database, padded
+from .store_base import Database, in_chunks, padded
 
 
 class EdgeTables(Database):
@@ -138,8 +138,7 @@ class EdgeTables(Database):
 
     def node_attributes(self, ids: Sequence[str]) -> Iterator[tuple[str, str, str, str, str]]:
         """(id, type, scope, scope_id, tags JSON) of each trace in ``ids``."""
-        for start in range(0, len(ids), 500):
-            chunk = ids[start : start + 500]
+        for chunk in in_chunks(ids):
             yield from self.execute(
                 f"SELECT id, type, scope, scope_id, tags FROM traces WHERE id IN ({', '.join('?' * len(chunk))})",
                 chunk,

@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-from .store_base import Database
+from .store_base import Database, in_chunks
 
 
 class InspectTables(Database):
@@ -19,8 +19,7 @@ class InspectTables(Database):
         """(id, content, type, deleted, derived) of the traces among ``ids`` that exist."""
         wanted = list(dict.fromkeys(ids))
         rows: list[tuple[str, str, str, bool, bool]] = []
-        for start in range(0, len(wanted), 500):
-            chunk = wanted[start : start + 500]
+        for chunk in in_chunks(wanted):
             rows += [
                 (tid, content, type_, deleted_at is not None, '"derived"' in tags)
                 for tid, content, type_, deleted_at, tags in self.execute(

@@ -30,6 +30,7 @@ import numpy as np
 from .embed import Embedder, EmbedderError, checked
 from .model import Trace, content_hash
 from .store import Filters, Store
+from .store_base import in_chunks
 
 log = logging.getLogger("brainmem")
 
@@ -247,7 +248,7 @@ class VectorIndex:
         """The ``k`` live traces passing ``filters`` with the highest cosines (exact).
 
         The best by cosine are checked against the filters, a few more each round and
-        at most 512 ids a statement (one statement of every id failed with "too many
+        at most ``IN_CHUNK`` ids a statement (one statement of every id failed with "too many
         SQL variables" past 32,766 vectors). A narrowing filter that rejects most of
         them and passes at most ``FILTER_FIRST`` traces is applied first instead: the
         ids passing it are read and the best of those by cosine taken.
@@ -284,8 +285,8 @@ class VectorIndex:
         """Read the traces of ``rows`` not yet ``checked`` that pass ``filters`` into ``passing``."""
         new = [r for r in rows if r not in checked]
         checked.update(new)
-        for start in range(0, len(new), 512):
-            ids = [self._ids[i] for i in new[start:start + 512]]
+        for chunk in in_chunks(new):
+            ids = [self._ids[i] for i in chunk]
             passing.update((t.id, t) for t in self.store.select(replace(filters, ids=ids)))
 
     def _in_order(self, rows: np.ndarray, sims: np.ndarray, passing: dict[str, Trace]) -> list[tuple[Trace, float]]:
