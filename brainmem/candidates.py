@@ -418,19 +418,16 @@ def _frequencies(store: Store, stats: tuple[int, float], stems: dict[str, str],
         if hit is not None and (hit[2] == stamp if rows < _RECOUNT_BELOW
                                 else abs(rows - hit[1]) <= rows // 100):
             out[stem] = hit[0]
+    counted: dict[str, int] = {}  # counted now: remembered below
     if rows <= budget and len(out) < len(set(stems.values())):
         # An index of at most ``budget`` traces: every count is exact and cheap, all
         # in one statement (a statement a word was ~10 of a haystack search's first
         # run of a query: its words and the second hop's names).
         missing = [s for s in dict.fromkeys(stems.values()) if s not in out]
         found = store.document_frequencies(missing)[1]
-        if len(cache) > 50_000:
-            cache.clear()
-        for stem in missing:
-            out[stem] = found.get(stem, 0)
-            cache[stem] = (out[stem], rows, stamp)
+        counted = {stem: found.get(stem, 0) for stem in missing}
     for phrase, stem in stems.items():
-        if stem in out:
+        if stem in out or stem in counted:
             continue
         newest = store.fts_rowids(fq.to_query_string(fq.PHRASE(phrase)), budget + 1)
         count = len(newest)
@@ -439,8 +436,10 @@ def _frequencies(store: Store, stats: tuple[int, float], stems: dict[str, str],
                 span = store.rid_span()
             share = (span[1] - newest[-1] + 1) / max(1, span[1] - span[0] + 1)
             count = min(rows, max(count, round(count / share)))
+        counted[stem] = count
+    if counted:
         if len(cache) > 50_000:
             cache.clear()
-        cache[stem] = (count, rows, stamp)
-        out[stem] = count
+        cache.update((stem, (count, rows, stamp)) for stem, count in counted.items())
+        out.update(counted)
     return out
