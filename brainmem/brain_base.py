@@ -32,6 +32,7 @@ from .events import Events, Subscriber
 from .model import TimeLike, Trace
 from .policy import Policy
 from .query import QueryCompiler
+from .rerank import resolve_reranker
 from .store import Filters, Store, WriteBusy
 from .validate import check_changes, check_text, read_filters, to_timestamp
 from .write import Writer
@@ -56,6 +57,7 @@ class BrainBase:
         readonly: bool = False,
         busy_timeout: float = 30.0,
         embedder: Any = None,
+        reranker: Any = None,
     ) -> None:
         self.path = str(path)
         if isinstance(busy_timeout, bool) or not isinstance(busy_timeout, (int, float)) \
@@ -65,6 +67,8 @@ class BrainBase:
             raise InvalidInput(f"policy must be a brainmem.Policy, not {type(policy).__name__}")
         self.policy = policy or Policy()
         embedder = hybrid.resolve_embedder(embedder)  # refused before the file is touched
+        #: the reranker of this brain's searches (:mod:`brainmem.rerank`), or None
+        self.reranker = resolve_reranker(reranker)
         self.clock = clock or time.time
         self.llm = llm
         self.readonly = readonly

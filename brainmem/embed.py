@@ -154,34 +154,38 @@ class OpenAIEmbedder:
 
 #: OnnxEmbedder's default truncation, in word pieces
 ONNX_MAX_LENGTH = 256
+#: OnnxEmbedder's poolings, the default first
+POOLINGS = ("mean", "cls")
 
 
 class OnnxEmbedder:
     """A local ONNX sentence-embedding model (BERT-like: ``input_ids``, ``attention_mask``).
 
     ``model_path`` is the ``.onnx`` file, ``tokenizer_path`` its ``tokenizer.json``
-    (default: beside the model). Mean pooling over real tokens, then L2 (the
-    sentence-transformers recipe of all-MiniLM-L6-v2 and e5). Needs
+    (default: beside the model). ``pooling="mean"`` averages the real tokens (the
+    sentence-transformers recipe of all-MiniLM-L6-v2 and e5); ``"cls"`` takes the first
+    token's state (the recipe of bge and gte). Needs
     ``onnxruntime`` and ``tokenizers`` (``pip install brainmem[embed]``), imported
     on first use. The model id names the file and its content hash, so a changed
-    file is a new model, and ``max_length`` when it is not the default 256.
+    file is a new model, and ``max_length`` and ``pooling`` when they are not the defaults.
     ``threads`` caps onnxruntime's intra-op threads (default: one per core).
     """
 
     def __init__(self, model_path: str | os.PathLike[str], tokenizer_path: str | os.PathLike[str] | None = None,
                  *, max_length: int = ONNX_MAX_LENGTH, batch_size: int = 16, query_prefix: str = "",
-                 passage_prefix: str = "", model_id: str | None = None, threads: int | None = None) -> None:
-        self.model_path = Path(model_path)
-        self.tokenizer_path = Path(tokenizer_path) if tokenizer_path else self.model_path.with_name("tokenizer.json")
-        for p, what in ((self.model_path, "ONNX model"), (self.tokenizer_path, "tokenizer.json")):
-            if not p.is_file():
-                raise InvalidInput(f"{what} not found: {p}")
+                 passage_prefix: str = "", model_id: str | None = None, threads: int | None = None,
+                 pooling: str = "mean") -> None:
+        if pooling not in POOLINGS:
+            raise InvalidInput(f"pooling must be one of {', '.join(POOLINGS)}, not {pooling!r}")
+        self.pooling = pooling
+        self.model_path, self.tokenizer_path = onnx_files(model_path, tokenizer_path)
         self.max_length = _positive_int(max_length, "max_length")
         self.batch_size = _positive_int(batch_size, "batch_size")
         self.query_prefix, self.passage_prefix = query_prefix, passage_prefix
         self.threads = threads
         # a text longer than max_length embeds differently at another max_length: another id
         suffix = "" if self.max_length == ONNX_MAX_LENGTH else f":max{self.max_length}"
+        suffix += "" if pooling == POOLINGS[0] else f":{pooling}"
         self.model_id = model_id or f"onnx:{self.model_path.stem}:{_file_digest(self.model_path)[:12]}{suffix}"
         self.dimension: int | None = None
         self._lock = threading.Lock()
@@ -189,24 +193,8 @@ class OnnxEmbedder:
         self._tokenizer: Any = None
 
     def _load(self) -> None:
-        try:
-            import onnxruntime as ort
-            from tokenizers import Tokenizer
-        except ImportError as e:
-            raise InvalidInput(
-                "the local ONNX embedder needs onnxruntime and tokenizers: pip install 'brainmem[embed]'"
-            ) from e
-        tok = Tokenizer.from_file(str(self.tokenizer_path))
-        tok.enable_truncation(max_length=self.max_length)
-        tok.enable_padding(pad_id=0, pad_token="[PAD]")
-        opts = ort.SessionOptions()
-        opts.log_severity_level = 3
-        if self.threads:
-            opts.intra_op_num_threads = self.threads
-        self._session = ort.InferenceSession(str(self.model_path), sess_options=opts,
-                                             providers=["CPUExecutionProvider"])
-        self._inputs = {i.name for i in self._session.get_inputs()}
-        self._tokenizer = tok
+        self._session, self._tokenizer, self._inputs = load_onnx(
+            self.model_path, self.tokenizer_path, self.max_length, self.threads, "embedder")
 
     def embed(self, texts: list[str], kind: str = "passage") -> np.ndarray:
         texts = _prefixed(texts, kind, self.query_prefix, self.passage_prefix)
@@ -236,6 +224,8 @@ class OnnxEmbedder:
         hidden = np.asarray(self._session.run(None, feeds)[0], dtype=np.float32)
         if hidden.ndim == 2:  # a model exported with its pooling: already one vector per text
             return hidden
+        if self.pooling == "cls":
+            return hidden[:, 0, :]
         w = mask[..., None].astype(np.float32)
         pooled: np.ndarray = (hidden * w).sum(axis=1) / np.clip(w.sum(axis=1), 1e-9, None)
         return pooled
@@ -313,13 +303,14 @@ def embedder_from_spec(spec: str, options: Mapping[str, str] | None = None) -> E
         max_length = _int_option(o["max_length"], "max length") if o.get("max_length") else ONNX_MAX_LENGTH
         return OnnxEmbedder(rest, o.get("tokenizer") or None, batch_size=batch or 16, max_length=max_length,
                             query_prefix=query_prefix, passage_prefix=passage_prefix, model_id=model_id,
-                            threads=_int_option(o["threads"], "threads") if o.get("threads") else None)
+                            threads=_int_option(o["threads"], "threads") if o.get("threads") else None,
+                            pooling=o.get("pooling") or POOLINGS[0])
     raise InvalidInput(f"unknown embedder kind {kind!r} in {spec!r}: expected 'openai' or 'onnx'")
 
 
 #: ``BRAINMEM_EMBED_<NAME>`` → option of :func:`embedder_from_spec`.
 ENV_OPTIONS = ("base_url", "api_key", "dimension", "timeout", "batch_size", "query_prefix",
-               "passage_prefix", "tokenizer", "model_id", "input_type", "max_length", "threads")
+               "passage_prefix", "tokenizer", "model_id", "input_type", "max_length", "threads", "pooling")
 
 
 def embedder_from_env(env: Mapping[str, str] | None = None) -> Embedder | None:
@@ -354,6 +345,40 @@ def _float_option(value: str, what: str) -> float:
     if not out > 0:
         raise InvalidInput(f"embedder {what} must be a positive number of seconds, not {value!r}")
     return out
+
+
+def onnx_files(model_path: str | os.PathLike[str],
+               tokenizer_path: str | os.PathLike[str] | None) -> tuple[Path, Path]:
+    """The model file and its ``tokenizer.json`` (default: beside it), both existing."""
+    model = Path(model_path)
+    tokenizer = Path(tokenizer_path) if tokenizer_path else model.with_name("tokenizer.json")
+    for p, what in ((model, "ONNX model"), (tokenizer, "tokenizer.json")):
+        if not p.is_file():
+            raise InvalidInput(f"{what} not found: {p}")
+    return model, tokenizer
+
+
+def load_onnx(model_path: Path, tokenizer_path: Path, max_length: int, threads: int | None,
+              what: str) -> tuple[Any, Any, set[str]]:
+    """An onnxruntime session of a BERT-like model, its tokenizer (truncating at
+    ``max_length``, padding) and the session's input names; both libraries are
+    imported here, on first use (the ``embed`` extra)."""
+    try:
+        import onnxruntime as ort
+        from tokenizers import Tokenizer
+    except ImportError as e:
+        raise InvalidInput(
+            f"the local ONNX {what} needs onnxruntime and tokenizers: pip install 'brainmem[embed]'"
+        ) from e
+    tok = Tokenizer.from_file(str(tokenizer_path))
+    tok.enable_truncation(max_length=max_length)
+    tok.enable_padding(pad_id=0, pad_token="[PAD]")
+    opts = ort.SessionOptions()
+    opts.log_severity_level = 3
+    if threads:
+        opts.intra_op_num_threads = threads
+    session = ort.InferenceSession(str(model_path), sess_options=opts, providers=["CPUExecutionProvider"])
+    return session, tok, {i.name for i in session.get_inputs()}
 
 
 def _file_digest(path: Path) -> str:

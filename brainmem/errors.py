@@ -12,7 +12,10 @@ Every error the library raises on purpose derives from :class:`BrainmemError`::
     │   ├── NotABrainFile     not SQLite, or SQLite of another application
     │   ├── SchemaTooNew      written by a newer brainmem
     │   └── ReadOnlyBrain     a write on a brain opened read-only (or unwritable)
-    └── StorageError          SQLite failed underneath (disk full, I/O error, locked too long)
+    ├── StorageError          SQLite failed underneath (disk full, I/O error, locked too long)
+    ├── EmbedderError         the embedding provider failed (brainmem.embed; writes keep the
+    │                         trace for a later backfill, searches fall back to lexical)
+    └── RerankerError         the reranker failed (brainmem.rerank; searches keep their order)
 
 Tools turn these into ``{"error": {"type": <class name>, "message": ...}}``; the CLI
 prints one line and exits 2 for :class:`InvalidInput` and its children, 1 otherwise.

@@ -171,7 +171,7 @@ def _memory_search(box: Toolbox, args: dict[str, Any]) -> JSON:
                             tags=args.get("tags") or None, as_of=args.get("as_of"), **where)
     out: dict[str, Any] = {"results": [hit_view(h) for h in hits], "retrieval_id": hits.retrieval_id}
     if getattr(hits, "degraded", None):
-        out["degraded"] = hits.degraded  # search by meaning fell back to lexical
+        out["degraded"] = hits.degraded  # the embedder or reranker failed; the search went on
     return out
 
 

@@ -172,6 +172,11 @@ class Policy:
     #: hop by meaning (the best hits' nearest traces by vector) nor neighbour turns' meaning,
     #: with either model (benchmarks/results/fusion_cv_second_hop.txt).
     vector_lexical: float = 0.5
+    #: With a reranker (``Brain(reranker=...)``, :mod:`brainmem.rerank`): the top
+    #: ``rerank_depth`` hits are put in the order of the reranker's scores alone (0: off).
+    #: Chosen by 2-fold CV on both dev sets over depths 10, 20, 30 and blends with the fused
+    #: score (benchmarks/rerank_cv.py; 10, by the scores alone, on both folds).
+    rerank_depth: int = 10
 
     # --- graph (ARCHITECTURE.md, "Graph") ----------------------------------------------------
     spread_decay: float = 0.5

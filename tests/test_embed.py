@@ -120,9 +120,12 @@ def test_onnx_options_from_environment(tmp_path: Path) -> None:
     # truncation changes long texts' vectors: another model id, never mixed with the default's
     assert short.model_id == default.model_id + ":max128"
     assert OnnxEmbedder(model, max_length=256).model_id == default.model_id
-    for name in ("MAX_LENGTH", "THREADS"):
+    # first-token pooling (bge, gte) is another vector for the same file: another id
+    cls = embedder_from_env({**env, "BRAINMEM_EMBED_POOLING": "cls"})
+    assert isinstance(cls, OnnxEmbedder) and cls.pooling == "cls" and cls.model_id == default.model_id + ":cls"
+    for name, bad in (("MAX_LENGTH", "0"), ("THREADS", "0"), ("POOLING", "max")):
         with pytest.raises(InvalidInput):
-            embedder_from_env({**env, f"BRAINMEM_EMBED_{name}": "0"})
+            embedder_from_env({**env, f"BRAINMEM_EMBED_{name}": bad})
     assert resolve_embedder(None) is None
     with pytest.raises(InvalidInput):
         resolve_embedder(3.5)
@@ -244,6 +247,19 @@ def test_onnx_minilm_vectors_are_unit_and_meaningful(minilm) -> None:
                 3, 384, minilm.model_id)
     assert minilm.dimension == 384 and minilm.model_id.startswith("onnx:model:")
     assert v[0] @ v[1] > v[0] @ v[2] + 0.2
+
+
+def test_onnx_cls_pooling_takes_the_first_tokens_state(minilm) -> None:
+    model, tok = minilm_files()
+    cls = OnnxEmbedder(model, tok, threads=1, pooling="cls")
+    texts = ["a cat sat on the mat", "tax report"]
+    first, mean = cls.embed(texts), minilm.embed(texts)
+    assert first.shape == mean.shape == (2, 384)
+    # the same model's first-token state is not its mean over the tokens
+    cos = (first * mean).sum(1) / np.linalg.norm(first, axis=1) / np.linalg.norm(mean, axis=1)
+    assert (cos < 0.99).all()
+    # and is deterministic, whatever else shares the batch (padding is masked by position)
+    assert np.allclose(cls.embed(texts[:1])[0], first[0], atol=1e-4)
 
 
 def test_onnx_minilm_finds_the_paraphrase_lexical_search_misses(brain_factory, minilm, tmp_path) -> None:

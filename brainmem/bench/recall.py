@@ -137,6 +137,7 @@ def run_recall(
     ks: Sequence[int] = (1, 5, 10),
     depth: int | None = None,
     embedder: Any = None,
+    reranker: Any = None,
 ) -> RecallReport:
     """Run brainmem and raw FTS5 on ``dataset`` and score both; see the module docstring.
 
@@ -148,7 +149,9 @@ def run_recall(
     how many results each system is asked for. ``embedder`` (an
     :class:`~brainmem.embed.Embedder`, best wrapped in
     :class:`~brainmem.bench.embcache.CachedEmbedder`) adds two systems to the run:
-    ``dense`` (cosine alone) and ``hybrid`` (brainmem with the embedder).
+    ``dense`` (cosine alone) and ``hybrid`` (brainmem with the embedder). ``reranker``
+    (:mod:`brainmem.rerank`) adds ``reranked``: brainmem (hybrid with an embedder) whose
+    best hits the reranker re-orders.
     """
     ks = tuple(sorted(set(ks)))
     if not ks or any(isinstance(k, bool) or not isinstance(k, int) or k < 1 for k in ks):
@@ -161,10 +164,11 @@ def run_recall(
     names = metric_names(protocol, ks)
     per_question: dict[str, list[tuple[str, dict[str, float]]]] = {"brainmem": [], "fts5": []}
     seconds = {"brainmem": {"index": 0.0, "reflect": 0.0, "search": 0.0}, "fts5": {"index": 0.0, "search": 0.0}}
-    if embedder is not None:
-        for name in ("dense", "hybrid"):
-            per_question[name] = []
-            seconds[name] = {"index": 0.0, "reflect": 0.0, "search": 0.0}
+    extra = [name for name, on in (("dense", embedder), ("hybrid", embedder), ("reranked", reranker))
+             if on is not None]
+    for name in extra:
+        per_question[name] = []
+        seconds[name] = {"index": 0.0, "reflect": 0.0, "search": 0.0}
     notes = dict(ds.notes)
     reflected = False
     total, done = ds.n_questions, 0
@@ -178,6 +182,8 @@ def run_recall(
         systems: list[RetrievalSystem] = [BrainSystem(), Fts5System()]
         if embedder is not None:
             systems += [DenseSystem(embedder), BrainSystem(embedder, name="hybrid")]
+        if reranker is not None:
+            systems.append(BrainSystem(embedder, name="reranked", reranker=reranker))
         try:
             for system in systems:
                 t0 = time.perf_counter()
@@ -185,7 +191,7 @@ def run_recall(
                 seconds[system.name]["index"] += time.perf_counter() - t0
             if reflect and hay.questions:
                 for system in systems:
-                    if system.name in ("brainmem", "hybrid"):
+                    if system.name in ("brainmem", "hybrid", "reranked"):
                         t0 = time.perf_counter()
                         reflected = system.reflect(max(q.query_time for q in hay.questions)) or reflected
                         seconds[system.name]["reflect"] += time.perf_counter() - t0

@@ -15,8 +15,8 @@ __all__ = ["RecallReport", "SYSTEMS"]
 
 #: brainmem first, the baseline second; ``diff`` is always ``brainmem - fts5``.
 SYSTEMS = ("brainmem", "fts5")
-#: Shown after them when a run had an embedder (search by meaning).
-EXTRA_SYSTEMS = ("dense", "hybrid")
+#: Shown after them when a run had an embedder (search by meaning) or a reranker.
+EXTRA_SYSTEMS = ("dense", "hybrid", "reranked")
 
 
 def _mean(values: Sequence[float]) -> float:

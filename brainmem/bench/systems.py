@@ -94,11 +94,11 @@ class BrainSystem:
 
     name = "brainmem"
 
-    def __init__(self, embedder: Any = None, name: str = "brainmem") -> None:
+    def __init__(self, embedder: Any = None, name: str = "brainmem", reranker: Any = None) -> None:
         from brainmem import Brain
 
         self.name = name
-        self.brain: Any = Brain(":memory:", embedder=embedder)
+        self.brain: Any = Brain(":memory:", embedder=embedder, reranker=reranker)
         self._docs: dict[str, list[str]] = defaultdict(list)
         #: hits on traces that stand for no document (e.g. derived insights)
         self.unmapped_hits = 0

@@ -61,6 +61,10 @@ EMBEDDER_HELP = ("search by meaning with this embedder: openai:MODEL or onnx:PAT
                  "(default: $BRAINMEM_EMBEDDER; options in $BRAINMEM_EMBED_*)")
 
 
+RERANKER_HELP = ("re-order the best hits with this cross-encoder: onnx:PATH "
+                 "(default: $BRAINMEM_RERANKER; options in $BRAINMEM_RERANK_*)")
+
+
 class _UsageError(Exception):
     pass
 
@@ -76,6 +80,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     _file_flags(parser, top=True)
     parser.add_argument("--embedder", metavar="SPEC", help=EMBEDDER_HELP)
+    parser.add_argument("--reranker", metavar="SPEC", help=RERANKER_HELP)
     from .._version import __version__
 
     parser.add_argument("--version", action="version", version=f"brainmem {__version__}")
@@ -107,8 +112,9 @@ def _accept_brain_after_command(commands: Any) -> None:
     for sub in commands.choices.values():
         if "--readonly" not in sub._option_string_actions:
             _file_flags(sub, top=False)
-        if "--embedder" not in sub._option_string_actions:
-            sub.add_argument("--embedder", metavar="SPEC", default=argparse.SUPPRESS, help=EMBEDDER_HELP)
+        for flag, text in (("--embedder", EMBEDDER_HELP), ("--reranker", RERANKER_HELP)):
+            if flag not in sub._option_string_actions:
+                sub.add_argument(flag, metavar="SPEC", default=argparse.SUPPRESS, help=text)
         for action in sub._actions:
             if isinstance(action, argparse._SubParsersAction):
                 _accept_brain_after_command(action)
@@ -133,10 +139,10 @@ def open_brain(args: argparse.Namespace, **kwargs: Any) -> Any:
     ``--readonly`` and the read-only fallback of reading commands.
     """
     from ..brain import Brain
-    from .embed import embedder_arg
+    from .embed import embedder_arg, reranker_arg
 
     path = brain_path(args)
-    kwargs = {"embedder": embedder_arg(args), **kwargs}
+    kwargs = {"embedder": embedder_arg(args), "reranker": reranker_arg(args), **kwargs}
     command = getattr(args, "command", None)
     readonly = bool(kwargs.pop("readonly", False) or getattr(args, "readonly", False))
     if path != ":memory:" and not path.startswith("file:") and not os.path.exists(path):

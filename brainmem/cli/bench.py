@@ -63,19 +63,20 @@ def register(commands: Any) -> None:
 
 def _recall(args: argparse.Namespace) -> int:
     from ..bench import run_recall
-    from .embed import embedder_arg
+    from .embed import embedder_arg, reranker_arg
 
     progress = Progress(f"{args.dataset}", enabled=False if args.quiet else None)
     if args.folds is not None:
         return _crossval(args, progress)
-    embedder = embedder_arg(args)
+    embedder, reranker = embedder_arg(args), reranker_arg(args)
     if embedder is not None:  # dense and hybrid join the run; vectors cached on disk
         from ..bench.embcache import CachedEmbedder
 
         embedder = CachedEmbedder(embedder, args.embed_cache)
     try:
         report = run_recall(args.dataset, data=args.data, limit=args.limit, reflect=args.reflect,
-                            progress=progress, ks=_integers(args.ks, "--ks"), embedder=embedder)
+                            progress=progress, ks=_integers(args.ks, "--ks"), embedder=embedder,
+                            reranker=reranker)
     except ValueError as exc:
         raise InvalidInput(str(exc)) from None
     print(report.format())

@@ -223,6 +223,8 @@ def cmd_search(args: argparse.Namespace) -> int:
                             scope_id=args.scope_id, tags=args.tags, episode=args.episode,
                             explain=args.explain, reinforce=not args.no_reinforce,
                             as_of=time_arg(args.as_of))
+    if hits.degraded:  # the embedder or reranker failed: the search went on without it
+        print(f"note: {hits.degraded}", file=sys.stderr)
     if args.json:
         results = []
         for h in hits:
@@ -230,7 +232,8 @@ def cmd_search(args: argparse.Namespace) -> int:
             if h.explain is not None:
                 result["explain"] = h.explain
             results.append(result)
-        print_json({"results": results, "retrieval_id": hits.retrieval_id})
+        print_json({"results": results, "retrieval_id": hits.retrieval_id,
+                    **({"degraded": hits.degraded} if hits.degraded else {})})
         return 0
     if not hits:
         print("no matches")

@@ -47,8 +47,19 @@ def embedder_arg(args: argparse.Namespace) -> Any:
     """The embedder of ``--embedder``/``$BRAINMEM_EMBEDDER`` (options from ``$BRAINMEM_EMBED_*``)."""
     from ..embed import embedder_from_env
 
-    spec = getattr(args, "embedder", None)
+    return _provider(getattr(args, "embedder", None), "BRAINMEM_EMBEDDER", embedder_from_env)
+
+
+def reranker_arg(args: argparse.Namespace) -> Any:
+    """The reranker of ``--reranker``/``$BRAINMEM_RERANKER`` (options from ``$BRAINMEM_RERANK_*``)."""
+    from ..rerank import reranker_from_env
+
+    return _provider(getattr(args, "reranker", None), "BRAINMEM_RERANKER", reranker_from_env)
+
+
+def _provider(spec: str | None, variable: str, from_env: Any) -> Any:
+    """A flag's spec wins over the environment variable; options stay in the environment."""
     env = dict(os.environ)
     if spec:
-        env["BRAINMEM_EMBEDDER"] = spec
-    return embedder_from_env(env)
+        env[variable] = spec
+    return from_env(env)

