@@ -136,7 +136,7 @@ def run(dataset: str, data: str, reranker: str, spec: str | None, limit: int | N
             "pairs_per_second": ce.pairs / ce.seconds if ce.seconds else None}
 
 
-def cross_validate(results: list[dict]) -> dict:
+def cross_validate(results: list[dict], show: tuple[str, ...] = ()) -> dict:
     """One system (policy, R, λ) for all datasets given: fitted on one fold of each, reported
     on the other; the first system (the first policy, no re-ranking) unless another beats it
     (and each earlier one) by more than MARGIN."""
@@ -162,7 +162,7 @@ def cross_validate(results: list[dict]) -> dict:
         cats = sorted({r["category"] for r in held})
         head = res["metrics"][0] if res["protocol"] == "longmemeval" else res["metrics"][-1]
         table = {}
-        for s in (systems[0], "rerank(cv)", *sorted(set(chosen.values()) - {systems[0]})):
+        for s in dict.fromkeys((systems[0], "rerank(cv)", *sorted(set(chosen.values()) - {systems[0]}), *show)):
             table[s] = {m: round(mean(held, s, m), 3) for m in res["metrics"]}
             for f in (0, 1):
                 table[s].update({f"fold{f}:{m}": round(mean([r for r in held if r["fold"] == f], s, m), 3)
@@ -216,6 +216,8 @@ def main() -> None:
                     "'weight_vector=1,vector_lexical=0.5;weight_vector=1.5,vector_lexical=0' (default: the Policy's)")
     ap.add_argument("--json")
     ap.add_argument("--joint", nargs="+", metavar="RESULT.json")
+    ap.add_argument("--show", action="append", default=[], metavar="SYSTEM",
+                    help="also print this system, fixed (e.g. 'weight_vector=1,vector_lexical=0.5 R=10 l=ce')")
     ap.add_argument("--speed", type=int, metavar="N",
                     help="instead: time re-ranking the top Policy.rerank_depth hits of N questions, uncached")
     a = ap.parse_args()
@@ -231,7 +233,7 @@ def main() -> None:
         if a.json:
             Path(a.json).write_text(json.dumps(results[0]))
         print(f"# cross-encoder: {results[0]['pairs_per_second'] or 0:.0f} pairs/s (uncached)")
-    cv = cross_validate(results)
+    cv = cross_validate(results, tuple(a.show))
     print("fitted on the other fold:", cv["chosen"])
     for ds, table in cv["tables"].items():
         for s, row in table.items():

