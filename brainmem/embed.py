@@ -264,18 +264,27 @@ class CallableEmbedder:
 def resolve_embedder(value: Any) -> Embedder | None:
     """What ``Brain(embedder=...)`` accepts: None, an :class:`Embedder`, a spec string
     (:func:`embedder_from_spec`) or a plain callable; anything else is :class:`InvalidInput`."""
+    resolved: Embedder | None = resolve_provider(
+        value, "embedder", Embedder, embedder_from_spec, CallableEmbedder,
+        "an object with model_id, dimension, batch_size and embed(texts, kind), a callable, "
+        "or a spec string like 'openai:text-embedding-3-small'")
+    return resolved
+
+
+def resolve_provider(value: Any, what: str, protocol: type, from_spec: Callable[[str], Any],
+                     wrap: Callable[[Any], Any], expected: str) -> Any:
+    """None, ``value`` when it has ``protocol``'s shape and a model id, ``from_spec(value)``
+    for a string, ``wrap(value)`` for a plain callable; else :class:`InvalidInput`."""
     if value is None:
         return None
     if isinstance(value, str):
-        return embedder_from_spec(value)
-    if isinstance(value, Embedder) and isinstance(value.model_id, str) and value.model_id:
+        return from_spec(value)
+    model_id = getattr(value, "model_id", None)
+    if isinstance(value, protocol) and isinstance(model_id, str) and model_id:
         return value
     if callable(value) and not hasattr(value, "model_id"):
-        return CallableEmbedder(value)
-    raise InvalidInput(
-        f"embedder must be an object with model_id, dimension, batch_size and embed(texts, kind), "
-        f"a callable, or a spec string like 'openai:text-embedding-3-small'; got {type(value).__name__}"
-    )
+        return wrap(value)
+    raise InvalidInput(f"{what} must be {expected}; got {type(value).__name__}")
 
 
 def embedder_from_spec(spec: str, options: Mapping[str, str] | None = None) -> Embedder:

@@ -33,7 +33,15 @@ from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 
-from .embed import ONNX_MAX_LENGTH, _file_digest, _int_option, _positive_int, load_onnx, onnx_files
+from .embed import (
+    ONNX_MAX_LENGTH,
+    _file_digest,
+    _int_option,
+    _positive_int,
+    load_onnx,
+    onnx_files,
+    resolve_provider,
+)
 from .errors import BrainmemError, InvalidInput
 from .model import Hit
 
@@ -127,16 +135,11 @@ class CallableReranker:
 def resolve_reranker(value: Any) -> Reranker | None:
     """What ``Brain(reranker=...)`` accepts: None, a :class:`Reranker`, a spec string
     (:func:`reranker_from_spec`) or a plain callable; anything else is :class:`InvalidInput`."""
-    if value is None:
-        return None
-    if isinstance(value, str):
-        return reranker_from_spec(value)
-    if isinstance(value, Reranker) and isinstance(value.model_id, str) and value.model_id:
-        return value
-    if callable(value) and not hasattr(value, "model_id"):
-        return CallableReranker(value)
-    raise InvalidInput(f"reranker must be an object with model_id and score(query, texts), a callable "
-                       f"fn(query, texts) or a spec string like 'onnx:/path/model.onnx'; got {type(value).__name__}")
+    resolved: Reranker | None = resolve_provider(
+        value, "reranker", Reranker, reranker_from_spec, CallableReranker,
+        "an object with model_id and score(query, texts), a callable fn(query, texts) "
+        "or a spec string like 'onnx:/path/model.onnx'")
+    return resolved
 
 
 def reranker_from_spec(spec: str, options: Mapping[str, str] | None = None) -> Reranker:
