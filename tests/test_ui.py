@@ -139,6 +139,37 @@ def test_search_json_reuses_the_memory_search_shape(ro: TestClient, built: Any, 
         assert {k: v for k, v in ours.items() if k != "explain"} == theirs
 
 
+def test_search_ranks_as_the_agent_does_with_its_embedder_and_reranker(built: Any, clock: Any) -> None:
+    """The inspector opened with the agent's embedder and reranker shows what they did:
+    the meaning factors, the reranker's score, and why a search fell back."""
+    path, ids = built
+
+    def embed(texts: list[str]) -> list[list[float]]:  # a crude "meaning": which letters occur
+        return [[float(c in t.lower()) for c in "aeioustrnl"] + [1.0] for t in texts]
+
+    def prefer_short(query: str, texts: list[str]) -> list[float]:
+        return [-len(t) for t in texts]
+
+    with Brain(str(path), clock=clock, embedder=embed) as writer:
+        writer.embed()
+    for write in (False, True):
+        brain = Brain(str(path), readonly=not write, clock=clock, embedder=embed, reranker=prefer_short)
+        ui = TestClient(create_app(brain, write=write), base_url=BASE, raise_server_exceptions=False)
+        data = ui.get("/api/search", params={"q": "editor dark mode"}).json()
+        assert data["results"] and "degraded" not in data
+        first = data["results"][0]
+        assert {"vector", "vector_share"} <= set(first["explain"]) and "rerank" in first
+        ranked = [r["rerank"] for r in data["results"] if "rerank" in r]
+        assert ranked == sorted(ranked, reverse=True)  # the reranker's order on top
+        page = ui.get("/search", params={"q": "editor dark mode"}).text
+        assert 'data-factor="vector_share"' in page and "rerank " in page
+    broken = Brain(str(path), readonly=True, clock=clock, reranker=lambda q, t: 1 / 0)
+    ui = TestClient(create_app(broken), base_url=BASE, raise_server_exceptions=False)
+    data = ui.get("/api/search", params={"q": "editor"}).json()  # three traces name the editor
+    assert ids["editor"] in [r["id"] for r in data["results"]] and "not re-ranked" in data["degraded"]
+    assert 'id="degraded"' in ui.get("/search", params={"q": "editor"}).text
+
+
 def test_search_filters_and_temporal_window(ro: TestClient, built: Any) -> None:
     _, ids = built
     data = ro.get("/api/search", params={"q": "editor", "type": "semantic"}).json()

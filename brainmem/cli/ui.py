@@ -26,6 +26,8 @@ def register(commands: Any) -> None:
 
 def cmd_ui(args: argparse.Namespace) -> int:
     from ..ui import serve
+    from .embed import embedder_arg, reranker_arg
 
-    serve(brain_path(args), host=args.host, port=args.port, write=args.write, token=args.token)
+    serve(brain_path(args), host=args.host, port=args.port, write=args.write, token=args.token,
+          embedder=embedder_arg(args), reranker=reranker_arg(args))
     return 0

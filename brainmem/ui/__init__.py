@@ -44,8 +44,10 @@ def create_app(brain: Any, *, write: bool = False, token: str | None = None,
 
 
 def serve(path: str, *, host: str = "127.0.0.1", port: int = DEFAULT_PORT, write: bool = False,
-          token: str | None = None, busy_timeout: float = BUSY_TIMEOUT) -> None:
-    """Serve the brain at ``path`` until Ctrl-C (SIGINT) or SIGTERM, then close it."""
+          token: str | None = None, busy_timeout: float = BUSY_TIMEOUT, embedder: Any = None,
+          reranker: Any = None) -> None:
+    """Serve the brain at ``path`` until Ctrl-C (SIGINT) or SIGTERM, then close it; its
+    searches rank as the agent's do with the same ``embedder`` and ``reranker``."""
     check_host(host, token)
     try:
         import jinja2  # noqa: F401
@@ -56,7 +58,7 @@ def serve(path: str, *, host: str = "127.0.0.1", port: int = DEFAULT_PORT, write
                            "pip install 'brainmem[ui]'") from None
     from ..brain import Brain
 
-    brain = Brain(path, readonly=not write, busy_timeout=busy_timeout)
+    brain = Brain(path, readonly=not write, busy_timeout=busy_timeout, embedder=embedder, reranker=reranker)
     app = None
     try:
         app = create_app(brain, write=write, token=token, busy_timeout=busy_timeout)

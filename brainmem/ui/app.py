@@ -132,7 +132,7 @@ def create_app(brain: Any, *, write: bool = False, token: str | None = None,
         from ..brain import Brain
 
         reader = Brain(brain.path, readonly=True, policy=brain.policy, clock=brain.clock,
-                       busy_timeout=busy_timeout)
+                       busy_timeout=busy_timeout, embedder=brain.embedder, reranker=brain.reranker)
         state = UiState(reader, brain, token)
     else:
         state = UiState(brain, None, token)

@@ -22,6 +22,8 @@ from .svg import day_text, retrievability_curve
 #: Ranking factors drawn as bars, in the order retrieval computes them.
 FACTORS = ("bm25", "relevance", "episode", "time", "retrievability", "recency", "importance",
            "activation")
+#: Shown too when the brain searches by meaning (its embedder gave the hit a cosine).
+MEANING_FACTORS = ("vector", "vector_share")
 #: Largest brain (live + deleted traces) whose overview runs ``check()`` unasked.
 CHECK_AUTO_TRACES = 20_000
 #: Most hits one search shows (as memory_search's limit).
@@ -88,14 +90,19 @@ def search(brain: Any, args: dict[str, Any]) -> dict[str, Any]:
                 **jsonable(listing.to_dict()),  # memory_list's shape: items, truncated
                 "offset": args["offset"]}
     hits = brain.search(query, args["limit"], reinforce=False, explain=True, **filters)
+    factors = FACTORS + (MEANING_FACTORS if brain.embedder is not None else ())
     results = []
     for hit in hits:
+        explain = hit.explain or {}
         view = hit_view(hit)
-        view["explain"] = {k: round(float((hit.explain or {}).get(k, 0.0)), 6) for k in FACTORS}
+        view["explain"] = {k: round(float(explain.get(k, 0.0)), 6) for k in factors}
+        if "rerank" in explain:  # the reranker's score: its own scale, not a bar
+            view["rerank"] = round(float(explain["rerank"]), 4)
         results.append(view)
     return {"query": query, "results": results, "retrieval_id": hits.retrieval_id,
             "terms": list(hits.terms),
-            "windows": [{"since": a, "until": b} for a, b in hits.windows]}
+            "windows": [{"since": a, "until": b} for a, b in hits.windows],
+            **({"degraded": hits.degraded} if hits.degraded else {})}
 
 
 def trace(brain: Any, trace_id: str) -> dict[str, Any]:
