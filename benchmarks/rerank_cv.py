@@ -6,8 +6,9 @@ on questions its weight was not fitted on?
 
 Each question is asked of brainmem (hybrid when an embedder is given, through
 ``BRAINMEM_EMBED_*`` like ``fusion_cv.py``); its top ``R`` traces are scored by the
-cross-encoder (query, trace text) and re-ordered by ``score / best + λ · sigmoid(logit)``
-(λ = inf: by the cross-encoder alone); the rest keep their order below. ``R`` and λ are
+cross-encoder (query, trace text) and re-ordered by brainmem's ``rerank.apply`` at
+``Policy(rerank_depth=R, rerank_blend=λ)``: ``score / best + λ · sigmoid(logit)``, or by the
+cross-encoder alone (``l=ce``, blend 0, the default); the rest keep their order below. ``R`` and λ are
 fitted on one fold and scored on the other, both ways (folds as in ``fusion_cv.py``).
 Cross-encoder scores (brainmem's OnnxReranker) are cached on disk beside the embedding
 cache. What ships (``Policy.rerank_depth``, the scores alone) is the system ``R=10 l=ce``.
@@ -34,7 +35,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from fusion_cv import MARGIN, assign_folds, mean, objective  # noqa: E402
 
-from brainmem import QueryError  # noqa: E402
+from brainmem import (
+    QueryError,  # noqa: E402
+    rerank,  # noqa: E402
+)
 from brainmem.bench.embcache import CachedEmbedder, default_cache_dir  # noqa: E402
 from brainmem.bench.recall import load_dataset, score_question, summary_metrics  # noqa: E402
 from brainmem.bench.systems import BrainSystem, prepare_documents  # noqa: E402
@@ -77,12 +81,26 @@ def system(r: int, lam: float) -> str:
     return "base" if r == 0 else f"R={r} l={'ce' if math.isinf(lam) else f'{lam:g}'}"
 
 
-def reranked(hits, ce: list[float], r: int, lam: float) -> list:
-    best = max((h.score for h in hits), default=0.0) or 1.0
-    head = list(range(min(r, len(hits))))
-    key = {i: (ce[i] if math.isinf(lam) else hits[i].score / best + lam / (1 + math.exp(-ce[i]))) for i in head}
-    order = sorted(head, key=lambda i: -key[i]) + list(range(len(head), len(hits)))
-    return [hits[i] for i in order]
+class Known:
+    """The cross-encoder's scores of this question's top texts, computed once, as a
+    reranker: every (depth, blend) is then ranked by brainmem's own :func:`rerank.apply`."""
+
+    model_id = "known"
+
+    def __init__(self, scores: dict[str, float]) -> None:
+        self.scores = scores
+
+    def score(self, query: str, texts: list[str]) -> list[float]:
+        return [self.scores[t] for t in texts]
+
+
+def reranked(hits, known: Known, policy, r: int, lam: float) -> list:
+    if r == 0:
+        return list(hits)
+    chosen = replace(policy, rerank_depth=r, rerank_blend=0.0 if math.isinf(lam) else lam)
+    out, failed = rerank.apply(known, chosen, "", hits, False)
+    assert failed is None, failed
+    return out
 
 
 def policy_name(policy: dict) -> str:
@@ -117,11 +135,12 @@ def run(dataset: str, data: str, reranker: str, spec: str | None, limit: int | N
                     hits = brain.brain.search(q.text, limit=max(depth, max(RS)), now=q.query_time, reinforce=False)
                 except QueryError:
                     hits = []
-                scores_ce = ce.score(q.text, [h.trace.content for h in hits[: max(RS)]])
+                top = [h.trace.content for h in hits[: max(RS)]]
+                known = Known(dict(zip(top, ce.score(q.text, top))))
                 for r in (0, *RS):
                     for lam in (LAMBDAS if r else (0.0,)):
                         ranked: list[str] = []
-                        for h in reranked(hits, scores_ce, r, lam):
+                        for h in reranked(hits, known, brain.brain.policy, r, lam):
                             ranked += brain._docs.get(h.trace.id, [f"insight:{h.trace.id}"])
                         scores[f"{policy_name(policy)} {system(r, lam)}"] = score_question(
                             ds.protocol, ranked[:depth], q, corpus, ks)

@@ -276,7 +276,7 @@ class Brain(FacesMixin, AdminMixin):
                                           max(limit, depth), at, explain, dense)
                 found = ranked.hits if when is None else timeline.at_time(self._store, ranked.hits, when)
             if depth and self.reranker is not None:  # outside the snapshot: a model may be slow
-                found, failed = rerank.apply(self.reranker, depth, query, found, explain)
+                found, failed = rerank.apply(self.reranker, self.policy, query, found, explain)
                 degraded = "; ".join(filter(None, (degraded, failed))) or None
             hits = Hits(found[:limit])
             hits.terms = ranked.terms

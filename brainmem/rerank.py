@@ -12,7 +12,8 @@ and :class:`CallableReranker` (any function, e.g. one posting to a TEI, Jina or
 Cohere ``/rerank`` server).
 
 :func:`apply` is what a search does with one: the top ``Policy.rerank_depth`` hits are
-put in the order of the reranker's scores alone; the rest keep their place below.
+put in the order of the reranker's scores alone (or, with ``Policy.rerank_blend``, of the
+fused score blended with them); the rest keep their place below.
 A vector or BM25 score says a text is *about* the query; a cross-encoder reads both
 and says whether the text *answers* it, which is what decides the first places.
 Held out on the dev data with bge-small (benchmarks/rerank_cv.py), the order by the
@@ -26,6 +27,7 @@ it was, flagged on the result (``Hits.degraded``); a search never raises for it.
 
 from __future__ import annotations
 
+import math
 import os
 import threading
 from collections.abc import Callable, Mapping, Sequence
@@ -44,6 +46,7 @@ from .embed import (
 )
 from .errors import BrainmemError, InvalidInput
 from .model import Hit
+from .policy import Policy
 
 __all__ = [
     "CallableReranker",
@@ -172,9 +175,13 @@ def reranker_from_env(env: Mapping[str, str] | None = None) -> Reranker | None:
                                      if f"BRAINMEM_RERANK_{k.upper()}" in env})
 
 
-def apply(reranker: Reranker, depth: int, query: str, hits: Sequence[Hit], explain: bool) -> tuple[list[Hit], str | None]:
-    """``hits`` with the first ``depth`` in the reranker's order (ties keep theirs), and
-    None; or ``hits`` as they were and why, when the reranker failed."""
+def apply(reranker: Reranker, policy: Policy, query: str, hits: Sequence[Hit],
+          explain: bool) -> tuple[list[Hit], str | None]:
+    """``hits`` with the first ``policy.rerank_depth`` re-ordered, and None; or ``hits`` as
+    they were and why, when the reranker failed. The order is by the reranker's scores
+    (``rerank_blend`` 0), or by ``score / best score + rerank_blend · sigmoid(its score)``;
+    ties keep their order."""
+    depth, blend = policy.rerank_depth, policy.rerank_blend
     head = list(hits[:depth])
     if len(head) < 2 and not explain:
         return list(hits), None
@@ -182,9 +189,22 @@ def apply(reranker: Reranker, depth: int, query: str, hits: Sequence[Hit], expla
         scores = checked(reranker.score(query, [h.trace.content for h in head]), len(head), reranker.model_id)
     except Exception as e:  # a provider's failure, whatever it is: the search goes on
         return list(hits), f"not re-ranked: the reranker failed ({type(e).__name__}: {e})"
-    order = sorted(range(len(head)), key=lambda i: -scores[i])
+    if blend:
+        best = max(h.score for h in hits) or 1.0
+        keys = [h.score / best + blend * _sigmoid(float(s)) for h, s in zip(head, scores)]
+    else:
+        keys = [float(s) for s in scores]
+    order = sorted(range(len(head)), key=lambda i: -keys[i])
     if explain:
         for i, h in enumerate(head):
             if h.explain is not None:
                 h.explain["rerank"] = float(scores[i])
     return [head[i] for i in order] + list(hits[depth:]), None
+
+
+def _sigmoid(x: float) -> float:
+    """1 / (1 + e^-x) without overflow for a logit of any size."""
+    if x >= 0:
+        return 1.0 / (1.0 + math.exp(-x))
+    e = math.exp(x)
+    return e / (1.0 + e)

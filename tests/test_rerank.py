@@ -201,3 +201,30 @@ def test_the_mcp_server_reranks_from_its_environment(tmp_path) -> None:
                                                env={"BRAINMEM_RERANKER": f"onnx:{model_files()}"}))
     found = payload(results[-1])
     assert [r["content"] for r in found["results"]][0] == DOGS[1] and "degraded" not in found
+
+
+def test_a_blend_keeps_a_vote_for_the_fused_order(brain_factory) -> None:
+    docs = [" ".join(["apple"] * i + ["pie", "note", "page"][: 4 - i]) for i in range(1, 5)]
+    lexical = Brain(":memory:")
+    lexical.add_many(docs)
+    before = lexical.search("apple", reinforce=False)
+    fused = [h.score for h in before]
+    assert len(before) == 4 and len(set(fused)) == 4
+
+    def reversed_order(query: str, texts: list[str]) -> list[float]:  # the last is best
+        return [float(i) for i in range(len(texts))]
+
+    def searched(blend: float, reranker: Any = reversed_order) -> list[str]:
+        brain = brain_factory(reranker=reranker, policy=replace(Policy(), rerank_blend=blend))
+        brain.add_many(docs)
+        hits = brain.search("apple", reinforce=False)
+        assert hits.degraded is None
+        return contents(hits)
+
+    assert searched(0.0) == contents(before)[::-1]  # the reranker's order alone
+    # a blend too small to outvote the fused scores' smallest gap keeps the fused order
+    gap = min(a - b for a, b in zip(fused, fused[1:])) / fused[0]
+    assert searched(gap / 2) == contents(before)
+    assert searched(100.0) == contents(before)[::-1]  # a large one is the reranker's
+    # logits of any size: no overflow
+    assert len(searched(1.0, lambda q, t: [1e6 * (-1) ** i for i in range(len(t))])) == 4
