@@ -122,7 +122,7 @@ class AdminMixin(BrainBase):
                     hook_sees_rows=self.policy.quota is not None and self.policy.quota_policy == "evict")
         if self._vectors is not None and report.imported:
             with self._lock:  # exports carry no vectors: imported traces are embedded anew
-                self._vectors.backfill()
+                report.embed_error = self._vectors.backfill()["error"]
         self._emit_deletes(events)
         for trace in report.added:
             self._emit("add", {"id": trace.id, "trace": trace})

@@ -203,6 +203,10 @@ class ImportReport:
     edges: int = 0
     #: file id -> id in the brain, for every trace whose id changed (dedup or ``new_ids``).
     id_map: dict[str, str] = field(default_factory=dict)
+    #: With an embedder: why embedding the imported traces stopped (None: it did not, or
+    #: there was nothing to embed). The traces are imported either way; ``brainmem embed``
+    #: fills in what is missing later.
+    embed_error: str | None = None
     #: The live traces written, held only when an "add" subscriber will be told of them;
     #: not part of :meth:`to_dict`.
     added: list[Trace] = field(default_factory=list, repr=False)

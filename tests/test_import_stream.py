@@ -96,6 +96,31 @@ def test_round_trip_across_chunks_keeps_traces_edges_and_vectors(small_chunks, b
     assert not [p.name for p in tmp_path.iterdir() if not p.name.startswith(("b.db", "dump.jsonl"))]
 
 
+@pytest.mark.slow  # the CLI half waits out the openai client's retries against a closed port
+def test_an_embedder_failing_during_import_keeps_the_traces_and_says_so(brain_factory, clock, tmp_path: Path,
+                                                                       capsys, monkeypatch) -> None:
+    text = big_export(clock, n=10)
+    n = json.loads(text.splitlines()[0])["traces"]
+    down = ConceptEmbedder()
+    down.mode = "fail"
+    target = brain_factory(tmp_path / "b.db", embedder=down)
+    report = target.import_jsonl(io.StringIO(text))
+    assert report.imported == n and report.embed_error and report.to_dict()["embed_error"] == report.embed_error
+    assert target.stats()["embedder"]["missing"] == target.stats()["live"] > 0  # waiting for `embed`
+    down.mode = "ok"
+    assert target.import_jsonl(io.StringIO(text)).embed_error is None  # all skipped: nothing to embed
+    assert target.embed()["missing"] == 0
+    # the CLI says it on stderr and still succeeds (the import stands)
+    path = tmp_path / "dump.jsonl"
+    path.write_text(text, encoding="utf-8")
+    for name, value in (("BRAINMEM_EMBEDDER", "openai:nothing-listens"), ("BRAINMEM_EMBED_API_KEY", "k"),
+                        ("BRAINMEM_EMBED_BASE_URL", "http://127.0.0.1:9/v1"), ("BRAINMEM_EMBED_TIMEOUT", "2")):
+        monkeypatch.setenv(name, value)
+    assert main(["--brain", str(tmp_path / "c.db"), "--create", "import", str(path)]) == 0
+    err = capsys.readouterr().err
+    assert "not embedded" in err and "brainmem embed" in err
+
+
 def test_new_ids_remap_forward_merges(clock) -> None:
     text = big_export(clock, n=10)
     with Brain(":memory:", clock=clock) as target:

@@ -87,6 +87,9 @@ def _import(args: argparse.Namespace) -> int:
     else:
         print(f"imported {report.imported} traces and {report.edges} edges; "
               f"skipped {report.skipped} already present")
+    if report.embed_error:  # the import stands; the vectors wait for `brainmem embed`
+        print(f"note: imported traces not embedded ({report.embed_error}); "
+              f"run `brainmem embed` when the embedder answers", file=sys.stderr)
     return 0
 
 
