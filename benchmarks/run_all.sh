@@ -140,6 +140,12 @@ if [ -n "$VX" ] && [ -f "$VX/bge_small_en/model.onnx" ] && [ -n "$LME" ] && [ -n
       --reranker "$VX/reranker_en/model.onnx" >> "$OUT/rerank_speed.txt.new"
   done
   mv "$OUT/rerank_speed.txt.new" "$OUT/rerank_speed.txt"
+  : > "$OUT/embed_speed_bge.txt"   # bge int8 beside MiniLM int8, the same texts in one run
+  for file in "$LOCOMO" "$LME"; do
+    MINILM=(); [ -z "$MODEL" ] || MINILM=(--model "$MODEL=$TOKENIZER")
+    run "$PY" benchmarks/embed_speed.py --data "$file" --model "$VX/bge_small_en/model.onnx" "${MINILM[@]}" \
+      >> "$OUT/embed_speed_bge.txt"
+  done
   run "$PY" benchmarks/rerank_cv.py --joint "$OUT/rerank_cv_lexical_longmemeval.json" "$OUT/rerank_cv_lexical_locomo.json" \
     --show 'default R=10 l=ce' > "$OUT/rerank_cv_lexical_joint.txt"
   [ -z "$MODEL" ] || run "$PY" benchmarks/rerank_cv.py --joint "$OUT/rerank_cv_minilm_longmemeval.json" \
