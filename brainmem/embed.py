@@ -182,7 +182,7 @@ class OnnxEmbedder:
         self.max_length = _positive_int(max_length, "max_length")
         self.batch_size = _positive_int(batch_size, "batch_size")
         self.query_prefix, self.passage_prefix = query_prefix, passage_prefix
-        self.threads = threads
+        self.threads = None if threads is None else _positive_int(threads, "threads")
         # a text longer than max_length embeds differently at another max_length: another id
         suffix = "" if self.max_length == ONNX_MAX_LENGTH else f":max{self.max_length}"
         suffix += "" if pooling == POOLINGS[0] else f":{pooling}"
@@ -298,21 +298,21 @@ def embedder_from_spec(spec: str, options: Mapping[str, str] | None = None) -> E
         raise InvalidInput(f"embedder spec must be 'openai:MODEL' or 'onnx:PATH', not {spec!r}")
     query_prefix, passage_prefix = o.get("query_prefix", ""), o.get("passage_prefix", "")
     model_id = o.get("model_id") or None
-    batch = _int_option(o["batch_size"], "batch size") if o.get("batch_size") else None
+    batch = _int_option(o["batch_size"], "embedder batch size") if o.get("batch_size") else None
     if kind == "openai":
         return OpenAIEmbedder(
             rest, base_url=o.get("base_url") or None, api_key=o.get("api_key") or None,
-            dimension=_int_option(o["dimension"], "dimension") if o.get("dimension") else None,
+            dimension=_int_option(o["dimension"], "embedder dimension") if o.get("dimension") else None,
             timeout=_float_option(o.get("timeout") or "30", "timeout"),
             input_type=o.get("input_type", "").lower() in ("1", "true", "yes"),
             batch_size=batch or 64, query_prefix=query_prefix, passage_prefix=passage_prefix,
             model_id=model_id,
         )
     if kind == "onnx":
-        max_length = _int_option(o["max_length"], "max length") if o.get("max_length") else ONNX_MAX_LENGTH
+        max_length = _int_option(o["max_length"], "embedder max length") if o.get("max_length") else ONNX_MAX_LENGTH
         return OnnxEmbedder(rest, o.get("tokenizer") or None, batch_size=batch or 16, max_length=max_length,
                             query_prefix=query_prefix, passage_prefix=passage_prefix, model_id=model_id,
-                            threads=_int_option(o["threads"], "threads") if o.get("threads") else None,
+                            threads=_int_option(o["threads"], "embedder threads") if o.get("threads") else None,
                             pooling=o.get("pooling") or POOLINGS[0])
     raise InvalidInput(f"unknown embedder kind {kind!r} in {spec!r}: expected 'openai' or 'onnx'")
 
@@ -343,7 +343,7 @@ def _int_option(value: str, what: str) -> int:
     try:
         return _positive_int(int(value), what)
     except ValueError as e:
-        raise InvalidInput(f"embedder {what} must be a positive integer, not {value!r}") from e
+        raise InvalidInput(f"{what} must be a positive integer, not {value!r}") from e
 
 
 def _float_option(value: str, what: str) -> float:
@@ -359,8 +359,8 @@ def _float_option(value: str, what: str) -> float:
 def onnx_files(model_path: str | os.PathLike[str],
                tokenizer_path: str | os.PathLike[str] | None) -> tuple[Path, Path]:
     """The model file and its ``tokenizer.json`` (default: beside it), both existing."""
-    model = Path(model_path)
-    tokenizer = Path(tokenizer_path) if tokenizer_path else model.with_name("tokenizer.json")
+    model = Path(model_path).expanduser()  # "onnx:~/m.onnx": no shell expands a ~ after "onnx:"
+    tokenizer = Path(tokenizer_path).expanduser() if tokenizer_path else model.with_name("tokenizer.json")
     for p, what in ((model, "ONNX model"), (tokenizer, "tokenizer.json")):
         if not p.is_file():
             raise InvalidInput(f"{what} not found: {p}")

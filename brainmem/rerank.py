@@ -30,7 +30,7 @@ from __future__ import annotations
 import math
 import os
 import threading
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
@@ -73,6 +73,8 @@ class Reranker(Protocol):
 
 def checked(scores: Any, n: int, model_id: str) -> np.ndarray:
     """``scores`` as n finite floats, or :class:`RerankerError`."""
+    if isinstance(scores, Iterator):  # a generator or map(float, ...): numpy takes no iterators
+        scores = list(scores)
     try:
         arr = np.asarray(scores, dtype=np.float64).reshape(-1)
     except (TypeError, ValueError) as e:
@@ -98,7 +100,8 @@ class OnnxReranker:
         self.model_path, self.tokenizer_path = onnx_files(model_path, tokenizer_path)
         self.max_length = _positive_int(max_length, "max_length")
         self.batch_size = _positive_int(batch_size, "batch_size")
-        self.threads = threads
+        # checked here: onnxruntime refuses a bad one at the first search, then at every one
+        self.threads = None if threads is None else _positive_int(threads, "threads")
         suffix = "" if self.max_length == ONNX_MAX_LENGTH else f":max{self.max_length}"
         self.model_id = model_id or f"onnx:{self.model_path.stem}:{_file_digest(self.model_path)[:12]}{suffix}"
         self._lock = threading.Lock()
@@ -132,7 +135,7 @@ class CallableReranker:
         self.model_id = model_id or f"callable:{getattr(fn, '__module__', '?')}.{getattr(fn, '__qualname__', '?')}"
 
     def score(self, query: str, texts: list[str]) -> np.ndarray:
-        return np.asarray(self.fn(query, texts), dtype=np.float64)
+        return checked(self.fn(query, texts), len(texts), self.model_id)
 
 
 def resolve_reranker(value: Any) -> Reranker | None:
@@ -154,9 +157,9 @@ def reranker_from_spec(spec: str, options: Mapping[str, str] | None = None) -> R
         raise InvalidInput(f"reranker spec must be 'onnx:PATH', not {spec!r}")
     return OnnxReranker(
         rest, o.get("tokenizer") or None,
-        max_length=_int_option(o["max_length"], "max length") if o.get("max_length") else ONNX_MAX_LENGTH,
-        batch_size=_int_option(o["batch_size"], "batch size") if o.get("batch_size") else 16,
-        threads=_int_option(o["threads"], "threads") if o.get("threads") else None,
+        max_length=_int_option(o["max_length"], "reranker max length") if o.get("max_length") else ONNX_MAX_LENGTH,
+        batch_size=_int_option(o["batch_size"], "reranker batch size") if o.get("batch_size") else 16,
+        threads=_int_option(o["threads"], "reranker threads") if o.get("threads") else None,
         model_id=o.get("model_id") or None)
 
 
@@ -183,7 +186,7 @@ def apply(reranker: Reranker, policy: Policy, query: str, hits: Sequence[Hit],
     ties keep their order."""
     depth, blend = policy.rerank_depth, policy.rerank_blend
     head = list(hits[:depth])
-    if len(head) < 2 and not explain:
+    if not head or (len(head) < 2 and not explain):  # nothing to order (or to explain)
         return list(hits), None
     try:
         scores = checked(reranker.score(query, [h.trace.content for h in head]), len(head), reranker.model_id)

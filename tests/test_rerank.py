@@ -15,7 +15,15 @@ from typing import Any
 import numpy as np
 import pytest
 
-from brainmem import Brain, CallableReranker, InvalidInput, OnnxReranker, Policy, reranker_from_env
+from brainmem import (
+    Brain,
+    CallableReranker,
+    InvalidInput,
+    OnnxEmbedder,
+    OnnxReranker,
+    Policy,
+    reranker_from_env,
+)
 from brainmem.rerank import resolve_reranker
 
 QUESTION = "How old is my dog?"
@@ -134,6 +142,7 @@ def test_reranker_options_from_the_environment(tmp_path) -> None:
     assert len(hits) == 3 and hits.degraded and "not re-ranked" in hits.degraded
 
 
+@pytest.mark.slow  # CLI subprocesses
 def test_the_cli_takes_a_reranker_flag_and_says_when_it_failed(tmp_path) -> None:
     db = str(tmp_path / "cli.brain")
     bad = tmp_path / "model.onnx"
@@ -228,3 +237,74 @@ def test_a_blend_keeps_a_vote_for_the_fused_order(brain_factory) -> None:
     assert searched(100.0) == contents(before)[::-1]  # a large one is the reranker's
     # logits of any size: no overflow
     assert len(searched(1.0, lambda q, t: [1e6 * (-1) ** i for i in range(len(t))])) == 4
+
+
+def test_a_search_with_no_hits_asks_the_reranker_nothing(brain_factory) -> None:
+    calls: list[list[str]] = []
+
+    def picky(query: str, texts: list[str]) -> list[float]:
+        calls.append(texts)
+        if not texts:
+            raise ValueError("no texts")  # e.g. a /rerank server refusing an empty list
+        return [0.0] * len(texts)
+
+    for blend in (0.0, 0.5):  # with a blend, the best fused score of no hits raised ValueError
+        brain = brain_factory(reranker=picky, policy=replace(Policy(), rerank_blend=blend))
+        brain.add_many(DOGS)
+        hits = brain.search("zebra", explain=True, reinforce=False)
+        assert list(hits) == [] and hits.degraded is None
+    assert calls == []
+
+
+@pytest.mark.parametrize("answer", [
+    lambda q, t: map(float, (len(x) for x in t)),
+    lambda q, t: (len(x) for x in t),
+])
+def test_a_reranker_may_answer_with_an_iterator(brain_factory, answer) -> None:
+    brain = brain_factory(reranker=answer)
+    brain.add_many(DOGS)
+    hits = brain.search(QUESTION, reinforce=False)
+    assert hits.degraded is None and contents(hits) == sorted(DOGS, key=len, reverse=True)
+
+
+def test_bad_reranker_options_name_the_reranker(tmp_path) -> None:
+    model = fake_model(tmp_path)
+    env = {"BRAINMEM_RERANKER": f"onnx:{model}"}
+    for name, bad in (("MAX_LENGTH", "abc"), ("THREADS", "-2"), ("BATCH_SIZE", "1.5")):
+        with pytest.raises(InvalidInput, match=f"reranker {name.lower().replace('_', ' ')}"):
+            reranker_from_env({**env, f"BRAINMEM_RERANK_{name}": bad})
+
+
+def fake_model(tmp_path: Path) -> Path:
+    model = tmp_path / "model.onnx"
+    model.write_bytes(b"not loaded until the first search")
+    (tmp_path / "tokenizer.json").write_text("{}")
+    return model
+
+
+def test_threads_onnxruntime_would_refuse_are_refused_at_once(tmp_path) -> None:
+    """A string or float failed every search (degraded), not the constructor; None or a
+    positive integer, as the environment's options."""
+    model = fake_model(tmp_path)
+    for threads in (-1, 0, "2", 1.5, True):
+        for cls in (OnnxReranker, OnnxEmbedder):
+            with pytest.raises(InvalidInput, match="threads"):
+                cls(model, threads=threads)
+
+
+def test_a_model_path_may_start_with_a_tilde(tmp_path, monkeypatch) -> None:
+    """No shell expands the ~ of "onnx:~/...", nor of an MCP client's environment."""
+    model = fake_model(tmp_path)
+    monkeypatch.setenv("HOME", str(tmp_path))
+    assert OnnxReranker("~/model.onnx").model_path == model
+    assert isinstance(resolve_reranker("onnx:~/model.onnx"), OnnxReranker)
+    assert OnnxEmbedder("~/model.onnx", "~/tokenizer.json").model_path == model
+
+
+def test_bench_recall_folds_refuses_a_reranker_it_would_ignore(tmp_path, capsys) -> None:
+    from brainmem.cli import main
+
+    model = fake_model(tmp_path)
+    assert main(["bench", "recall", "--folds", "2", "--limit", "4", "--quiet",
+                 "--reranker", f"onnx:{model}"]) == 2
+    assert "--folds does not take a reranker" in capsys.readouterr().err

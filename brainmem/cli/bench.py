@@ -89,7 +89,11 @@ def _crossval(args: argparse.Namespace, progress: Progress) -> int:
 
     if args.reflect:
         raise InvalidInput("--folds cross-validates search-time weights: it does not take --reflect")
-    from .embed import embedder_arg
+    from .embed import embedder_arg, reranker_arg
+
+    if reranker_arg(args) is not None:  # it would be ignored: the folds fit no reranker setting
+        raise InvalidInput("--folds does not take a reranker (--reranker or $BRAINMEM_RERANKER): "
+                           "benchmarks/rerank_cv.py cross-validates its settings")
 
     extra: dict[str, Any] = {}
     embedder = embedder_arg(args)
