@@ -121,8 +121,11 @@ class OnnxReranker:
                  "attention_mask": np.array([e.attention_mask for e in enc], dtype=np.int64)}
         if "token_type_ids" in self._inputs:  # which side of the pair each piece is on
             feeds["token_type_ids"] = np.array([e.type_ids for e in enc], dtype=np.int64)
-        logits = np.asarray(self._session.run(None, feeds)[0], dtype=np.float64)
-        return logits.reshape(len(texts), -1)[:, 0]
+        logits = np.asarray(self._session.run(None, feeds)[0], dtype=np.float64).reshape(len(texts), -1)
+        if logits.shape[1] != 1:  # e.g. [not relevant, relevant]: column 0 would invert the order
+            raise RerankerError(f"reranker {self.model_id!r} gives {logits.shape[1]} logits per pair; "
+                                f"it must give one relevance logit (wrap another in a CallableReranker)")
+        return logits[:, 0]
 
 
 class CallableReranker:

@@ -308,3 +308,26 @@ def test_bench_recall_folds_refuses_a_reranker_it_would_ignore(tmp_path, capsys)
     assert main(["bench", "recall", "--folds", "2", "--limit", "4", "--quiet",
                  "--reranker", f"onnx:{model}"]) == 2
     assert "--folds does not take a reranker" in capsys.readouterr().err
+
+
+def test_a_cross_encoder_with_two_logits_is_not_read_upside_down(tmp_path) -> None:
+    """A [not relevant, relevant] classifier's column 0 ranked the least relevant first."""
+    onnx = pytest.importorskip("onnx", reason="onnx (test extra) not installed")
+    from onnx import TensorProto, helper
+
+    real = model_files()
+    inputs = [helper.make_tensor_value_info(name, TensorProto.INT64, ["n", "l"])
+              for name in ("input_ids", "attention_mask")]
+    nodes = [helper.make_node("Cast", ["attention_mask"], ["m"], to=TensorProto.FLOAT),
+             helper.make_node("ReduceSum", ["m", "axes"], ["long"], keepdims=1),  # "relevant": long
+             helper.make_node("Neg", ["long"], ["short"]),
+             helper.make_node("Concat", ["short", "long"], ["logits"], axis=1)]
+    graph = helper.make_graph(nodes, "two_logits", inputs,
+                              [helper.make_tensor_value_info("logits", TensorProto.FLOAT, ["n", 2])],
+                              initializer=[helper.make_tensor("axes", TensorProto.INT64, [1], [1])])
+    model = tmp_path / "two.onnx"
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)]), str(model))
+    brain = Brain(":memory:", reranker=OnnxReranker(model, real.with_name("tokenizer.json")))
+    brain.add_many(["dog a", "dog b c d e f g"])
+    hits = brain.search("dog", reinforce=False)
+    assert hits.degraded and "2 logits per pair" in hits.degraded
