@@ -282,9 +282,11 @@ def resolve_provider(value: Any, what: str, protocol: type, from_spec: Callable[
     model_id = getattr(value, "model_id", None)
     if isinstance(value, protocol) and isinstance(model_id, str) and model_id:
         return value
-    if callable(value) and not hasattr(value, "model_id"):
+    # a class (Brain(reranker=OnnxReranker), no "()") would be "called" at every search
+    if callable(value) and not hasattr(value, "model_id") and not isinstance(value, type):
         return wrap(value)
-    raise InvalidInput(f"{what} must be {expected}; got {type(value).__name__}")
+    got = f"the class {value.__name__}, not an instance" if isinstance(value, type) else type(value).__name__
+    raise InvalidInput(f"{what} must be {expected}; got {got}")
 
 
 def embedder_from_spec(spec: str, options: Mapping[str, str] | None = None) -> Embedder:

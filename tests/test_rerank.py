@@ -120,6 +120,16 @@ def test_what_is_not_a_reranker_is_refused_before_the_file_exists(tmp_path) -> N
     assert isinstance(resolve_reranker(lambda q, t: [0.0] * len(t)), CallableReranker)
 
 
+def test_a_class_is_not_taken_for_a_function(tmp_path) -> None:
+    """``reranker=OnnxReranker`` (no "()") was wrapped as a function: every search degraded,
+    every write of ``embedder=OnnxEmbedder`` went without a vector."""
+    path = tmp_path / "never.brain"
+    for kw in ({"reranker": OnnxReranker}, {"reranker": CallableReranker}, {"embedder": OnnxEmbedder}):
+        with pytest.raises(InvalidInput, match="got the class"):
+            Brain(path, **kw)
+    assert not path.exists()
+
+
 def test_reranker_options_from_the_environment(tmp_path) -> None:
     model = tmp_path / "model.onnx"
     model.write_bytes(b"not loaded until the first search")
