@@ -315,7 +315,7 @@ def embedder_from_spec(spec: str, options: Mapping[str, str] | None = None) -> E
         return OnnxEmbedder(rest, o.get("tokenizer") or None, batch_size=batch or 16, max_length=max_length,
                             query_prefix=query_prefix, passage_prefix=passage_prefix, model_id=model_id,
                             threads=_int_option(o["threads"], "embedder threads") if o.get("threads") else None,
-                            pooling=o.get("pooling") or POOLINGS[0])
+                            pooling=(o.get("pooling") or POOLINGS[0]).lower())
     raise InvalidInput(f"unknown embedder kind {kind!r} in {spec!r}: expected 'openai' or 'onnx'")
 
 

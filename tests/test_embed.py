@@ -121,7 +121,7 @@ def test_onnx_options_from_environment(tmp_path: Path) -> None:
     assert short.model_id == default.model_id + ":max128"
     assert OnnxEmbedder(model, max_length=256).model_id == default.model_id
     # first-token pooling (bge, gte) is another vector for the same file: another id
-    cls = embedder_from_env({**env, "BRAINMEM_EMBED_POOLING": "cls"})
+    cls = embedder_from_env({**env, "BRAINMEM_EMBED_POOLING": "CLS"})  # any case, like INPUT_TYPE
     assert isinstance(cls, OnnxEmbedder) and cls.pooling == "cls" and cls.model_id == default.model_id + ":cls"
     for name, bad in (("MAX_LENGTH", "0"), ("THREADS", "0"), ("POOLING", "max")):
         with pytest.raises(InvalidInput):
