@@ -406,7 +406,8 @@ def _meaning_bge(res: Path) -> list[str]:
                           "how the cross-encoder's score is used (alone, `l=ce`, or blended with weight l) "
                           "fitted on one fold of both datasets together, scored on the other; `rerank(cv)` "
                           "is the held-out row.", fenced=True)
-    return out + _from_file(res / "rerank_speed.txt", "Re-ranking cost", "", fenced=True)
+    return (out + _from_file(res / "rerank_speed.txt", "Re-ranking cost", "", fenced=True)
+            + _from_file(res / "embed_speed_bge.txt", "Embedding speed, bge-small beside MiniLM", "", fenced=True))
 
 
 def _diagnostics(res: Path) -> list[str]:
