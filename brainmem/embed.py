@@ -35,6 +35,7 @@ __all__ = [
     "EmbedderError",
     "Embedder",
     "OnnxEmbedder",
+    "OnnxModel",
     "OpenAIEmbedder",
     "checked",
     "embedder_from_env",
@@ -158,18 +159,73 @@ ONNX_MAX_LENGTH = 256
 POOLINGS = ("mean", "cls")
 
 
-class OnnxEmbedder:
-    """A local ONNX sentence-embedding model (BERT-like: ``input_ids``, ``attention_mask``).
+class OnnxModel:
+    """What a local ONNX model (BERT-like) read with its ``tokenizer.json`` is, embedder or
+    reranker: both files checked when it is made (``~`` expanded: no shell expands one after
+    ``onnx:``), its options checked, its model id (the file's name and content hash, and
+    ``max_length`` when it is not the default 256), and onnxruntime and tokenizers loaded
+    on first use (``pip install brainmem[embed]``). ``threads`` caps onnxruntime's intra-op
+    threads (default: one per core)."""
+
+    #: what the model is, in messages
+    role = "model"
+
+    def __init__(self, model_path: str | os.PathLike[str], tokenizer_path: str | os.PathLike[str] | None,
+                 *, max_length: int, batch_size: int, threads: int | None, model_id: str | None,
+                 id_suffix: str = "") -> None:
+        self.model_path = Path(model_path).expanduser()
+        self.tokenizer_path = (Path(tokenizer_path).expanduser() if tokenizer_path
+                               else self.model_path.with_name("tokenizer.json"))
+        for p, what in ((self.model_path, "ONNX model"), (self.tokenizer_path, "tokenizer.json")):
+            if not p.is_file():
+                raise InvalidInput(f"{what} not found: {p}")
+        self.max_length = _positive_int(max_length, "max_length")
+        self.batch_size = _positive_int(batch_size, "batch_size")
+        # checked here: onnxruntime refuses a bad one at the first call, then at every one
+        self.threads = None if threads is None else _positive_int(threads, "threads")
+        # a text longer than max_length reads differently at another max_length: another id
+        suffix = ("" if self.max_length == ONNX_MAX_LENGTH else f":max{self.max_length}") + id_suffix
+        self.model_id = model_id or f"onnx:{self.model_path.stem}:{_file_digest(self.model_path)[:12]}{suffix}"
+        self._lock = threading.Lock()
+        self._session: Any = None
+        self._tokenizer: Any = None
+        self._inputs: set[str] = set()
+
+    def _load(self) -> None:
+        """The session, its tokenizer (truncating at ``max_length``, padding) and its input
+        names, made once; called under ``self._lock``."""
+        if self._session is not None:
+            return
+        try:
+            import onnxruntime as ort
+            from tokenizers import Tokenizer
+        except ImportError as e:
+            raise InvalidInput(
+                f"the local ONNX {self.role} needs onnxruntime and tokenizers: pip install 'brainmem[embed]'"
+            ) from e
+        tok = Tokenizer.from_file(str(self.tokenizer_path))
+        tok.enable_truncation(max_length=self.max_length)
+        tok.enable_padding(pad_id=0, pad_token="[PAD]")
+        opts = ort.SessionOptions()
+        opts.log_severity_level = 3
+        if self.threads:
+            opts.intra_op_num_threads = self.threads
+        session = ort.InferenceSession(str(self.model_path), sess_options=opts, providers=["CPUExecutionProvider"])
+        self._inputs = {i.name for i in session.get_inputs()}
+        self._session, self._tokenizer = session, tok
+
+
+class OnnxEmbedder(OnnxModel):
+    """A local ONNX sentence-embedding model (:class:`OnnxModel`: ``input_ids``,
+    ``attention_mask``).
 
     ``model_path`` is the ``.onnx`` file, ``tokenizer_path`` its ``tokenizer.json``
     (default: beside the model). ``pooling="mean"`` averages the real tokens (the
     sentence-transformers recipe of all-MiniLM-L6-v2 and e5); ``"cls"`` takes the first
-    token's state (the recipe of bge and gte). Needs
-    ``onnxruntime`` and ``tokenizers`` (``pip install brainmem[embed]``), imported
-    on first use. The model id names the file and its content hash, so a changed
-    file is a new model, and ``max_length`` and ``pooling`` when they are not the defaults.
-    ``threads`` caps onnxruntime's intra-op threads (default: one per core).
+    token's state (the recipe of bge and gte); another pooling is another model id.
     """
+
+    role = "embedder"
 
     def __init__(self, model_path: str | os.PathLike[str], tokenizer_path: str | os.PathLike[str] | None = None,
                  *, max_length: int = ONNX_MAX_LENGTH, batch_size: int = 16, query_prefix: str = "",
@@ -178,29 +234,16 @@ class OnnxEmbedder:
         if pooling not in POOLINGS:
             raise InvalidInput(f"pooling must be one of {', '.join(POOLINGS)}, not {pooling!r}")
         self.pooling = pooling
-        self.model_path, self.tokenizer_path = onnx_files(model_path, tokenizer_path)
-        self.max_length = _positive_int(max_length, "max_length")
-        self.batch_size = _positive_int(batch_size, "batch_size")
+        super().__init__(model_path, tokenizer_path, max_length=max_length, batch_size=batch_size,
+                         threads=threads, model_id=model_id,
+                         id_suffix="" if pooling == POOLINGS[0] else f":{pooling}")
         self.query_prefix, self.passage_prefix = query_prefix, passage_prefix
-        self.threads = None if threads is None else _positive_int(threads, "threads")
-        # a text longer than max_length embeds differently at another max_length: another id
-        suffix = "" if self.max_length == ONNX_MAX_LENGTH else f":max{self.max_length}"
-        suffix += "" if pooling == POOLINGS[0] else f":{pooling}"
-        self.model_id = model_id or f"onnx:{self.model_path.stem}:{_file_digest(self.model_path)[:12]}{suffix}"
         self.dimension: int | None = None
-        self._lock = threading.Lock()
-        self._session: Any = None
-        self._tokenizer: Any = None
-
-    def _load(self) -> None:
-        self._session, self._tokenizer, self._inputs = load_onnx(
-            self.model_path, self.tokenizer_path, self.max_length, self.threads, "embedder")
 
     def embed(self, texts: list[str], kind: str = "passage") -> np.ndarray:
         texts = _prefixed(texts, kind, self.query_prefix, self.passage_prefix)
         with self._lock:
-            if self._session is None:
-                self._load()
+            self._load()
             out = []
             # Sorting by length keeps padding (wasted work) small inside a batch.
             order = sorted(range(len(texts)), key=lambda i: len(texts[i]))
@@ -356,40 +399,6 @@ def _float_option(value: str, what: str) -> float:
     if not out > 0:
         raise InvalidInput(f"embedder {what} must be a positive number of seconds, not {value!r}")
     return out
-
-
-def onnx_files(model_path: str | os.PathLike[str],
-               tokenizer_path: str | os.PathLike[str] | None) -> tuple[Path, Path]:
-    """The model file and its ``tokenizer.json`` (default: beside it), both existing."""
-    model = Path(model_path).expanduser()  # "onnx:~/m.onnx": no shell expands a ~ after "onnx:"
-    tokenizer = Path(tokenizer_path).expanduser() if tokenizer_path else model.with_name("tokenizer.json")
-    for p, what in ((model, "ONNX model"), (tokenizer, "tokenizer.json")):
-        if not p.is_file():
-            raise InvalidInput(f"{what} not found: {p}")
-    return model, tokenizer
-
-
-def load_onnx(model_path: Path, tokenizer_path: Path, max_length: int, threads: int | None,
-              what: str) -> tuple[Any, Any, set[str]]:
-    """An onnxruntime session of a BERT-like model, its tokenizer (truncating at
-    ``max_length``, padding) and the session's input names; both libraries are
-    imported here, on first use (the ``embed`` extra)."""
-    try:
-        import onnxruntime as ort
-        from tokenizers import Tokenizer
-    except ImportError as e:
-        raise InvalidInput(
-            f"the local ONNX {what} needs onnxruntime and tokenizers: pip install 'brainmem[embed]'"
-        ) from e
-    tok = Tokenizer.from_file(str(tokenizer_path))
-    tok.enable_truncation(max_length=max_length)
-    tok.enable_padding(pad_id=0, pad_token="[PAD]")
-    opts = ort.SessionOptions()
-    opts.log_severity_level = 3
-    if threads:
-        opts.intra_op_num_threads = threads
-    session = ort.InferenceSession(str(model_path), sess_options=opts, providers=["CPUExecutionProvider"])
-    return session, tok, {i.name for i in session.get_inputs()}
 
 
 def _file_digest(path: Path) -> str:

@@ -29,21 +29,12 @@ from __future__ import annotations
 
 import math
 import os
-import threading
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 
-from .embed import (
-    ONNX_MAX_LENGTH,
-    _file_digest,
-    _int_option,
-    _positive_int,
-    load_onnx,
-    onnx_files,
-    resolve_provider,
-)
+from .embed import ONNX_MAX_LENGTH, OnnxModel, _int_option, resolve_provider
 from .errors import BrainmemError, InvalidInput
 from .model import Hit
 from .policy import Policy
@@ -86,32 +77,26 @@ def checked(scores: Any, n: int, model_id: str) -> np.ndarray:
     return arr
 
 
-class OnnxReranker:
-    """A local ONNX cross-encoder (BERT-like, query and text as one pair → one logit).
+class OnnxReranker(OnnxModel):
+    """A local ONNX cross-encoder (:class:`~brainmem.embed.OnnxModel`: query and text as
+    one pair → one logit).
 
     ``model_path`` is the ``.onnx`` file, ``tokenizer_path`` its ``tokenizer.json``
     (default: beside the model). Pairs longer than ``max_length`` word pieces lose the
-    end of the longer side. The model id names the file and its content hash.
+    end of the longer side.
     """
+
+    role = "reranker"
 
     def __init__(self, model_path: str | os.PathLike[str], tokenizer_path: str | os.PathLike[str] | None = None,
                  *, max_length: int = ONNX_MAX_LENGTH, batch_size: int = 16, threads: int | None = None,
                  model_id: str | None = None) -> None:
-        self.model_path, self.tokenizer_path = onnx_files(model_path, tokenizer_path)
-        self.max_length = _positive_int(max_length, "max_length")
-        self.batch_size = _positive_int(batch_size, "batch_size")
-        # checked here: onnxruntime refuses a bad one at the first search, then at every one
-        self.threads = None if threads is None else _positive_int(threads, "threads")
-        suffix = "" if self.max_length == ONNX_MAX_LENGTH else f":max{self.max_length}"
-        self.model_id = model_id or f"onnx:{self.model_path.stem}:{_file_digest(self.model_path)[:12]}{suffix}"
-        self._lock = threading.Lock()
-        self._session: Any = None
+        super().__init__(model_path, tokenizer_path, max_length=max_length, batch_size=batch_size,
+                         threads=threads, model_id=model_id)
 
     def score(self, query: str, texts: list[str]) -> np.ndarray:
         with self._lock:
-            if self._session is None:
-                self._session, self._tokenizer, self._inputs = load_onnx(
-                    self.model_path, self.tokenizer_path, self.max_length, self.threads, "reranker")
+            self._load()
             out = [self._run(query, texts[i: i + self.batch_size]) for i in range(0, len(texts), self.batch_size)]
         return np.concatenate(out) if out else np.zeros(0)
 
