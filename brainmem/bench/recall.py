@@ -191,7 +191,7 @@ def run_recall(
                 seconds[system.name]["index"] += time.perf_counter() - t0
             if reflect and hay.questions:
                 for system in systems:
-                    if system.name in ("brainmem", "hybrid", "reranked"):
+                    if isinstance(system, BrainSystem):  # a brain reflects; the baselines do not
                         t0 = time.perf_counter()
                         reflected = system.reflect(max(q.query_time for q in hay.questions)) or reflected
                         seconds[system.name]["reflect"] += time.perf_counter() - t0
