@@ -24,6 +24,7 @@ import sys
 from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
@@ -220,9 +221,10 @@ def systems_of(result: dict) -> list[str]:
     return result.get("systems") or [f"w={w:g}" for w in result["weights"]]
 
 
-def pick(systems: list[str], score: Callable[[str], float]) -> str:
-    """The simplest system no more complex one beats by more than :data:`MARGIN`."""
-    ordered = sorted(systems, key=simplicity)
+def pick(systems: list[str], score: Callable[[str], float], order: Callable[[str], Any] = simplicity) -> str:
+    """The simplest system (first by ``order``) no more complex one beats by more than
+    :data:`MARGIN`."""
+    ordered = sorted(systems, key=order)
     best, best_score = ordered[0], score(ordered[0])
     for system in ordered[1:]:
         value = score(system)

@@ -37,7 +37,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from fusion_cv import MARGIN, assign_folds, mean, objective  # noqa: E402
+from fusion_cv import assign_folds, mean, objective, pick  # noqa: E402
 
 from brainmem import QueryError, rerank  # noqa: E402
 from brainmem.bench.embcache import CachedEmbedder, default_cache_dir  # noqa: E402
@@ -168,14 +168,8 @@ def cross_validate(results: list[dict], show: tuple[str, ...] = ()) -> dict:
         return sum(objective([r for r in res["rows"] if r["fold"] == fold], s, res["metrics"])
                    for res in results) / len(results)
 
-    chosen = {}
-    for f in (0, 1):
-        best, best_v = systems[0], fit_score(1 - f, systems[0])
-        for s in systems[1:]:
-            v = fit_score(1 - f, s)
-            if v > best_v + MARGIN:
-                best, best_v = s, v
-        chosen[f] = best
+    # simplest first is the order systems were listed in: no re-ranking, then depth 10 up
+    chosen = {f: pick(systems, lambda s, f=f: fit_score(1 - f, s), order=systems.index) for f in (0, 1)}
     out = {"chosen": {f"fold{f}": chosen[f] for f in (0, 1)}, "tables": {}}
     for res in results:
         held = [{**r, "scores": {**r["scores"], "rerank(cv)": r["scores"][chosen[r["fold"]]]}} for r in res["rows"]]
