@@ -18,7 +18,8 @@ product over all n × 384 float32 vectors that any exact ranking must do, timed
 alone beside the searches (``exact_product_over_lexical_p50``). Where it alone
 exceeds twice the lexical search, "hybrid ≤ 2× lexical" (issue 11) cannot hold
 for an exact search in numpy: ``kernels`` times the other exact products numpy
-has (int8, float16: no BLAS for them) at the largest size, and sqlite-vec's exact
+has (int8, float16: no BLAS for them), onnxruntime's int8 and float32 products and the
+time merely to read the int8 matrix once, at the largest size; sqlite-vec's exact
 scan was 5× slower still (``sqlite_vec_knn.py``).
 """
 
@@ -106,22 +107,55 @@ def search_latency(size: int, queries: int, folder: Path) -> dict:
     return row
 
 
+def onnxruntime_product(matrix: np.ndarray, int8: bool):
+    """A matrix-vector product as a one-node onnxruntime graph over ``matrix`` (a
+    constant), on one thread: ``MatMulInteger`` (MLAS's int8 kernels, VNNI where the
+    CPU has it) or float32 ``MatMul``. None when onnx or onnxruntime is missing."""
+    try:
+        import onnxruntime as ort
+        from onnx import TensorProto, helper
+    except ImportError:
+        return None
+    n, d = matrix.shape
+    kind, out, op = ((TensorProto.INT8, TensorProto.INT32, "MatMulInteger") if int8
+                     else (TensorProto.FLOAT, TensorProto.FLOAT, "MatMul"))
+    graph = helper.make_graph(
+        [helper.make_node(op, ["A", "q"], ["y"])], "product",
+        [helper.make_tensor_value_info("q", kind, [d, 1])], [helper.make_tensor_value_info("y", out, [n, 1])],
+        [helper.make_tensor("A", kind, matrix.shape, matrix.tobytes(), raw=True)])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+    model.ir_version = 8
+    options = ort.SessionOptions()
+    options.intra_op_num_threads = 1
+    session = ort.InferenceSession(model.SerializeToString(), options, providers=["CPUExecutionProvider"])
+    return lambda q: session.run(None, {"q": q.reshape(d, 1)})[0]
+
+
 def exact_kernels(size: int, repeats: int = 15) -> dict:
-    """The exact kernels numpy offers for n × 384 cosines, p50 ms: float32 (BLAS, one
-    thread and all), int8 accumulated in int32 and float16 (numpy's own loops, no BLAS)."""
+    """The exact kernels at hand for n × 384 cosines, p50 ms: numpy's float32 (BLAS, one
+    thread and all), int8 accumulated in int32 and float16 (numpy's own loops, no BLAS);
+    onnxruntime's int8 and float32 products (MLAS, one thread); and the floor of any int8
+    kernel, reading the int8 matrix once without multiplying (a sum over its bytes as
+    int64 words)."""
     matrix = random_vectors([f"kernel {i}" for i in range(size)])
     matrix /= np.linalg.norm(matrix, axis=1, keepdims=True)
     qvec = matrix[0]
     scale = np.abs(matrix).max(axis=1, keepdims=True) / 127
     int8, q8 = np.round(matrix / scale).astype(np.int8), np.round(qvec / np.abs(qvec).max() * 127).astype(np.int8)
     half, q16 = matrix.astype(np.float16), qvec.astype(np.float16)
+    words = int8.reshape(-1).view(np.int64)
     kernels = {"float32_one_thread": lambda: matrix @ qvec,
                "int8_int32": lambda: np.einsum("ij,j->i", int8, q8, dtype=np.int32),
-               "float16": lambda: half @ q16}
+               "float16": lambda: half @ q16,
+               "int8_read_only": lambda: words.sum()}
+    for name, fn, q in (("onnxruntime_int8", onnxruntime_product(int8, True), q8),
+                        ("onnxruntime_float32", onnxruntime_product(matrix, False), qvec)):
+        if fn is not None:
+            kernels[name] = lambda fn=fn, q=q: fn(q)
     row: dict = {"size": size}
-    for name, fn in kernels.items():
+    for name, kernel in kernels.items():
         with threadpool_limits(1, "blas"):
-            row[f"{name}_p50_ms"] = round(percentile(timed(lambda _, fn=fn: fn(), range(repeats)), 50), 2)
+            row[f"{name}_p50_ms"] = round(percentile(timed(lambda _, k=kernel: k(), range(repeats)), 50), 2)
     row["float32_all_threads_p50_ms"] = round(percentile(timed(lambda _: matrix @ qvec, range(repeats)), 50), 2)
     return row
 

@@ -4,7 +4,8 @@ Every public method of ``Brain`` is available under the same name as a coroutine
 function that runs the call in a thread pool (``asyncio``'s ``run_in_executor``),
 so the event loop keeps serving while SQLite works. It is the same ``Brain`` over
 the same file underneath: calls are serialised by the Brain's lock (SQLite has
-one writer anyway), so concurrency buys responsiveness, not parallel writes; for
+one writer anyway; an embedder's or reranker's calls run outside it), so
+concurrency buys responsiveness, not parallel writes; for
 parallel readers open one ``AsyncBrain`` per process. Attributes that are not
 methods (``path``, ``policy``, ``llm``, ``readonly``) are read through as is.
 

@@ -66,7 +66,9 @@ class Brain(FacesMixin, AdminMixin):
 
     One ``Brain`` object may be shared by threads: every call holds the object's
     lock, so calls are serialised (use one ``Brain`` per process for parallelism;
-    processes coordinate through SQLite's locks).
+    processes coordinate through SQLite's locks). The embedder and reranker are
+    called outside it (a provider may take a network round trip), so they may be
+    called from several threads at once; the ONNX ones take their own lock.
     """
 
     # --- writing: add, merge, unmerge, restore, purge ------------------------------
@@ -269,20 +271,26 @@ class Brain(FacesMixin, AdminMixin):
         reinforce = reinforce and when is None
         # the reranker orders the same top hits whatever the limit: limit k stays a prefix
         depth = self.policy.rerank_depth if self.reranker is not None else 0
+        # The provider calls (query embedding, re-ranking) run outside the brain's lock: one
+        # may take a network round trip, and threads sharing the brain need not wait for it.
         with self._lock:
-            dense, degraded = hybrid.query_side(self._vectors, self.policy, query)
+            index = hybrid.query_index(self._vectors, self.policy)
+        qvec, degraded = hybrid.embed_query(index, query) if index is not None else (None, None)
+        with self._lock:
+            dense = None if index is None or qvec is None else hybrid.Dense(index, qvec, self.policy)
             with self._store.read():  # one snapshot for the ~8 reads of a search
                 ranked = retrieval.search(self._store, self._compiler, self.policy, query, filters,
                                           max(limit, depth), at, explain, dense)
                 found = ranked.hits if when is None else timeline.at_time(self._store, ranked.hits, when)
-            if depth and self.reranker is not None:  # outside the snapshot: a model may be slow
-                found, failed = rerank.apply(self.reranker, self.policy, query, found, explain)
-                degraded = "; ".join(filter(None, (degraded, failed))) or None
-            hits = Hits(found[:limit])
-            hits.terms = ranked.terms
-            hits.windows = ranked.windows
-            hits.degraded = degraded
-            if reinforce and not self.readonly and hits:
+        if depth and self.reranker is not None:
+            found, failed = rerank.apply(self.reranker, self.policy, query, found, explain)
+            degraded = "; ".join(filter(None, (degraded, failed))) or None
+        hits = Hits(found[:limit])
+        hits.terms = ranked.terms
+        hits.windows = ranked.windows
+        hits.degraded = degraded
+        if reinforce and not self.readonly and hits:
+            with self._lock:
                 hits.retrieval_id = self._record_retrieval(query, at, hits)
         return hits
 
@@ -339,8 +347,7 @@ class Brain(FacesMixin, AdminMixin):
         check_int(batch_size, "batch_size", 1, 10_000)
         if limit is not None:
             check_int(limit, "limit", 1, 10**9)
-        with self._lock:
-            return {"model": self._vectors.model_id, **self._vectors.backfill(batch_size, limit)}
+        return {"model": self._vectors.model_id, **self._vectors.backfill(batch_size, limit, self._lock)}
 
     # --- consolidation -------------------------------------------------------------
 
@@ -358,8 +365,8 @@ class Brain(FacesMixin, AdminMixin):
         with self._lock:
             report = consolidation.run(self._store, self.policy, at, clock=self.clock,
                                        llm=self.llm, progress=progress)
-            if self._vectors is not None and report.status == "ok":
-                report.embedded = self._vectors.backfill()["embedded"]  # reindex, by meaning
+        if self._vectors is not None and report.status == "ok":  # reindex, by meaning
+            report.embedded = self._vectors.backfill(lock=self._lock)["embedded"]
         self._emit("reflect", report.to_dict())
         return report
 

@@ -121,8 +121,8 @@ class AdminMixin(BrainBase):
                     before_insert=lambda t: self._writer.before_insert(t, at),
                     hook_sees_rows=self.policy.quota is not None and self.policy.quota_policy == "evict")
         if self._vectors is not None and report.imported:
-            with self._lock:  # exports carry no vectors: imported traces are embedded anew
-                report.embed_error = self._vectors.backfill()["error"]
+            # exports carry no vectors: imported traces are embedded anew
+            report.embed_error = self._vectors.backfill(lock=self._lock)["error"]
         self._emit_deletes(events)
         for trace in report.added:
             self._emit("add", {"id": trace.id, "trace": trace})

@@ -23,17 +23,20 @@ A provider that fails on the query leaves a lexical search, flagged on the resul
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 import numpy as np
 
-from .embed import resolve_embedder
+from .embed import EmbedderError, resolve_embedder
 from .model import Trace
 from .policy import Policy
 from .store import Filters, Store
 from .vectors import VectorIndex
 
-__all__ = ["Dense", "open_index", "query_side", "resolve_embedder", "stats"]
+log = logging.getLogger("brainmem")
+
+__all__ = ["Dense", "embed_query", "open_index", "query_index", "resolve_embedder", "stats"]
 
 
 def open_index(store: Store, embedder: Any) -> VectorIndex | None:
@@ -98,19 +101,22 @@ class Dense:
         return out
 
 
-def query_side(index: VectorIndex | None, policy: Policy, query: str) -> tuple[Dense | None, str | None]:
-    """``(Dense, None)`` for a hybrid search, ``(None, reason)`` when it must degrade to
-    lexical, ``(None, None)`` when there is no embedder (lexical by choice)."""
-    if index is None:
-        return None, None
-    if policy.weight_vector <= 0 and policy.vector_k <= 0:
-        return None, None
-    if index.size == 0:
-        return None, None  # no vector of this model yet: nothing to compare the query with
-    qvec = index.embed([query], kind="query")
-    if qvec is None:
-        return None, f"lexical only: the embedder failed on the query ({index.last_error})"
-    return Dense(index, qvec[0], policy), None
+def query_index(index: VectorIndex | None, policy: Policy) -> VectorIndex | None:
+    """The index a search embeds its query for, or None: an embedder, meaning weighed,
+    and at least one vector of this model to compare with. Reads the index: call it
+    under the brain's lock."""
+    wanted = index is not None and (policy.weight_vector > 0 or policy.vector_k > 0) and index.size > 0
+    return index if wanted else None
+
+
+def embed_query(index: VectorIndex, query: str) -> tuple[np.ndarray | None, str | None]:
+    """``(vector, None)``, or ``(None, reason)`` when the search must degrade to lexical.
+    Called outside the brain's lock: a provider may take a network round trip."""
+    try:
+        return index.embed([query], kind="query")[0], None
+    except EmbedderError as e:
+        log.warning("brainmem: embedding the query failed, searching lexically: %s", e)
+        return None, f"lexical only: the embedder failed on the query ({e})"
 
 
 def stats(store: Store, index: VectorIndex | None) -> dict[str, Any]:

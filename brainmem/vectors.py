@@ -11,8 +11,9 @@ the dev data it changed no headline metric by more than 0.002 against float32
 (benchmarks/RESULTS.md), at a quarter of the size.
 
 Search is exact: numpy over a float32 matrix cached per brain (100k × 384 is a
-6 ms matrix-vector product here), refreshed incrementally for this connection's
-own writes and reloaded when another connection commits (``data_version``).
+9-12 ms matrix-vector product here, most of a hybrid search at that size: README),
+refreshed incrementally for this connection's own writes and reloaded when another
+connection commits (``data_version``).
 Beyond ~1M vectors the path is an ANN index (sqlite-vec or hnswlib) behind
 :meth:`VectorIndex.nearest`.
 """
@@ -22,6 +23,7 @@ from __future__ import annotations
 import contextlib
 import logging
 from collections.abc import Mapping, Sequence
+from contextlib import AbstractContextManager
 from dataclasses import replace
 from typing import Any
 
@@ -96,25 +98,21 @@ class VectorIndex:
         self._row: dict[str, int] = {}
         self._matrix = np.zeros((0, 0), np.float32)
         self._pending: dict[str, tuple[str, np.ndarray]] = {}
-        #: why the last call could not embed (None when it could)
-        self.last_error: str | None = None
         self._stored_dim: int | None = None
 
     # --- embedding (outside any transaction: a provider may be slow) ---------------
 
-    def embed(self, texts: Sequence[str], kind: str = "passage") -> np.ndarray | None:
-        """Checked unit vectors, or None (and :attr:`last_error`) when the provider fails."""
+    def embed(self, texts: Sequence[str], kind: str = "passage") -> np.ndarray:
+        """Checked unit vectors; :class:`EmbedderError` for whatever went wrong in the
+        provider. Holds no lock and keeps no state of the call, so threads sharing a
+        brain may embed at once (each caller decides what a failure means)."""
         texts = list(texts)
         try:
-            out = checked(self.embedder.embed(texts, kind), len(texts), self._dimension(), self.model_id)
+            return checked(self.embedder.embed(texts, kind), len(texts), self._dimension(), self.model_id)
+        except EmbedderError:
+            raise
         except Exception as e:  # a provider is foreign code: whatever it raises is its failure
-            if not isinstance(e, EmbedderError):
-                e = EmbedderError(f"embedder {self.model_id!r} failed ({type(e).__name__}): {e}")
-            self.last_error = str(e)
-            log.warning("brainmem: embedding failed, continuing without vectors: %s", e)
-            return None
-        self.last_error = None
-        return out
+            raise EmbedderError(f"embedder {self.model_id!r} failed ({type(e).__name__}): {e}") from e
 
     def _dimension(self) -> int | None:
         """The dimension answers must have: that of this model's stored vectors, else the
@@ -141,8 +139,12 @@ class VectorIndex:
         unique = {content_hash(t): t for t in texts}
         if not unique:
             return {}
-        vectors = self.embed(list(unique.values()))
-        return {} if vectors is None else dict(zip(unique, vectors))
+        try:
+            vectors = self.embed(list(unique.values()))
+        except EmbedderError as e:
+            log.warning("brainmem: embedding failed, continuing without vectors: %s", e)
+            return {}
+        return dict(zip(unique, vectors))
 
     # --- writing (inside the caller's transaction) ----------------------------------
 
@@ -157,26 +159,33 @@ class VectorIndex:
             self._pending[t.id] = (t.content_hash, decode(encode(v), dim))
         return len(rows)
 
-    def backfill(self, batch_size: int = 256, limit: int | None = None) -> dict[str, Any]:
+    def backfill(self, batch_size: int = 256, limit: int | None = None,
+                 lock: AbstractContextManager[Any] | None = None) -> dict[str, Any]:
         """Embed live traces without a current vector for this model; one transaction per batch.
 
-        Stops at the first provider failure (reported, nothing half-written).
+        Stops at the first provider failure (reported, nothing half-written). ``lock``
+        (the brain's) is held while a batch is read and while it is written, never while
+        the provider embeds it, so threads sharing the brain keep going meanwhile.
         """
+        guard = lock if lock is not None else contextlib.nullcontext()
         done = 0
         while limit is None or done < limit:
             n = batch_size if limit is None else min(batch_size, limit - done)
-            with self.store.read():
+            with guard, self.store.read():
                 todo = self.store.vectors_missing(self.model_id, n)
             if not todo:
                 break
-            vectors = self.embed([c for _, c, _ in todo])
-            if vectors is None:
-                return {"embedded": done, "missing": self.missing(), "error": self.last_error}
+            try:
+                vectors = self.embed([c for _, c, _ in todo])
+            except EmbedderError as e:
+                with guard:
+                    return {"embedded": done, "missing": self.missing(), "error": str(e)}
             stub = [Trace(id=i, content=c, content_hash=h) for i, c, h in todo]
-            with self.store.write():
+            with guard, self.store.write():
                 self.write(stub, {h: v for (_, _, h), v in zip(todo, vectors)})
             done += len(todo)
-        return {"embedded": done, "missing": self.missing(), "error": None}
+        with guard:
+            return {"embedded": done, "missing": self.missing(), "error": None}
 
     def missing(self) -> int:
         """Live traces without a current vector of this model."""

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import io
 import json
+import threading
 from pathlib import Path
 
 import numpy as np
@@ -350,3 +351,82 @@ def test_embed_on_a_read_only_brain_refuses_before_calling_the_provider(tmp_path
             pytest.raises(ReadOnlyBrain):
         reader.embed()
     assert calls == []
+
+
+@pytest.mark.parametrize("slow", ["embedder", "reranker"])
+def test_a_slow_provider_never_holds_up_another_thread(brain_factory, emb, slow) -> None:
+    """The query's embedding and the re-ranking run outside the brain's lock: while one
+    thread's search waits on its provider (a network round trip, say), another thread's
+    add and search on the same brain go on; the waiting search then finishes normally."""
+    called, release = threading.Event(), threading.Event()
+
+    def embed(texts: list[str], kind: str = "passage") -> np.ndarray:
+        if slow == "embedder" and kind == "query" and texts == ["slow question about a pet"]:
+            called.set()
+            release.wait(30)
+        return concept_vectors(texts, kind)
+
+    def rerank(query: str, texts: list[str]) -> list[float]:
+        if slow == "reranker" and query == "slow question about a pet":
+            called.set()
+            release.wait(30)
+        return [0.0] * len(texts)
+
+    brain = brain_factory(embedder=CallableEmbedder(embed, "concept"), reranker=rerank)
+    brain.add_many(STORY)
+    result: list = []
+    waiting = threading.Thread(target=lambda: result.append(brain.search("slow question about a pet")))
+    waiting.start()
+    try:
+        assert called.wait(10)
+        done = threading.Event()
+
+        def meanwhile() -> None:
+            brain.add("The plumber comes on Tuesday")
+            brain.search("plumber", reinforce=True)
+            done.set()
+
+        other = threading.Thread(target=meanwhile)
+        other.start()
+        assert done.wait(10), "another thread's calls waited for the slow provider"
+        assert waiting.is_alive()  # still inside the provider
+    finally:
+        release.set()
+        waiting.join(10)
+    (hits,) = result
+    assert hits.degraded is None
+    assert "We adopted a kitten and named her Luna" in contents(hits)
+    assert hits.retrieval_id is not None  # reinforced once the provider answered
+
+
+@pytest.mark.parametrize("run", ["embed", "reflect"])
+def test_a_slow_backfill_never_holds_up_another_thread(brain_factory, tmp_path, run) -> None:
+    """``embed()`` and reflect's reindex hold the brain's lock to read and write each batch,
+    not while the provider embeds it."""
+    called, release = threading.Event(), threading.Event()
+
+    def embed(texts: list[str], kind: str = "passage") -> np.ndarray:
+        if any("kitten" in t for t in texts):
+            called.set()
+            release.wait(30)
+        return concept_vectors(texts, kind)
+
+    brain_factory(tmp_path / "b.db").add_many(STORY)  # written without vectors
+    brain = brain_factory(tmp_path / "b.db", embedder=CallableEmbedder(embed, "concept"))
+    result: list = []
+    slow = threading.Thread(target=lambda: result.append(getattr(brain, run)()))
+    slow.start()
+    try:
+        assert called.wait(10)
+        done = threading.Event()
+        other = threading.Thread(target=lambda: (brain.add("The plumber comes on Tuesday"),
+                                                 brain.search("plumber"), done.set()))
+        other.start()
+        assert done.wait(10), "another thread's calls waited for the backfill's provider"
+    finally:
+        release.set()
+        slow.join(10)
+    (report,) = result
+    embedded = report["embedded"] if run == "embed" else report.embedded
+    assert embedded == len(STORY)
+    assert brain.embed()["missing"] == 0
