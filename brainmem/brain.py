@@ -69,6 +69,7 @@ class Brain(FacesMixin, AdminMixin):
     processes coordinate through SQLite's locks). The embedder and reranker are
     called outside it (a provider may take a network round trip), so they may be
     called from several threads at once; the ONNX ones take their own lock.
+    ``reflect`` runs on its own connection without it, a chunk at a time.
     """
 
     # --- writing: add, merge, unmerge, restore, purge ------------------------------
@@ -356,14 +357,16 @@ class Brain(FacesMixin, AdminMixin):
         """Run the six-step consolidation once (see :mod:`brainmem.consolidation`).
 
         ``progress(step, done, total)`` is called before each step and once at the end
-        (``"done"``). If another process is consolidating this file, returns at once
-        with ``status == "skipped"``. Subscribers get a ``reflect`` event.
+        (``"done"``). If another process or thread is consolidating this file, returns
+        at once with ``status == "skipped"``. Runs on a second connection to the file,
+        never holding this Brain's lock: other threads' calls go on meanwhile, waiting
+        at most for one of its chunks. Subscribers get a ``reflect`` event.
         """
         from . import consolidation
 
         at = self.now(now)
-        with self._lock:
-            report = consolidation.run(self._store, self.policy, at, clock=self.clock,
+        with self._long_job_store() as store:
+            report = consolidation.run(store, self.policy, at, clock=self.clock,
                                        llm=self.llm, progress=progress)
         if self._vectors is not None and report.status == "ok":  # reindex, by meaning
             report.embedded = self._vectors.backfill(lock=self._lock)["embedded"]

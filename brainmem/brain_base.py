@@ -26,7 +26,7 @@ import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Any, TypeVar
 
-from . import hybrid
+from . import files, hybrid
 from .errors import InvalidInput, NotFound
 from .events import Events, Subscriber
 from .model import TimeLike, Trace
@@ -103,6 +103,23 @@ class BrainBase:
         """``now`` as unix seconds, or the clock's time when it is None."""
         stamp = to_timestamp(now, "now")
         return float(self.clock()) if stamp is None else stamp
+
+    @contextlib.contextmanager
+    def _long_job_store(self) -> Iterator[Store]:
+        """The store a long job (reflect) runs on: a second connection to the file, so it
+        holds SQLite's write lock a chunk at a time and never this Brain's lock, and
+        threads sharing the Brain keep adding and searching meanwhile (other processes
+        always could). A database no other connection can open (``":memory:"``, a URI)
+        is the Brain's own connection, under its lock, as before."""
+        if not files.is_plain_file(self.path):
+            with self._lock:
+                yield self._store
+            return
+        store = Store(self.path, readonly=self.readonly, busy_timeout_ms=self._store.busy_timeout_ms)
+        try:
+            yield store
+        finally:
+            store.close()
 
     # --- events --------------------------------------------------------------------
 

@@ -132,6 +132,8 @@ class ReflectReport:
     step_ms: dict[str, float] = field(default_factory=dict)
     #: the longest write transaction of this run (how long a writer may have waited)
     longest_write_ms: float = 0.0
+    #: how many write transactions this run committed (each one took the write lock)
+    writes: int = 0
     notes: list[str] = field(default_factory=list)
     skipped_reason: str | None = None
     error: str | None = None
@@ -212,7 +214,7 @@ def run(
         renewed_at[0] = time.perf_counter()
 
     ctx = _Run(store, policy, now, report, llm, keep)
-    store.longest_write = 0.0
+    store.longest_write, serial = 0.0, store.tx_serial
     try:
         for index, name in enumerate(STEPS):
             current[0] = name
@@ -234,9 +236,11 @@ def run(
         report.status = "failed"
         report.error = f"{type(exc).__name__}: {exc}"
         report.duration_ms = (time.perf_counter() - t0) * 1000
+        report.writes = store.tx_serial - serial
         _finish(store, owner, started, clock, report)
         raise
     report.duration_ms = (time.perf_counter() - t0) * 1000
+    report.writes = store.tx_serial - serial
     _finish(store, owner, started, clock, report)
     return report
 

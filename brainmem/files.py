@@ -19,13 +19,19 @@ import apsw.bestpractice
 from . import schema
 from .errors import BrainFileError, NotABrainFile, ReadOnlyBrain, SchemaTooNew
 
-__all__ = ["SQLITE_HEADER", "open_connection"]
+__all__ = ["SQLITE_HEADER", "is_plain_file", "open_connection"]
 
 SQLITE_HEADER = b"SQLite format 3\x00"
 
 
+def is_plain_file(path: str) -> bool:
+    """Whether ``path`` names a file that another connection opens as the same database
+    (not ``":memory:"``, private to its connection, nor a ``file:`` URI)."""
+    return not (path == ":memory:" or path.startswith("file:"))
+
+
 def _check_file(path: str, readonly: bool) -> None:
-    if path == ":memory:" or path.startswith("file:"):
+    if not is_plain_file(path):
         return
     if os.path.isdir(path):
         raise BrainFileError(f"{path} is a directory, not a brain file")
@@ -95,7 +101,7 @@ def _first_read(db: apsw.Connection, path: str, readonly: bool) -> apsw.Connecti
     non-empty -wal but no -shm the recent changes cannot be read safely: refused.
     A read-write open of a file that cannot be written is refused up front.
     """
-    if path == ":memory:" or path.startswith("file:"):
+    if not is_plain_file(path):
         return db
     try:
         db.pragma("user_version")

@@ -7,6 +7,7 @@ import math
 import subprocess
 import sys
 import textwrap
+import threading
 import time
 from dataclasses import replace
 from pathlib import Path
@@ -413,11 +414,37 @@ def test_many_merges_commit_in_chunks_with_the_same_result(tmp_path: Path, clock
             clock.now += 60  # the originals are older: they survive
             for t in texts:
                 brain.add(t.replace("dashboard", "dashbaord"))
-            before = brain._store.tx_serial
             report = brain.reflect()
-            writes = brain._store.tx_serial - before
+            writes = report.writes
             live = sorted(brain.get(item.id).content for item in brain.list(limit=100).items)
         results[per_write] = (report.merged, report.merge_groups, live, writes)
     one, chunked = results[10**9], results[2]
     assert one[:3] == chunked[:3] and one[0] == len(topics) and one[2] == sorted(texts)
     assert chunked[3] >= one[3] + len(topics) - 1  # each group committed on its own
+
+
+def test_a_long_reflect_never_holds_up_another_thread(tmp_path: Path, clock: Clock) -> None:
+    """reflect runs on its own connection: while it is mid-run, another thread's add and
+    search on the same Brain go on (they wait at most for one of its short chunks)."""
+    inside, release = threading.Event(), threading.Event()
+
+    def progress(step: str, done: int, total: int) -> None:
+        if step == "merge":
+            inside.set()
+            release.wait(30)
+
+    with Brain(str(tmp_path / "b.brain"), clock=clock) as brain:
+        brain.add_many([f"note {i} about the garden" for i in range(50)])
+        result: list = []
+        slow = threading.Thread(target=lambda: result.append(brain.reflect(progress=progress)))
+        slow.start()
+        try:
+            assert inside.wait(10)
+            added = brain.add("The plumber comes on Tuesday")
+            assert [h.trace.id for h in brain.search("plumber")] == [added.id]
+            assert slow.is_alive()  # the reflect is still mid-run
+        finally:
+            release.set()
+            slow.join(10)
+        assert result[0].status == "ok"
+        assert brain.get(added.id).content == "The plumber comes on Tuesday"
