@@ -11,10 +11,9 @@ the dev data it changed no headline metric by more than 0.002 against float32
 (benchmarks/RESULTS.md), at a quarter of the size.
 
 Search is exact: numpy over a float32 matrix cached per brain (100k × 384 is a
-9-15 ms matrix-vector product on the 2-core machines measured, most of a hybrid search
-at that size: README),
-refreshed incrementally for this connection's own writes and reloaded when another
-connection commits (``data_version``).
+9-15 ms matrix-vector product on the 2-core machines measured, most of a hybrid
+search at that size: README), refreshed incrementally for this connection's own
+writes and reloaded when another connection commits (``data_version``).
 Beyond ~1M vectors the path is an ANN index (sqlite-vec or hnswlib) behind
 :meth:`VectorIndex.nearest`.
 """
