@@ -236,17 +236,17 @@ def run(
         report.status = "failed"
         report.error = f"{type(exc).__name__}: {exc}"
         report.duration_ms = (time.perf_counter() - t0) * 1000
-        report.writes = store.tx_serial - serial
-        _finish(store, owner, started, clock, report)
+        _finish(store, owner, started, clock, report, serial)
         raise
     report.duration_ms = (time.perf_counter() - t0) * 1000
-    report.writes = store.tx_serial - serial
-    _finish(store, owner, started, clock, report)
+    _finish(store, owner, started, clock, report, serial)
     return report
 
 
-def _finish(store: Store, owner: str, started: float, clock: Callable[[], float], report: ReflectReport) -> None:
+def _finish(store: Store, owner: str, started: float, clock: Callable[[], float], report: ReflectReport,
+            serial: int) -> None:
     report.longest_write_ms = round(store.longest_write * 1000, 2)
+    report.writes = store.tx_serial - serial
     try:
         report.log_id = store.log_consolidation(started, float(clock()), report.now, report.status,
                                                 report.to_dict())
