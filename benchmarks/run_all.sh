@@ -122,6 +122,8 @@ if [ -n "$VX" ] && [ -f "$VX/bge_small_en/model.onnx" ] && [ -n "$LME" ] && [ -n
         --policies "weight_vector=1,vector_lexical=0.5;weight_vector=1.5,vector_lexical=0;weight_vector=1.5,vector_lexical=0.25" \
         --json "$OUT/rerank_cv_bge_${name}.json" > "$OUT/rerank_cv_bge_${name}.txt"
     done
+    run "$PY" benchmarks/locomo_multihop_gap.py --data "$LOCOMO" --embedder "onnx:$VX/bge_small_en/model.onnx" \
+      > "$OUT/locomo_multihop_gap_bge.txt"
     run "$PY" benchmarks/fusion_cv.py --joint "$OUT/fusion_cv_bge_longmemeval.json" "$OUT/fusion_cv_bge_locomo.json" \
       --markdown "$OUT/fusion_cv_bge_held_out.md" > "$OUT/fusion_cv_bge_joint.txt"
     run "$PY" benchmarks/rerank_cv.py --joint "$OUT/rerank_cv_bge_longmemeval.json" "$OUT/rerank_cv_bge_locomo.json" \

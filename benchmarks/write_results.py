@@ -352,7 +352,9 @@ DIAGNOSTICS = {
     "answer turn within each session. Then the questions whose evidence shares at most one "
     "content word with them.",
     "locomo_multihop_gap": "LoCoMo multi-hop evidence turns, found or missed at 10, by the content "
-    "words they share with the question (speakers' names not counted).",
+    "words they share with the question (speakers' names not counted), and where they rank in the "
+    "top 100: a re-ranker over the top R reaches only those within R.",
+    "locomo_multihop_gap_bge": "The same with bge-small-en-v1.5's hybrid search (`--embedder`).",
 }
 
 
