@@ -27,7 +27,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Any, TypeVar
 
 from . import files, hybrid
-from .errors import InvalidInput, NotFound
+from .errors import BrainFileError, InvalidInput, NotFound
 from .events import Events, Subscriber
 from .model import TimeLike, Trace
 from .policy import Policy
@@ -73,6 +73,8 @@ class BrainBase:
         self.llm = llm
         self.readonly = readonly
         self._store = Store(self.path, readonly=readonly, busy_timeout_ms=int(busy_timeout * 1000))
+        # where a second connection finds this file, whatever the working directory becomes
+        self._file = os.path.abspath(self.path) if files.is_plain_file(self.path) else None
         self._compiler = QueryCompiler(self._store.db, self.policy.max_query_terms)
         self._vectors = hybrid.open_index(self._store, embedder)
         self._lock = threading.RLock()
@@ -111,11 +113,13 @@ class BrainBase:
         threads sharing the Brain keep adding and searching meanwhile (other processes
         always could). A database no other connection can open (``":memory:"``, a URI)
         is the Brain's own connection, under its lock, as before."""
-        if not files.is_plain_file(self.path):
+        if self._file is None:
             with self._lock:
                 yield self._store
             return
-        store = Store(self.path, readonly=self.readonly, busy_timeout_ms=self._store.busy_timeout_ms)
+        if not os.path.isfile(self._file):  # never create a new, empty brain in its place
+            raise BrainFileError(f"the brain file {self._file} is gone")
+        store = Store(self._file, readonly=self.readonly, busy_timeout_ms=self._store.busy_timeout_ms)
         try:
             yield store
         finally:

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from brainmem import Brain, Policy, ReflectReport
+from brainmem import Brain, BrainFileError, Policy, ReflectReport
 from brainmem.policy import DAY
 
 T0 = 1_767_225_600.0
@@ -448,3 +448,26 @@ def test_a_long_reflect_never_holds_up_another_thread(tmp_path: Path, clock: Clo
             slow.join(10)
         assert result[0].status == "ok"
         assert brain.get(added.id).content == "The plumber comes on Tuesday"
+
+
+def test_reflect_finds_its_file_after_a_chdir_and_never_creates_one(tmp_path: Path, clock: Clock,
+                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    """reflect's own connection opens the file the Brain opened, even by a relative path
+    after the working directory changed, and refuses when the file is gone."""
+    monkeypatch.chdir(tmp_path)
+    with Brain("rel.brain", clock=clock) as brain:
+        brain.add_many([f"note {i} about the garden" for i in range(5)])
+        elsewhere = tmp_path / "elsewhere"
+        elsewhere.mkdir()
+        monkeypatch.chdir(elsewhere)
+        assert brain.reflect().status == "ok"
+        assert not (elsewhere / "rel.brain").exists()
+        assert brain.reflect_log(limit=5)[0]["status"] == "ok"
+    gone = tmp_path / "gone.brain"
+    with Brain(str(gone), clock=clock) as brain:
+        brain.add("something")
+        for suffix in ("", "-wal", "-shm"):
+            Path(str(gone) + suffix).unlink(missing_ok=True)
+        with pytest.raises(BrainFileError):
+            brain.reflect()
+        assert not gone.exists()
