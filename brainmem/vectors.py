@@ -168,7 +168,7 @@ class VectorIndex:
         the provider embeds it, so threads sharing the brain keep going meanwhile.
         """
         guard = lock if lock is not None else contextlib.nullcontext()
-        done = 0
+        done, error = 0, None
         while limit is None or done < limit:
             n = batch_size if limit is None else min(batch_size, limit - done)
             with guard, self.store.read():
@@ -178,14 +178,14 @@ class VectorIndex:
             try:
                 vectors = self.embed([c for _, c, _ in todo])
             except EmbedderError as e:
-                with guard:
-                    return {"embedded": done, "missing": self.missing(), "error": str(e)}
+                error = str(e)
+                break
             stub = [Trace(id=i, content=c, content_hash=h) for i, c, h in todo]
             with guard, self.store.write():
                 self.write(stub, {h: v for (_, _, h), v in zip(todo, vectors)})
             done += len(todo)
         with guard:
-            return {"embedded": done, "missing": self.missing(), "error": None}
+            return {"embedded": done, "missing": self.missing(), "error": error}
 
     def missing(self) -> int:
         """Live traces without a current vector of this model."""
