@@ -29,6 +29,12 @@ from brainmem.bench.systems import BrainSystem, prepare_documents
 from brainmem.embed import embedder_from_env
 
 BUCKETS = ((1, 10), (11, 20), (21, 30), (31, 50), (51, 100))
+BEYOND = "> 100"
+
+
+def bucket(rank: int | None) -> str:
+    """The rank range a 1-based rank (None: not in the top 100) falls in."""
+    return next((f"{a}-{b}" for a, b in BUCKETS if rank and a <= rank <= b), BEYOND)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -58,8 +64,7 @@ def main(argv: list[str] | None = None) -> int:
             for e in question.evidence:
                 if e in spoken:
                     counts[e in top, min(len(asked & spoken[e]), 2)] += 1
-                    rank = ranked.index(e) + 1 if e in ranked else None
-                    ranks[next((f"{a}-{b}" for a, b in BUCKETS if rank and a <= rank <= b), "> 100")] += 1
+                    ranks[bucket(ranked.index(e) + 1 if e in ranked else None)] += 1
         system.close()
     print(f"multi-hop evidence turns by rank and content words shared with the question (k={args.k})")
     print(f"{'':16}{'0 shared':>10}{'1 shared':>10}{'2+ shared':>10}{'all':>8}")
@@ -67,7 +72,7 @@ def main(argv: list[str] | None = None) -> int:
         row = [counts[found, n] for n in range(3)]
         print(f"{label:16}" + "".join(f"{c:10d}" for c in row) + f"{sum(row):8d}")
     print(f"\nwhere they rank ({'hybrid, ' + embedder.model_id if embedder else 'lexical'}):")
-    for name in [f"{a}-{b}" for a, b in BUCKETS] + ["> 100"]:
+    for name in [bucket(a) for a, _ in BUCKETS] + [BEYOND]:
         print(f"  {name:>8} {ranks[name]:5d}")
     return 0
 
