@@ -23,7 +23,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from brainmem.bench.perf import percentile  # noqa: E402
-from brainmem.vectors import _one_blas_thread  # noqa: E402
+from brainmem.vector_kernel import _one_blas_thread  # noqa: E402
 
 
 def main() -> None:

@@ -13,14 +13,17 @@ embedding is excluded there and measured with the real model (``--model``:
 an ONNX sentence-embedding file, e.g. all-MiniLM-L6-v2 int8) instead, with its
 throughput (texts/s) and the latency of ``add`` with and without the provider.
 
-``exact_product`` is the floor of exact search by meaning: the one matrix-vector
-product over all n × 384 float32 vectors that any exact ranking must do, timed
-alone beside the searches (``exact_product_over_lexical_p50``). Where it alone
-exceeds twice the lexical search, "hybrid ≤ 2× lexical" (issue 11) cannot hold
-for an exact search in numpy: ``kernels`` times the other exact products numpy
-has (int8, float16: no BLAS for them), onnxruntime's int8 and float32 products and the
-time merely to read the int8 matrix once, at the largest size; sqlite-vec's exact
-scan was 5× slower still (``sqlite_vec_knn.py``).
+``exact_product`` is the floor of exact search by meaning: the one product of the
+query with all n × 384 stored int8 vectors that any exact ranking must do, computed
+as brainmem computes it (:mod:`brainmem.vector_kernel`: the compiled loop of the
+``fast`` extra from 20k vectors when numba is installed, else numpy over cache-sized
+chunks), timed alone beside the searches (``exact_product_over_lexical_p50``); a
+search on a big brain runs it beside its lexical statements. ``kernels`` times, at
+the largest size, brainmem's two kernels beside the other exact products at hand:
+numpy's float32 (BLAS; what the cache held before it kept int8 codes), int8 and float16 (no
+BLAS for them), onnxruntime's int8 and float32 products, and the time merely to read
+the int8 matrix once; sqlite-vec's exact scan was 5× slower than numpy's float32
+(``sqlite_vec_knn.py``).
 """
 
 from __future__ import annotations
@@ -38,7 +41,7 @@ from threadpoolctl import threadpool_limits
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from brainmem import Brain  # noqa: E402
+from brainmem import Brain, vector_kernel  # noqa: E402
 from brainmem.bench.baseline import Fts5Baseline  # noqa: E402
 from brainmem.bench.perf import make_corpus, make_queries, percentile  # noqa: E402
 from brainmem.embed import CallableEmbedder, OnnxEmbedder  # noqa: E402
@@ -52,6 +55,16 @@ def random_vectors(texts: list[str], kind: str = "passage") -> np.ndarray:
         seed = int.from_bytes(hashlib.sha256(t.encode()).digest()[:8], "little")
         out[i] = np.random.default_rng(seed).standard_normal(DIM)
     return out
+
+
+def unit(matrix: np.ndarray) -> np.ndarray:
+    return matrix / np.linalg.norm(matrix, axis=1, keepdims=True)
+
+
+def int8_codes(matrix: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Unit rows as brainmem stores and caches them: int8 codes, one float32 scale a row."""
+    scales = (np.abs(matrix).max(axis=1) / 127).astype(np.float32)
+    return np.round(matrix / scales[:, None]).astype(np.int8), scales
 
 
 def timed(fn, items) -> list[float]:
@@ -82,14 +95,14 @@ def search_latency(size: int, queries: int, folder: Path) -> dict:
     embed_ms = (time.perf_counter() - t0) * 1000 / len(qs)
     row = {"size": size, "queries": queries, "vectors_add_many_s": round(build, 2),
            "random_query_embedding_ms": round(embed_ms, 3)}
-    # The floor of exact search by meaning: the one matrix-vector product over every
-    # vector (n x 384 float32, on one BLAS thread as brainmem runs it), nothing else.
-    matrix = random_vectors([f"floor {i}" for i in range(size)])
-    qvecs = {q: v for q, v in zip(qs, random_vectors(qs, "query"))}
+    # The floor of exact search by meaning: the one product of the query with every
+    # stored vector (n x 384 int8 codes), computed as brainmem computes it, nothing else.
+    codes, scales = int8_codes(unit(random_vectors([f"floor {i}" for i in range(size)])))
+    qvecs = {q: v for q, v in zip(qs, unit(random_vectors(qs, "query")))}
     systems = {"fts5": lambda q: fts.search(q, 10),
                "lexical": lambda q: lexical.search(q, reinforce=False),
                "vectors": lambda q: hybrid.search(q, reinforce=False),
-               "exact_product": lambda q: matrix @ qvecs[q]}
+               "exact_product": lambda q: vector_kernel.cosines(codes, scales, qvecs[q])}
     ms: dict[str, list[float]] = {name: [] for name in systems}
     with threadpool_limits(1, "blas"):
         for q in qs:  # interleaved, so a busy moment of the machine hits all alike
@@ -132,22 +145,27 @@ def onnxruntime_product(matrix: np.ndarray, int8: bool):
 
 
 def exact_kernels(size: int, repeats: int = 15) -> dict:
-    """The exact kernels at hand for n × 384 cosines, p50 ms: numpy's float32 (BLAS, one
-    thread and all), int8 accumulated in int32 and float16 (numpy's own loops, no BLAS);
-    onnxruntime's int8 and float32 products (MLAS, one thread); and the floor of any int8
-    kernel, reading the int8 matrix once without multiplying (a sum over its bytes as
-    int64 words)."""
-    matrix = random_vectors([f"kernel {i}" for i in range(size)])
-    matrix /= np.linalg.norm(matrix, axis=1, keepdims=True)
+    """The exact kernels at hand for n × 384 cosines, p50 ms: brainmem's (int8 codes in
+    numpy chunks; compiled with numba); numpy's float32 (BLAS, one thread and all), int8
+    accumulated in int32 and float16 (numpy's own loops, no BLAS); onnxruntime's int8
+    and float32 products (MLAS, one thread); and the floor of any int8 kernel, reading
+    the int8 matrix once without multiplying (a sum over its bytes as int64 words)."""
+    matrix = unit(random_vectors([f"kernel {i}" for i in range(size)]))
     qvec = matrix[0]
-    scale = np.abs(matrix).max(axis=1, keepdims=True) / 127
-    int8, q8 = np.round(matrix / scale).astype(np.int8), np.round(qvec / np.abs(qvec).max() * 127).astype(np.int8)
+    int8, scales = int8_codes(matrix)
+    q8 = np.round(qvec / np.abs(qvec).max() * 127).astype(np.int8)
     half, q16 = matrix.astype(np.float16), qvec.astype(np.float16)
     words = int8.reshape(-1).view(np.int64)
     kernels = {"float32_one_thread": lambda: matrix @ qvec,
                "int8_int32": lambda: np.einsum("ij,j->i", int8, q8, dtype=np.int32),
                "float16": lambda: half @ q16,
-               "int8_read_only": lambda: words.sum()}
+               "int8_read_only": lambda: words.sum(),
+               # brainmem's own (brainmem.vector_kernel): the codes cast to float32 a
+               # cache-sized chunk at a time, and the compiled loop (the fast extra)
+               "brainmem_numpy_chunks": lambda: vector_kernel.numpy_kernel(int8, scales, qvec)}
+    compiled = vector_kernel.compiled_kernel()
+    if compiled is not None:
+        kernels["brainmem_compiled"] = lambda: compiled(int8, scales, qvec)
     for name, fn, q in (("onnxruntime_int8", onnxruntime_product(int8, True), q8),
                         ("onnxruntime_float32", onnxruntime_product(matrix, False), qvec)):
         if fn is not None:

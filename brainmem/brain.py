@@ -278,8 +278,8 @@ class Brain(FacesMixin, AdminMixin):
             index = hybrid.query_index(self._vectors, self.policy)
         qvec, degraded = hybrid.embed_query(index, query) if index is not None else (None, None)
         with self._lock:
-            dense = None if index is None or qvec is None else hybrid.Dense(index, qvec, self.policy)
             with self._store.read():  # one snapshot for the ~8 reads of a search
+                dense = None if index is None or qvec is None else hybrid.Dense(index, qvec, self.policy)
                 ranked = retrieval.search(self._store, self._compiler, self.policy, query, filters,
                                           max(limit, depth), at, explain, dense)
                 found = ranked.hits if when is None else timeline.at_time(self._store, ranked.hits, when)

@@ -58,6 +58,16 @@ class Dense:
         #: the weight meaning had (set by :meth:`fuse`)
         self.coverage: float | None = None
         self.used = policy.weight_vector
+        # begun at once, so that on a big brain it runs beside the lexical statements
+        self._pending_sims = index.cosines_later(qvec)
+        self._sims: np.ndarray | None = None
+
+    def sims(self) -> np.ndarray | None:
+        """The query's cosine with every cached vector: one product per search, however
+        many pools the search ranks."""
+        if self._sims is None:
+            self._sims = self._pending_sims()
+        return self._sims
 
     def weight(self, coverage: float) -> float:
         """How much meaning counts for a query whose best lexical candidate holds this
@@ -72,8 +82,8 @@ class Dense:
         best = max((b for _, b in candidates), default=0.0)
         best = best if best > 0 else 1.0
         known = {t.id for t, _ in candidates}
-        sims = self.index.cosines(self.qvec)
-        near = self.index.nearest(sims, filters, self.policy.vector_k)
+        sims = self.sims()
+        near = self.index.nearest(sims, filters, self.policy.vector_k, [t for t, _ in candidates])
         candidates.extend((t, 0.0) for t, _ in near if t.id not in known)
         self.cosine = self.index.similarities(sims, [t for t, _ in candidates])
         if not self.cosine or weight <= 0:

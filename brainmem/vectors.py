@@ -10,10 +10,10 @@ Vectors are stored int8 (one scale per vector, 4 + d bytes instead of 4·d): on
 the dev data it changed no headline metric by more than 0.002 against float32
 (benchmarks/RESULTS.md), at a quarter of the size.
 
-Search is exact: numpy over a float32 matrix cached per brain (100k × 384 is a
-9-15 ms matrix-vector product on the 2-core machines measured, most of a hybrid
-search at that size: README), refreshed incrementally for this connection's own
-writes and reloaded when another connection commits (``data_version``).
+Search is exact: one product of the query with every vector, over the int8 codes
+cached per brain as they are stored (:mod:`brainmem.vector_kernel`; d + 4 bytes a
+trace in memory), refreshed incrementally for this connection's own writes and
+reloaded when another connection commits (``data_version``).
 Beyond ~1M vectors the path is an ANN index (sqlite-vec or hnswlib) behind
 :meth:`VectorIndex.nearest`.
 """
@@ -22,13 +22,14 @@ from __future__ import annotations
 
 import contextlib
 import logging
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import replace
 from typing import Any
 
 import numpy as np
 
+from . import vector_kernel
 from .embed import Embedder, EmbedderError, checked
 from .model import Trace, content_hash
 from .store import Filters, Store
@@ -36,7 +37,7 @@ from .store_base import in_chunks
 
 log = logging.getLogger("brainmem")
 
-__all__ = ["VectorIndex", "decode", "encode"]
+__all__ = ["VectorIndex", "codes", "decode", "encode"]
 
 #: "int8" or "float32": how a vector is written (both are always readable).
 STORAGE = "int8"
@@ -50,6 +51,15 @@ def encode(v: np.ndarray, storage: str = STORAGE) -> bytes:
     return bytes(np.float32(scale).tobytes()) + bytes(np.round(v / scale).astype(np.int8).tobytes())
 
 
+def codes(blob: bytes, dim: int) -> tuple[float, np.ndarray]:
+    """A stored vector as (scale, int8 codes), what the search cache holds: an int8 blob
+    as it is, a float32 one quantised as :func:`encode` would have stored it."""
+    if len(blob) == 4 + dim:
+        return float(np.frombuffer(blob[:4], dtype=np.float32)[0]), np.frombuffer(blob[4:], dtype=np.int8)
+    v = decode(blob, dim)
+    return codes(encode(v, "int8"), dim)
+
+
 def decode(blob: bytes, dim: int) -> np.ndarray:
     """A stored vector as float32 (its length tells int8 from float32)."""
     if len(blob) == 4 * dim:
@@ -60,24 +70,6 @@ def decode(blob: bytes, dim: int) -> np.ndarray:
         out = np.frombuffer(blob[4:], dtype=np.int8).astype(np.float32) * np.float32(scale)
         return out
     raise ValueError(f"vector blob of {len(blob)} bytes is not a {dim}-d vector")
-
-
-_BLAS: Any = None
-
-
-def _one_blas_thread() -> Any:
-    """A matrix-vector product is memory-bound: BLAS threads buy little and, on a busy
-    machine, cost much (10k × 384 here under load: p50 0.7 ms on one thread, 28 ms on
-    two). threadpoolctl comes with scikit-learn."""
-    global _BLAS
-    try:
-        if _BLAS is None:
-            from threadpoolctl import ThreadpoolController
-
-            _BLAS = ThreadpoolController()
-        return _BLAS.limit(limits=1, user_api="blas")
-    except Exception:  # threadpoolctl missing or unable: run as numpy would
-        return contextlib.nullcontext()
 
 
 #: A narrowing filter passing at most this many traces is applied before the ranking
@@ -96,8 +88,9 @@ class VectorIndex:
         self._ids: list[str] = []
         self._hashes: list[str] = []
         self._row: dict[str, int] = {}
-        self._matrix = np.zeros((0, 0), np.float32)
-        self._pending: dict[str, tuple[str, np.ndarray]] = {}
+        self._codes = np.zeros((0, 0), np.int8)  # one row of int8 codes per vector
+        self._scales = np.zeros(0, np.float32)
+        self._pending: dict[str, tuple[str, float, np.ndarray]] = {}
         self._stored_dim: int | None = None
 
     # --- embedding (outside any transaction: a provider may be slow) ---------------
@@ -156,7 +149,7 @@ class VectorIndex:
         dim = len(rows[0][1])
         self.store.vectors_write(self.model_id, dim, [(t.id, t.content_hash, encode(v)) for t, v in rows])
         for t, v in rows:
-            self._pending[t.id] = (t.content_hash, decode(encode(v), dim))
+            self._pending[t.id] = (t.content_hash, *codes(encode(v), dim))
         return len(rows)
 
     def backfill(self, batch_size: int = 256, limit: int | None = None,
@@ -196,36 +189,39 @@ class VectorIndex:
     def _load(self) -> None:
         key = (self.store.db.pragma("data_version"), id(self.store.db))
         if key != self._key:
-            ids, hashes, vecs = [], [], []
-            dim = 0
-            want = self.stored_dimension()
+            ids, hashes, scales, stored = [], [], [], []
+            want = self.stored_dimension() or 0
             for tid, h, d, blob in self.store.vectors_of(self.model_id):
                 if d != want:  # a file written before the dimension was checked: never mixed
                     continue
+                scale, row_codes = codes(blob, d)
                 ids.append(tid)
                 hashes.append(h)
-                vecs.append(decode(blob, d))
-                dim = d
+                scales.append(scale)
+                stored.append(row_codes)
             self._ids, self._hashes = ids, hashes
-            self._matrix = np.vstack(vecs).astype(np.float32) if vecs else np.zeros((0, dim), np.float32)
+            self._codes = np.vstack(stored) if stored else np.zeros((0, want), np.int8)
+            self._scales = np.array(scales, dtype=np.float32)
             self._row = {i: n for n, i in enumerate(ids)}
             self._key = key
             self._pending.clear()
             return
         if self._pending:
             extra = []
-            for tid, (h, v) in self._pending.items():
+            for tid, (h, scale, row_codes) in self._pending.items():
                 row = self._row.get(tid)
-                if row is not None and v.shape[0] == self._matrix.shape[1]:
-                    self._matrix[row] = v
+                if row is not None and row_codes.shape[0] == self._codes.shape[1]:
+                    self._codes[row] = row_codes
+                    self._scales[row] = scale
                     self._hashes[row] = h
                 else:
-                    extra.append((tid, h, v))
+                    extra.append((tid, h, scale, row_codes))
             if extra:
-                if self._matrix.shape[0] == 0:
-                    self._matrix = np.zeros((0, len(extra[0][2])), np.float32)
-                self._matrix = np.vstack([self._matrix, np.stack([v for _, _, v in extra])])
-                for tid, h, _ in extra:
+                if self._codes.shape[0] == 0:
+                    self._codes = np.zeros((0, len(extra[0][3])), np.int8)
+                self._codes = np.vstack([self._codes, np.stack([c for *_, c in extra])])
+                self._scales = np.concatenate([self._scales, np.array([s for _, _, s, _ in extra], np.float32)])
+                for tid, h, _, _ in extra:
                     self._row[tid] = len(self._ids)
                     self._ids.append(tid)
                     self._hashes.append(h)
@@ -239,12 +235,16 @@ class VectorIndex:
     def cosines(self, qvec: np.ndarray) -> np.ndarray | None:
         """Cosine of ``qvec`` with every cached vector (exact, one product), or None when
         there is none of ``qvec``'s dimension."""
+        return self.cosines_later(qvec)()
+
+    def cosines_later(self, qvec: np.ndarray) -> Callable[[], np.ndarray | None]:
+        """:meth:`cosines` begun now (on a worker thread for a big brain: see
+        :func:`brainmem.vector_kernel.cosines_later`); call the result for them. Reads
+        the cache: call it under the brain's lock, in the search's read snapshot."""
         self._load()
-        if self._matrix.shape[0] == 0 or self._matrix.shape[1] != qvec.shape[0]:
-            return None
-        with _one_blas_thread():
-            sims: np.ndarray = self._matrix @ qvec
-        return sims
+        if self._codes.shape[0] == 0 or self._codes.shape[1] != qvec.shape[0]:
+            return lambda: None
+        return vector_kernel.cosines_later(self._codes, self._scales, qvec)
 
     def similarities(self, sims: np.ndarray | None, traces: Sequence[Trace]) -> dict[str, float]:
         """The cosine (from :meth:`cosines`) of each trace that has a current vector."""
@@ -253,7 +253,8 @@ class VectorIndex:
         rows = [(t.id, self._row.get(t.id), t.content_hash) for t in traces]
         return {i: float(sims[r]) for i, r, h in rows if r is not None and self._hashes[r] == h}
 
-    def nearest(self, sims: np.ndarray | None, filters: Filters, k: int) -> list[tuple[Trace, float]]:
+    def nearest(self, sims: np.ndarray | None, filters: Filters, k: int,
+                known: Sequence[Trace] = ()) -> list[tuple[Trace, float]]:
         """The ``k`` live traces passing ``filters`` with the highest cosines (exact).
 
         The best by cosine are checked against the filters, a few more each round and
@@ -266,12 +267,14 @@ class VectorIndex:
             return []
         n = len(sims)
         want = k
-        checked: set[int] = set()
-        passing: dict[str, Trace] = {}
+        # ``known``: traces already read that pass ``filters`` (the lexical candidates), not read again
+        passing: dict[str, Trace] = {t.id: t for t in known}
+        checked: set[int] = {r for r in (self._row.get(i) for i in passing) if r is not None}
         while True:
-            take = min(n, want + want // 4 + 8)  # over-fetch a little: some may fail the filters
-            top = np.argpartition(-sims, take - 1)[:take] if take < n else np.arange(n)
-            top = top[np.argsort(-sims[top])]
+            # a narrowing filter may reject many: over-fetch a little; otherwise only a
+            # deleted or expired trace fails, and a short round is followed by a deeper one
+            take = min(n, want + want // 4 + 8 if filters.narrows else want)
+            top = vector_kernel.best_rows(sims, take)
             self._check([int(i) for i in top], filters, passing, checked)
             out = self._in_order(top, sims, passing)
             if len(out) >= k or take >= n:

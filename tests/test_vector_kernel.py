@@ -1,0 +1,142 @@
+"""The exact product over int8 codes: both kernels give the dequantised matrix's cosines."""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+from unittest import mock
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from brainmem import Brain, vector_kernel
+from brainmem.embed import CallableEmbedder
+from brainmem.vectors import codes, decode, encode
+
+numba = pytest.importorskip("numba", reason="the compiled kernel needs the fast extra (numba)")
+
+
+def problem(n: int, d: int, seed: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``n`` stored unit vectors as (codes, scales) and a unit query, as a brain holds them."""
+    rng = np.random.default_rng(seed)
+    rows = [codes(encode(v / np.linalg.norm(v)), d) for v in rng.standard_normal((n, d)).astype(np.float32)]
+    q = rng.standard_normal(d).astype(np.float32)
+    return (np.vstack([c for _, c in rows]) if rows else np.zeros((0, d), np.int8),
+            np.array([s for s, _ in rows], np.float32), q / np.linalg.norm(q))
+
+
+def reference(codes_: np.ndarray, scales: np.ndarray, q: np.ndarray) -> np.ndarray:
+    """The product with the dequantised matrix, in float64."""
+    return (codes_.astype(np.float64) * scales.astype(np.float64)[:, None]) @ q.astype(np.float64)
+
+
+KERNELS = {"numpy": vector_kernel.numpy_kernel, "compiled": vector_kernel.compiled_kernel()}
+
+
+@pytest.mark.parametrize("name", KERNELS)
+@settings(max_examples=40, deadline=None)
+@given(n=st.integers(0, 2 * vector_kernel.CHUNK + 3), d=st.integers(1, 400), seed=st.integers(0, 2**32 - 1))
+def test_both_kernels_give_the_cosines_of_the_dequantised_vectors(name: str, n: int, d: int, seed: int) -> None:
+    kernel = KERNELS[name]
+    assert kernel is not None, "numba is installed, so the compiled kernel must build"
+    codes_, scales, q = problem(n, d, seed)
+    got = kernel(codes_, scales, q)
+    assert got.dtype == np.float32 and got.shape == (n,)
+    np.testing.assert_allclose(got, reference(codes_, scales, q), rtol=0, atol=2e-6)
+
+
+def test_a_stored_vector_decodes_to_its_scaled_codes() -> None:
+    v = np.random.default_rng(3).standard_normal(50).astype(np.float32)
+    for storage in ("int8", "float32"):
+        scale, row = codes(encode(v, storage), 50)
+        np.testing.assert_allclose(row.astype(np.float32) * scale, decode(encode(v, "int8"), 50))
+
+
+def test_the_compiled_kernel_serves_big_brains_and_the_environment_can_refuse_it(monkeypatch) -> None:
+    codes_, scales, q = problem(300, 32, seed=5)
+    used: list[str] = []
+
+    def spy(name: str, kernel):
+        return lambda *args: used.append(name) or kernel(*args)
+
+    monkeypatch.setattr(vector_kernel, "numpy_kernel", spy("numpy", KERNELS["numpy"]))
+    monkeypatch.setattr(vector_kernel, "compiled_kernel", lambda: spy("compiled", KERNELS["compiled"]))
+    for threshold in (301, 300):
+        monkeypatch.setattr(vector_kernel, "COMPILED_FROM", threshold)
+        vector_kernel.cosines(codes_, scales, q)
+    assert used == ["numpy", "compiled"]
+
+
+def test_brainmem_vector_kernel_numpy_keeps_a_process_off_numba(monkeypatch) -> None:
+    monkeypatch.setattr(vector_kernel, "_COMPILED", None)
+    monkeypatch.setenv("BRAINMEM_VECTOR_KERNEL", "numpy")
+    assert vector_kernel.compiled_kernel() is None
+    monkeypatch.setattr(vector_kernel, "_COMPILED", None)
+    monkeypatch.delenv("BRAINMEM_VECTOR_KERNEL")
+    assert vector_kernel.compiled_kernel() is not None
+
+
+def seeded(texts: list[str]) -> np.ndarray:
+    """A stable random 24-d vector per text."""
+    return np.stack([np.random.default_rng(list(t.encode())).standard_normal(24) for t in texts]).astype(np.float32)
+
+
+def test_a_brain_finds_the_same_hits_with_either_kernel(tmp_path, monkeypatch) -> None:
+    with Brain(str(tmp_path / "k.brain"), embedder=CallableEmbedder(seeded, "seeded")) as brain:
+        brain.add_many([f"note number {i}" for i in range(400)])
+        found = []
+        for threshold in (10**9, 0):  # numpy's chunks, then the compiled loop
+            monkeypatch.setattr(vector_kernel, "COMPILED_FROM", threshold)
+            hits = brain.search("which one?", limit=20, reinforce=False, explain=True)
+            found.append([(h.trace.id, round(h.explain["vector"], 5)) for h in hits])
+        assert found[0] == found[1] and len(found[0]) == 20
+
+
+def _search_in_child(path: str, out) -> None:
+    with Brain(path, embedder=CallableEmbedder(seeded, "seeded")) as brain:
+        out.put(len(brain.search("which one?", limit=5, reinforce=False)))
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="fork is POSIX")
+def test_a_forked_child_searches_a_big_brain(tmp_path, monkeypatch) -> None:
+    """The product runs on a worker thread for a big brain; a child forked after the
+    parent's threads started has none of them and must start its own, not wait forever."""
+    monkeypatch.setattr(vector_kernel, "COMPILED_FROM", 0)  # every brain is big
+    path = str(tmp_path / "fork.brain")
+    with Brain(path, embedder=CallableEmbedder(seeded, "seeded")) as brain:
+        brain.add_many([f"note number {i}" for i in range(50)])
+        assert len(brain.search("which one?", limit=5, reinforce=False)) == 5  # the parent's pool
+    context = multiprocessing.get_context("fork")
+    out = context.Queue()
+    child = context.Process(target=_search_in_child, args=(path, out))
+    child.start()
+    child.join(30)
+    if child.is_alive():
+        child.kill()
+        pytest.fail("the forked child's search never returned")
+    assert out.get(timeout=5) == 5
+
+
+@settings(max_examples=150, deadline=None)
+@given(n=st.integers(0, 3000), take=st.integers(0, 200), sample=st.sampled_from([8, 64, 4096]),
+       levels=st.sampled_from([3, 50, 0]), seed=st.integers(0, 2**32 - 1))
+def test_best_rows_are_the_highest_best_first(n: int, take: int, sample: int, levels: int, seed: int) -> None:
+    """Exact whatever the sample: ties (few distinct values), sorted or clustered rows."""
+    rng = np.random.default_rng(seed)
+    sims = (rng.integers(0, levels, n) if levels else rng.standard_normal(n)).astype(np.float32)
+    if seed % 3 == 0:
+        sims.sort()  # the best all at the end, between the sampled rows or not
+    with mock.patch.object(vector_kernel, "SAMPLE", sample):
+        rows = vector_kernel.best_rows(sims, take)
+    assert len(set(rows.tolist())) == len(rows) == min(take, n)
+    np.testing.assert_array_equal(sims[rows], np.sort(sims)[::-1][:len(rows)])
+
+
+def test_best_rows_widens_when_the_sample_sets_the_threshold_too_high() -> None:
+    sims = np.zeros(4096, np.float32)
+    sims[::64][:10] = 1.0  # the sample sees only these: its threshold lets 10 rows pass
+    with mock.patch.object(vector_kernel, "SAMPLE", 64):
+        rows = vector_kernel.best_rows(sims, 40)
+    assert len(rows) == 40 and sorted(sims[rows].tolist()) == [0.0] * 30 + [1.0] * 10
