@@ -15,6 +15,9 @@ class StubOpenAI(BaseHTTPRequestHandler):
     respond: Callable[[dict[str, Any]], dict[str, Any] | int] = staticmethod(
         lambda body: {"role": "assistant", "content": "ok"})
     requests: list[dict[str, Any]] = []
+    # headers and body go out in two writes: with Nagle on, a keep-alive client's
+    # delayed ACK held every answer back ~40 ms
+    disable_nagle_algorithm = True
 
     def log_message(self, *args: object) -> None:
         pass

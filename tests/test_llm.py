@@ -21,6 +21,9 @@ INSIGHT = "The user has a ginger cat called Miso and looks after it daily."
 class FakeOpenAI(BaseHTTPRequestHandler):
     mode = "ok"  # ok | error | slow | malformed | empty | negate | number
     requests: list[dict] = []
+    # headers and body go out in two writes: with Nagle on, a keep-alive client's
+    # delayed ACK held every answer back ~40 ms
+    disable_nagle_algorithm = True
 
     def log_message(self, *args: object) -> None:  # keep test output clean
         pass
