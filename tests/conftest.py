@@ -19,6 +19,25 @@ from brainmem import Brain
 os.environ["PYTHONPATH"] = os.pathsep.join(
     p for p in (str(Path(__file__).resolve().parent.parent), os.environ.get("PYTHONPATH")) if p)
 
+
+#: packages pytest marks for assert rewriting because they ship a pytest plugin
+_THIRD_PARTY_REWRITES = {"hypothesis", "_hypothesis_pytestplugin", "_hypothesis_globals",
+                         "langsmith", "anyio", "platformdirs"}
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_configure(config: pytest.Config) -> None:
+    """Rewrite asserts in our tests only, not in third-party packages that ship a pytest
+    plugin: pytest marks those whole packages for rewriting, and under PYTHONDONTWRITEBYTECODE
+    it cannot cache the result, so every xdist worker recompiled hypothesis (and langsmith,
+    imported by langgraph) at collection, seconds each. Their internal asserts are not what
+    any test checks; the tests' own asserts are rewritten as before."""
+    hook = getattr(config.pluginmanager, "rewrite_hook", None)
+    marked = getattr(hook, "_must_rewrite", None)  # private: a no-op if pytest renames it
+    if isinstance(marked, set):
+        marked.difference_update([n for n in marked if n.split(".")[0] in _THIRD_PARTY_REWRITES])
+
+
 #: 2026-01-01T00:00:00Z: a fixed, round starting time for fake clocks.
 T0 = 1_767_225_600.0
 
