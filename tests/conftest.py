@@ -91,3 +91,18 @@ def mem_brain(clock: FakeClock) -> Iterator[Brain]:
 @pytest.fixture
 def file_brain(brain_factory: Callable[..., Brain]) -> Brain:
     return brain_factory()
+
+
+#: modules holding the longest tests (pytest --durations), started first so that under
+#: ``-n 2`` the short tests fill the end instead of one worker finishing a 10 s test
+#: alone. Order only: a module missing here just runs in its usual place.
+LONGEST_FIRST = ("test_crash", "test_stateful", "test_concurrency", "test_ui_browser",
+                 "test_cli_bench", "test_vectors", "test_import_stream", "test_notebooks",
+                 "test_unmerge", "test_mcp", "test_folds", "test_cli_agent")
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Whole modules move (their order inside is kept, so module fixtures still run once)."""
+    rank = {name: i for i, name in enumerate(LONGEST_FIRST)}
+    items.sort(key=lambda item: rank.get(item.path.stem, len(rank)))
