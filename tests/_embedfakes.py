@@ -73,6 +73,8 @@ class _Handler(BaseHTTPRequestHandler):
 
     def _send(self, code: int, body: bytes) -> None:
         self.send_response(code)
+        if code >= 500:  # the client still retries as often; it just waits 10 ms, not ~0.5-1 s
+            self.send_header("retry-after-ms", "10")
         self.send_header("Content-Type", "application/json")
         self.send_header("Content-Length", str(len(body)))
         self.end_headers()

@@ -50,6 +50,8 @@ class FakeOpenAI(BaseHTTPRequestHandler):
     def _send(self, status: int, payload: bytes) -> None:
         try:
             self.send_response(status)
+            if status >= 500:  # the client still retries as often; it just waits 10 ms, not ~0.5-1 s
+                self.send_header("retry-after-ms", "10")
             self.send_header("Content-Type", "application/json")
             self.send_header("Content-Length", str(len(payload)))
             self.end_headers()
