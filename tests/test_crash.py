@@ -26,7 +26,7 @@ import pytest
 
 from brainmem import Brain, Policy
 
-pytestmark = pytest.mark.slow  # ~20 s of real processes killed at random moments
+pytestmark = pytest.mark.slow  # ~10 s of real processes killed at random moments
 
 HERE = Path(__file__).resolve()
 STEPS = ("prune", "merge", "strengthen", "derive", "compact", "reindex")
