@@ -64,12 +64,17 @@ class ConceptEmbedder:
 class _Handler(BaseHTTPRequestHandler):
     server: Any
     protocol_version = "HTTP/1.1"
+    # headers and body go out in two writes: with Nagle on, a keep-alive client's
+    # delayed ACK held every answer back ~40 ms
+    disable_nagle_algorithm = True
 
     def log_message(self, *a: Any) -> None:
         pass
 
     def _send(self, code: int, body: bytes) -> None:
         self.send_response(code)
+        if code >= 500:  # the client still retries as often; it just waits 10 ms, not ~0.5-1 s
+            self.send_header("retry-after-ms", "10")
         self.send_header("Content-Type", "application/json")
         self.send_header("Content-Length", str(len(body)))
         self.end_headers()
@@ -102,7 +107,8 @@ def fake_server(mode: str = "ok", dim: int = DIM) -> Iterator[Any]:
     srv = ThreadingHTTPServer(("127.0.0.1", 0), _Handler)
     srv.mode, srv.modes, srv.dim, srv.delay, srv.requests = mode, [], dim, 3.0, []
     srv.url = f"http://127.0.0.1:{srv.server_address[1]}/v1"
-    thread = threading.Thread(target=srv.serve_forever, daemon=True)
+    # shutdown() waits for serve_forever's next poll: the default 0.5 s, at every exit
+    thread = threading.Thread(target=srv.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
     thread.start()
     try:
         yield srv

@@ -19,6 +19,25 @@ from brainmem import Brain
 os.environ["PYTHONPATH"] = os.pathsep.join(
     p for p in (str(Path(__file__).resolve().parent.parent), os.environ.get("PYTHONPATH")) if p)
 
+
+#: packages pytest marks for assert rewriting because they ship a pytest plugin
+_THIRD_PARTY_REWRITES = {"hypothesis", "_hypothesis_pytestplugin", "_hypothesis_globals",
+                         "langsmith", "anyio", "platformdirs"}
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_configure(config: pytest.Config) -> None:
+    """Rewrite asserts in our tests only, not in third-party packages that ship a pytest
+    plugin: pytest marks those whole packages for rewriting, and under PYTHONDONTWRITEBYTECODE
+    it cannot cache the result, so every xdist worker recompiled hypothesis (and langsmith,
+    imported by langgraph) at collection, seconds each. Their internal asserts are not what
+    any test checks; the tests' own asserts are rewritten as before."""
+    hook = getattr(config.pluginmanager, "rewrite_hook", None)
+    marked = getattr(hook, "_must_rewrite", None)  # private: a no-op if pytest renames it
+    if isinstance(marked, set):
+        marked.difference_update([n for n in marked if n.split(".")[0] in _THIRD_PARTY_REWRITES])
+
+
 #: 2026-01-01T00:00:00Z: a fixed, round starting time for fake clocks.
 T0 = 1_767_225_600.0
 
@@ -72,3 +91,18 @@ def mem_brain(clock: FakeClock) -> Iterator[Brain]:
 @pytest.fixture
 def file_brain(brain_factory: Callable[..., Brain]) -> Brain:
     return brain_factory()
+
+
+#: modules holding the longest tests (pytest --durations), started first so that under
+#: ``-n 2`` the short tests fill the end instead of one worker finishing a 10 s test
+#: alone. Order only: a module missing here just runs in its usual place.
+LONGEST_FIRST = ("test_crash", "test_stateful", "test_concurrency", "test_ui_browser",
+                 "test_cli_bench", "test_vectors", "test_import_stream", "test_notebooks",
+                 "test_unmerge", "test_mcp", "test_folds", "test_cli_agent")
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Whole modules move (their order inside is kept, so module fixtures still run once)."""
+    rank = {name: i for i, name in enumerate(LONGEST_FIRST)}
+    items.sort(key=lambda item: rank.get(item.path.stem, len(rank)))

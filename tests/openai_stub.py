@@ -15,6 +15,9 @@ class StubOpenAI(BaseHTTPRequestHandler):
     respond: Callable[[dict[str, Any]], dict[str, Any] | int] = staticmethod(
         lambda body: {"role": "assistant", "content": "ok"})
     requests: list[dict[str, Any]] = []
+    # headers and body go out in two writes: with Nagle on, a keep-alive client's
+    # delayed ACK held every answer back ~40 ms
+    disable_nagle_algorithm = True
 
     def log_message(self, *args: object) -> None:
         pass
@@ -33,6 +36,8 @@ class StubOpenAI(BaseHTTPRequestHandler):
 
     def _send(self, status: int, payload: bytes) -> None:
         self.send_response(status)
+        if status >= 500:  # the client still retries as often; it just waits 10 ms, not ~0.5-1 s
+            self.send_header("retry-after-ms", "10")
         self.send_header("Content-Type", "application/json")
         self.send_header("Content-Length", str(len(payload)))
         self.end_headers()

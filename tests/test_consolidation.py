@@ -8,7 +8,6 @@ import subprocess
 import sys
 import textwrap
 import threading
-import time
 from dataclasses import replace
 from pathlib import Path
 
@@ -339,10 +338,10 @@ def test_readonly_brain_cannot_reflect(tmp_path: Path) -> None:
 CHILD = textwrap.dedent("""
     import json, sys, time
     from brainmem import Brain
-    path, start = sys.argv[1], float(sys.argv[2])
+    path = sys.argv[1]
     with Brain(path, clock=lambda: 1767225600.0) as brain:
-        while time.time() < start:
-            time.sleep(0.005)
+        print("ready", flush=True)
+        sys.stdin.readline()  # the parent says go once both children are ready
         slow = lambda step, done, total: time.sleep(1.0) if step == "prune" else None
         print(json.dumps(brain.reflect(progress=slow).to_dict()))
 """)
@@ -357,9 +356,14 @@ def test_two_processes_reflect_at_once(tmp_path: Path) -> None:
         x, y = b.add("shared alpha one").id, b.add("shared alpha two").id
         hits = b.search("shared alpha", limit=5)
         b.feedback(hits.retrieval_id, used=[x, y])
-    start = time.time() + 1.5
-    procs = [subprocess.Popen([sys.executable, "-c", CHILD, path, str(start)], stdout=subprocess.PIPE,
-                              stderr=subprocess.PIPE, text=True) for _ in range(2)]
+    procs = [subprocess.Popen([sys.executable, "-c", CHILD, path], stdin=subprocess.PIPE,
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for _ in range(2)]
+    for p in procs:  # both have opened the brain: start them together (was: at a clock time 1.5 s ahead)
+        assert p.stdout is not None and p.stdout.readline() == "ready\n", p.stderr and p.stderr.read()
+    for p in procs:
+        assert p.stdin is not None
+        p.stdin.write("go\n")
+        p.stdin.flush()
     reports = []
     for p in procs:
         out, err = p.communicate(timeout=60)

@@ -26,7 +26,7 @@ import pytest
 
 from brainmem import Brain, Policy
 
-pytestmark = pytest.mark.slow  # ~20 s of real processes killed at random moments
+pytestmark = pytest.mark.slow  # ~10 s of real processes killed at random moments
 
 HERE = Path(__file__).resolve()
 STEPS = ("prune", "merge", "strengthen", "derive", "compact", "reindex")
@@ -148,9 +148,18 @@ def _verify(path: str, adds: dict[str, str], updates: dict[str, tuple[int, str]]
             assert rows[s][3] == trace_id, f"merge into {trace_id} is half-applied"
 
 
-def _start_child(path: str, ack_path: Path, mode: str, seed: int) -> subprocess.Popen:
-    """Start a child and wait until it has opened the brain (its first acknowledgement)."""
-    child = subprocess.Popen([sys.executable, str(HERE), path, str(ack_path), mode, str(seed)])
+def _spawn_child(path: str, ack_path: Path, mode: str, seed: int) -> subprocess.Popen:
+    """Start a child that imports everything, then waits for a line on stdin before it
+    opens the brain: the next round's interpreter starts while this round runs."""
+    return subprocess.Popen([sys.executable, str(HERE), path, str(ack_path), mode, str(seed)],
+                            stdin=subprocess.PIPE)
+
+
+def _release_child(child: subprocess.Popen, ack_path: Path) -> subprocess.Popen:
+    """Let a spawned child open the brain and wait until it has (its first acknowledgement)."""
+    assert child.stdin is not None
+    child.stdin.write(b"go\n")
+    child.stdin.close()
     for _ in range(2000):  # a hang guard (~20 s of polls), not a speed check
         if ack_path.exists() and ack_path.read_text():
             return child
@@ -158,6 +167,11 @@ def _start_child(path: str, ack_path: Path, mode: str, seed: int) -> subprocess.
         time.sleep(0.01)
     child.kill()
     pytest.fail("the child never opened the brain")
+
+
+def _start_child(path: str, ack_path: Path, mode: str, seed: int) -> subprocess.Popen:
+    """Start a child and wait until it has opened the brain (its first acknowledgement)."""
+    return _release_child(_spawn_child(path, ack_path, mode, seed), ack_path)
 
 
 def test_schedule_has_20_kills_and_every_reflect_step() -> None:
@@ -174,29 +188,39 @@ def test_sigkill_at_random_moments_loses_nothing_acknowledged(tmp_path: Path) ->
     adds: dict[str, str] = {}
     updates: dict[str, tuple[int, str]] = {}
     merges: dict[str, list[str]] = {}
-    for round_, mode in enumerate(SCHEDULE):
-        ack_path = tmp_path / f"ack{round_}.jsonl"
-        child = _start_child(path, ack_path, mode, round_)
-        if mode.startswith("reflect"):  # it kills itself inside the target step
-            child.wait(timeout=30)
-            target = mode.partition(":")[2]
-            assert {"step": target} in _acks(ack_path), f"never reached {target}"
-        else:
-            time.sleep(rng.uniform(0.02, 0.4))
-            assert child.poll() is None, f"child died on its own ({child.returncode}) in {mode}"
-            os.kill(child.pid, signal.SIGKILL)
-            child.wait(timeout=10)
-        assert child.returncode == -signal.SIGKILL, f"{mode}: exit {child.returncode}"
-        for record in _acks(ack_path):
-            for trace_id, content in record.get("add", []):
-                adds[trace_id] = content
-            if "update" in record:
-                trace_id, version, content = record["update"]
-                updates[trace_id] = (version, content)
-            if "merge" in record:
-                survivor, sources = record["merge"]
-                merges[survivor] = sources
-        _verify(path, adds, updates, merges)
+    acks = [tmp_path / f"ack{round_}.jsonl" for round_ in range(len(SCHEDULE))]
+    spawned = _spawn_child(path, acks[0], SCHEDULE[0], 0)
+    try:
+        for round_, mode in enumerate(SCHEDULE):
+            ack_path = acks[round_]
+            child = _release_child(spawned, ack_path)
+            if round_ + 1 < len(SCHEDULE):  # the next victim starts up while this one works;
+                # it touches nothing until it is released, after this round is verified
+                spawned = _spawn_child(path, acks[round_ + 1], SCHEDULE[round_ + 1], round_ + 1)
+            if mode.startswith("reflect"):  # it kills itself inside the target step
+                child.wait(timeout=30)
+                target = mode.partition(":")[2]
+                assert {"step": target} in _acks(ack_path), f"never reached {target}"
+            else:
+                time.sleep(rng.uniform(0.02, 0.4))
+                assert child.poll() is None, f"child died on its own ({child.returncode}) in {mode}"
+                os.kill(child.pid, signal.SIGKILL)
+                child.wait(timeout=10)
+            assert child.returncode == -signal.SIGKILL, f"{mode}: exit {child.returncode}"
+            for record in _acks(ack_path):
+                for trace_id, content in record.get("add", []):
+                    adds[trace_id] = content
+                if "update" in record:
+                    trace_id, version, content = record["update"]
+                    updates[trace_id] = (version, content)
+                if "merge" in record:
+                    survivor, sources = record["merge"]
+                    merges[survivor] = sources
+            _verify(path, adds, updates, merges)
+    finally:  # a failed round leaves the next victim waiting for its release
+        if spawned.poll() is None:
+            spawned.kill()
+            spawned.wait()
     assert len(adds) > len(SCHEDULE)  # the children really worked between kills
     assert updates and merges
 
@@ -223,4 +247,6 @@ def test_lease_of_a_killed_reflect_expires(tmp_path: Path) -> None:
 
 
 if __name__ == "__main__":  # child entry point: python test_crash.py PATH ACK MODE SEED
+    if sys.stdin.readline() != "go\n":  # the parent gave up on this child before releasing it
+        sys.exit(0)
     _child(sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4]))

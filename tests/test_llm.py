@@ -21,6 +21,9 @@ INSIGHT = "The user has a ginger cat called Miso and looks after it daily."
 class FakeOpenAI(BaseHTTPRequestHandler):
     mode = "ok"  # ok | error | slow | malformed | empty | negate | number
     requests: list[dict] = []
+    # headers and body go out in two writes: with Nagle on, a keep-alive client's
+    # delayed ACK held every answer back ~40 ms
+    disable_nagle_algorithm = True
 
     def log_message(self, *args: object) -> None:  # keep test output clean
         pass
@@ -47,6 +50,8 @@ class FakeOpenAI(BaseHTTPRequestHandler):
     def _send(self, status: int, payload: bytes) -> None:
         try:
             self.send_response(status)
+            if status >= 500:  # the client still retries as often; it just waits 10 ms, not ~0.5-1 s
+                self.send_header("retry-after-ms", "10")
             self.send_header("Content-Type", "application/json")
             self.send_header("Content-Length", str(len(payload)))
             self.end_headers()

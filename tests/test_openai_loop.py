@@ -6,7 +6,6 @@ import json
 from pathlib import Path
 from typing import Any
 
-import openai
 import pytest
 from conftest import T0
 from openai_stub import stub_server
@@ -37,6 +36,8 @@ def scripted(body: dict[str, Any]) -> dict[str, Any]:
 
 def test_loop_dispatches_tool_calls(tmp_path: Path) -> None:
     brain = Brain(str(tmp_path / "b.db"), clock=lambda: T0)
+    import openai  # here, not at collection: ~0.5 s every xdist worker paid
+
     with stub_server(scripted) as url:
         client = openai.OpenAI(base_url=url, api_key="k", max_retries=0)
         result = run_with_memory(brain, client, "stub", [{"role": "user", "content": "What tea do I like?"}],
@@ -59,6 +60,8 @@ def test_loop_offers_the_tools_and_stops_at_max_rounds(tmp_path: Path) -> None:
         seen.append(body)
         return {"role": "assistant", "content": None,
                 "tool_calls": [_call(len(seen), "memory_search", {"query": "x"})]}
+
+    import openai
 
     brain = Brain(str(tmp_path / "b.db"))
     with stub_server(always_calls) as url:

@@ -105,10 +105,10 @@ def test_a_search_during_a_long_write_returns_at_once_and_reinforces_later(
     brain.add("the car is parked on level three")
     other = apsw.Connection(str(tmp_path / "brain.db"))
     other.execute("BEGIN IMMEDIATE")
-    released = threading.Event()
+    released, searched = threading.Event(), threading.Event()
 
-    def release_later() -> None:
-        time.sleep(3.0)
+    def release_later() -> None:  # held until the search is back, or 3 s if it waits for the lock
+        searched.wait(3.0)
         other.execute("COMMIT")
         released.set()
 
@@ -119,6 +119,7 @@ def test_a_search_during_a_long_write_returns_at_once_and_reinforces_later(
     assert not released.is_set() and elapsed < 1.0  # the default busy timeout is 30 s
     assert hits[0].trace.id == first.id and hits.retrieval_id is None
     assert brain.get(first.id).access_count == 0
+    searched.set()
     released.wait(10)
     later = brain.search("car parked")
     assert later.retrieval_id is not None
