@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 import multiprocessing
 import os
 from unittest import mock
@@ -15,7 +16,9 @@ from brainmem import Brain, vector_kernel
 from brainmem.embed import CallableEmbedder
 from brainmem.vectors import codes, decode, encode
 
-numba = pytest.importorskip("numba", reason="the compiled kernel needs the fast extra (numba)")
+# found, not imported: importing numba (and compiling) at collection cost every xdist worker ~2.7 s
+needs_numba = pytest.mark.skipif(importlib.util.find_spec("numba") is None,
+                                 reason="the compiled kernel needs the fast extra (numba)")
 
 
 def problem(n: int, d: int, seed: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -32,14 +35,15 @@ def reference(codes_: np.ndarray, scales: np.ndarray, q: np.ndarray) -> np.ndarr
     return (codes_.astype(np.float64) * scales.astype(np.float64)[:, None]) @ q.astype(np.float64)
 
 
-KERNELS = {"numpy": vector_kernel.numpy_kernel, "compiled": vector_kernel.compiled_kernel()}
+#: each kernel, built when a test first asks for it
+KERNELS = {"numpy": lambda: vector_kernel.numpy_kernel, "compiled": vector_kernel.compiled_kernel}
 
 
-@pytest.mark.parametrize("name", KERNELS)
+@pytest.mark.parametrize("name", ["numpy", pytest.param("compiled", marks=needs_numba)])
 @settings(max_examples=40, deadline=None)
 @given(n=st.integers(0, 2 * vector_kernel.CHUNK + 3), d=st.integers(1, 400), seed=st.integers(0, 2**32 - 1))
 def test_both_kernels_give_the_cosines_of_the_dequantised_vectors(name: str, n: int, d: int, seed: int) -> None:
-    kernel = KERNELS[name]
+    kernel = KERNELS[name]()
     assert kernel is not None, "numba is installed, so the compiled kernel must build"
     codes_, scales, q = problem(n, d, seed)
     got = kernel(codes_, scales, q)
@@ -54,6 +58,7 @@ def test_a_stored_vector_decodes_to_its_scaled_codes() -> None:
         np.testing.assert_allclose(row.astype(np.float32) * scale, decode(encode(v, "int8"), 50))
 
 
+@needs_numba
 def test_the_compiled_kernel_serves_big_brains_and_the_environment_can_refuse_it(monkeypatch) -> None:
     codes_, scales, q = problem(300, 32, seed=5)
     used: list[str] = []
@@ -61,14 +66,15 @@ def test_the_compiled_kernel_serves_big_brains_and_the_environment_can_refuse_it
     def spy(name: str, kernel):
         return lambda *args: used.append(name) or kernel(*args)
 
-    monkeypatch.setattr(vector_kernel, "numpy_kernel", spy("numpy", KERNELS["numpy"]))
-    monkeypatch.setattr(vector_kernel, "compiled_kernel", lambda: spy("compiled", KERNELS["compiled"]))
+    monkeypatch.setattr(vector_kernel, "numpy_kernel", spy("numpy", KERNELS["numpy"]()))
+    monkeypatch.setattr(vector_kernel, "compiled_kernel", lambda: spy("compiled", KERNELS["compiled"]()))
     for threshold in (301, 300):
         monkeypatch.setattr(vector_kernel, "COMPILED_FROM", threshold)
         vector_kernel.cosines(codes_, scales, q)
     assert used == ["numpy", "compiled"]
 
 
+@needs_numba
 def test_brainmem_vector_kernel_numpy_keeps_a_process_off_numba(monkeypatch) -> None:
     monkeypatch.setattr(vector_kernel, "_COMPILED", None)
     monkeypatch.setenv("BRAINMEM_VECTOR_KERNEL", "numpy")
