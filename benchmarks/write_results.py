@@ -184,6 +184,37 @@ def _scale_section(res: Path) -> list[str]:
     return out
 
 
+def _vector_section(res: Path) -> list[str]:
+    """Search with vectors beside lexical search and raw FTS5, and the exact kernels
+    (benchmarks/vector_perf.py)."""
+    f = res / "vector_perf.json"
+    if not f.is_file():
+        return []
+    report = json.loads(f.read_text(encoding="utf-8"))
+    out = ["### Search by meaning: latency", "",
+           "`benchmarks/vector_perf.py`: p50 ms of `search(q, limit=10, reinforce=False)` on the "
+           "same corpus in three files, the systems timed interleaved query by query; 384-d "
+           "vectors from a hash-seeded embedder (the query's embedding excluded); "
+           "`exact product` = the product of the query with every stored vector alone, as "
+           "brainmem computes it.", "",
+           "| traces | raw FTS5 | lexical | with vectors | with vectors ÷ lexical | exact product |",
+           "|---|---|---|---|---|---|"]
+    for r in report.get("search", []):
+        out.append(f"| {r['size']:,} | {r['fts5_p50_ms']:.2f} | {r['lexical_p50_ms']:.2f} | "
+                   f"{r['vectors_p50_ms_minus_embedding']:.2f} | {r['vectors_over_lexical_p50']:.2f}× | "
+                   f"{r['exact_product_p50_ms']:.2f} |")
+    kernels = report.get("kernels")
+    if kernels:
+        out += ["", f"Exact kernels at {kernels['size']:,} × 384, p50 ms: " + ", ".join(
+            f"{k.removesuffix('_p50_ms')} {v}" for k, v in kernels.items() if k.endswith("_p50_ms")) + "."]
+    model = report.get("model")
+    if model:
+        out += ["", f"Model `{model['model']}`: {model['texts_per_s']} texts/s, a query "
+                f"{model['query_embedding_p50_ms']} ms p50; `add` {model['add_p50_ms_with_provider']} ms "
+                f"with the provider, {model['add_p50_ms_without_provider']} ms without."]
+    return out + [""]
+
+
 def _ratio(q: float | None) -> str:
     return "n/a" if q is None else f"{q:.2f}x"
 
@@ -267,6 +298,7 @@ def main(argv: list[str] | None = None) -> int:
     else:
         out += ["No performance results yet.", ""]
     out += _scale_section(res)
+    out += _vector_section(res)
     out += _diagnostics(res)
     sys.stdout.write("\n".join(out))
     return 0
