@@ -1,6 +1,6 @@
 #!/usr/bin/env python
-"""Exact kNN two ways on the same vectors: numpy over a cached matrix (what brainmem
-does) and the sqlite-vec extension loaded into apsw (a vec0 table, brute force).
+"""Exact kNN two ways on the same vectors: numpy over a cached float32 matrix (what brainmem
+did before its cache kept the int8 codes) and the sqlite-vec extension loaded into apsw (a vec0 table, brute force).
 
     pip install sqlite-vec
     python benchmarks/sqlite_vec_knn.py [--sizes 10000,100000] [--queries 200] [--k 50]

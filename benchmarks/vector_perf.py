@@ -8,7 +8,7 @@ at 10k and 100k traces, and the embedding cost of a real model.
 Search latency: the corpus of ``brainmem bench perf`` goes into three real files
 (raw FTS5, brainmem, brainmem with 384-d vectors) and the same queries run on
 all three. The vectors come from a hash-seeded random embedder, so what is timed
-is brainmem's own work (exact kNN over the cached matrix, fusion); the query's
+is brainmem's own work (exact kNN over the cached int8 codes, fusion); the query's
 embedding is excluded there and measured with the real model (``--model``:
 an ONNX sentence-embedding file, e.g. all-MiniLM-L6-v2 int8) instead, with its
 throughput (texts/s) and the latency of ``add`` with and without the provider.

@@ -10,9 +10,9 @@ Two kernels compute it. Measured at 100k × 384 on the 2-core machine, one threa
 (``benchmarks/vector_perf.py``, ``kernels`` row):
 
 - ``numpy``: the codes cast to float32 ``CHUNK`` rows at a time, each chunk one BLAS
-  product while it is still in cache — 7.5 ms, against 15 ms for the whole float32
+  product while it is still in cache — 6.7 ms, against 13.2 ms for the whole float32
   matrix (the old cache: 153 MB read from memory per search);
-- ``numba`` (the ``fast`` extra): one compiled loop over the int8 codes — 2.6 ms. numba
+- ``numba`` (the ``fast`` extra): one compiled loop over the int8 codes — 2.1 ms. numba
   is imported, and the loop compiled (~1 s, cached on disk after the first time), only
   when a brain holds at least ``COMPILED_FROM`` vectors: below that numpy takes ≤ 1 ms
   and a short-lived process (a CLI search) would pay more for the import than it saves.
@@ -33,7 +33,7 @@ import numpy as np
 __all__ = ["COMPILED_FROM", "CHUNK", "best_rows", "cosines", "cosines_later", "compiled_kernel", "numpy_kernel"]
 
 #: rows cast to float32 per BLAS call: 1,024 × 384 × 4 B = 1.5 MB stays in a 2 MB L2
-#: (7.5 ms at 100k; 4,096 rows 8.2 ms, 16,384 rows 23 ms: out of cache)
+#: (one measurement at 100k: 7.5 ms; 4,096 rows 8.2 ms, 16,384 rows 23 ms: out of cache)
 CHUNK = 1024
 
 #: the compiled kernel is used from this many vectors on (numpy takes ~0.75 ms at 10k)
@@ -104,7 +104,7 @@ def _build() -> Kernel:
     import numba
 
     # fastmath lets LLVM reorder the float32 sum into SIMD lanes (what makes it ~3×
-    # numpy's chunks); the order of a sum is all it changes. cache: compiled once per
+    # numpy's chunks); the order of the sum is all it changes. cache: compiled once per
     # machine, not once per process, where a cache directory is writable.
     try:
         products = numba.njit(fastmath=True, nogil=True, cache=True)(_products)
@@ -143,9 +143,9 @@ def cosines_later(codes: np.ndarray, scales: np.ndarray, q: np.ndarray) -> Calla
     """:func:`cosines`, begun now on a worker thread when there are at least
     ``COMPILED_FROM`` rows; the function returned waits for it. A search starts it
     before its lexical statements, which run beside it on another core (SQLite and the
-    kernels release the GIL): at 100k the product was ~2.6 of a hybrid search's ~9 ms,
-    and most of it is hidden so (``benchmarks/vector_perf.py``). Below that size a
-    thread's hand-off costs more than it hides: computed when asked."""
+    kernels release the GIL), so at 100k most of its 2.1 ms is hidden: hybrid search
+    5.0 ms p50 against 3.3 ms lexical (``benchmarks/vector_perf.py``). Below that size
+    a thread's hand-off costs more than it hides: computed when asked."""
     if codes.shape[0] < COMPILED_FROM:
         return lambda: cosines(codes, scales, q)
     global _POOL
