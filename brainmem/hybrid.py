@@ -28,6 +28,7 @@ from typing import Any
 
 import numpy as np
 
+from . import vector_kernel
 from .embed import EmbedderError, resolve_embedder
 from .model import Trace
 from .policy import Policy
@@ -130,9 +131,11 @@ def embed_query(index: VectorIndex, query: str) -> tuple[np.ndarray | None, str 
 
 
 def stats(store: Store, index: VectorIndex | None) -> dict[str, Any]:
-    """``vectors``: count per model id in the file; ``embedder``: this brain's model and
-    how many live traces still lack a current vector of it."""
+    """``vectors``: count per model id in the file; ``embedder``: this brain's model, how
+    many live traces still lack a current vector of it, and the ``kernel`` its search
+    runs (``"compiled"`` with the fast extra on a big brain, else ``"numpy"``)."""
     out: dict[str, Any] = {"vectors": store.vectors_by_model()}
     if index is not None:
-        out["embedder"] = {"model": index.model_id, "missing": index.missing()}
+        out["embedder"] = {"model": index.model_id, "missing": index.missing(),
+                           "kernel": vector_kernel.kernel_for(index.size)}
     return out

@@ -23,6 +23,7 @@ Both release the GIL while they compute, so threads sharing a brain keep going.
 from __future__ import annotations
 
 import contextlib
+import importlib.util
 import os
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -30,7 +31,8 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["COMPILED_FROM", "CHUNK", "best_rows", "cosines", "cosines_later", "compiled_kernel", "numpy_kernel"]
+__all__ = ["COMPILED_FROM", "CHUNK", "best_rows", "cosines", "cosines_later", "compiled_kernel", "kernel_for",
+           "numpy_kernel"]
 
 #: rows cast to float32 per BLAS call: 1,024 × 384 × 4 B = 1.5 MB stays in a 2 MB L2
 #: (one measurement at 100k: 7.5 ms; 4,096 rows 8.2 ms, 16,384 rows 23 ms: out of cache)
@@ -119,6 +121,17 @@ def _build() -> Kernel:
         return out
 
     return kernel
+
+
+def kernel_for(rows: int) -> str:
+    """Which kernel a product over ``rows`` vectors runs: ``"compiled"`` or ``"numpy"``
+    (below ``COMPILED_FROM``, without numba, or kept off it). Imports nothing."""
+    if rows < COMPILED_FROM or _COMPILED is False:
+        return "numpy"
+    if _COMPILED is None and (os.environ.get("BRAINMEM_VECTOR_KERNEL", "").lower() == "numpy"
+                              or importlib.util.find_spec("numba") is None):
+        return "numpy"
+    return "compiled"
 
 
 def cosines(codes: np.ndarray, scales: np.ndarray, q: np.ndarray) -> np.ndarray:

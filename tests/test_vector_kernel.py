@@ -146,3 +146,15 @@ def test_best_rows_widens_when_the_sample_sets_the_threshold_too_high() -> None:
     with mock.patch.object(vector_kernel, "SAMPLE", 64):
         rows = vector_kernel.best_rows(sims, 40)
     assert len(rows) == 40 and sorted(sims[rows].tolist()) == [0.0] * 30 + [1.0] * 10
+
+
+def test_stats_say_which_kernel_a_search_runs(tmp_path, monkeypatch) -> None:
+    with Brain(str(tmp_path / "s.brain"), embedder=CallableEmbedder(seeded, "seeded")) as brain:
+        brain.add_many([f"note number {i}" for i in range(30)])
+        assert brain.stats()["embedder"]["kernel"] == "numpy"  # a small brain
+        monkeypatch.setattr(vector_kernel, "COMPILED_FROM", 30)
+        monkeypatch.setattr(vector_kernel, "_COMPILED", None)
+        expected = "compiled" if importlib.util.find_spec("numba") else "numpy"
+        assert brain.stats()["embedder"]["kernel"] == expected
+        monkeypatch.setenv("BRAINMEM_VECTOR_KERNEL", "numpy")
+        assert brain.stats()["embedder"]["kernel"] == "numpy"
