@@ -101,12 +101,16 @@ def _perf_table(perf: dict[str, Any]) -> list[str]:
     return out
 
 
+def _read_json(f: Path) -> Any:
+    """A results file's JSON, or None when the benchmark has not written it."""
+    return json.loads(f.read_text(encoding="utf-8")) if f.is_file() else None
+
+
 def _scale_section(res: Path) -> list[str]:
     """Issue 14: latency, add rate, reflect and file size from 10k to 1M traces (scale.json)."""
-    f = res / "scale.json"
-    if not f.is_file():
+    scale = _read_json(res / "scale.json")
+    if scale is None:
         return []
-    scale = json.loads(f.read_text(encoding="utf-8"))
     out = ["## Scale", "",
            "`benchmarks/scale.py`: `brainmem bench perf` at each size on real text (LongMemEval user "
            "messages varied to N distinct texts) and on the synthetic corpus, raw FTS5 in the same run "
@@ -187,10 +191,9 @@ def _scale_section(res: Path) -> list[str]:
 def _vector_section(res: Path) -> list[str]:
     """Search with vectors beside lexical search and raw FTS5, and the exact kernels
     (benchmarks/vector_perf.py)."""
-    f = res / "vector_perf.json"
-    if not f.is_file():
+    report = _read_json(res / "vector_perf.json")
+    if report is None:
         return []
-    report = json.loads(f.read_text(encoding="utf-8"))
     out = ["### Search by meaning: latency", "",
            "`benchmarks/vector_perf.py`: p50 ms of `search(q, limit=10, reinforce=False)` on the "
            "same corpus in three files, the systems timed interleaved query by query; 384-d "

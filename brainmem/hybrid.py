@@ -63,7 +63,7 @@ class Dense:
         self._pending_sims = index.cosines_later(qvec)
         self._sims: np.ndarray | None = None
 
-    def sims(self) -> np.ndarray | None:
+    def _cosines(self) -> np.ndarray | None:
         """The query's cosine with every cached vector: one product per search, however
         many pools the search ranks."""
         if self._sims is None:
@@ -83,7 +83,7 @@ class Dense:
         best = max((b for _, b in candidates), default=0.0)
         best = best if best > 0 else 1.0
         known = {t.id for t, _ in candidates}
-        sims = self.sims()
+        sims = self._cosines()
         near = self.index.nearest(sims, filters, self.policy.vector_k, [t for t, _ in candidates])
         candidates.extend((t, 0.0) for t, _ in near if t.id not in known)
         self.cosine = self.index.similarities(sims, [t for t, _ in candidates])
