@@ -10,12 +10,13 @@ Two kernels compute it. Measured at 100k × 384 on the 2-core machine, one threa
 (``benchmarks/vector_perf.py``, ``kernels`` row):
 
 - ``numpy``: the codes cast to float32 ``CHUNK`` rows at a time, each chunk one BLAS
-  product while it is still in cache — 6.7 ms, against 13.2 ms for the whole float32
+  product while it is still in cache — 7-9 ms, against 13-15 ms for the whole float32
   matrix (the old cache: 153 MB read from memory per search);
-- ``numba`` (the ``fast`` extra): one compiled loop over the int8 codes — 2.1 ms. numba
+- ``numba`` (the ``fast`` extra): one compiled loop over the int8 codes — 2.1-2.4 ms. numba
   is imported, and the loop compiled (~1 s, cached on disk after the first time), only
   when a brain holds at least ``COMPILED_FROM`` vectors: below that numpy takes ≤ 1 ms
-  and a short-lived process (a CLI search) would pay more for the import than it saves.
+  and a short-lived process (a CLI search) would pay more for the import (~0.7 s with
+  the cached loop) than it saves.
 
 Both release the GIL while they compute, so threads sharing a brain keep going.
 """
@@ -31,15 +32,20 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["COMPILED_FROM", "CHUNK", "best_rows", "cosines", "cosines_later", "compiled_kernel", "kernel_for",
+__all__ = ["BACKGROUND_FROM", "COMPILED_FROM", "CHUNK", "best_rows", "cosines", "cosines_later", "compiled_kernel", "kernel_for",
            "numpy_kernel"]
 
 #: rows cast to float32 per BLAS call: 1,024 × 384 × 4 B = 1.5 MB stays in a 2 MB L2
 #: (one measurement at 100k: 7.5 ms; 4,096 rows 8.2 ms, 16,384 rows 23 ms: out of cache)
 CHUNK = 1024
 
-#: the compiled kernel is used from this many vectors on (numpy takes ~0.75 ms at 10k)
+#: the compiled kernel is used from this many vectors on: importing numba and loading the
+#: cached loop takes a process ~0.7 s, and numpy's product takes ~0.75 ms at 10k
 COMPILED_FROM = 20_000
+
+#: the product runs on a worker thread, beside the lexical search, from this many vectors
+#: on (at 10k, numpy's product: hybrid search 2.03-2.07× lexical without, 1.71-1.78× with)
+BACKGROUND_FROM = 5_000
 
 Kernel = Callable[[np.ndarray, np.ndarray, np.ndarray], np.ndarray]
 
@@ -154,12 +160,12 @@ os.register_at_fork(after_in_child=_forget_pool)
 
 def cosines_later(codes: np.ndarray, scales: np.ndarray, q: np.ndarray) -> Callable[[], np.ndarray]:
     """:func:`cosines`, begun now on a worker thread when there are at least
-    ``COMPILED_FROM`` rows; the function returned waits for it. A search starts it
+    ``BACKGROUND_FROM`` rows; the function returned waits for it. A search starts it
     before its lexical statements, which run beside it on another core (SQLite and the
-    kernels release the GIL), so at 100k most of its 2.1 ms is hidden: hybrid search
-    5.0 ms p50 against 3.3 ms lexical (``benchmarks/vector_perf.py``). Below that size
-    a thread's hand-off costs more than it hides: computed when asked."""
-    if codes.shape[0] < COMPILED_FROM:
+    kernels release the GIL), so at 100k most of its ~2.2 ms is hidden: hybrid search
+    5.7 ms p50 against 3.5 ms lexical (``benchmarks/vector_perf.py``). Below that size
+    the product takes under ~0.4 ms: computed when asked."""
+    if codes.shape[0] < BACKGROUND_FROM:
         return lambda: cosines(codes, scales, q)
     global _POOL
     if _POOL is None:

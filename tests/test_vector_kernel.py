@@ -93,8 +93,9 @@ def test_a_brain_finds_the_same_hits_with_either_kernel(tmp_path, monkeypatch) -
     with Brain(str(tmp_path / "k.brain"), embedder=CallableEmbedder(seeded, "seeded")) as brain:
         brain.add_many([f"note number {i}" for i in range(400)])
         found = []
-        for threshold in (10**9, 0):  # numpy's chunks, then the compiled loop
+        for threshold in (10**9, 0):  # numpy's chunks, then the compiled loop on a worker thread
             monkeypatch.setattr(vector_kernel, "COMPILED_FROM", threshold)
+            monkeypatch.setattr(vector_kernel, "BACKGROUND_FROM", threshold)
             hits = brain.search("which one?", limit=20, reinforce=False, explain=True)
             found.append([(h.trace.id, round(h.explain["vector"], 5)) for h in hits])
         assert found[0] == found[1] and len(found[0]) == 20
@@ -109,7 +110,7 @@ def _search_in_child(path: str, out) -> None:
 def test_a_forked_child_searches_a_big_brain(tmp_path, monkeypatch) -> None:
     """The product runs on a worker thread for a big brain; a child forked after the
     parent's threads started has none of them and must start its own, not wait forever."""
-    monkeypatch.setattr(vector_kernel, "COMPILED_FROM", 0)  # every brain is big
+    monkeypatch.setattr(vector_kernel, "BACKGROUND_FROM", 0)  # every brain is big
     path = str(tmp_path / "fork.brain")
     with Brain(path, embedder=CallableEmbedder(seeded, "seeded")) as brain:
         brain.add_many([f"note number {i}" for i in range(50)])
