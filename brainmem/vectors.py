@@ -37,7 +37,7 @@ from .store_base import in_chunks
 
 log = logging.getLogger("brainmem")
 
-__all__ = ["VectorIndex", "codes", "decode", "encode"]
+__all__ = ["VectorIndex", "codes", "decode", "encode", "stacked"]
 
 #: "int8" or "float32": how a vector is written (both are always readable).
 STORAGE = "int8"
@@ -58,6 +58,18 @@ def codes(blob: bytes, dim: int) -> tuple[float, np.ndarray]:
         return float(np.frombuffer(blob[:4], dtype=np.float32)[0]), np.frombuffer(blob[4:], dtype=np.int8)
     v = decode(blob, dim)
     return codes(encode(v, "int8"), dim)
+
+
+def stacked(blobs: Sequence[bytes], dim: int) -> tuple[np.ndarray, np.ndarray]:
+    """Stored vectors as (scales, codes) arrays, one row each, in one pass when all are
+    int8 (loading 100k took 0.97 s a row at a time, most of a big brain's first search)."""
+    if all(len(b) == 4 + dim for b in blobs):
+        rows = np.frombuffer(b"".join(blobs), dtype=np.uint8).reshape(len(blobs), 4 + dim)
+        # copies: writable (a row is updated in place) and C order, whatever the count
+        return rows[:, :4].copy().view(np.float32).reshape(-1), rows[:, 4:].copy().view(np.int8)
+    pairs = [codes(b, dim) for b in blobs]
+    return (np.array([s for s, _ in pairs], dtype=np.float32),
+            np.vstack([c for _, c in pairs]) if pairs else np.zeros((0, dim), np.int8))
 
 
 def decode(blob: bytes, dim: int) -> np.ndarray:
@@ -189,19 +201,16 @@ class VectorIndex:
     def _load(self) -> None:
         key = (self.store.db.pragma("data_version"), id(self.store.db))
         if key != self._key:
-            ids, hashes, scales, stored = [], [], [], []
+            ids, hashes, blobs = [], [], []
             want = self.stored_dimension() or 0
             for tid, h, d, blob in self.store.vectors_of(self.model_id):
                 if d != want:  # a file written before the dimension was checked: never mixed
                     continue
-                scale, row_codes = codes(blob, d)
                 ids.append(tid)
                 hashes.append(h)
-                scales.append(scale)
-                stored.append(row_codes)
+                blobs.append(blob)
             self._ids, self._hashes = ids, hashes
-            self._codes = np.vstack(stored) if stored else np.zeros((0, want), np.int8)
-            self._scales = np.array(scales, dtype=np.float32)
+            self._scales, self._codes = stacked(blobs, want)
             self._row = {i: n for n, i in enumerate(ids)}
             self._key = key
             self._pending.clear()

@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 
 from brainmem import Brain, vector_kernel
 from brainmem.embed import CallableEmbedder
-from brainmem.vectors import codes, decode, encode
+from brainmem.vectors import codes, decode, encode, stacked
 
 # found, not imported: importing numba (and compiling) at collection cost every xdist worker ~2.7 s
 needs_numba = pytest.mark.skipif(importlib.util.find_spec("numba") is None,
@@ -159,3 +159,18 @@ def test_stats_say_which_kernel_a_search_runs(tmp_path, monkeypatch) -> None:
         assert brain.stats()["embedder"]["kernel"] == expected
         monkeypatch.setenv("BRAINMEM_VECTOR_KERNEL", "numpy")
         assert brain.stats()["embedder"]["kernel"] == "numpy"
+
+
+@settings(max_examples=60, deadline=None)
+@given(n=st.integers(0, 5), d=st.integers(1, 40), float32_rows=st.sets(st.integers(0, 4)), seed=st.integers(0, 99))
+def test_stored_vectors_stack_as_their_rows_decode(n: int, d: int, float32_rows: set[int], seed: int) -> None:
+    vectors = np.random.default_rng(seed).standard_normal((n, d)).astype(np.float32)
+    blobs = [encode(v, "float32" if i in float32_rows else "int8") for i, v in enumerate(vectors)]
+    scales, stacked_codes = stacked(blobs, d)
+    assert stacked_codes.shape == (n, d) and stacked_codes.dtype == np.int8 and scales.shape == (n,)
+    for i, blob in enumerate(blobs):
+        scale, row = codes(blob, d)
+        assert scales[i] == np.float32(scale) and (stacked_codes[i] == row).all()
+    if n:  # the cache updates a row in place when its trace is re-embedded
+        stacked_codes[0] = 1
+        scales[0] = 2.0
