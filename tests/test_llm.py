@@ -3,13 +3,12 @@
 from __future__ import annotations
 
 import json
-import threading
 import time
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
+from loopback import JSONHandler, base_url, serving
 
 from brainmem import Brain
 from brainmem.llm import LLM, LLMError
@@ -18,15 +17,9 @@ T0 = 1_767_225_600.0
 INSIGHT = "The user has a ginger cat called Miso and looks after it daily."
 
 
-class FakeOpenAI(BaseHTTPRequestHandler):
+class FakeOpenAI(JSONHandler):
     mode = "ok"  # ok | error | slow | malformed | empty | negate | number
     requests: list[dict] = []
-    # headers and body go out in two writes: with Nagle on, a keep-alive client's
-    # delayed ACK held every answer back ~40 ms
-    disable_nagle_algorithm = True
-
-    def log_message(self, *args: object) -> None:  # keep test output clean
-        pass
 
     def do_POST(self) -> None:  # noqa: N802 (http.server's naming)
         body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
@@ -47,30 +40,13 @@ class FakeOpenAI(BaseHTTPRequestHandler):
                  "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2}}
         self._send(200, json.dumps(reply).encode())
 
-    def _send(self, status: int, payload: bytes) -> None:
-        try:
-            self.send_response(status)
-            if status >= 500:  # the client still retries as often; it just waits 10 ms, not ~0.5-1 s
-                self.send_header("retry-after-ms", "10")
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(payload)))
-            self.end_headers()
-            self.wfile.write(payload)
-        except (BrokenPipeError, ConnectionResetError):  # the client timed out and left
-            pass
-
 
 @pytest.fixture
 def server() -> Iterator[str]:
     FakeOpenAI.mode = "ok"
     FakeOpenAI.requests = []
-    httpd = ThreadingHTTPServer(("127.0.0.1", 0), FakeOpenAI)
-    httpd.daemon_threads = True
-    thread = threading.Thread(target=httpd.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
-    thread.start()
-    yield f"http://127.0.0.1:{httpd.server_address[1]}/v1"
-    httpd.shutdown()
-    httpd.server_close()
+    with serving(FakeOpenAI) as httpd:
+        yield base_url(httpd)
 
 
 def _brain_with_cluster(path: Path, llm: object) -> tuple[Brain, list[str]]:
