@@ -32,8 +32,8 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["BACKGROUND_FROM", "COMPILED_FROM", "CHUNK", "best_rows", "cosines", "cosines_later", "compiled_kernel", "kernel_for",
-           "numpy_kernel"]
+__all__ = ["BACKGROUND_FROM", "CHUNK", "COMPILED_FROM", "best_rows", "compiled_kernel", "cosines",
+           "cosines_later", "kernel_for", "numpy_kernel"]
 
 #: rows cast to float32 per BLAS call: 1,024 × 384 × 4 B = 1.5 MB stays in a 2 MB L2
 #: (one measurement at 100k: 7.5 ms; 4,096 rows 8.2 ms, 16,384 rows 23 ms: out of cache)
@@ -84,13 +84,18 @@ _TINY = (np.ones((1, 1), np.int8), np.ones(1, np.float32), np.ones(1, np.float32
 _COMPILED: Any = None  # the numba kernel once built; False when numba is missing or refused
 
 
+def _refused() -> bool:
+    """``BRAINMEM_VECTOR_KERNEL=numpy`` keeps a process off numba."""
+    return os.environ.get("BRAINMEM_VECTOR_KERNEL", "").lower() == "numpy"
+
+
 def compiled_kernel() -> Kernel | None:
     """The numba kernel, built on first use; None without numba (or with
     ``BRAINMEM_VECTOR_KERNEL=numpy``, which keeps a process off it)."""
     global _COMPILED
     if _COMPILED is None:
         _COMPILED = False
-        if os.environ.get("BRAINMEM_VECTOR_KERNEL", "").lower() != "numpy":
+        if not _refused():
             try:
                 _COMPILED = _build()
             except Exception:  # numba missing, or unable to compile here: numpy does it
@@ -134,8 +139,7 @@ def kernel_for(rows: int) -> str:
     (below ``COMPILED_FROM``, without numba, or kept off it). Imports nothing."""
     if rows < COMPILED_FROM or _COMPILED is False:
         return "numpy"
-    if _COMPILED is None and (os.environ.get("BRAINMEM_VECTOR_KERNEL", "").lower() == "numpy"
-                              or importlib.util.find_spec("numba") is None):
+    if _COMPILED is None and (_refused() or importlib.util.find_spec("numba") is None):
         return "numpy"
     return "compiled"
 
