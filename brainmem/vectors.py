@@ -241,22 +241,18 @@ class VectorIndex:
         self._load()
         return len(self._ids)
 
-    def cosines(self, qvec: np.ndarray) -> np.ndarray | None:
-        """Cosine of ``qvec`` with every cached vector (exact, one product), or None when
-        there is none of ``qvec``'s dimension."""
-        return self.cosines_later(qvec)()
-
     def cosines_later(self, qvec: np.ndarray) -> Callable[[], np.ndarray | None]:
-        """:meth:`cosines` begun now (on a worker thread for a big brain: see
-        :func:`brainmem.vector_kernel.cosines_later`); call the result for them. Reads
-        the cache: call it under the brain's lock, in the search's read snapshot."""
+        """The cosine of ``qvec`` with every cached vector (exact, one product), begun now
+        (on a worker thread for a big brain: :func:`brainmem.vector_kernel.cosines_later`);
+        call the result for them, None when no vector has ``qvec``'s dimension. Reads the
+        cache: call it under the brain's lock, in the search's read snapshot."""
         self._load()
         if self._codes.shape[0] == 0 or self._codes.shape[1] != qvec.shape[0]:
             return lambda: None
         return vector_kernel.cosines_later(self._codes, self._scales, qvec)
 
     def similarities(self, sims: np.ndarray | None, traces: Sequence[Trace]) -> dict[str, float]:
-        """The cosine (from :meth:`cosines`) of each trace that has a current vector."""
+        """The cosine (from :meth:`cosines_later`) of each trace that has a current vector."""
         if sims is None:
             return {}
         rows = [(t.id, self._row.get(t.id), t.content_hash) for t in traces]
