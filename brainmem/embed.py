@@ -122,6 +122,7 @@ class OpenAIEmbedder:
         self.model_id = model_id or model
         self.dimension = dimension
         self.batch_size = _positive_int(batch_size, "batch_size")
+        _non_negative_int(max_retries, "max_retries")
         self.query_prefix, self.passage_prefix = query_prefix, passage_prefix
         self.input_type = input_type
         key = api_key or os.environ.get("OPENAI_API_KEY") or ("unused" if base_url else None)
@@ -349,6 +350,7 @@ def embedder_from_spec(spec: str, options: Mapping[str, str] | None = None) -> E
             rest, base_url=o.get("base_url") or None, api_key=o.get("api_key") or None,
             dimension=_int_option(o["dimension"], "embedder dimension") if o.get("dimension") else None,
             timeout=_float_option(o.get("timeout") or "30", "timeout"),
+            max_retries=_retries_option(o["max_retries"]) if o.get("max_retries") else 2,
             input_type=o.get("input_type", "").lower() in ("1", "true", "yes"),
             batch_size=batch or 64, query_prefix=query_prefix, passage_prefix=passage_prefix,
             model_id=model_id,
@@ -363,7 +365,7 @@ def embedder_from_spec(spec: str, options: Mapping[str, str] | None = None) -> E
 
 
 #: ``BRAINMEM_EMBED_<NAME>`` → option of :func:`embedder_from_spec`.
-ENV_OPTIONS = ("base_url", "api_key", "dimension", "timeout", "batch_size", "query_prefix",
+ENV_OPTIONS = ("base_url", "api_key", "dimension", "timeout", "max_retries", "batch_size", "query_prefix",
                "passage_prefix", "tokenizer", "model_id", "input_type", "max_length", "threads", "pooling")
 
 
@@ -389,6 +391,21 @@ def _int_option(value: str, what: str) -> int:
         return _positive_int(int(value), what)
     except ValueError as e:
         raise InvalidInput(f"{what} must be a positive integer, not {value!r}") from e
+
+
+def _non_negative_int(value: Any, what: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise InvalidInput(f"{what} must be a whole number (0 or more), not {value!r}")
+    return value
+
+
+def _retries_option(value: str) -> int:
+    parsed: Any = value
+    try:
+        parsed = int(value)
+    except ValueError:
+        pass  # refused below, with the text as given
+    return _non_negative_int(parsed, "embedder max_retries")
 
 
 def _float_option(value: str, what: str) -> float:

@@ -104,6 +104,11 @@ def test_specs_and_environment() -> None:
         embedder_from_spec("openai:x", {"batch_size": "many"})
     with pytest.raises(InvalidInput, match="timeout"):
         embedder_from_spec("openai:x", {"timeout": "-1"})
+    for bad_retries in ("-1", "two", "1.5"):
+        with pytest.raises(InvalidInput, match="max_retries"):
+            embedder_from_spec("openai:x", {"max_retries": bad_retries})
+    with pytest.raises(InvalidInput, match="max_retries"):
+        OpenAIEmbedder("x", base_url="http://127.0.0.1:9/v1", max_retries=True)  # type: ignore[arg-type]
     with pytest.raises(InvalidInput, match="kind"):
         CallableEmbedder(lambda t: t).embed(["x"], kind="document")
 
@@ -168,6 +173,16 @@ def test_openai_provider_retries_a_500_then_succeeds() -> None:
         e = OpenAIEmbedder("fake", base_url=srv.url, max_retries=1)
         assert e.embed(["a cat"]).shape == (1, DIM)
         assert len(srv.requests) == 2
+
+
+@pytest.mark.parametrize("retries", ["0", "3"])
+def test_the_retry_count_comes_from_the_environment(retries: str) -> None:
+    with fake_server("500") as srv:
+        e = embedder_from_env({"BRAINMEM_EMBEDDER": "openai:fake", "BRAINMEM_EMBED_BASE_URL": srv.url,
+                               "BRAINMEM_EMBED_MAX_RETRIES": retries})
+        with pytest.raises(EmbedderError, match="InternalServerError"):
+            e.embed(["a cat"])
+        assert len(srv.requests) == 1 + int(retries)  # the first try and each retry
 
 
 @pytest.mark.parametrize("mode, message", [
