@@ -83,15 +83,16 @@ class Brain(FacesMixin, AdminMixin):
         :meth:`add_result` takes the same and also says whether it deduplicated.
         ``supersedes``: ids of facts this one replaces (kept, closed; :mod:`brainmem.timeline`).
         """
+        return self.add_result(content, supersedes=supersedes, **fields).trace
+
+    def add_result(self, content: str, *, supersedes: str | Sequence[str] | None = None,
+                   **fields: Any) -> AddResult:
+        """:meth:`add`, returning an :class:`~brainmem.write.AddResult` (``trace``,
+        ``created``: False when the content was already stored)."""
         if supersedes is not None:
             from . import timeline
 
-            return timeline.add_superseding(self, content, supersedes, fields)
-        return self.add_result(content, **fields).trace
-
-    def add_result(self, content: str, **fields: Any) -> AddResult:
-        """:meth:`add`, returning an :class:`~brainmem.write.AddResult` (``trace``,
-        ``created``: False when the content was already stored)."""
+            return AddResult(*timeline.add_superseding(self, content, supersedes, fields))
         return self._add_items([{"content": content, **fields}], None, numbered=False)[0]
 
     @overload

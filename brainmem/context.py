@@ -32,7 +32,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from .errors import InvalidInput
-from .model import Hit, TimeLike, Trace, iso, normalise_whitespace
+from .model import Hit, TimeLike, Trace, finite, iso, normalise_whitespace
 from .validate import check_int, check_text
 
 if TYPE_CHECKING:
@@ -116,7 +116,7 @@ def build(brain: Brain, query: str | None, *, budget: int = 1000, limit: int = 2
         """The counter's answer as a token count; anything else is the caller's error."""
         tokens = counter(text)
         try:
-            ok = not isinstance(tokens, bool) and math.isfinite(tokens) and tokens >= 0
+            ok = not isinstance(tokens, bool) and finite(tokens) and tokens >= 0
         except (TypeError, ValueError):  # not a number
             ok = False
         if not ok:

@@ -7,6 +7,7 @@ the file stores and what the decay math needs.
 from __future__ import annotations
 
 import hashlib
+import math
 import os
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
@@ -95,6 +96,18 @@ def merge_fields(traces: Sequence[Trace]) -> dict[str, Any]:
         "created_at": min(t.created_at for t in traces),
         "last_accessed_at": max(t.last_accessed_at for t in traces),
     }
+
+
+def finite(value: float) -> bool:
+    """Whether a number is finite as a float: an int too big for one (``10**400``) is not.
+
+    ``math.isfinite`` (and ``float()``) raise OverflowError on such an int; every
+    number check goes through here so that it is an InvalidInput instead.
+    """
+    try:
+        return math.isfinite(value)
+    except OverflowError:
+        return False
 
 
 def new_id() -> str:

@@ -15,13 +15,12 @@ mechanism scores below its "off" value on a held-out fold.
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, field, fields
 from datetime import timezone, tzinfo
 from typing import Any
 
 from .errors import InvalidInput
-from .model import TYPES
+from .model import TYPES, finite
 
 DAY = 86_400.0
 
@@ -272,7 +271,7 @@ class Policy:
 
 def _check_number(name: str, value: Any, integer: bool) -> None:
     kind = "an integer" if integer else "a number"
-    ok = isinstance(value, int) if integer else isinstance(value, (int, float)) and math.isfinite(value)
+    ok = isinstance(value, int) if integer else isinstance(value, (int, float)) and finite(value)
     if isinstance(value, bool) or not ok:
         raise InvalidInput(f"Policy.{name} must be {kind}, not {value!r}")
     low = 1 if name in _AT_LEAST_ONE else 0

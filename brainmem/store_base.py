@@ -218,8 +218,11 @@ class Database:
         """Copy the whole brain to ``path`` with SQLite's online backup (a consistent snapshot)."""
         if os.path.exists(path):
             raise InvalidInput(f"backup target {path} already exists; choose a new path")
-        with translate_errors():
+        try:
             target = apsw.Connection(path)
+        except apsw.CantOpenError as exc:  # not the brain's fault: translate_errors would blame it
+            raise InvalidInput(f"cannot write the backup to {path}: {exc}") from None
+        with translate_errors():
             try:
                 with target.backup("main", self.db, "main") as backup:
                     backup.step(-1)

@@ -8,6 +8,8 @@ in :mod:`brainmem.store_index`, ``backup_to`` in :mod:`brainmem.store_base`.
 
 from __future__ import annotations
 
+import apsw
+
 from .store_base import Database, translate_errors
 from .store_base import WriteBusy as WriteBusy  # re-exported: Brain catches it
 
@@ -16,8 +18,22 @@ class MaintenanceTables(Database):
     """Integrity, orphan edges and tag rows, and the counts a check reports."""
 
     def integrity_check(self) -> list[str]:
-        """Problems ``PRAGMA integrity_check`` reports (empty when the b-trees are sound)."""
-        with translate_errors():
+        """Problems ``PRAGMA integrity_check`` reports (empty when the b-trees are sound).
+
+        The pragma checks an FTS5 table against the structure this connection cached
+        when it last read it, without asking whether another connection has changed it
+        since (SQLite 3.54: after another process's FTS5 ``optimize``, a sound index was
+        "fts5: corruption found reading blob ..."). A cursor on each FTS5 table, opened
+        first in the same snapshot, makes FTS5 re-read a stale structure.
+        """
+        with translate_errors(), self.read():
+            try:
+                tables = [r[0] for r in self.db.execute(
+                    "SELECT name FROM sqlite_schema WHERE type = 'table' AND sql LIKE 'CREATE VIRTUAL TABLE %USING fts5%'")]
+                for table in tables:
+                    self.db.execute(f'SELECT 1 FROM "{table}" WHERE rowid = 0').fetchall()
+            except apsw.Error:
+                pass  # a damaged file: the pragma below says what is wrong
             rows = [r[0] for r in self.db.execute("PRAGMA integrity_check(100)")]
         return [] if rows == ["ok"] else rows
 

@@ -79,9 +79,11 @@ def at_time(store: Store, hits: Sequence[Hit], as_of: float) -> list[Hit]:
     return out
 
 
-def add_superseding(brain: Brain, content: str, supersedes: Any, fields: Mapping[str, Any]) -> Trace:
-    """``Brain.add(content, supersedes=ids, **fields)``: add and close the older facts,
-    in one transaction. Every check runs before anything is written."""
+def add_superseding(brain: Brain, content: str, supersedes: Any,
+                    fields: Mapping[str, Any]) -> tuple[Trace, bool]:
+    """``Brain.add_result(content, supersedes=ids, **fields)``: add and close the older
+    facts, in one transaction. Every check runs before anything is written. Returns the
+    trace, closed-over, and whether it was created (False: the live duplicate)."""
     ids = list(dict.fromkeys(check_ids(supersedes, "supersedes")))
     if not ids:
         raise InvalidInput("supersedes needs at least one trace id")
@@ -99,11 +101,11 @@ def add_superseding(brain: Brain, content: str, supersedes: Any, fields: Mapping
             if isinstance(content, str) and content_hash(content) == old.content_hash:
                 raise InvalidInput(f"the new content is the same as {old.id}'s; a fact cannot "
                                    "supersede itself")
-        new = brain.add(content, **fields)  # joins this transaction
-        close(brain._store, new, olds)
-        refreshed = brain._store.get(new.id)
+        added = brain.add_result(content, **fields)  # joins this transaction
+        close(brain._store, added.trace, olds)
+        refreshed = brain._store.get(added.trace.id)
     assert refreshed is not None
-    return refreshed
+    return refreshed, added.created
 
 
 def close(store: Store, new: Trace, olds: Sequence[Trace]) -> None:

@@ -32,7 +32,6 @@ Import decisions:
 from __future__ import annotations
 
 import json
-import math
 import os
 import tempfile
 from collections.abc import Callable
@@ -41,7 +40,7 @@ from typing import IO, Any
 
 from . import graph, schema
 from .errors import InvalidInput, StorageError
-from .model import Trace
+from .model import Trace, finite
 from .policy import Policy
 from .store import Filters, Store
 from .validate import MAX_ID_CHARS, build_trace, check_choice, check_int, check_text, to_timestamp
@@ -102,7 +101,7 @@ def write_atomically(path: str, write: Callable[[IO[str]], Any]) -> Any:
 
 
 def _number(value: Any, what: str, *, minimum: float | None = None) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not finite(value):
         raise InvalidInput(f"{what} must be a finite number, not {value!r}")
     if minimum is not None and value < minimum:
         raise InvalidInput(f"{what} must be at least {minimum}, not {value!r}")

@@ -16,7 +16,6 @@ is a ``ttl`` whose expiry would be.
 from __future__ import annotations
 
 import json
-import math
 from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime, timezone
 from typing import Any
@@ -31,6 +30,7 @@ from .model import (
     TimeLike,
     Trace,
     content_hash,
+    finite,
     iso,
     new_id,
 )
@@ -217,7 +217,7 @@ def check_ttl(ttl: Any) -> float | None:
     """None, or a finite number of seconds in (0, MAX_TTL] (inf, NaN and 1e300 are refused)."""
     if ttl is None:
         return None
-    if (isinstance(ttl, bool) or not isinstance(ttl, (int, float)) or not math.isfinite(ttl)
+    if (isinstance(ttl, bool) or not isinstance(ttl, (int, float)) or not finite(ttl)
             or not 0 < ttl <= MAX_TTL):
         raise InvalidInput(f"ttl must be a number of seconds in (0, {MAX_TTL}] (100 years), not {ttl!r}")
     return float(ttl)
@@ -239,7 +239,7 @@ def to_timestamp(value: TimeLike | None, what: str = "time") -> float | None:
             value = value.replace(tzinfo=timezone.utc)
         value = value.timestamp()
     if isinstance(value, (int, float)):
-        if not math.isfinite(value):
+        if isinstance(value, float) and not finite(value):
             raise InvalidInput(f"{what} must be finite")
         if not _MIN_TIME <= value <= _MAX_TIME:
             # iso() (tools, CLI, reports) could not show it, and no memory is that far off

@@ -93,3 +93,67 @@ def test_an_inverted_time_window_is_invalid_input(file_brain: Brain, tmp_path: P
     code = main(["--brain", db, "list", "--since", "2026-01-03", "--until", "2026-01-01"])
     out, err = capsys.readouterr()
     assert code != 0 and out == "" and len(err.strip().splitlines()) == 1
+
+
+#: An int too big for a float: ``math.isfinite`` and ``float()`` raise OverflowError on it.
+TOO_BIG_FOR_FLOAT = [10**400, -(10**400)]
+
+
+@pytest.mark.parametrize("value", TOO_BIG_FOR_FLOAT, ids=["plus", "minus"])
+@pytest.mark.parametrize("field", ["created_at", "due_at", "expires_at", "ttl"])
+def test_an_int_too_big_for_a_float_is_invalid_input_on_add(file_brain: Brain, field: str, value: int) -> None:
+    # Before: OverflowError ("int too large to convert to float") from math.isfinite.
+    with pytest.raises(InvalidInput, match=field):
+        file_brain.add("kettle", **{field: value})
+    assert file_brain.stats()["live"] == 0
+
+
+@pytest.mark.parametrize("value", TOO_BIG_FOR_FLOAT, ids=["plus", "minus"])
+def test_an_int_too_big_for_a_float_is_invalid_input_as_a_read_time(file_brain: Brain, value: int) -> None:
+    file_brain.add("kettle")
+    with pytest.raises(InvalidInput, match="since"):
+        file_brain.recent(since=value)
+    with pytest.raises(InvalidInput, match="as_of"):
+        file_brain.search("kettle", as_of=value)
+    with pytest.raises(InvalidInput):
+        file_brain.search("kettle", now=value)
+    assert file_brain.stats()["retrievals"] == 0
+
+
+@pytest.mark.parametrize("field", ["created_at", "updated_at", "last_accessed_at", "deleted_at", "valid_from",
+                                   "expires_at", "due_at", "strength", "stability"])
+def test_an_import_with_an_int_too_big_for_a_float_is_invalid_input(
+        file_brain: Brain, tmp_path: Path, capsys: Any, field: str) -> None:
+    file_brain.add("kettle")
+    export = tmp_path / "export.jsonl"
+    file_brain.export(export)
+    header, line = export.read_text().splitlines()
+    record = json.loads(line)
+    record["trace"][field] = "HUGE"
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text(f"{header}\n{json.dumps(record).replace(chr(34) + 'HUGE' + chr(34), '9' * 400)}\n")
+    other = Brain(str(tmp_path / "other.db"))
+    try:
+        with pytest.raises(InvalidInput, match=field):
+            other.import_jsonl(bad)
+        assert other.stats()["live"] == 0
+    finally:
+        other.close()
+    # the CLI: one line, exit 2, and the brain file the failed import created is removed
+    db = tmp_path / "cli.db"
+    code = main(["--brain", str(db), "import", str(bad)])
+    out, err = capsys.readouterr()
+    assert code == 2 and len(err.strip().splitlines()) == 1 and field in err, err
+    assert not db.exists()
+
+
+def test_a_policy_number_too_big_for_a_float_is_invalid_input() -> None:
+    from brainmem import Policy
+    with pytest.raises(InvalidInput, match="weight_time"):
+        Policy(weight_time=10**400)
+
+
+def test_a_tokenizer_count_too_big_for_a_float_is_invalid_input(file_brain: Brain) -> None:
+    file_brain.add("kettle", pinned=True)
+    with pytest.raises(InvalidInput, match="tokenizer"):
+        file_brain.context("kettle", tokenizer=lambda text: 10**400)

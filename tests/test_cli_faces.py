@@ -12,6 +12,7 @@ import pytest
 
 from brainmem import Brain
 from brainmem.cli import main
+from brainmem.errors import InvalidInput
 
 
 def run(capsys, brain: Path, *argv: str) -> tuple[int, str, str]:
@@ -145,3 +146,19 @@ def test_real_subprocess(tmp_path: Path, group: str) -> None:
         other = [sys.executable, "-m", "brainmem", "--brain", str(tmp_path / "c.db"), "import", "-"]
         back = subprocess.run(other, input=out.stdout, capture_output=True, text=True, timeout=60)
         assert back.returncode == 0 and "imported 1 traces" in back.stdout
+
+
+def test_backup_into_a_missing_folder_names_the_target(capsys, tmp_path: Path) -> None:
+    # Before: "cannot open the brain file: unable to open database file", exit 1: it
+    # blamed the brain, which was fine, for a backup target that could not be created.
+    src = tmp_path / "a.db"
+    with Brain(str(src)) as brain:
+        brain.add("first memory")
+        target = tmp_path / "no such folder" / "copy.db"
+        with pytest.raises(InvalidInput, match="no such folder"):
+            brain.backup(str(target))
+    code, out, err = run(capsys, src, "backup", str(target))
+    assert code == 2 and out == ""
+    assert len(err.strip().splitlines()) == 1 and "backup" in err and str(target) in err
+    assert "brain file" not in err
+    assert not target.parent.exists()

@@ -152,3 +152,19 @@ def test_commands_through_the_real_entry_point(tmp_path: Path) -> None:
     assert "orphan edges dropped: 1" in repaired.stdout
     assert run("check").returncode == 0
     assert "integrity" in run("check", "--help").stdout
+
+
+def test_check_is_clean_after_another_connection_optimised_the_index(tmp_path: Path) -> None:
+    # Before: SQLite's PRAGMA integrity_check read this connection's cached FTS5
+    # structure, which another connection's reflect (FTS5 optimize) had made stale:
+    # "fts5: corruption found reading blob ..." on a sound brain (the web inspector's
+    # overview, any long-lived Brain), while a fresh process checked it clean.
+    path = str(tmp_path / "brain.db")
+    with Brain(path) as mine, Brain(path) as other:
+        one, two = mine.add("lantern one"), mine.add("lantern two")
+        other.merge([one.id, two.id])
+        assert [h.trace.content for h in mine.search("lantern one")] == ["lantern one\nlantern two"]
+        assert other.reflect().status == "ok"  # its reindex step optimises the FTS5 index
+        report = mine.check()
+        assert report["ok"], report["problems"]
+        assert report["integrity"] == []

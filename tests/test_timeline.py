@@ -136,3 +136,21 @@ def test_as_of_finds_old_facts_behind_many_newer_matches(file_brain: Brain, cloc
     file_brain.add_many([f"project codename project codename note {i}" for i in range(200)])
     hits = file_brain.search("project codename", limit=5, as_of=T0 + 1)
     assert _ids(hits) == [old.id]
+
+
+def test_add_result_takes_supersedes_as_add_does(file_brain: Brain, clock: FakeClock) -> None:
+    # README: "brain.add_result(...) takes what add takes"; before, supersedes= was
+    # "unknown field(s): supersedes".
+    berlin = file_brain.add("I live in Berlin", type="semantic")
+    clock.advance(DAY)
+    result = file_brain.add_result("I live in Lisbon", type="semantic", supersedes=[berlin.id])
+    assert result.created and not result.deduplicated
+    assert result.trace.valid_from == T0 + DAY and result.trace.valid_until is None
+    assert file_brain.get(berlin.id).valid_until == T0 + DAY
+    assert [t.id for t in file_brain.history(result.trace.id)] == [berlin.id, result.trace.id]
+    # said again after it was replaced: the old trace, deduplicated, current again
+    clock.advance(DAY)
+    back = file_brain.add_result("I live in Berlin", type="semantic", supersedes=result.trace.id)
+    assert back.deduplicated and back.trace.id == berlin.id and back.trace.valid_until is None
+    with pytest.raises(InvalidInput, match="supersedes"):
+        file_brain.add_result("I live in Porto", type="semantic", supersedes=[])
