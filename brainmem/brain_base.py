@@ -164,7 +164,7 @@ class BrainBase:
                 now=None if include_deleted else self.now(now),
             )
         if trace is None:
-            raise NotFound(f"no live trace with id {trace_id!r}")
+            raise NotFound(f"no {'' if include_deleted else 'live '}trace with id {trace_id!r}")
         return trace
 
     def update(self, trace_id: str, *, expected_version: int | None = None, now: TimeLike | None = None,

@@ -17,7 +17,7 @@ import apsw
 import apsw.bestpractice
 
 from . import schema
-from .errors import BrainFileError, NotABrainFile, ReadOnlyBrain, SchemaTooNew
+from .errors import BrainFileError, InvalidInput, NotABrainFile, ReadOnlyBrain, SchemaTooNew
 
 __all__ = ["SQLITE_HEADER", "is_plain_file", "open_connection"]
 
@@ -38,6 +38,9 @@ def _check_file(path: str, readonly: bool) -> None:
     if not os.path.exists(path):
         if readonly:
             raise BrainFileError(f"no brain file at {path} (read-only open does not create)")
+        folder = os.path.dirname(os.path.abspath(path))
+        if not os.path.isdir(folder):  # a mistyped path, not a broken brain: SQLite only said "unable to open"
+            raise InvalidInput(f"cannot create the brain file {path}: the folder {folder} does not exist")
         return
     with open(path, "rb") as handle:
         head = handle.read(100)

@@ -202,8 +202,11 @@ def test_restore_refuses_when_content_is_live_again(mem_brain):
 
 
 def test_restore_unknown_raises_not_found(mem_brain):
-    with pytest.raises(NotFound):
+    with pytest.raises(NotFound) as caught:
         mem_brain.restore("mt_nope")
+    assert str(caught.value) == "no trace with id 'mt_nope'"  # restore looks at deleted ones too
+    with pytest.raises(NotFound, match="no live trace"):
+        mem_brain.get("mt_nope")
 
 
 def test_only_purge_removes_rows(file_brain, clock):

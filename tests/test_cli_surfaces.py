@@ -62,6 +62,8 @@ def test_failed_import_leaves_no_file_and_init_or_create_make_one(capsys: Any, t
     assert code == 0 and json.loads(out)["live"] == 0 and other.exists()
     code, out, _ = run(capsys, "--brain", str(tmp_path / "third.brain"), "add", "first memory")
     assert code == 0 and out.startswith("mt_")  # add creates the brain on first use
+    code, out, err = run(capsys, "--brain", str(tmp_path / "no" / "such.brain"), "add", "x")
+    assert code == 2 and out == "" and err.count("\n") == 1 and "folder" in err  # bad input, exit 2
 
 
 # --- read-only ---------------------------------------------------------------------

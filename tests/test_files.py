@@ -115,6 +115,9 @@ def test_directory_and_missing_file(tmp_path: Path) -> None:
     with pytest.raises(BrainFileError, match="no brain file"):
         Brain(str(tmp_path / "absent.db"), readonly=True)
     assert not (tmp_path / "absent.db").exists()
+    with pytest.raises(InvalidInput, match="folder .*nowhere does not exist"):
+        Brain(str(tmp_path / "nowhere" / "a.db"))  # a mistyped path, not a broken brain
+    assert list(tmp_path.iterdir()) == []
 
 
 def test_check_cli_on_a_foreign_file_exits_1_without_touching_it(tmp_path: Path) -> None:
