@@ -12,6 +12,7 @@ import pytest
 from brainmem import (
     Brain,
     BrainFileError,
+    InvalidInput,
     NotABrainFile,
     ReadOnlyBrain,
     SchemaTooNew,
@@ -213,6 +214,7 @@ def test_store_translates_busy_into_storage_error(tmp_path):
     two.close()
 
 
-def test_missing_parent_directory_is_a_brain_file_error(tmp_path):
-    with pytest.raises(BrainFileError):
+def test_missing_parent_directory_is_invalid_input(tmp_path):
+    # a mistyped path (CLI exit 2), not a brain file that cannot be used
+    with pytest.raises(InvalidInput, match="folder"):
         Brain(str(tmp_path / "no" / "such" / "dir" / "b.db"))

@@ -174,7 +174,7 @@ def test_click_through_search_trace_graph_log(browser: Any, built: Any, shots: P
         assert browser.find_element(By.ID, "content").text == XSS
         no_alert(browser)
         browser.get(url + "trace/mt_nope")
-        assert "no live trace" in browser.find_element(By.ID, "error-message").text
+        assert "no trace with id" in browser.find_element(By.ID, "error-message").text
         snap(browser, shots, "error")
     finally:
         stop(proc)
