@@ -100,3 +100,24 @@ def test_observe_extracts_with_llm_from_env(tmp_path: Path) -> None:
     assert done.returncode == 1 and "extraction: FAILED" in done.stdout
     with Brain(db) as brain:
         assert brain.search("tea")[0].trace.content == "A new turn about tea"
+
+
+@pytest.mark.parametrize("timeout", ["abc", "nan", "-5", "0", "inf"])
+@pytest.mark.parametrize("command", ["observe", "reflect"])
+def test_a_bad_llm_timeout_is_one_line_and_writes_nothing(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                                          monkeypatch: pytest.MonkeyPatch,
+                                                          timeout: str, command: str) -> None:
+    """BRAINMEM_LLM_TIMEOUT=abc was a ValueError traceback (exit 1); nan, -5 and inf were
+    taken, the turns stored, and every extraction then failed on the client's own error."""
+    db = str(tmp_path / "b.db")
+    Brain(db).close()
+    monkeypatch.setenv("BRAINMEM_LLM_MODEL", "stub")
+    monkeypatch.setenv("BRAINMEM_LLM_BASE_URL", "http://127.0.0.1:9/v1")
+    monkeypatch.setenv("BRAINMEM_LLM_TIMEOUT", timeout)
+    monkeypatch.setattr("sys.stdin", io.StringIO('{"role": "user", "content": "I like tea"}\n'))
+    code = main([command, *(["-"] if command == "observe" else []), "--brain", db])
+    err = capsys.readouterr().err
+    assert code == 2, err
+    assert "BRAINMEM_LLM_TIMEOUT" in err and len(err.strip().splitlines()) == 1
+    with Brain(db) as brain:
+        assert brain.stats()["live"] == 0
