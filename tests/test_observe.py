@@ -134,3 +134,21 @@ def test_fuzzed_messages_store_all_or_nothing(tmp_path: Path, messages: Any) -> 
         assert len(report.stored) + len(report.duplicates) + len(report.skipped) == len(messages)
     finally:
         brain.close()
+
+
+@pytest.mark.parametrize("fact", [{"content": "The user likes tea.", "turns": 2},
+                                  {"content": "The user likes tea.", "supersedes": 5},
+                                  {"content": "The user likes tea.", "turns": None, "supersedes": True}])
+def test_a_fact_with_a_non_list_field_is_tolerated(tmp_path: Path, fact: dict[str, Any]) -> None:
+    """``"turns": 2`` (a number, not a list) in the model's reply escaped observe as a
+    TypeError after the turns were stored (an InternalError through the tools); the
+    field is now ignored like any other unusable part of a fact."""
+    def respond(body: dict[str, Any]) -> dict[str, Any]:
+        return {"role": "assistant", "content": json.dumps({"facts": [fact]})}
+
+    with stub_server(respond) as url:
+        brain = Brain(str(tmp_path / "b.db"), clock=lambda: T0, llm=LLM(base_url=url, model="m"))
+        report = brain.observe([{"role": "user", "content": "I like tea"}])
+    assert report.extraction["ok"] is True and len(report.facts) == 1
+    fact_trace = brain.get(report.facts[0])
+    assert fact_trace.content == "The user likes tea." and fact_trace.metadata["derived_from"] == report.stored
