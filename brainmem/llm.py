@@ -135,10 +135,16 @@ def ask(llm: Any, texts: Sequence[str]) -> str:
 
 def complete(llm: Any, system: str, user: str, max_tokens: int = 1000) -> str:
     """A free-form reply from whatever ``llm`` is: its ``complete(system, user)`` method
-    when it has one, else (an insight backend or a callable) ``ask`` with the whole prompt."""
+    when it has one, else its ``insight`` (or the callable itself) on the whole prompt, the
+    reply not cut to :data:`MAX_INSIGHT_CHARS` (an extraction's JSON may be longer)."""
     if hasattr(llm, "complete"):
         return _reply(lambda: llm.complete(system, user, max_tokens=max_tokens))
-    return ask(llm, [f"{system}\n\n{user}"])
+    prompt = [f"{system}\n\n{user}"]  # the whole reply: a JSON answer cut to an insight's length breaks
+    if hasattr(llm, "insight"):
+        return _reply(lambda: llm.insight(prompt))
+    if callable(llm):
+        return _reply(lambda: llm(prompt))
+    raise LLMError(f"llm must have an insight(texts) method or be callable, not {type(llm).__name__}")
 
 
 def _reply(call: Callable[[], Any]) -> str:

@@ -152,3 +152,16 @@ def test_a_fact_with_a_non_list_field_is_tolerated(tmp_path: Path, fact: dict[st
     assert report.extraction["ok"] is True and len(report.facts) == 1
     fact_trace = brain.get(report.facts[0])
     assert fact_trace.content == "The user likes tea." and fact_trace.metadata["derived_from"] == report.stored
+
+
+def test_a_callable_llm_reply_is_not_cut_to_an_insight(tmp_path: Path) -> None:
+    """A plain callable LLM's extraction reply was cut at MAX_INSIGHT_CHARS (2,000), so a
+    reply with many facts was no longer JSON ("not the JSON asked for")."""
+    facts = [{"content": f"The user has visited city number {n} of the tour.", "turns": [0]}
+             for n in range(60)]
+    reply = json.dumps({"facts": facts})
+    assert len(reply) > 2_000
+    brain = Brain(str(tmp_path / "b.db"), clock=lambda: T0, llm=lambda texts: reply)
+    report = brain.observe([{"role": "user", "content": "I travelled a lot this year"}])
+    assert report.extraction["ok"] is True, report.extraction
+    assert len(report.facts) == 60
