@@ -176,8 +176,10 @@ def observe(brain: Brain, messages: Any, *, episode: str | None = None, at: Time
         stored = brain.add_many(items, now=base) if items else []  # validated before writing
     finally:
         unsubscribe()
-    for trace in stored:
-        (report.stored if trace.id in fresh else report.duplicates).append(trace.id)
+    for trace in stored:  # a text repeated in this call is stored once, then a duplicate
+        new = trace.id in fresh
+        fresh.discard(trace.id)
+        (report.stored if new else report.duplicates).append(trace.id)
     latest = max((t.created_at for t in stored), default=base)
     report.extraction = _extract(brain, turns, stored, report, latest, extract)
     return report

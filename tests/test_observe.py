@@ -165,3 +165,13 @@ def test_a_callable_llm_reply_is_not_cut_to_an_insight(tmp_path: Path) -> None:
     report = brain.observe([{"role": "user", "content": "I travelled a lot this year"}])
     assert report.extraction["ok"] is True, report.extraction
     assert len(report.facts) == 60
+
+
+def test_a_turn_repeated_in_one_call_is_stored_once(tmp_path: Path) -> None:
+    """The same text twice in one observe call was listed twice in ``stored`` (one trace,
+    two entries); the repeat is now a duplicate, as on a second call."""
+    brain = Brain(str(tmp_path / "b.db"), clock=lambda: T0)
+    report = brain.observe([{"role": "user", "content": "ok"}, {"role": "assistant", "content": "Sure."},
+                            {"role": "user", "content": "ok"}])
+    assert len(report.stored) == 2 and report.duplicates == [report.stored[0]]
+    assert brain.stats()["live"] == len(report.stored)
