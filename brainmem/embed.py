@@ -20,6 +20,7 @@ non-zero; the rows are L2-normalised there, so cosine is a dot product.
 from __future__ import annotations
 
 import hashlib
+import math
 import os
 import threading
 from collections.abc import Callable, Mapping, Sequence
@@ -123,6 +124,7 @@ class OpenAIEmbedder:
         self.dimension = dimension
         self.batch_size = _positive_int(batch_size, "batch_size")
         _non_negative_int(max_retries, "max_retries")
+        timeout = _seconds(timeout, "timeout")
         self.query_prefix, self.passage_prefix = query_prefix, passage_prefix
         self.input_type = input_type
         key = api_key or os.environ.get("OPENAI_API_KEY") or ("unused" if base_url else None)
@@ -408,12 +410,21 @@ def _retries_option(value: str) -> int:
     return _non_negative_int(parsed, "embedder max_retries")
 
 
+def _seconds(value: Any, what: str) -> float:
+    """A positive, finite number of seconds (an infinite timeout fails every request
+    inside the HTTP client)."""
+    if isinstance(value, bool) or not isinstance(value, int | float) \
+            or not (math.isfinite(value) and value > 0):
+        raise InvalidInput(f"embedder {what} must be a positive number of seconds, not {value!r}")
+    return float(value)
+
+
 def _float_option(value: str, what: str) -> float:
     try:
         out = float(value)
     except ValueError:
         out = -1.0
-    if not out > 0:
+    if not (math.isfinite(out) and out > 0):
         raise InvalidInput(f"embedder {what} must be a positive number of seconds, not {value!r}")
     return out
 

@@ -14,10 +14,11 @@ The ``openai`` package is imported only when a call is made.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from .errors import BrainmemError
+from .errors import BrainmemError, InvalidInput
 
 SYSTEM_PROMPT = (
     "You consolidate an AI agent's long-term memory. You are given memories the agent "
@@ -60,13 +61,14 @@ class LLM:
     def from_env(cls, env: Mapping[str, str]) -> LLM | None:
         """An LLM from ``BRAINMEM_LLM_BASE_URL``/``BRAINMEM_LLM_MODEL``/``OPENAI_API_KEY``.
 
-        None when neither a base URL nor a model is set (reflect then stays extractive).
+        None when neither a base URL nor a model is set (reflect then stays extractive);
+        InvalidInput when ``BRAINMEM_LLM_TIMEOUT`` is not a positive, finite number.
         """
         base_url = env.get("BRAINMEM_LLM_BASE_URL") or None
         model = env.get("BRAINMEM_LLM_MODEL") or None
         if base_url is None and model is None:
             return None
-        timeout = float(env.get("BRAINMEM_LLM_TIMEOUT") or 30.0)
+        timeout = _seconds(env.get("BRAINMEM_LLM_TIMEOUT") or "30", "BRAINMEM_LLM_TIMEOUT")
         return cls(base_url=base_url, model=model or "gpt-4o-mini",
                    api_key=env.get("OPENAI_API_KEY") or None, timeout=timeout)
 
@@ -102,6 +104,17 @@ class LLM:
         return self.complete(SYSTEM_PROMPT, f"Memories:\n{listing}")[:MAX_INSIGHT_CHARS]
 
 
+def _seconds(text: str, name: str) -> float:
+    """A positive, finite number of seconds from the environment; InvalidInput naming it."""
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not (math.isfinite(value) and value > 0):
+        raise InvalidInput(f"{name} must be a positive number of seconds, not {text!r}")
+    return value
+
+
 def describe(llm: Any) -> str | None:
     """A short name of the configured LLM for reports (never the API key)."""
     if llm is None:
@@ -122,10 +135,16 @@ def ask(llm: Any, texts: Sequence[str]) -> str:
 
 def complete(llm: Any, system: str, user: str, max_tokens: int = 1000) -> str:
     """A free-form reply from whatever ``llm`` is: its ``complete(system, user)`` method
-    when it has one, else (an insight backend or a callable) ``ask`` with the whole prompt."""
+    when it has one, else its ``insight`` (or the callable itself) on the whole prompt, the
+    reply not cut to :data:`MAX_INSIGHT_CHARS` (an extraction's JSON may be longer)."""
     if hasattr(llm, "complete"):
         return _reply(lambda: llm.complete(system, user, max_tokens=max_tokens))
-    return ask(llm, [f"{system}\n\n{user}"])
+    prompt = [f"{system}\n\n{user}"]  # the whole reply: a JSON answer cut to an insight's length breaks
+    if hasattr(llm, "insight"):
+        return _reply(lambda: llm.insight(prompt))
+    if callable(llm):
+        return _reply(lambda: llm(prompt))
+    raise LLMError(f"llm must have an insight(texts) method or be callable, not {type(llm).__name__}")
 
 
 def _reply(call: Callable[[], Any]) -> str:

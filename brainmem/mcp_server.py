@@ -5,6 +5,8 @@ each tool's JSON Schema is passed to the client exactly as :meth:`Toolbox.specs`
 writes it. Every call goes through :meth:`Toolbox.call`: the JSON result is sent as
 text content and as structured content, and an error dict is flagged ``isError``
 so the model sees it and can correct itself (no protocol-level error for bad input).
+Once the brain file is gone (deleted, moved, or another file put in its place) every
+call is a ``BrainFileError`` dict: writes would otherwise land in the unlinked file.
 
 Streamable HTTP (:func:`run_http`) serves the SDK's session manager at ``/mcp`` in a
 Starlette app under uvicorn (both ``mcp`` dependencies), on a loopback address only:
@@ -19,10 +21,11 @@ from __future__ import annotations
 
 import inspect
 import json
-from collections.abc import Mapping, Sequence
+import os
+from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from .errors import BrainmemError
+from .errors import BrainFileError, BrainmemError
 
 if TYPE_CHECKING:  # the server sits above the Brain it serves
     from .brain import Brain
@@ -64,13 +67,43 @@ def build_server(brain: Brain, context: Any = None, extra: Sequence[str] | str =
     from .tools import Toolbox
 
     box = Toolbox(brain, context, extra)  # a bad context/extra fails here, before serving
+    call = _guarded(box, brain.path)
     params = inspect.signature(Server.__init__).parameters
     if "on_list_tools" in params:
-        return _server_v2(Server, box, __version__)
-    return _server_v1(Server, box, __version__, "instructions" in params)
+        return _server_v2(Server, box, call, __version__)
+    return _server_v1(Server, box, call, __version__, "instructions" in params)
 
 
-def _server_v2(Server: Any, box: Any, version: str) -> Any:
+def _file_identity(path: str) -> tuple[int, int] | None:
+    try:
+        st = os.stat(path)
+    except (OSError, ValueError):
+        return None
+    return st.st_dev, st.st_ino
+
+
+def _guarded(box: Any, path: str) -> Callable[[Any, Any], dict[str, Any]]:
+    """``box.call``, refused while the brain file is gone: a server outlives what happens
+    to its file, and writes to a deleted (or replaced) file would answer "stored" and
+    vanish with the server's connection. A database with no file (``":memory:"``) is
+    not checked."""
+    from .tool_base import error_dict
+
+    where = os.path.abspath(path)
+    opened = _file_identity(where)
+
+    def call(name: Any, arguments: Any) -> dict[str, Any]:
+        if opened is not None and _file_identity(where) != opened:
+            return error_dict(BrainFileError(
+                f"the brain file {where} is gone (moved, deleted or replaced while the server was "
+                "running); restart the server on the brain's path"))
+        result: dict[str, Any] = box.call(name, arguments)
+        return result
+
+    return call
+
+
+def _server_v2(Server: Any, box: Any, call: Callable[[Any, Any], dict[str, Any]], version: str) -> Any:
     import anyio.to_thread
     from mcp import types
 
@@ -84,7 +117,7 @@ def _server_v2(Server: Any, box: Any, version: str) -> Any:
     async def call_tool(ctx: Any, params: Any) -> Any:
         arguments: Mapping[str, Any] | None = params.arguments
         # a worker thread keeps the event loop answering while reflect runs
-        result = await anyio.to_thread.run_sync(box.call, params.name, arguments)
+        result = await anyio.to_thread.run_sync(call, params.name, arguments)
         return types.CallToolResult(
             content=[types.TextContent(text=json.dumps(result, ensure_ascii=False))],
             structured_content=result,
@@ -95,7 +128,8 @@ def _server_v2(Server: Any, box: Any, version: str) -> Any:
                   on_list_tools=list_tools, on_call_tool=call_tool)
 
 
-def _server_v1(Server: Any, box: Any, version: str, instructions: bool) -> Any:
+def _server_v1(Server: Any, box: Any, call: Callable[[Any, Any], dict[str, Any]], version: str,
+               instructions: bool) -> Any:
     """mcp 1.x: raw request handlers, so the result (and ``isError``) is ours to build --
     its ``@call_tool()`` decorator would flag only exceptions as errors."""
     import importlib
@@ -116,7 +150,7 @@ def _server_v1(Server: Any, box: Any, version: str, instructions: bool) -> Any:
         ]))
 
     async def call_tool(request: Any) -> Any:
-        result = await anyio.to_thread.run_sync(box.call, request.params.name, request.params.arguments)
+        result = await anyio.to_thread.run_sync(call, request.params.name, request.params.arguments)
         fields: dict[str, Any] = {
             "content": [types.TextContent(type="text", text=json.dumps(result, ensure_ascii=False))],
             "isError": "error" in result,

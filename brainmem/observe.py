@@ -176,8 +176,10 @@ def observe(brain: Brain, messages: Any, *, episode: str | None = None, at: Time
         stored = brain.add_many(items, now=base) if items else []  # validated before writing
     finally:
         unsubscribe()
-    for trace in stored:
-        (report.stored if trace.id in fresh else report.duplicates).append(trace.id)
+    for trace in stored:  # a text repeated in this call is stored once, then a duplicate
+        new = trace.id in fresh
+        fresh.discard(trace.id)
+        (report.stored if new else report.duplicates).append(trace.id)
     latest = max((t.created_at for t in stored), default=base)
     report.extraction = _extract(brain, turns, stored, report, latest, extract)
     return report
@@ -243,10 +245,16 @@ def _parse_reply(reply: str, n_turns: int, known: set[str]) -> list[dict[str, An
         content = fact.get("content") if isinstance(fact, dict) else None
         if not isinstance(content, str) or not content.strip():
             continue  # one unusable entry does not spoil the others
-        turns = [n for n in fact.get("turns") or [] if isinstance(n, int) and 0 <= n < n_turns]
-        replaced = [i for i in fact.get("supersedes") or [] if isinstance(i, str) and i in known]
+        turns = [n for n in _listed(fact.get("turns"))
+                 if isinstance(n, int) and not isinstance(n, bool) and 0 <= n < n_turns]
+        replaced = [i for i in _listed(fact.get("supersedes")) if isinstance(i, str) and i in known]
         out.append({"content": content.strip(), "turns": turns, "supersedes": replaced})
     return out
+
+
+def _listed(value: Any) -> list[Any]:
+    """A reply field meant to be a list; anything else (a number, a string, null) is none."""
+    return value if isinstance(value, list) else []
 
 
 def _write_facts(brain: Brain, facts: list[dict[str, Any]], turns: list[_Turn], stored: list[Trace],

@@ -100,3 +100,45 @@ def test_observe_extracts_with_llm_from_env(tmp_path: Path) -> None:
     assert done.returncode == 1 and "extraction: FAILED" in done.stdout
     with Brain(db) as brain:
         assert brain.search("tea")[0].trace.content == "A new turn about tea"
+
+
+@pytest.mark.parametrize("timeout", ["abc", "nan", "-5", "0", "inf"])
+@pytest.mark.parametrize("command", ["observe", "reflect"])
+def test_a_bad_llm_timeout_is_one_line_and_writes_nothing(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                                          monkeypatch: pytest.MonkeyPatch,
+                                                          timeout: str, command: str) -> None:
+    """BRAINMEM_LLM_TIMEOUT=abc was a ValueError traceback (exit 1); nan, -5 and inf were
+    taken, the turns stored, and every extraction then failed on the client's own error."""
+    db = str(tmp_path / "b.db")
+    Brain(db).close()
+    monkeypatch.setenv("BRAINMEM_LLM_MODEL", "stub")
+    monkeypatch.setenv("BRAINMEM_LLM_BASE_URL", "http://127.0.0.1:9/v1")
+    monkeypatch.setenv("BRAINMEM_LLM_TIMEOUT", timeout)
+    monkeypatch.setattr("sys.stdin", io.StringIO('{"role": "user", "content": "I like tea"}\n'))
+    code = main([command, *(["-"] if command == "observe" else []), "--brain", db])
+    err = capsys.readouterr().err
+    assert code == 2, err
+    assert "BRAINMEM_LLM_TIMEOUT" in err and len(err.strip().splitlines()) == 1
+    with Brain(db) as brain:
+        assert brain.stats()["live"] == 0
+
+
+def test_observe_reads_json_lines_whose_text_holds_unicode_line_breaks(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    """A message with U+2028 (or U+0085, a form feed) in its text, written raw as
+    json.dumps(ensure_ascii=False) does, was split there by str.splitlines and refused
+    ("line 2: not valid JSON"); JSON Lines are separated by newlines only."""
+    db = str(tmp_path / "b.db")
+    texts = ["first\u2028second paragraph", "next\x85line", "page\x0cbreak", "sep\x1cfield\u2029end"]
+    lines = "".join(json.dumps({"role": "user", "content": t}, ensure_ascii=False) + "\r\n" for t in texts)
+    path = tmp_path / "chat.jsonl"
+    path.write_text(lines, encoding="utf-8", newline="")
+    for source, stdin in ((str(path), ""), ("-", lines)):
+        monkeypatch.setattr("sys.stdin", io.StringIO(stdin, newline=""))
+        code = main(["observe", source, "--json", "--brain", db])
+        out = capsys.readouterr()
+        assert code == 0, out.err
+        report = json.loads(out.out)
+        assert len(report["stored"]) + len(report["duplicates"]) == len(texts)
+    with Brain(db) as brain:
+        assert sorted(t.content for t in brain.read(report["duplicates"]).traces) == sorted(texts)

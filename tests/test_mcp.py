@@ -143,3 +143,48 @@ def test_mcp_server_searches_by_meaning_from_its_environment(tmp_path: Path) -> 
     assert "degraded" not in by_meaning
     assert "lexical only" in degraded["degraded"]
     assert [r["content"] for r in degraded["results"]] == ["We adopted a kitten"]
+
+
+@pytest.mark.parametrize("how", ["deleted", "replaced"])
+def test_mcp_refuses_calls_once_its_brain_file_is_gone(tmp_path: Path, how: str) -> None:
+    """A brain file deleted (or replaced by another file) while the server ran: adds
+    answered "stored" into the unlinked file and vanished when the server stopped. Every
+    call is now a BrainFileError naming the file, and no new brain appears in its place."""
+    from mcp import ClientSession
+    from mcp.client.stdio import StdioServerParameters, stdio_client
+
+    path = tmp_path / "gone.brain"
+    Brain(str(path)).close()
+    params = StdioServerParameters(command=sys.executable,
+                                   args=["-m", "brainmem", "--brain", str(path), "serve"])
+
+    async def run() -> tuple[Any, Any, Any]:
+        with open(tmp_path / "stderr", "w") as errlog:
+            logging = {"errlog": errlog} if "errlog" in inspect.signature(stdio_client).parameters else {}
+            async with stdio_client(params, **logging) as (read, write):
+                async with ClientSession(read, write) as session:
+                    await session.initialize()
+                    with anyio.fail_after(30):
+                        first = await session.call_tool("memory_add", {"content": "kept note"})
+                        if how == "deleted":
+                            for suffix in ("", "-wal", "-shm"):
+                                Path(str(path) + suffix).unlink(missing_ok=True)
+                        else:  # e.g. a backup moved over it: another file under the name
+                            other = tmp_path / "other.brain"
+                            Brain(str(other)).close()
+                            other.replace(path)
+                        lost = await session.call_tool("memory_add", {"content": "lost note"})
+                        search = await session.call_tool("memory_search", {"query": "note"})
+            return first, lost, search
+
+    first, lost, search = anyio.run(run)
+    assert not field(first, "is_error")
+    for result in (lost, search):
+        assert field(result, "is_error"), payload(result)
+        error = payload(result)["error"]
+        assert error["type"] == "BrainFileError" and str(path) in error["message"]
+    if how == "deleted":
+        assert not path.exists()
+    else:
+        with Brain(str(path)) as brain:
+            assert not brain.search("lost", reinforce=False)

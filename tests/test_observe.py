@@ -134,3 +134,44 @@ def test_fuzzed_messages_store_all_or_nothing(tmp_path: Path, messages: Any) -> 
         assert len(report.stored) + len(report.duplicates) + len(report.skipped) == len(messages)
     finally:
         brain.close()
+
+
+@pytest.mark.parametrize("fact", [{"content": "The user likes tea.", "turns": 2},
+                                  {"content": "The user likes tea.", "supersedes": 5},
+                                  {"content": "The user likes tea.", "turns": None, "supersedes": True}])
+def test_a_fact_with_a_non_list_field_is_tolerated(tmp_path: Path, fact: dict[str, Any]) -> None:
+    """``"turns": 2`` (a number, not a list) in the model's reply escaped observe as a
+    TypeError after the turns were stored (an InternalError through the tools); the
+    field is now ignored like any other unusable part of a fact."""
+    def respond(body: dict[str, Any]) -> dict[str, Any]:
+        return {"role": "assistant", "content": json.dumps({"facts": [fact]})}
+
+    with stub_server(respond) as url:
+        brain = Brain(str(tmp_path / "b.db"), clock=lambda: T0, llm=LLM(base_url=url, model="m"))
+        report = brain.observe([{"role": "user", "content": "I like tea"}])
+    assert report.extraction["ok"] is True and len(report.facts) == 1
+    fact_trace = brain.get(report.facts[0])
+    assert fact_trace.content == "The user likes tea." and fact_trace.metadata["derived_from"] == report.stored
+
+
+def test_a_callable_llm_reply_is_not_cut_to_an_insight(tmp_path: Path) -> None:
+    """A plain callable LLM's extraction reply was cut at MAX_INSIGHT_CHARS (2,000), so a
+    reply with many facts was no longer JSON ("not the JSON asked for")."""
+    facts = [{"content": f"The user has visited city number {n} of the tour.", "turns": [0]}
+             for n in range(60)]
+    reply = json.dumps({"facts": facts})
+    assert len(reply) > 2_000
+    brain = Brain(str(tmp_path / "b.db"), clock=lambda: T0, llm=lambda texts: reply)
+    report = brain.observe([{"role": "user", "content": "I travelled a lot this year"}])
+    assert report.extraction["ok"] is True, report.extraction
+    assert len(report.facts) == 60
+
+
+def test_a_turn_repeated_in_one_call_is_stored_once(tmp_path: Path) -> None:
+    """The same text twice in one observe call was listed twice in ``stored`` (one trace,
+    two entries); the repeat is now a duplicate, as on a second call."""
+    brain = Brain(str(tmp_path / "b.db"), clock=lambda: T0)
+    report = brain.observe([{"role": "user", "content": "ok"}, {"role": "assistant", "content": "Sure."},
+                            {"role": "user", "content": "ok"}])
+    assert len(report.stored) == 2 and report.duplicates == [report.stored[0]]
+    assert brain.stats()["live"] == len(report.stored)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import io
 import json
+import os
 import threading
 from pathlib import Path
 
@@ -18,7 +19,7 @@ from _embedfakes import ConceptEmbedder, concept_vectors
 
 from brainmem import Brain, InvalidInput
 from brainmem.cli import main
-from brainmem.embed import CallableEmbedder
+from brainmem.embed import CallableEmbedder, OpenAIEmbedder
 from brainmem.vectors import decode, encode
 
 STORY = [
@@ -206,6 +207,23 @@ def test_cli_embed_and_search_through_the_openai_compatible_env(tmp_path, monkey
     assert main(["--brain", path, "embed"]) == 2
     assert "no embedder" in capsys.readouterr().err
     assert main(["--brain", path, "search", "x", "--embedder", "bogus"]) == 2
+
+
+@pytest.mark.parametrize("timeout", ["inf", "1e400", "Infinity"])
+def test_an_infinite_embed_timeout_is_refused_before_anything_is_written(tmp_path, monkeypatch, capsys,
+                                                                          timeout) -> None:
+    """BRAINMEM_EMBED_TIMEOUT=inf passed the "positive number" check; every request then
+    failed inside the HTTP client (OverflowError), so each add stored no vector."""
+    path = str(tmp_path / "cli.db")
+    monkeypatch.setenv("BRAINMEM_EMBEDDER", "openai:fake-embed")
+    monkeypatch.setenv("BRAINMEM_EMBED_BASE_URL", "http://127.0.0.1:9/v1")
+    monkeypatch.setenv("BRAINMEM_EMBED_TIMEOUT", timeout)
+    assert main(["--brain", path, "--create", "add", "We adopted a kitten"]) == 2
+    err = capsys.readouterr().err
+    assert "timeout" in err and len(err.strip().splitlines()) == 1
+    assert not os.path.exists(path)
+    with pytest.raises(InvalidInput, match="timeout"):
+        OpenAIEmbedder("x", base_url="http://127.0.0.1:9/v1", timeout=float("inf"))
 
 
 @pytest.mark.parametrize("version", range(1, 5))

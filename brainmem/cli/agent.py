@@ -50,17 +50,19 @@ def register(commands: Any) -> None:
 
 def _read_messages(name: str) -> list[Any]:
     if name == "-":
-        lines = sys.stdin.read().splitlines()
+        text = sys.stdin.read()
     else:
         try:
             with open(name, encoding="utf-8") as fp:
-                lines = fp.read().splitlines()
+                text = fp.read()
         except OSError as exc:
             raise InvalidInput(f"cannot read {name}: {exc.strerror or exc}") from None
         except UnicodeDecodeError:
             raise InvalidInput(f"{name} is not UTF-8 text") from None
     messages = []
-    for number, line in enumerate(lines, start=1):
+    # newlines only: str.splitlines also breaks at U+2028, U+0085 ..., which JSON
+    # text may hold raw (json.dumps(ensure_ascii=False) writes them so)
+    for number, line in enumerate(text.split("\n"), start=1):
         if not line.strip():
             continue
         try:
