@@ -197,6 +197,15 @@ def test_search_without_words_browses_the_traces(ro: TestClient, built: Any, clo
     assert ro.get("/search", params={"offset": "-1"}).status_code == 400
 
 
+def test_search_with_words_pages_by_offset(ro: TestClient) -> None:
+    whole = ro.get("/api/search", params={"q": "editor dark mode", "limit": "4"}).json()["results"]
+    assert len(whole) >= 3
+    page2 = ro.get("/api/search", params={"q": "editor dark mode", "limit": "2", "offset": "2"}).json()
+    assert page2["offset"] == 2 and [r["id"] for r in page2["results"]] == [r["id"] for r in whole[2:4]]
+    r = ro.get("/api/search", params={"q": "editor", "limit": "100", "offset": "950"})
+    assert r.status_code == 400 and "1000" in r.json()["error"]["message"]
+
+
 def test_search_is_a_pure_read_even_in_write_mode(rw: TestClient, built: Any) -> None:
     path, _ = built
     before = Brain(str(path), readonly=True).stats()["retrievals"]

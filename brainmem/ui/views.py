@@ -16,6 +16,7 @@ from ..errors import InvalidInput, NotFound
 from ..jsonview import jsonable
 from ..model import SCOPES, TYPES
 from ..tool_base import hit_view, trace_view
+from ..validate import LIMIT_MAX
 from .app import MAX_QUERY_CHARS, UiError
 from .svg import day_text, retrievability_curve
 
@@ -89,17 +90,21 @@ def search(brain: Any, args: dict[str, Any]) -> dict[str, Any]:
         return {"query": "", "results": [], "windows": [], "terms": [], "retrieval_id": None,
                 **jsonable(listing.to_dict()),  # memory_list's shape: items, truncated
                 "offset": args["offset"]}
-    hits = brain.search(query, args["limit"], reinforce=False, explain=True, **filters)
+    offset = args["offset"]
+    if offset + args["limit"] > LIMIT_MAX:
+        raise UiError(400, f"offset + limit is {offset + args['limit']}; a search reaches its best {LIMIT_MAX}.")
+    # the hits at limit k are the first k of a deeper search's, so a page is a slice of one
+    hits = brain.search(query, offset + args["limit"], reinforce=False, explain=True, **filters)
     factors = FACTORS + (MEANING_FACTORS if brain.embedder is not None else ())
     results = []
-    for hit in hits:
+    for hit in hits[offset:]:
         explain = hit.explain or {}
         view = hit_view(hit)
         view["explain"] = {k: round(float(explain.get(k, 0.0)), 6) for k in factors}
         if "rerank" in explain:  # the reranker's score: its own scale, not a bar
             view["rerank"] = round(float(explain["rerank"]), 4)
         results.append(view)
-    return {"query": query, "results": results, "retrieval_id": hits.retrieval_id,
+    return {"query": query, "results": results, "offset": offset, "retrieval_id": hits.retrieval_id,
             "terms": list(hits.terms),
             "windows": [{"since": a, "until": b} for a, b in hits.windows],
             **({"degraded": hits.degraded} if hits.degraded else {})}
