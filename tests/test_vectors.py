@@ -19,7 +19,7 @@ from _embedfakes import ConceptEmbedder, concept_vectors
 from brainmem import Brain, InvalidInput
 from brainmem.cli import main
 from brainmem.embed import CallableEmbedder
-from brainmem.vectors import decode, encode
+from brainmem.vectors import decode, encode, encode_many
 
 STORY = [
     "We adopted a kitten and named her Luna",
@@ -299,6 +299,16 @@ def test_a_narrow_filter_over_more_vectors_than_sqlite_has_variables(brain_facto
     hits = brain.search("zebra", tags=["x"], reinforce=False)
     assert sorted(contents(hits)) == ["note 0", "note 1", "note 2"]
     assert len(brain.search("zebra", type="semantic", reinforce=False)) == 0  # none pass at all
+
+
+@pytest.mark.parametrize("storage", ["int8", "float32"])
+def test_encode_many_writes_the_bytes_encode_writes(storage) -> None:
+    rng = np.random.default_rng(3)
+    rows = rng.standard_normal((50, 12)).astype(np.float32)
+    rows[:10] *= np.float32(10.0) ** rng.integers(-30, 30, size=(10, 1)).astype(np.float32)
+    rows[10] = 0  # an all-zero row keeps scale 1
+    rows[11, ::2] = 0
+    assert encode_many(rows, storage) == [encode(v, storage) for v in rows]
 
 
 @pytest.mark.parametrize("declares", [True, False], ids=["declared", "undeclared"])
