@@ -9,8 +9,9 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, Any
+
 from ._version import __version__
-from .aio import AsyncBrain
 from .brain import Brain, Hits
 from .consolidation import ReflectReport
 from .embed import (
@@ -48,6 +49,9 @@ from .rerank import (
 from .tools import ToolContext
 from .write import AddResult
 
+if TYPE_CHECKING:
+    from .aio import AsyncBrain
+
 __all__ = [
     "AddResult",
     "AsyncBrain",
@@ -84,3 +88,13 @@ __all__ = [
     "VersionConflict",
     "__version__",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    """``AsyncBrain`` is imported when first asked for: its asyncio (which imports ssl
+    and socket) was ~50 ms of every ``import brainmem``, each CLI command's included."""
+    if name == "AsyncBrain":
+        from .aio import AsyncBrain
+
+        return AsyncBrain
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

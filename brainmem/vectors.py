@@ -37,7 +37,7 @@ from .store_base import in_chunks
 
 log = logging.getLogger("brainmem")
 
-__all__ = ["VectorIndex", "codes", "decode", "encode", "stacked"]
+__all__ = ["VectorIndex", "codes", "decode", "encode", "encode_many", "stacked"]
 
 #: "int8" or "float32": how a vector is written (both are always readable).
 STORAGE = "int8"
@@ -49,6 +49,19 @@ def encode(v: np.ndarray, storage: str = STORAGE) -> bytes:
         return bytes(v.tobytes())
     scale = float(np.abs(v).max()) / 127.0 or 1.0
     return bytes(np.float32(scale).tobytes()) + bytes(np.round(v / scale).astype(np.int8).tobytes())
+
+
+def encode_many(vectors: np.ndarray, storage: str = STORAGE) -> list[bytes]:
+    """:func:`encode` of each row of ``vectors`` (the same bytes), in whole-array steps."""
+    m = np.asarray(vectors, dtype=np.float32)
+    if storage == "float32":
+        return [row.tobytes() for row in m]
+    scales = np.abs(m).max(axis=1).astype(np.float64) / 127.0
+    scales[scales == 0] = 1.0
+    scales32 = scales.astype(np.float32)
+    quantised = np.round(m / scales32[:, None]).astype(np.int8)
+    rows = np.concatenate([scales32.reshape(-1, 1).view(np.uint8), quantised.view(np.uint8)], axis=1)
+    return [row.tobytes() for row in rows]
 
 
 def codes(blob: bytes, dim: int) -> tuple[float, np.ndarray]:
@@ -159,9 +172,11 @@ class VectorIndex:
         if not rows:
             return 0
         dim = len(rows[0][1])
-        self.store.vectors_write(self.model_id, dim, [(t.id, t.content_hash, encode(v)) for t, v in rows])
-        for t, v in rows:
-            self._pending[t.id] = (t.content_hash, *codes(encode(v), dim))
+        blobs = encode_many(np.stack([v for _, v in rows]))  # for the rows and the cache's codes
+        self.store.vectors_write(self.model_id, dim,
+                                 [(t.id, t.content_hash, b) for (t, _), b in zip(rows, blobs)])
+        for (t, _), blob in zip(rows, blobs):
+            self._pending[t.id] = (t.content_hash, *codes(blob, dim))
         return len(rows)
 
     def backfill(self, batch_size: int = 256, limit: int | None = None,

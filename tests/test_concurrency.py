@@ -6,9 +6,9 @@ The scenario of the reliability issue: 4 writer processes each add 2,000 traces
 once, contents added by several writers at once were deduplicated into one trace,
 no caller saw "database is locked" (or any error), and both integrity checks pass.
 
-Workers are real processes running this file as a script (``python
-test_concurrency.py writer ...``); each reports to its own JSON-lines file,
-flushed after every call returns.
+Workers are real processes, forked by this file run as a script (which imported
+everything once: tests/forkserver.py); each opens the brain itself and reports to
+its own JSON-lines file, flushed after every call returns.
 """
 
 from __future__ import annotations
@@ -16,13 +16,12 @@ from __future__ import annotations
 import json
 import os
 import random
-import subprocess
-import sys
 import threading
 import time
 from pathlib import Path
 
 import pytest
+from forkserver import ForkServer, serve
 
 from brainmem import Brain
 
@@ -111,8 +110,16 @@ def _reflecter(path: str, out_path: str, stop: str) -> None:
         _report(out, {"reflects": done})
 
 
-def _spawn(*args: str) -> subprocess.Popen:
-    return subprocess.Popen([sys.executable, str(HERE), *args])
+def _work(role: str, *args: str) -> None:
+    """A worker's body (in a child the fork server forked)."""
+    if role == "writer":
+        _writer(args[0], args[1], int(args[2]))
+    elif role == "searcher":
+        _searcher(*args)
+    elif role == "reflecter":
+        _reflecter(*args)
+    else:
+        raise SystemExit(f"unknown role {role}")
 
 
 def _records(path: Path) -> list[dict]:
@@ -129,16 +136,18 @@ def test_writers_searchers_and_reflect_share_one_file(tmp_path: Path) -> None:
     outs = {name: tmp_path / f"{name}.jsonl" for name in
             [*(f"writer{i}" for i in range(WRITERS)), *(f"searcher{i}" for i in range(SEARCHERS)),
              "reflecter"]}
-    readers = [_spawn("searcher", path, str(outs[f"searcher{i}"]), stop) for i in range(SEARCHERS)]
-    readers.append(_spawn("reflecter", path, str(outs["reflecter"]), stop))
-    writers = [_spawn("writer", path, str(outs[f"writer{i}"]), str(i)) for i in range(WRITERS)]
-    try:
-        for proc in writers:
-            assert proc.wait(timeout=120) == 0
-    finally:
-        Path(stop).touch()
-        for proc in readers:
-            proc.wait(timeout=60)
+    with ForkServer(HERE) as server:
+        readers = [server.start("searcher", path, str(outs[f"searcher{i}"]), stop)
+                   for i in range(SEARCHERS)]
+        readers.append(server.start("reflecter", path, str(outs["reflecter"]), stop))
+        writers = [server.start("writer", path, str(outs[f"writer{i}"]), str(i)) for i in range(WRITERS)]
+        try:
+            for proc in writers:
+                assert proc.wait(timeout=120) == 0
+        finally:
+            Path(stop).touch()
+            for proc in readers:
+                proc.wait(timeout=60)
     for proc in readers:
         assert proc.returncode == 0
 
@@ -204,13 +213,5 @@ def test_threads_share_one_brain(tmp_path: Path) -> None:
     brain.close()
 
 
-if __name__ == "__main__":  # worker entry point: python test_concurrency.py ROLE ...
-    role, *rest = sys.argv[1:]
-    if role == "writer":
-        _writer(rest[0], rest[1], int(rest[2]))
-    elif role == "searcher":
-        _searcher(*rest)
-    elif role == "reflecter":
-        _reflecter(*rest)
-    else:
-        raise SystemExit(f"unknown role {role}")
+if __name__ == "__main__":  # the fork server of the workers (tests/forkserver.py)
+    serve(_work)

@@ -1,12 +1,13 @@
 """Crash safety: a writer killed with SIGKILL at random moments loses nothing it acknowledged.
 
-One brain file lives through 20 kills. Each round a child process (this file run
-as a script) opens the file left by the previous victim and loops over one kind of
-work — add_many, update, merge or reflect — writing an acknowledgement line after
-each call returns (flushed, so it survives the kill). The parent kills it at a
-random moment, then checks that the file opens, passes both integrity checks,
-holds every acknowledged add byte-identical, every acknowledged update (at least
-that version), and no half-applied merge.
+One brain file lives through 20 kills. Each round a child process (forked by this
+file run as a script, which imported everything once) opens the file left by the
+previous victim and loops over one kind of work — add_many, update, merge or
+reflect — writing an acknowledgement line after each call returns (flushed, so it
+survives the kill). The parent kills it at a random moment, then checks that the
+file opens, passes both integrity checks, holds every acknowledged add
+byte-identical, every acknowledged update (at least that version), and no
+half-applied merge.
 """
 
 from __future__ import annotations
@@ -15,18 +16,18 @@ import json
 import os
 import random
 import signal
-import subprocess
-import sys
 import threading
 import time
+from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
 
 import pytest
+from forkserver import Child, ForkServer, serve
 
 from brainmem import Brain, Policy
 
-pytestmark = pytest.mark.slow  # ~10 s of real processes killed at random moments
+pytestmark = pytest.mark.slow  # ~8 s of real processes killed at random moments
 
 HERE = Path(__file__).resolve()
 STEPS = ("prune", "merge", "strengthen", "derive", "compact", "reindex")
@@ -148,18 +149,18 @@ def _verify(path: str, adds: dict[str, str], updates: dict[str, tuple[int, str]]
             assert rows[s][3] == trace_id, f"merge into {trace_id} is half-applied"
 
 
-def _spawn_child(path: str, ack_path: Path, mode: str, seed: int) -> subprocess.Popen:
-    """Start a child that imports everything, then waits for a line on stdin before it
-    opens the brain: the next round's interpreter starts while this round runs."""
-    return subprocess.Popen([sys.executable, str(HERE), path, str(ack_path), mode, str(seed)],
-                            stdin=subprocess.PIPE)
+@pytest.fixture(scope="module")
+def zygote() -> Iterator[ForkServer]:
+    """This file run as a script: it imports everything once, then forks each victim, so
+    a round costs a fork instead of an interpreter start-up and its imports."""
+    with ForkServer(HERE) as server:
+        yield server
 
 
-def _release_child(child: subprocess.Popen, ack_path: Path) -> subprocess.Popen:
-    """Let a spawned child open the brain and wait until it has (its first acknowledgement)."""
-    assert child.stdin is not None
-    child.stdin.write(b"go\n")
-    child.stdin.close()
+def _start_child(zygote: ForkServer, path: str, ack_path: Path, mode: str, seed: int) -> Child:
+    """Fork a child that opens the brain and works in ``mode``; wait until it has opened
+    the brain (its first acknowledgement)."""
+    child = zygote.start(path, str(ack_path), mode, seed)
     for _ in range(2000):  # a hang guard (~20 s of polls), not a speed check
         if ack_path.exists() and ack_path.read_text():
             return child
@@ -169,18 +170,13 @@ def _release_child(child: subprocess.Popen, ack_path: Path) -> subprocess.Popen:
     pytest.fail("the child never opened the brain")
 
 
-def _start_child(path: str, ack_path: Path, mode: str, seed: int) -> subprocess.Popen:
-    """Start a child and wait until it has opened the brain (its first acknowledgement)."""
-    return _release_child(_spawn_child(path, ack_path, mode, seed), ack_path)
-
-
 def test_schedule_has_20_kills_and_every_reflect_step() -> None:
     assert len(SCHEDULE) == 20
     assert {m.partition(":")[2] for m in SCHEDULE if m.startswith("reflect")} == set(STEPS)
 
 
 @pytest.mark.skipif(not hasattr(signal, "SIGKILL"), reason="needs SIGKILL")
-def test_sigkill_at_random_moments_loses_nothing_acknowledged(tmp_path: Path) -> None:
+def test_sigkill_at_random_moments_loses_nothing_acknowledged(tmp_path: Path, zygote: ForkServer) -> None:
     path = str(tmp_path / "brain.db")
     with Brain(path) as brain:  # some material for update/merge/reflect from round one
         brain.add_many([f"seed {i} {_sentence(random.Random(i))}" for i in range(200)])
@@ -188,15 +184,11 @@ def test_sigkill_at_random_moments_loses_nothing_acknowledged(tmp_path: Path) ->
     adds: dict[str, str] = {}
     updates: dict[str, tuple[int, str]] = {}
     merges: dict[str, list[str]] = {}
-    acks = [tmp_path / f"ack{round_}.jsonl" for round_ in range(len(SCHEDULE))]
-    spawned = _spawn_child(path, acks[0], SCHEDULE[0], 0)
+    child: Child | None = None
     try:
         for round_, mode in enumerate(SCHEDULE):
-            ack_path = acks[round_]
-            child = _release_child(spawned, ack_path)
-            if round_ + 1 < len(SCHEDULE):  # the next victim starts up while this one works;
-                # it touches nothing until it is released, after this round is verified
-                spawned = _spawn_child(path, acks[round_ + 1], SCHEDULE[round_ + 1], round_ + 1)
+            ack_path = tmp_path / f"ack{round_}.jsonl"
+            child = _start_child(zygote, path, ack_path, mode, round_)
             if mode.startswith("reflect"):  # it kills itself inside the target step
                 child.wait(timeout=30)
                 target = mode.partition(":")[2]
@@ -217,20 +209,19 @@ def test_sigkill_at_random_moments_loses_nothing_acknowledged(tmp_path: Path) ->
                     survivor, sources = record["merge"]
                     merges[survivor] = sources
             _verify(path, adds, updates, merges)
-    finally:  # a failed round leaves the next victim waiting for its release
-        if spawned.poll() is None:
-            spawned.kill()
-            spawned.wait()
+    finally:  # a failed round must not leave its victim working
+        if child is not None:
+            child.kill()
     assert len(adds) > len(SCHEDULE)  # the children really worked between kills
     assert updates and merges
 
 
-def test_lease_of_a_killed_reflect_expires(tmp_path: Path) -> None:
+def test_lease_of_a_killed_reflect_expires(tmp_path: Path, zygote: ForkServer) -> None:
     """A reflect killed mid-run leaves its lease; it blocks until it expires, then the next runs."""
     path = str(tmp_path / "brain.db")
     with Brain(path) as brain:
         brain.add_many([f"seed {i} {_sentence(random.Random(i))}" for i in range(50)])
-    child = _start_child(path, tmp_path / "ack.jsonl", "lease:merge", 7)
+    child = _start_child(zygote, path, tmp_path / "ack.jsonl", "lease:merge", 7)
     child.wait(timeout=30)
     assert child.returncode == -signal.SIGKILL
     policy = replace(Policy(), lease_seconds=5.0)
@@ -246,7 +237,5 @@ def test_lease_of_a_killed_reflect_expires(tmp_path: Path) -> None:
         assert brain.check()["ok"]
 
 
-if __name__ == "__main__":  # child entry point: python test_crash.py PATH ACK MODE SEED
-    if sys.stdin.readline() != "go\n":  # the parent gave up on this child before releasing it
-        sys.exit(0)
-    _child(sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4]))
+if __name__ == "__main__":  # the fork server: python test_crash.py (tests/forkserver.py)
+    serve(_child)

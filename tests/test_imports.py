@@ -1,4 +1,5 @@
-"""`import brainmem` and `brainmem --help` stay light: no scikit-learn, openai or networkx."""
+"""`import brainmem` and `brainmem --help` stay light: no scikit-learn, openai or networkx
+(and no asyncio before AsyncBrain is asked for)."""
 
 from __future__ import annotations
 
@@ -6,7 +7,7 @@ import json
 import subprocess
 import sys
 
-HEAVY = ("sklearn", "openai", "networkx", "mcp", "starlette", "uvicorn", "jinja2")
+HEAVY = ("sklearn", "openai", "networkx", "mcp", "starlette", "uvicorn", "jinja2", "asyncio")
 
 
 def loaded_after(code: str) -> dict[str, bool]:

@@ -11,7 +11,6 @@ import pytest
 
 pytest.importorskip("langgraph", reason="the langgraph extra is not installed")
 
-from langgraph.graph import END, START, StateGraph  # noqa: E402
 from langgraph.store.base import BaseStore, InvalidNamespaceError  # noqa: E402
 from langgraph.store.memory import InMemoryStore  # noqa: E402
 
@@ -141,6 +140,10 @@ def answer(state: State, *, store: BaseStore) -> dict[str, Any]:
 
 
 def test_a_real_graph_uses_the_brain_as_its_store(tmp_path: Path) -> None:
+    # imported here: langgraph.graph takes ~0.8 s, which every xdist worker paid at
+    # collection though only one runs this test
+    from langgraph.graph import END, START, StateGraph
+
     builder = StateGraph(State)
     builder.add_node("remember", remember)
     builder.add_node("answer", answer)

@@ -20,7 +20,7 @@ from _embedfakes import ConceptEmbedder, concept_vectors
 from brainmem import Brain, InvalidInput
 from brainmem.cli import main
 from brainmem.embed import CallableEmbedder, OpenAIEmbedder
-from brainmem.vectors import decode, encode
+from brainmem.vectors import decode, encode, encode_many
 
 STORY = [
     "We adopted a kitten and named her Luna",
@@ -281,11 +281,12 @@ def test_put_embeds_its_value_and_an_overwrite_re_embeds(brain_factory, emb) -> 
 
 
 def _hashed(texts: list[str], kind: str = "passage") -> np.ndarray:
-    """A 16-d vector per text, seeded by its hash: a stand-in whose cosines are known."""
+    """A 16-d vector per text, its SHA-512 digest read as 16 int32s: a stand-in whose
+    cosines are known (a generator seeded per text cost 0.7 s for the 40,000 below)."""
     import hashlib
 
-    return np.stack([np.random.default_rng(int.from_bytes(hashlib.sha256(t.encode()).digest()[:8], "little"))
-                     .standard_normal(16).astype(np.float32) for t in texts])
+    return np.stack([np.frombuffer(hashlib.sha512(t.encode()).digest(), dtype="<i4")
+                     for t in texts]).astype(np.float32)
 
 
 @pytest.mark.parametrize("tagged", [3, 40])
@@ -317,6 +318,16 @@ def test_a_narrow_filter_over_more_vectors_than_sqlite_has_variables(brain_facto
     hits = brain.search("zebra", tags=["x"], reinforce=False)
     assert sorted(contents(hits)) == ["note 0", "note 1", "note 2"]
     assert len(brain.search("zebra", type="semantic", reinforce=False)) == 0  # none pass at all
+
+
+@pytest.mark.parametrize("storage", ["int8", "float32"])
+def test_encode_many_writes_the_bytes_encode_writes(storage) -> None:
+    rng = np.random.default_rng(3)
+    rows = rng.standard_normal((50, 12)).astype(np.float32)
+    rows[:10] *= np.float32(10.0) ** rng.integers(-30, 30, size=(10, 1)).astype(np.float32)
+    rows[10] = 0  # an all-zero row keeps scale 1
+    rows[11, ::2] = 0
+    assert encode_many(rows, storage) == [encode(v, storage) for v in rows]
 
 
 @pytest.mark.parametrize("declares", [True, False], ids=["declared", "undeclared"])
