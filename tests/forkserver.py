@@ -60,6 +60,10 @@ class ForkServer:
     """``python SCRIPT`` (whose ``__main__`` calls :func:`serve`), and the children it forks."""
 
     def __init__(self, script: str | Path) -> None:
+        if not hasattr(os, "fork"):  # Windows: these tests need real forked processes
+            import pytest
+
+            pytest.skip("needs os.fork (tests/forkserver.py)")
         self.proc = subprocess.Popen([sys.executable, str(script)], stdin=subprocess.PIPE,
                                      stdout=subprocess.PIPE)
         self._pids: queue.Queue[int] = queue.Queue()
