@@ -120,9 +120,10 @@ class Brain(FacesMixin, AdminMixin):
         return results if report else [r.trace for r in results]
 
     def _add_items(self, items: Iterable[str | Mapping[str, Any]], now: TimeLike | None,
-                   numbered: bool) -> list[AddResult]:
+                   numbered: bool, prepared: Mapping[str, Any] | None = None) -> list[AddResult]:
         """add/add_many; ``numbered`` errors name the batch item (``item 3: ...``), a
-        single add's do not."""
+        single add's do not. ``prepared``: vectors a caller computed before taking the
+        lock (:meth:`_prepare_vectors`), for an add inside its own write."""
         at = self.now(now)
         built: list[Trace] = []
         for index, item in enumerate(items):
@@ -134,7 +135,8 @@ class Brain(FacesMixin, AdminMixin):
                 raise type(exc)(f"{where}{exc}") from None
             except TypeError:
                 raise InvalidInput(f"{where}must be a string or a mapping of fields") from None
-        prepared = self._prepare_vectors([t.content for t in built])
+        if prepared is None:
+            prepared = self._prepare_vectors([t.content for t in built])
         with self._write_with_events() as events:
             results = self._writer.add(built, at)
             self._write_vectors([r.trace for r in results if r.created], prepared)

@@ -264,6 +264,8 @@ def _write_facts(brain: Brain, facts: list[dict[str, Any]], turns: list[_Turn], 
     closed: set[str] = set()
     written: list[str] = []
     scope, scope_id = stored[0].scope, stored[0].scope_id
+    # embedded before the lock is taken: a slow provider must not hold up other threads
+    prepared = brain._prepare_vectors([fact["content"] for fact in facts])
     with brain._lock, brain._store.write():
         for fact in facts:
             sources = [stored[n].id for n in fact["turns"]] or [
@@ -272,7 +274,8 @@ def _write_facts(brain: Brain, facts: list[dict[str, Any]], turns: list[_Turn], 
                       "metadata": {"derived_from": sources, "method": "observe"}}
             olds = [by_id[i] for i in fact["supersedes"] if i not in closed
                     and by_id[i].key is None and by_id[i].content_hash != content_hash(fact["content"])]
-            trace = brain.add(fact["content"], **fields)
+            trace = brain._add_items([{"content": fact["content"], **fields}], None, numbered=False,
+                                     prepared=prepared)[0].trace
             if olds and trace.id not in {o.id for o in olds}:
                 timeline.close(brain._store, trace, olds)
                 closed.update(o.id for o in olds)

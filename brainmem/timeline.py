@@ -88,6 +88,7 @@ def add_superseding(brain: Brain, content: str, supersedes: Any,
     if not ids:
         raise InvalidInput("supersedes needs at least one trace id")
     scope, scope_id = scope_of(fields.get("scope"), fields.get("scope_id"))
+    prepared = brain._prepare_vectors([content])  # before the lock: a provider may be slow
     with brain._lock, brain._store.write():
         olds = [brain.get(i) for i in ids]  # NotFound for an unknown or deleted id
         for old in olds:
@@ -101,7 +102,8 @@ def add_superseding(brain: Brain, content: str, supersedes: Any,
             if isinstance(content, str) and content_hash(content) == old.content_hash:
                 raise InvalidInput(f"the new content is the same as {old.id}'s; a fact cannot "
                                    "supersede itself")
-        added = brain.add_result(content, **fields)  # joins this transaction
+        added = brain._add_items([{"content": content, **fields}], None, numbered=False,
+                                 prepared=prepared)[0]  # joins this transaction
         close(brain._store, added.trace, olds)
         refreshed = brain._store.get(added.trace.id)
     assert refreshed is not None

@@ -382,6 +382,52 @@ def test_embed_on_a_read_only_brain_refuses_before_calling_the_provider(tmp_path
     assert calls == []
 
 
+SLOW_FACT = "The user's sister Ana lives in Porto."
+
+
+@pytest.mark.parametrize("write", ["add", "add_many", "add_superseding", "put", "update", "observe"])
+def test_no_write_embeds_while_holding_the_lock(tmp_path, write: str) -> None:
+    """Every write embeds its text before taking the brain's lock, as the README promises:
+    while one thread's write waits on a slow provider, another thread's calls go on.
+    (observe's extracted facts and add(supersedes=...) embedded inside their write.)"""
+    called, release = threading.Event(), threading.Event()
+
+    def embed(texts: list[str], kind: str = "passage") -> np.ndarray:
+        if SLOW_FACT in texts:
+            called.set()
+            release.wait(30)
+        return concept_vectors(texts, kind)
+
+    reply = json.dumps({"facts": [{"content": SLOW_FACT, "turns": [0]}]})
+    brain = Brain(str(tmp_path / "b.db"), embedder=CallableEmbedder(embed, "slow"),
+                  llm=lambda texts: reply)
+    old = brain.add("The user's sister Ana lives in Lisbon.")
+    run = {
+        "add": lambda: brain.add(SLOW_FACT),
+        "add_many": lambda: brain.add_many([SLOW_FACT, "another"]),
+        "add_superseding": lambda: brain.add(SLOW_FACT, supersedes=[old.id]),
+        "put": lambda: brain.put("sister.city", SLOW_FACT),
+        "update": lambda: brain.update(old.id, content=SLOW_FACT),
+        "observe": lambda: brain.observe([{"role": "user", "content": "My sister Ana moved to Porto"}]),
+    }[write]
+    writing = threading.Thread(target=run)
+    writing.start()
+    try:
+        assert called.wait(10)
+        done = threading.Event()
+        other = threading.Thread(target=lambda: (brain.add("The plumber comes on Tuesday"),
+                                                 brain.search("plumber"), done.set()))
+        other.start()
+        assert done.wait(10), f"another thread's calls waited for {write}'s embedder"
+        assert writing.is_alive()  # still inside the provider
+    finally:
+        release.set()
+        writing.join(10)
+    assert SLOW_FACT in [h.trace.content for h in brain.search("Ana Porto", limit=5)]
+    assert brain.stats()["embedder"]["missing"] == 0  # the write got its vector all the same
+
+
+
 @pytest.mark.parametrize("slow", ["embedder", "reranker"])
 def test_a_slow_provider_never_holds_up_another_thread(brain_factory, emb, slow) -> None:
     """The query's embedding and the re-ranking run outside the brain's lock: while one
