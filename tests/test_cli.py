@@ -79,6 +79,7 @@ def test_show_update_delete_restore_merge_purge(capsys: Any, db: str) -> None:
     assert code == 0 and shown["importance"] == 0.9 and shown["pinned"] and shown["metadata"] == {"src": "cli"}
     code, out, _ = run(capsys, "show", first, "--brain", db)
     assert "first fact" in out and "importance:" in out
+    assert f"created_at:  {shown['created_at']}\n" in out  # ISO time, as --json shows it
 
     code, out, _ = run(capsys, "update", first, "--content", "first fact, corrected", "--unpin",
                        "--json", "--brain", db)

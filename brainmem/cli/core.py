@@ -15,6 +15,7 @@ import sys
 from typing import Any
 
 from ..errors import InvalidInput
+from ..jsonview import jsonable
 from ..model import SCOPES, TYPES
 from . import (
     add_json_flag,
@@ -188,7 +189,8 @@ def _extra(args: argparse.Namespace) -> Any:
 
 
 def _print_trace(trace: Any) -> None:
-    for name, value in trace_json(trace).items():
+    # times as ISO-8601 UTC, as --json and the list/recent tables show them
+    for name, value in jsonable(trace_json(trace)).items():
         shown = json.dumps(value, ensure_ascii=False) if isinstance(value, dict | list) else value
         print(f"{name + ':':<12} {shown}")
 
