@@ -18,7 +18,7 @@ the same ``now`` changes nothing.
    re-read and decided by the rule inside short write transactions. The survivor is the
    pinned one, else the most recalled, else the oldest; it keeps its content and gets
    the union of tags, max strength/stability/importance, summed access counts, the
-   earliest creation time; losers are soft-deleted with ``merged_into`` and a merge
+   earliest creation time, the latest expiry (none if any has none); losers are soft-deleted with ``merged_into`` and a merge
    record (both texts, their edges: :mod:`brainmem.unmerge` undoes it), their edges
    re-pointed, and ``supersedes`` edges run survivor → loser (as ``Brain.merge``);
    the report's ``merges`` (kept in the consolidation log) lists both texts of each.

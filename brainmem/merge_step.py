@@ -13,7 +13,7 @@ changes nothing.
 
 The survivor is the pinned one, else the most recalled, else the oldest; it keeps its
 content and gets the union of tags, max strength/stability/importance, summed access
-counts, the earliest creation time; losers are soft-deleted with ``merged_into`` and a
+counts, the earliest creation time, the latest expiry (none if any has none); losers are soft-deleted with ``merged_into`` and a
 merge record (:mod:`brainmem.unmerge` undoes it), their edges re-pointed, and
 ``supersedes`` edges run survivor → loser.
 """
@@ -127,6 +127,10 @@ def absorb(store: Store, policy: Policy, survivor: Trace, losers: Sequence[Trace
     one log entry per loser with both texts. Undone by :func:`brainmem.unmerge.unmerge`."""
     loser_ids = [t.id for t in losers]
     kept = merge_fields([survivor, *losers])
+    # the merged trace lives as long as the longest-lived of them: a lasting fact folded
+    # into a survivor with a TTL must not expire with it (None: one of them never expires)
+    expiries = [t.expires_at for t in (survivor, *losers)]
+    kept["expires_at"] = None if None in expiries else max(e for e in expiries if e is not None)
     merged_from = list(dict.fromkeys([*survivor.metadata.get("merged_from", []), *loser_ids]))
     store.update_fields(survivor.id, {
         **kept,

@@ -143,6 +143,28 @@ def test_keyed_and_cross_scope_traces_are_not_merged(brain: Brain) -> None:
     assert brain.reflect().merged == 0
 
 
+def test_a_merge_never_lets_a_lasting_fact_expire(brain: Brain, clock: Clock) -> None:
+    # the survivor (oldest) has a TTL, the loser has none: the merged trace must outlive the
+    # TTL, else the lasting fact vanishes from search when the survivor expires
+    code = brain.add("The gate code is 4821", type="semantic", ttl=3600)
+    clock.now += 60
+    lasting = brain.add("the gate code is 4821.", type="semantic")
+    report = brain.reflect()
+    assert report.merged == 1 and brain.get(lasting.id, include_deleted=True).merged_into == code.id
+    assert brain.get(code.id).expires_at is None
+    clock.now += 2 * 3600
+    assert [h.trace.id for h in brain.search("gate code", reinforce=False)] == [code.id]
+    assert brain.reflect().pruned == 0
+    # two TTLs: the later one wins; unmerge gives the survivor its own TTL back
+    a = brain.add("Parking spot 17 is ours this week", ttl=1000)
+    clock.now += 10
+    b = brain.add("parking spot 17 is ours this week!", ttl=5000)
+    assert brain.reflect().merged == 1
+    assert brain.get(a.id).expires_at == b.expires_at
+    brain.unmerge(a.id)
+    assert brain.get(a.id).expires_at == a.expires_at and brain.get(b.id).expires_at == b.expires_at
+
+
 # --- strengthen ---------------------------------------------------------------------------
 
 
