@@ -12,7 +12,7 @@ the same ``now`` changes nothing.
 2. :func:`merge` — near-duplicates (:mod:`brainmem.merge_step`): every pair the merge
    rule of :mod:`brainmem.sameness` could accept (same words in the same order up to
    case, punctuation, Unicode form and one typo; same numbers, names and polarity), in
-   one block (same type, scope, scope_id, task and due time; keyed traces are never
+   one block (same type, scope, scope_id, task, due time and cue; keyed traces are never
    merged: a key is a name the caller chose), is nominated by the exact and masked
    blocking keys of :mod:`brainmem.dedupe_blocks`, in bounded memory; groups are
    re-read and decided by the rule inside short write transactions. The survivor is the

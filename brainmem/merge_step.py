@@ -5,7 +5,7 @@ the merge rule could accept, found in bounded memory) and merges them in write
 transactions of at most ``Policy.reflect_chunk`` traces. Inside each transaction the
 group's traces are re-read, and a trace is folded into the group's survivor only when it
 is still a merge candidate (live, unexpired, keyless, current, not derived), in the
-survivor's block (type, scope, scope_id, task, due time) and the same text under the
+survivor's block (type, scope, scope_id, task, due time, cue) and the same text under the
 rule (:func:`brainmem.sameness.same`, on the contents as they are *now*): a trace
 edited, deleted or re-scoped since it was nominated is left alone. A group larger than
 one transaction is merged in slices, then its slices' survivors again, until one pass
@@ -77,7 +77,9 @@ def _merge_large(store: Store, policy: Policy, now: float, report: ReflectReport
 
 
 def _block(trace: Trace) -> tuple[Any, ...]:
-    return (trace.type, trace.scope, trace.scope_id, trace.task_id, trace.due_at)
+    """What two traces must share to merge (as :meth:`Store.merge_rows` reads it): the cue
+    too, searched like content, so a merge never hides a reminder from its own cue."""
+    return (trace.type, trace.scope, trace.scope_id, trace.task_id, trace.due_at, trace.cue)
 
 
 def _candidate(trace: Trace) -> bool:

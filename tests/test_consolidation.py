@@ -165,6 +165,21 @@ def test_a_merge_never_lets_a_lasting_fact_expire(brain: Brain, clock: Clock) ->
     assert brain.get(a.id).expires_at == a.expires_at and brain.get(b.id).expires_at == b.expires_at
 
 
+def test_reminders_with_different_cues_are_not_merged(brain: Brain, clock: Clock) -> None:
+    # a cue is searched like content: folding one reminder into another with another cue
+    # would hide it from the searches its own cue answered
+    due = T0 + DAY
+    travel = brain.add("Ask about the visa", type="prospective", due_at=due, cue="travel planning")
+    clock.now += 60
+    embassy = brain.add("ask about the visa", type="prospective", due_at=due, cue="embassy appointment")
+    twin = brain.add("Ask about the visa!", type="prospective", due_at=due, cue="travel planning")
+    assert [h.trace.id for h in brain.search("embassy", reinforce=False)] == [embassy.id]
+    report = brain.reflect()
+    assert report.merged == 1 and brain.get(twin.id, include_deleted=True).merged_into == travel.id
+    assert [h.trace.id for h in brain.search("embassy", reinforce=False)] == [embassy.id]
+    assert [h.trace.id for h in brain.search("travel planning", reinforce=False)] == [travel.id]
+
+
 # --- strengthen ---------------------------------------------------------------------------
 
 
