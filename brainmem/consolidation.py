@@ -492,6 +492,8 @@ def _compact_one(ctx: _Run, trace: Trace) -> None:
                   "episode": trace.episode, "created_at": trace.created_at}
     twin = store.find_duplicate(trace.content_hash, "semantic", trace.scope, trace.scope_id)
     if twin is not None:
+        if not merge_step.tags_fit(policy, twin, [trace]):
+            return  # the union of their tags would pass Policy.max_tags: kept as it is
         absorb(store, policy, twin, [trace], now, by="compact")
     else:
         store.update_fields(trace.id, {

@@ -103,8 +103,9 @@ def _merge_batch(store: Store, policy: Policy, now: float, report: ReflectReport
             # in what is the same as *it*, until nothing is left to fold.
             while remaining:
                 survivor = min(remaining, key=lambda t: (not t.pinned, -t.access_count, t.created_at, t.id))
-                losers = [t for t in remaining if t.id != survivor.id and _block(t) == _block(survivor)
-                          and judge(index[survivor.id], index[t.id])]
+                losers = tags_fit(policy, survivor, [
+                    t for t in remaining if t.id != survivor.id and _block(t) == _block(survivor)
+                    and judge(index[survivor.id], index[t.id])])
                 if losers:
                     report.merges.extend(absorb(store, policy, survivor, losers, now))
                     report.merged += len(losers)
@@ -113,6 +114,20 @@ def _merge_batch(store: Store, policy: Policy, now: float, report: ReflectReport
                 gone = {survivor.id, *(t.id for t in losers)}
                 remaining = [t for t in remaining if t.id not in gone]
     return left
+
+
+def tags_fit(policy: Policy, survivor: Trace, losers: Sequence[Trace]) -> list[Trace]:
+    """The ``losers`` the survivor can absorb while the union of their tags stays within
+    ``Policy.max_tags``: a tag cut from the union would hide a loser from the searches
+    filtered by it, so a loser that does not fit is left alone."""
+    tags = dict.fromkeys(survivor.tags)
+    fit = []
+    for loser in losers:
+        union = {**tags, **dict.fromkeys(loser.tags)}
+        if len(union) <= policy.max_tags:
+            tags = union
+            fit.append(loser)
+    return fit
 
 
 def _rids(store: Store, traces: Sequence[Trace]) -> list[int]:
