@@ -24,6 +24,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from .brain import Brain
+from .errors import InvalidInput
 
 #: Methods of Brain that AsyncBrain offers as coroutines (every public one but the
 #: context-manager protocol, which AsyncBrain replaces with ``async with``).
@@ -40,6 +41,8 @@ class AsyncBrain:
 
     def __init__(self, path: str | os.PathLike[str] = "brain.db", *, brain: Brain | None = None,
                  max_workers: int = 4, **kwargs: Any) -> None:
+        if isinstance(max_workers, bool) or not isinstance(max_workers, int) or max_workers < 1:
+            raise InvalidInput(f"max_workers must be a positive integer, not {max_workers!r}")
         self.brain = brain if brain is not None else Brain(path, **kwargs)
         self._pool = ThreadPoolExecutor(max_workers=max_workers, thread_name_prefix="brainmem")
 

@@ -34,6 +34,7 @@ from .policy import Policy
 from .query import QueryCompiler
 from .rerank import resolve_reranker
 from .store import Filters, Store, WriteBusy
+from .store_base import CLOSED
 from .validate import check_changes, check_text, read_filters, to_timestamp
 from .write import Writer
 
@@ -113,6 +114,8 @@ class BrainBase:
         threads sharing the Brain keep adding and searching meanwhile (other processes
         always could). A database no other connection can open (``":memory:"``, a URI)
         is the Brain's own connection, under its lock, as before."""
+        if self._store.closed:  # a second connection would write after close
+            raise BrainFileError(CLOSED)
         if self._file is None:
             with self._lock:
                 yield self._store

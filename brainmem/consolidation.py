@@ -12,13 +12,13 @@ the same ``now`` changes nothing.
 2. :func:`merge` — near-duplicates (:mod:`brainmem.merge_step`): every pair the merge
    rule of :mod:`brainmem.sameness` could accept (same words in the same order up to
    case, punctuation, Unicode form and one typo; same numbers, names and polarity), in
-   one block (same type, scope, scope_id, task and due time; keyed traces are never
+   one block (same type, scope, scope_id, task, due time and cue; keyed traces are never
    merged: a key is a name the caller chose), is nominated by the exact and masked
    blocking keys of :mod:`brainmem.dedupe_blocks`, in bounded memory; groups are
    re-read and decided by the rule inside short write transactions. The survivor is the
    pinned one, else the most recalled, else the oldest; it keeps its content and gets
    the union of tags, max strength/stability/importance, summed access counts, the
-   earliest creation time; losers are soft-deleted with ``merged_into`` and a merge
+   earliest creation time, the latest expiry (none if any has none); losers are soft-deleted with ``merged_into`` and a merge
    record (both texts, their edges: :mod:`brainmem.unmerge` undoes it), their edges
    re-pointed, and ``supersedes`` edges run survivor → loser (as ``Brain.merge``);
    the report's ``merges`` (kept in the consolidation log) lists both texts of each.
@@ -492,6 +492,8 @@ def _compact_one(ctx: _Run, trace: Trace) -> None:
                   "episode": trace.episode, "created_at": trace.created_at}
     twin = store.find_duplicate(trace.content_hash, "semantic", trace.scope, trace.scope_id)
     if twin is not None:
+        if not merge_step.tags_fit(policy, twin, [trace]):
+            return  # the union of their tags would pass Policy.max_tags: kept as it is
         absorb(store, policy, twin, [trace], now, by="compact")
     else:
         store.update_fields(trace.id, {

@@ -4,7 +4,7 @@ The merge rule (:mod:`brainmem.sameness`) accepts a pair only when the two canon
 token sequences are equal, or have the same length and differ at exactly one position
 where both tokens are lower-case letters-only words of 5+ letters, not negations, one
 typo apart with the same first letter. So every pair the rule can accept shares one of
-two *blocking keys* (with the same type, scope, scope_id, task and due time, the
+two *blocking keys* (with the same type, scope, scope_id, task, due time and cue, the
 *block*):
 
 * the **exact key**: a hash of the block and the whole canonical sequence (texts with

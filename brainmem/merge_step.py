@@ -5,7 +5,7 @@ the merge rule could accept, found in bounded memory) and merges them in write
 transactions of at most ``Policy.reflect_chunk`` traces. Inside each transaction the
 group's traces are re-read, and a trace is folded into the group's survivor only when it
 is still a merge candidate (live, unexpired, keyless, current, not derived), in the
-survivor's block (type, scope, scope_id, task, due time) and the same text under the
+survivor's block (type, scope, scope_id, task, due time, cue) and the same text under the
 rule (:func:`brainmem.sameness.same`, on the contents as they are *now*): a trace
 edited, deleted or re-scoped since it was nominated is left alone. A group larger than
 one transaction is merged in slices, then its slices' survivors again, until one pass
@@ -13,7 +13,7 @@ changes nothing.
 
 The survivor is the pinned one, else the most recalled, else the oldest; it keeps its
 content and gets the union of tags, max strength/stability/importance, summed access
-counts, the earliest creation time; losers are soft-deleted with ``merged_into`` and a
+counts, the earliest creation time, the latest expiry (none if any has none); losers are soft-deleted with ``merged_into`` and a
 merge record (:mod:`brainmem.unmerge` undoes it), their edges re-pointed, and
 ``supersedes`` edges run survivor → loser.
 """
@@ -77,7 +77,9 @@ def _merge_large(store: Store, policy: Policy, now: float, report: ReflectReport
 
 
 def _block(trace: Trace) -> tuple[Any, ...]:
-    return (trace.type, trace.scope, trace.scope_id, trace.task_id, trace.due_at)
+    """What two traces must share to merge (as :meth:`Store.merge_rows` reads it): the cue
+    too, searched like content, so a merge never hides a reminder from its own cue."""
+    return (trace.type, trace.scope, trace.scope_id, trace.task_id, trace.due_at, trace.cue)
 
 
 def _candidate(trace: Trace) -> bool:
@@ -101,8 +103,9 @@ def _merge_batch(store: Store, policy: Policy, now: float, report: ReflectReport
             # in what is the same as *it*, until nothing is left to fold.
             while remaining:
                 survivor = min(remaining, key=lambda t: (not t.pinned, -t.access_count, t.created_at, t.id))
-                losers = [t for t in remaining if t.id != survivor.id and _block(t) == _block(survivor)
-                          and judge(index[survivor.id], index[t.id])]
+                losers = tags_fit(policy, survivor, [
+                    t for t in remaining if t.id != survivor.id and _block(t) == _block(survivor)
+                    and judge(index[survivor.id], index[t.id])])
                 if losers:
                     report.merges.extend(absorb(store, policy, survivor, losers, now))
                     report.merged += len(losers)
@@ -111,6 +114,20 @@ def _merge_batch(store: Store, policy: Policy, now: float, report: ReflectReport
                 gone = {survivor.id, *(t.id for t in losers)}
                 remaining = [t for t in remaining if t.id not in gone]
     return left
+
+
+def tags_fit(policy: Policy, survivor: Trace, losers: Sequence[Trace]) -> list[Trace]:
+    """The ``losers`` the survivor can absorb while the union of their tags stays within
+    ``Policy.max_tags``: a tag cut from the union would hide a loser from the searches
+    filtered by it, so a loser that does not fit is left alone."""
+    tags = dict.fromkeys(survivor.tags)
+    fit = []
+    for loser in losers:
+        union = {**tags, **dict.fromkeys(loser.tags)}
+        if len(union) <= policy.max_tags:
+            tags = union
+            fit.append(loser)
+    return fit
 
 
 def _rids(store: Store, traces: Sequence[Trace]) -> list[int]:
@@ -127,6 +144,10 @@ def absorb(store: Store, policy: Policy, survivor: Trace, losers: Sequence[Trace
     one log entry per loser with both texts. Undone by :func:`brainmem.unmerge.unmerge`."""
     loser_ids = [t.id for t in losers]
     kept = merge_fields([survivor, *losers])
+    # the merged trace lives as long as the longest-lived of them: a lasting fact folded
+    # into a survivor with a TTL must not expire with it (None: one of them never expires)
+    expiries = [t.expires_at for t in (survivor, *losers)]
+    kept["expires_at"] = None if None in expiries else max(e for e in expiries if e is not None)
     merged_from = list(dict.fromkeys([*survivor.metadata.get("merged_from", []), *loser_ids]))
     store.update_fields(survivor.id, {
         **kept,

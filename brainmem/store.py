@@ -560,12 +560,12 @@ class Store(IndexTables, EdgeTables, LogTables, InspectTables, VectorTables, Mai
         return [row_to_trace(r) for r in rows]
 
     def merge_rows(self, now: float, after: int = 0, limit: int = -1,
-                   ) -> list[tuple[int, str, str, str, str, str | None, float | None]]:
+                   ) -> list[tuple[int, str, str, str, str, str | None, float | None, str | None]]:
         """Live, unexpired, keyless, non-derived, current traces with rid > ``after`` as
-        (rid, content, type, scope, scope_id, task_id, due_at), in rid order, at most
+        (rid, content, type, scope, scope_id, task_id, due_at, cue), in rid order, at most
         ``limit``: merge's candidates, a page at a time."""
         return list(self.execute(
-            "SELECT rid, content, type, scope, scope_id, task_id, due_at FROM traces "
+            "SELECT rid, content, type, scope, scope_id, task_id, due_at, cue FROM traces "
             "WHERE rid > ? AND deleted_at IS NULL AND key IS NULL "
             "AND (expires_at IS NULL OR expires_at > ?) "
             "AND valid_until IS NULL "  # a superseded fact is history, not a duplicate

@@ -51,6 +51,12 @@ def translate_errors() -> Iterator[None]:
         raise BrainFileError(f"cannot open the brain file: {exc}") from exc
     except apsw.IOError as exc:
         raise StorageError(f"I/O error on the brain file: {exc}") from exc
+    except apsw.ConnectionClosedError as exc:
+        raise BrainFileError(CLOSED) from exc
+
+
+#: What a call on a closed Brain (or Store) is told.
+CLOSED = "this brain is closed: open a new Brain on its file"
 
 
 #: Values bound in one ``IN (...)`` list at most: far below SQLite's 32,766 parameters
@@ -113,6 +119,7 @@ class Database:
         #: The cache stamp, fixed while a read snapshot is open (:meth:`read`).
         self._stamp: tuple[int, int] | None = None
         self.busy_timeout_ms = busy_timeout_ms
+        self._closed = False
         with translate_errors():
             self.db = files.open_connection(path, readonly, busy_timeout_ms)
             # R(now) is defined once, in decay.py; SQL that ranks by it calls the same code
@@ -120,7 +127,12 @@ class Database:
                                            4, deterministic=True)
             self.db.register_fts5_function("content_counts", content_counts)
 
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
     def close(self) -> None:
+        self._closed = True
         with translate_errors():
             if not self.readonly:
                 with contextlib.suppress(apsw.Error):

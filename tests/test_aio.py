@@ -49,3 +49,11 @@ def test_concurrent_calls_in_an_event_loop(tmp_path: Path) -> None:
     asyncio.run(main())
     with Brain(str(tmp_path / "b.db")) as brain:  # everything reached the file
         assert brain.search("hello async")[0].trace.content == "hello from async"
+
+
+@pytest.mark.parametrize("workers", [0, -1, 1.5, "4", True, None])
+def test_a_bad_max_workers_is_invalid_input_and_opens_nothing(tmp_path: Path, workers: object) -> None:
+    path = tmp_path / "never.brain"
+    with pytest.raises(InvalidInput, match="max_workers"):
+        AsyncBrain(str(path), max_workers=workers)  # type: ignore[arg-type]
+    assert not path.exists()  # refused before the Brain (and its file) was opened

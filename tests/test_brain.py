@@ -695,3 +695,28 @@ def test_empty_type_or_scope_and_bool_versions_are_refused(mem_brain: Brain) -> 
     with pytest.raises(InvalidInput):
         mem_brain.update(trace.id, content="changed", expected_version=True)
     assert mem_brain.get(trace.id).content == "a fact" and mem_brain.get(trace.id).version == 1
+
+
+# --- a closed brain ---------------------------------------------------------------------
+
+
+def test_a_closed_brain_refuses_every_call_with_a_brain_file_error(tmp_path: Path) -> None:
+    from brainmem import BrainFileError
+
+    path = tmp_path / "closed.brain"
+    brain = Brain(str(path))
+    kept = brain.add("The user prefers tea")
+    brain.close()
+    brain.close()  # closing twice is fine
+    calls = [lambda: brain.add("x"), lambda: brain.search("tea"), lambda: brain.get(kept.id),
+             lambda: brain.stats(), lambda: brain.reflect(), lambda: brain.list(),
+             lambda: brain.update(kept.id, content="y"), lambda: brain.export(str(tmp_path / "x.jsonl"))]
+    for call in calls:
+        with pytest.raises(BrainFileError, match="closed"):
+            call()
+    result = brain.call_tool("memory_search", {"query": "tea"})
+    assert result["error"]["type"] == "BrainFileError" and "closed" in result["error"]["message"]
+    assert not (tmp_path / "x.jsonl").exists()
+    with Brain(str(path)) as again:  # nothing was written after the close
+        assert [t.id for t in again.list().items] == [kept.id]
+        assert again.reflect_log() == []

@@ -143,6 +143,73 @@ def test_keyed_and_cross_scope_traces_are_not_merged(brain: Brain) -> None:
     assert brain.reflect().merged == 0
 
 
+def test_a_merge_never_lets_a_lasting_fact_expire(brain: Brain, clock: Clock) -> None:
+    # the survivor (oldest) has a TTL, the loser has none: the merged trace must outlive the
+    # TTL, else the lasting fact vanishes from search when the survivor expires
+    code = brain.add("The gate code is 4821", type="semantic", ttl=3600)
+    clock.now += 60
+    lasting = brain.add("the gate code is 4821.", type="semantic")
+    report = brain.reflect()
+    assert report.merged == 1 and brain.get(lasting.id, include_deleted=True).merged_into == code.id
+    assert brain.get(code.id).expires_at is None
+    clock.now += 2 * 3600
+    assert [h.trace.id for h in brain.search("gate code", reinforce=False)] == [code.id]
+    assert brain.reflect().pruned == 0
+    # two TTLs: the later one wins; unmerge gives the survivor its own TTL back
+    a = brain.add("Parking spot 17 is ours this week", ttl=1000)
+    clock.now += 10
+    b = brain.add("parking spot 17 is ours this week!", ttl=5000)
+    assert brain.reflect().merged == 1
+    assert brain.get(a.id).expires_at == b.expires_at
+    brain.unmerge(a.id)
+    assert brain.get(a.id).expires_at == a.expires_at and brain.get(b.id).expires_at == b.expires_at
+
+
+def test_reminders_with_different_cues_are_not_merged(brain: Brain, clock: Clock) -> None:
+    # a cue is searched like content: folding one reminder into another with another cue
+    # would hide it from the searches its own cue answered
+    due = T0 + DAY
+    travel = brain.add("Ask about the visa", type="prospective", due_at=due, cue="travel planning")
+    clock.now += 60
+    embassy = brain.add("ask about the visa", type="prospective", due_at=due, cue="embassy appointment")
+    twin = brain.add("Ask about the visa!", type="prospective", due_at=due, cue="travel planning")
+    assert [h.trace.id for h in brain.search("embassy", reinforce=False)] == [embassy.id]
+    report = brain.reflect()
+    assert report.merged == 1 and brain.get(twin.id, include_deleted=True).merged_into == travel.id
+    assert [h.trace.id for h in brain.search("embassy", reinforce=False)] == [embassy.id]
+    assert [h.trace.id for h in brain.search("travel planning", reinforce=False)] == [travel.id]
+
+
+def test_a_merge_never_drops_tags_over_the_limit(brain: Brain, clock: Clock) -> None:
+    # the union of the tags would pass Policy.max_tags (64): cutting it would hide the loser
+    # from searches filtered by its own tags, so those two are not merged
+    limit = brain.policy.max_tags
+    a = brain.add("the quick brown fox jumps", tags=[f"a{i}" for i in range(limit)])
+    clock.now += 60
+    b = brain.add("The quick brown fox jumps!", tags=[f"b{i}" for i in range(limit)])
+    c = brain.add("the quick brown fox jumps.", tags=["a1", "a2"])  # fits: merges into a
+    d = brain.add("The quick brown fox jumps", tags=["b1"])  # fits b, not a
+    report = brain.reflect()
+    assert report.merged == 2
+    assert brain.get(c.id, include_deleted=True).merged_into == a.id
+    b_d = {b.id, d.id} - {t.id for t in map(lambda i: brain.get(i, include_deleted=True), (b.id, d.id))
+                          if t.merged_into is not None}
+    assert len(b_d) == 1  # one of the two (created together) absorbed the other
+    for tag, owner in (("b5", b_d), ("a5", {a.id}), ("b1", b_d), ("a1", {a.id})):
+        assert {h.trace.id for h in brain.search("fox", tags=[tag], reinforce=False)} == owner
+    assert brain.reflect().merged == 0
+    # compact folds an episode into its semantic twin only when the tags fit too
+    episode = brain.add("Lunch with Ana at noon", tags=[f"e{i}" for i in range(limit)])
+    fact = brain.add("Lunch with Ana at noon", type="semantic", tags=[f"s{i}" for i in range(limit)])
+    for _ in range(3):
+        brain.search("lunch Ana noon")
+    clock.now += 8 * DAY
+    report = brain.reflect()
+    assert report.compacted == 0 and brain.get(episode.id).live
+    assert brain.get(fact.id).tags == [f"s{i}" for i in range(limit)]
+    assert [h.trace.id for h in brain.search("lunch", tags=["e7"], reinforce=False)] == [episode.id]
+
+
 # --- strengthen ---------------------------------------------------------------------------
 
 

@@ -91,6 +91,32 @@ def test_namespaces_that_do_not_map(tmp_path: Path, namespace: tuple, key: str) 
     assert brain.stats()["live"] == 0
 
 
+def test_a_key_with_a_dot_never_overwrites_another_namespaces_item(tmp_path: Path) -> None:
+    # ("x",) + "a.b" and ("x", "a") + "b" are both brain key "lg:x.a.b": the second put
+    # overwrote the first item, and get of the first answered the second
+    from langgraph.store.base import GetOp, PutOp
+
+    brain = Brain(str(tmp_path / "b.db"))
+    store = BrainStore(brain)
+    store.put(("x",), "a.b", {"v": 1})
+    with pytest.raises(NamespaceError, match="same brain key"):
+        store.put(("x", "a"), "b", {"v": 2})
+    assert store.get(("x",), "a.b").value == {"v": 1}
+    assert store.get(("x", "a"), "b") is None
+    store.delete(("x", "a"), "b")  # not there: deletes nothing
+    assert store.get(("x",), "a.b").value == {"v": 1}
+    with pytest.raises(NamespaceError):  # refused in the batch's validation: nothing written
+        store.batch([PutOp(("y",), "k", {"v": 3}), PutOp(("x", "a"), "b", {"v": 2})])
+    assert store.get(("y",), "k") is None
+    with pytest.raises(NamespaceError):  # two ops of one batch claiming one brain key
+        store.batch([PutOp(("z",), "a.b", {"v": 1}), PutOp(("z", "a"), "b", {"v": 2})])
+    assert store.get(("z",), "a.b") is None
+    # deleting the holder frees the brain key, in one batch too
+    assert store.batch([PutOp(("x",), "a.b", None), PutOp(("x", "a"), "b", {"v": 2}),
+                        GetOp(("x", "a"), "b")])[2].value == {"v": 2}
+    assert [(i.namespace, i.key) for i in store.search(("x",))] == [(("x", "a"), "b")]
+
+
 def test_batch_is_validated_before_it_runs(tmp_path: Path) -> None:
     from langgraph.store.base import GetOp, PutOp
 

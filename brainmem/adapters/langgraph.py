@@ -10,7 +10,9 @@ Mapping (decisions):
   (LangGraph forbids ``.`` in labels, so a namespace prefix is a key prefix).
   A namespace or key whose brain key would be over ``Policy.max_key_chars``, or
   an empty namespace, does not map: :class:`NamespaceError`, which is both the
-  brain's ``InvalidInput`` and LangGraph's ``InvalidNamespaceError``.
+  brain's ``InvalidInput`` and LangGraph's ``InvalidNamespaceError``. So does a put
+  whose brain key another item holds (a key with a ``.``: ``("x",)`` + ``"a.b"``
+  and ``("x", "a")`` + ``"b"`` are both ``lg:x.a.b``): refused, never overwritten.
 * ``put`` is ``Brain.put``: an overwritten item keeps its trace id and the old
   value as history (``Brain.history``); ``value=None`` deletes (soft).
 * The value is kept whole in ``metadata["langgraph"]``; the searchable content is
@@ -136,11 +138,32 @@ class BrainStore(BaseStore):
 
     # --- operations -----------------------------------------------------------------
 
+    def _holder(self, brain_key: str) -> tuple[tuple[str, ...], str] | None:
+        """The (namespace, key) of the item stored under ``brain_key``, if any."""
+        try:
+            trace = self.brain.get_key(brain_key, scope=self.scope, scope_id=self.scope_id)
+        except NotFound:
+            return None
+        data = self._stored(trace)
+        return (tuple(data["namespace"]), data["key"]) if data is not None else None
+
     def batch(self, ops: Iterable[Op]) -> list[Result]:
         ops = list(ops)
+        # brain key -> the item holding it as the batch goes (None: free): a key holding a
+        # "." makes two items one brain key (("x",) + "a.b" and ("x", "a") + "b")
+        claims: dict[str, tuple[tuple[str, ...], str] | None] = {}
         for op in ops:  # validate every op before running any
             if isinstance(op, (GetOp, PutOp)):
-                self._key(op.namespace, op.key)
+                brain_key = self._key(op.namespace, op.key)
+                if isinstance(op, PutOp):
+                    item = (tuple(op.namespace), op.key)
+                    holder = claims[brain_key] if brain_key in claims else self._holder(brain_key)
+                    if op.value is not None and holder not in (None, item):
+                        raise NamespaceError(
+                            f"namespace {op.namespace!r} + key {op.key!r} map to the same brain key "
+                            f"as the item {holder[1]!r} of namespace {holder[0]!r} ({brain_key!r})")
+                    if op.value is not None or holder == item:
+                        claims[brain_key] = item if op.value is not None else None
             elif isinstance(op, SearchOp):
                 self._prefix(op.namespace_prefix)
             elif not isinstance(op, ListNamespacesOp):
@@ -157,7 +180,11 @@ class BrainStore(BaseStore):
                                            scope_id=self.scope_id)
             except NotFound:
                 return None
-            return self._item(trace) if self._stored(trace) else None
+            data = self._stored(trace)
+            if data is None or (tuple(data["namespace"]), data["key"]) != (tuple(op.namespace), op.key):
+                return None  # the brain key holds another item (a key with a "."), not this one
+            item: Item = self._item(trace)
+            return item
         if isinstance(op, PutOp):
             self._put(op)
             return None
@@ -168,7 +195,8 @@ class BrainStore(BaseStore):
     def _put(self, op: PutOp) -> None:
         key = self._key(op.namespace, op.key)
         if op.value is None:
-            self.brain.delete_key(key, scope=self.scope, scope_id=self.scope_id)
+            if self._holder(key) == (tuple(op.namespace), op.key):  # never another item's
+                self.brain.delete_key(key, scope=self.scope, scope_id=self.scope_id)
             return None
         if not isinstance(op.value, dict):
             raise InvalidInput(f"a store value must be a dict, not {type(op.value).__name__}")
