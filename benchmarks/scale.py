@@ -23,6 +23,7 @@ import os
 import sys
 import tempfile
 import time
+from dataclasses import replace
 from typing import Any
 
 from brainmem import Brain
@@ -30,6 +31,29 @@ from brainmem.bench.baseline import Fts5Baseline
 from brainmem.bench.longmemeval import load_longmemeval
 from brainmem.bench.perf import percentile, run_perf
 from brainmem.bench.systems import prepare_documents
+
+#: Each search-time mechanism of brainmem switched off (the Policy fields that turn it
+#: off, as in benchmarks/crossval.py's ablation), and all of them at once: what each costs
+#: on a small brain, beside what it gains on held-out questions (RESULTS.md, cross-validation).
+MECHANISMS_OFF: dict[str, dict[str, float]] = {
+    "conversation context": {"context_forward": 0.0, "context_backward": 0.0},
+    "episode context": {"weight_episode": 0.0},
+    "second hop": {"weight_bridge": 0.0},
+    "temporal cues": {"weight_time": 0.0},
+    "question discount": {"weight_question": 0.0},
+    "graph activation": {"weight_activation": 0.0},
+}
+MECHANISMS_OFF["all of them"] = {k: v for off in list(MECHANISMS_OFF.values()) for k, v in off.items()}
+
+
+def _searched_without(brain: Brain, q: Any, off: dict[str, float]) -> None:
+    """``brain.search`` as the "read" timing runs it, with ``off``'s mechanisms off."""
+    default = brain.policy
+    brain.policy = replace(default, **off)
+    try:
+        brain.search(q.text, now=q.query_time, reinforce=False)
+    finally:
+        brain.policy = default
 
 
 def haystack_latency(data: str, questions: int, repeats: int) -> dict[str, float]:
@@ -50,9 +74,14 @@ def haystack_latency(data: str, questions: int, repeats: int) -> dict[str, float
     query's *first* run on its brain instead (after a warm-up with another haystack's
     question, so the connection is not new): what the per-connection caches
     (statements, document frequencies, episode lengths) do not help with.
+
+    ``off:NAME`` times the "read" search with a mechanism of :data:`MECHANISMS_OFF`
+    switched off: what that mechanism costs, to set beside what it gains on held-out
+    questions (benchmarks/crossval.py's ablation).
     """
     ds = load_longmemeval(data, limit=questions)
-    keys = ("reinforce", "read", "raw", "floor_candidates", "floor_sql", "read_first", "raw_first")
+    keys = ("reinforce", "read", "raw", "floor_candidates", "floor_sql", "read_first", "raw_first",
+            *(f"off:{name}" for name in MECHANISMS_OFF))
     lat: dict[str, list[float]] = {k: [] for k in keys}
     cpu: dict[str, list[float]] = {k: [] for k in keys}
     statements: list[float] = []
@@ -92,12 +121,15 @@ def haystack_latency(data: str, questions: int, repeats: int) -> dict[str, float
                             "WHERE traces_fts MATCH ? ORDER BY r LIMIT 35", (w,)).fetchall(),
                         "floor_sql": lambda ran=ran, db=db: [db.execute(sql, b).fetchall() for sql, b in ran],
                     }
+                    without = {f"off:{name}": lambda q=q, off=off: _searched_without(brain, q, off)
+                               for name, off in MECHANISMS_OFF.items()}
                     for _ in range(repeats):
                         for key, fn in (
                             ("reinforce", lambda q=q: brain.search(q.text, now=q.query_time)),
                             ("read", lambda q=q: brain.search(q.text, now=q.query_time, reinforce=False)),
                             ("raw", lambda q=q: fts.search(q.text, 10)),
                             *floors.items(),
+                            *without.items(),
                         ):
                             c0, t0 = time.thread_time(), time.perf_counter()
                             fn()
@@ -105,7 +137,7 @@ def haystack_latency(data: str, questions: int, repeats: int) -> dict[str, float
                             cpu[key].append((time.thread_time() - c0) * 1000)
     out = {f"{k}_p{p}_ms": percentile(v, p) for k, v in lat.items() for p in (50, 95)}
     out.update({f"{k}_cpu_p{p}_ms": percentile(v, p) for k, v in cpu.items() for p in (50, 95)})
-    for k in ("read", "reinforce", "floor_candidates", "floor_sql"):
+    for k in ("read", "reinforce", "floor_candidates", "floor_sql", *(f"off:{n}" for n in MECHANISMS_OFF)):
         out[f"{k}_p50_ratio"] = out[f"{k}_p50_ms"] / out["raw_p50_ms"]
         out[f"{k}_cpu_p50_ratio"] = out[f"{k}_cpu_p50_ms"] / out["raw_cpu_p50_ms"]
     out["read_first_p50_ratio"] = out["read_first_p50_ms"] / out["raw_first_p50_ms"]
