@@ -90,6 +90,8 @@ class Writer:
         keys: set[tuple[str, str, str]] = set()
         tails: dict[str, str | None] = {}
         reinforced: dict[str, Trace] = {}
+        #: duplicates whose expiry a repeat extends: id -> the later expiry (None: never)
+        extended: dict[str, float | None] = {}
         for trace in built:
             ident = (trace.content_hash, trace.type, trace.scope, trace.scope_id)
             existing = seen.get(ident)
@@ -104,6 +106,11 @@ class Writer:
                 created_here = existing.id in fresh_ids
                 if not created_here:
                     reinforced[existing.id] = existing
+                # said again, a fact lasts at least as long as this add asks: a repeat
+                # without a ttl must not vanish with the first one's (never shortened)
+                expiry = extended.get(existing.id, existing.expires_at)
+                if expiry is not None and (trace.expires_at is None or trace.expires_at > expiry):
+                    extended[existing.id] = trace.expires_at
                 result.append(AddResult(existing, False))
                 continue
             if trace.key is not None:
@@ -125,9 +132,11 @@ class Writer:
         store.insert_many(pending)
         self.link_episodes(fresh, at, tails)
         self.reinforce(list(reinforced.values()), at)
-        if reinforced:
-            # hand back duplicates as they are now (reinforced), not as they were found
-            now_ = {t.id: t for t in store.get_many(list(reinforced), include_deleted=True)}
+        for trace_id, expiry in extended.items():
+            store.update_fields(trace_id, {"expires_at": expiry})
+        if reinforced or extended:
+            # hand back duplicates as they are now (reinforced, extended), not as they were found
+            now_ = {t.id: t for t in store.get_many([*reinforced, *extended], include_deleted=True)}
             result = [AddResult(now_.get(r.trace.id, r.trace), r.created) for r in result]
         return result
 

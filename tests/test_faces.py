@@ -287,6 +287,27 @@ def test_expired_traces_are_invisible(mem_brain: Brain, clock) -> None:
     assert mem_brain.get(t.id, include_deleted=True).id == t.id  # still in the file
 
 
+@pytest.mark.parametrize("batch", [False, True])
+def test_adding_a_fact_again_keeps_it_at_least_as_long_as_asked(file_brain: Brain, clock, batch: bool) -> None:
+    """Dedup returned the stored trace with its own expiry: "X" added with a one-minute
+    ttl and then again for good vanished a minute later. A repeat now keeps the later
+    expiry (none if either asks for none), and never shortens one."""
+    adds = [{"content": "the gate code is 4821", "ttl": 60}, {"content": "the gate code is 4821"},
+            {"content": "the gate code is 4821", "ttl": 5}]
+    if batch:
+        results = file_brain.add_many(adds, report=True)
+    else:
+        results = [file_brain.add_result(a.pop("content"), **a) for a in adds]
+    assert [r.created for r in results] == [True, False, False]
+    assert {r.trace.id for r in results} == {results[0].trace.id}
+    assert all(r.trace.expires_at is None for r in results[1:])
+    assert file_brain.get(results[0].trace.id, now=clock.now + 3600).expires_at is None
+    longer = file_brain.add("a parcel is at the door", ttl=60)
+    again = file_brain.add("a parcel is at the door", ttl=600)
+    assert again.id == longer.id and again.expires_at == pytest.approx(clock.now + 600)
+    assert file_brain.add("a parcel is at the door", ttl=30).expires_at == pytest.approx(clock.now + 600)
+
+
 # --- pinning ------------------------------------------------------------------------------
 
 
