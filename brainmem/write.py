@@ -90,8 +90,9 @@ class Writer:
         keys: set[tuple[str, str, str]] = set()
         tails: dict[str, str | None] = {}
         reinforced: dict[str, Trace] = {}
-        #: duplicates whose expiry a repeat extends: id -> the later expiry (None: never)
-        extended: dict[str, float | None] = {}
+        #: duplicates whose lifetime a repeat extends: id -> {"expires_at": the later
+        #: expiry (None: never), "pinned": True}
+        extended: dict[str, dict[str, Any]] = {}
         for trace in built:
             ident = (trace.content_hash, trace.type, trace.scope, trace.scope_id)
             existing = seen.get(ident)
@@ -107,10 +108,16 @@ class Writer:
                 if not created_here:
                     reinforced[existing.id] = existing
                 # said again, a fact lasts at least as long as this add asks: a repeat
-                # without a ttl must not vanish with the first one's (never shortened)
-                expiry = extended.get(existing.id, existing.expires_at)
+                # without a ttl must not vanish with the first one's, a pinned repeat is
+                # not pruned (never shortened, never unpinned)
+                longer = extended.get(existing.id, {})
+                expiry = longer.get("expires_at", existing.expires_at)
                 if expiry is not None and (trace.expires_at is None or trace.expires_at > expiry):
-                    extended[existing.id] = trace.expires_at
+                    longer["expires_at"] = trace.expires_at
+                if trace.pinned and not existing.pinned:
+                    longer["pinned"] = True
+                if longer:
+                    extended[existing.id] = longer
                 result.append(AddResult(existing, False))
                 continue
             if trace.key is not None:
@@ -132,8 +139,8 @@ class Writer:
         store.insert_many(pending)
         self.link_episodes(fresh, at, tails)
         self.reinforce(list(reinforced.values()), at)
-        for trace_id, expiry in extended.items():
-            store.update_fields(trace_id, {"expires_at": expiry})
+        for trace_id, fields in extended.items():
+            store.update_fields(trace_id, fields)
         if reinforced or extended:
             # hand back duplicates as they are now (reinforced, extended), not as they were found
             now_ = {t.id: t for t in store.get_many([*reinforced, *extended], include_deleted=True)}

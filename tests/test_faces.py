@@ -306,6 +306,10 @@ def test_adding_a_fact_again_keeps_it_at_least_as_long_as_asked(file_brain: Brai
     again = file_brain.add("a parcel is at the door", ttl=600)
     assert again.id == longer.id and again.expires_at == pytest.approx(clock.now + 600)
     assert file_brain.add("a parcel is at the door", ttl=30).expires_at == pytest.approx(clock.now + 600)
+    plain = file_brain.add("my passport number is X123")
+    assert file_brain.add("my passport number is X123", pinned=True).pinned is True
+    assert file_brain.get(plain.id).pinned is True  # a pinned repeat is not pruned
+    assert file_brain.add("my passport number is X123").pinned is True  # never unpinned by a repeat
 
 
 # --- pinning ------------------------------------------------------------------------------
