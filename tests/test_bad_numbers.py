@@ -38,21 +38,7 @@ def test_feedback_on_a_huge_retrieval_id_is_not_found(file_brain: Brain, retriev
 
 @pytest.mark.parametrize("field", ["access_count", "version"])
 def test_an_import_with_a_huge_count_is_invalid_input(file_brain: Brain, tmp_path: Path, field: str) -> None:
-    file_brain.add("kettle")
-    export = tmp_path / "export.jsonl"
-    file_brain.export(export)
-    header, line = export.read_text().splitlines()
-    record = json.loads(line)
-    record["trace"][field] = 2**63
-    bad = tmp_path / "bad.jsonl"
-    bad.write_text(f"{header}\n{json.dumps(record)}\n")
-    other = Brain(str(tmp_path / "other.db"))
-    try:
-        with pytest.raises(InvalidInput, match=field):
-            other.import_jsonl(bad)
-        assert other.stats()["live"] == 0
-    finally:
-        other.close()
+    _refused_by_import(tmp_path, _export_with(file_brain, tmp_path, field, str(2**63)), field)
 
 
 def test_the_cli_refuses_a_huge_offset_in_one_line(tmp_path: Path, capsys: Any) -> None:
@@ -124,21 +110,8 @@ def test_an_int_too_big_for_a_float_is_invalid_input_as_a_read_time(file_brain: 
                                    "expires_at", "due_at", "strength", "stability"])
 def test_an_import_with_an_int_too_big_for_a_float_is_invalid_input(
         file_brain: Brain, tmp_path: Path, capsys: Any, field: str) -> None:
-    file_brain.add("kettle")
-    export = tmp_path / "export.jsonl"
-    file_brain.export(export)
-    header, line = export.read_text().splitlines()
-    record = json.loads(line)
-    record["trace"][field] = "HUGE"
-    bad = tmp_path / "bad.jsonl"
-    bad.write_text(f"{header}\n{json.dumps(record).replace(chr(34) + 'HUGE' + chr(34), '9' * 400)}\n")
-    other = Brain(str(tmp_path / "other.db"))
-    try:
-        with pytest.raises(InvalidInput, match=field):
-            other.import_jsonl(bad)
-        assert other.stats()["live"] == 0
-    finally:
-        other.close()
+    bad = _export_with(file_brain, tmp_path, field, "9" * 400)
+    _refused_by_import(tmp_path, bad, field)
     # the CLI: one line, exit 2, and the brain file the failed import created is removed
     db = tmp_path / "cli.db"
     code = main(["--brain", str(db), "import", str(bad)])
@@ -157,3 +130,27 @@ def test_a_tokenizer_count_too_big_for_a_float_is_invalid_input(file_brain: Brai
     file_brain.add("kettle", pinned=True)
     with pytest.raises(InvalidInput, match="tokenizer"):
         file_brain.context("kettle", tokenizer=lambda text: 10**400)
+
+
+def _export_with(brain: Brain, tmp_path: Path, field: str, number: str) -> Path:
+    """An export of one trace whose ``field`` is the JSON number ``number`` as written."""
+    brain.add("kettle")
+    export = tmp_path / "export.jsonl"
+    brain.export(export)
+    header, line = export.read_text().splitlines()
+    record = json.loads(line)
+    record["trace"][field] = "NUMBER"
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text(f"{header}\n{json.dumps(record).replace(chr(34) + 'NUMBER' + chr(34), number)}\n")
+    return bad
+
+
+def _refused_by_import(tmp_path: Path, bad: Path, field: str) -> None:
+    """Importing ``bad`` into a new brain is InvalidInput naming ``field`` and adds nothing."""
+    other = Brain(str(tmp_path / "other.db"))
+    try:
+        with pytest.raises(InvalidInput, match=field):
+            other.import_jsonl(bad)
+        assert other.stats()["live"] == 0
+    finally:
+        other.close()

@@ -12,6 +12,7 @@ import json
 import os
 import threading
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -382,6 +383,28 @@ def test_embed_on_a_read_only_brain_refuses_before_calling_the_provider(tmp_path
     assert calls == []
 
 
+def _others_go_on_while(brain: Brain, slow_call: Any, called: threading.Event,
+                        release: threading.Event, what: str) -> Any:
+    """Run ``slow_call`` on a thread until its provider is ``called``; meanwhile another
+    thread's add and search on ``brain`` must finish. Returns what ``slow_call`` returned."""
+    result: list[Any] = []
+    slow = threading.Thread(target=lambda: result.append(slow_call()))
+    slow.start()
+    try:
+        assert called.wait(10)
+        done = threading.Event()
+        other = threading.Thread(target=lambda: (brain.add("The plumber comes on Tuesday"),
+                                                 brain.search("plumber"), done.set()))
+        other.start()
+        assert done.wait(10), f"another thread's calls waited for {what}"
+        assert slow.is_alive()  # still inside the provider
+    finally:
+        release.set()
+        slow.join(10)
+    (returned,) = result
+    return returned
+
+
 SLOW_FACT = "The user's sister Ana lives in Porto."
 
 
@@ -410,19 +433,7 @@ def test_no_write_embeds_while_holding_the_lock(tmp_path, write: str) -> None:
         "update": lambda: brain.update(old.id, content=SLOW_FACT),
         "observe": lambda: brain.observe([{"role": "user", "content": "My sister Ana moved to Porto"}]),
     }[write]
-    writing = threading.Thread(target=run)
-    writing.start()
-    try:
-        assert called.wait(10)
-        done = threading.Event()
-        other = threading.Thread(target=lambda: (brain.add("The plumber comes on Tuesday"),
-                                                 brain.search("plumber"), done.set()))
-        other.start()
-        assert done.wait(10), f"another thread's calls waited for {write}'s embedder"
-        assert writing.is_alive()  # still inside the provider
-    finally:
-        release.set()
-        writing.join(10)
+    _others_go_on_while(brain, run, called, release, f"{write}'s embedder")
     assert SLOW_FACT in [h.trace.content for h in brain.search("Ana Porto", limit=5)]
     assert brain.stats()["embedder"]["missing"] == 0  # the write got its vector all the same
 
@@ -488,20 +499,7 @@ def test_a_slow_backfill_never_holds_up_another_thread(brain_factory, tmp_path, 
 
     brain_factory(tmp_path / "b.db").add_many(STORY)  # written without vectors
     brain = brain_factory(tmp_path / "b.db", embedder=CallableEmbedder(embed, "concept"))
-    result: list = []
-    slow = threading.Thread(target=lambda: result.append(getattr(brain, run)()))
-    slow.start()
-    try:
-        assert called.wait(10)
-        done = threading.Event()
-        other = threading.Thread(target=lambda: (brain.add("The plumber comes on Tuesday"),
-                                                 brain.search("plumber"), done.set()))
-        other.start()
-        assert done.wait(10), "another thread's calls waited for the backfill's provider"
-    finally:
-        release.set()
-        slow.join(10)
-    (report,) = result
+    report = _others_go_on_while(brain, getattr(brain, run), called, release, "the backfill's provider")
     embedded = report["embedded"] if run == "embed" else report.embedded
     assert embedded == len(STORY)
     assert brain.embed()["missing"] == 0
