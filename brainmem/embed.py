@@ -20,7 +20,6 @@ non-zero; the rows are L2-normalised there, so cosine is a dot product.
 from __future__ import annotations
 
 import hashlib
-import math
 import os
 import threading
 from collections.abc import Callable, Mapping, Sequence
@@ -30,6 +29,7 @@ from typing import Any, Protocol, runtime_checkable
 import numpy as np
 
 from .errors import BrainmemError, InvalidInput
+from .validate import check_int, check_seconds
 
 __all__ = [
     "CallableEmbedder",
@@ -122,9 +122,9 @@ class OpenAIEmbedder:
         self.model = model
         self.model_id = model_id or model
         self.dimension = dimension
-        self.batch_size = _positive_int(batch_size, "batch_size")
-        _non_negative_int(max_retries, "max_retries")
-        timeout = _seconds(timeout, "timeout")
+        self.batch_size = check_int(batch_size, "batch_size", 1)
+        check_int(max_retries, "max_retries", 0)
+        timeout = check_seconds(timeout, "embedder timeout")
         self.query_prefix, self.passage_prefix = query_prefix, passage_prefix
         self.input_type = input_type
         key = api_key or os.environ.get("OPENAI_API_KEY") or ("unused" if base_url else None)
@@ -182,10 +182,10 @@ class OnnxModel:
         for p, what in ((self.model_path, "ONNX model"), (self.tokenizer_path, "tokenizer.json")):
             if not p.is_file():
                 raise InvalidInput(f"{what} not found: {p}")
-        self.max_length = _positive_int(max_length, "max_length")
-        self.batch_size = _positive_int(batch_size, "batch_size")
+        self.max_length = check_int(max_length, "max_length", 1)
+        self.batch_size = check_int(batch_size, "batch_size", 1)
         # checked here: onnxruntime refuses a bad one at the first call, then at every one
-        self.threads = None if threads is None else _positive_int(threads, "threads")
+        self.threads = None if threads is None else check_int(threads, "threads", 1)
         # a text longer than max_length reads differently at another max_length: another id
         suffix = ("" if self.max_length == ONNX_MAX_LENGTH else f":max{self.max_length}") + id_suffix
         self.model_id = model_id or f"onnx:{self.model_path.stem}:{_file_digest(self.model_path)[:12]}{suffix}"
@@ -287,7 +287,7 @@ class CallableEmbedder:
         self.fn = fn
         self.model_id = model_id or f"callable:{getattr(fn, '__module__', '?')}.{getattr(fn, '__qualname__', type(fn).__name__)}"
         self.dimension = dimension
-        self.batch_size = _positive_int(batch_size, "batch_size")
+        self.batch_size = check_int(batch_size, "batch_size", 1)
         if takes_kind is None:
             import inspect
 
@@ -351,8 +351,8 @@ def embedder_from_spec(spec: str, options: Mapping[str, str] | None = None) -> E
         return OpenAIEmbedder(
             rest, base_url=o.get("base_url") or None, api_key=o.get("api_key") or None,
             dimension=_int_option(o["dimension"], "embedder dimension") if o.get("dimension") else None,
-            timeout=_float_option(o.get("timeout") or "30", "timeout"),
-            max_retries=_retries_option(o["max_retries"]) if o.get("max_retries") else 2,
+            timeout=check_seconds(o.get("timeout") or "30", "embedder timeout"),
+            max_retries=_int_option(o["max_retries"], "embedder max_retries", 0) if o.get("max_retries") else 2,
             input_type=o.get("input_type", "").lower() in ("1", "true", "yes"),
             batch_size=batch or 64, query_prefix=query_prefix, passage_prefix=passage_prefix,
             model_id=model_id,
@@ -382,51 +382,15 @@ def embedder_from_env(env: Mapping[str, str] | None = None) -> Embedder | None:
                                      if f"BRAINMEM_EMBED_{k.upper()}" in env})
 
 
-def _positive_int(value: Any, what: str) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise InvalidInput(f"{what} must be a positive integer, not {value!r}")
-    return value
-
-
-def _int_option(value: str, what: str) -> int:
+def _int_option(text: str, what: str, minimum: int = 1) -> int:
+    """An option's text (environment, spec) as an integer >= ``minimum``, else
+    InvalidInput naming ``what``."""
+    number: Any = text
     try:
-        return _positive_int(int(value), what)
-    except ValueError as e:
-        raise InvalidInput(f"{what} must be a positive integer, not {value!r}") from e
-
-
-def _non_negative_int(value: Any, what: str) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-        raise InvalidInput(f"{what} must be a whole number (0 or more), not {value!r}")
-    return value
-
-
-def _retries_option(value: str) -> int:
-    parsed: Any = value
-    try:
-        parsed = int(value)
+        number = int(text)
     except ValueError:
-        pass  # refused below, with the text as given
-    return _non_negative_int(parsed, "embedder max_retries")
-
-
-def _seconds(value: Any, what: str) -> float:
-    """A positive, finite number of seconds (an infinite timeout fails every request
-    inside the HTTP client)."""
-    if isinstance(value, bool) or not isinstance(value, int | float) \
-            or not (math.isfinite(value) and value > 0):
-        raise InvalidInput(f"embedder {what} must be a positive number of seconds, not {value!r}")
-    return float(value)
-
-
-def _float_option(value: str, what: str) -> float:
-    try:
-        out = float(value)
-    except ValueError:
-        out = -1.0
-    if not (math.isfinite(out) and out > 0):
-        raise InvalidInput(f"embedder {what} must be a positive number of seconds, not {value!r}")
-    return out
+        pass  # refused by check_int, with the text as given
+    return check_int(number, what, minimum)
 
 
 def _file_digest(path: Path) -> str:

@@ -14,11 +14,11 @@ The ``openai`` package is imported only when a call is made.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from .errors import BrainmemError, InvalidInput
+from .errors import BrainmemError
+from .validate import check_seconds
 
 SYSTEM_PROMPT = (
     "You consolidate an AI agent's long-term memory. You are given memories the agent "
@@ -68,7 +68,7 @@ class LLM:
         model = env.get("BRAINMEM_LLM_MODEL") or None
         if base_url is None and model is None:
             return None
-        timeout = _seconds(env.get("BRAINMEM_LLM_TIMEOUT") or "30", "BRAINMEM_LLM_TIMEOUT")
+        timeout = check_seconds(env.get("BRAINMEM_LLM_TIMEOUT") or "30", "BRAINMEM_LLM_TIMEOUT")
         return cls(base_url=base_url, model=model or "gpt-4o-mini",
                    api_key=env.get("OPENAI_API_KEY") or None, timeout=timeout)
 
@@ -102,17 +102,6 @@ class LLM:
         """One insight for memories ``texts``; raises :class:`LLMError` on any failure."""
         listing = "\n".join(f"- {' '.join(t.split())}" for t in texts)
         return self.complete(SYSTEM_PROMPT, f"Memories:\n{listing}")[:MAX_INSIGHT_CHARS]
-
-
-def _seconds(text: str, name: str) -> float:
-    """A positive, finite number of seconds from the environment; InvalidInput naming it."""
-    try:
-        value = float(text)
-    except ValueError:
-        value = math.nan
-    if not (math.isfinite(value) and value > 0):
-        raise InvalidInput(f"{name} must be a positive number of seconds, not {text!r}")
-    return value
 
 
 def describe(llm: Any) -> str | None:

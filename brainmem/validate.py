@@ -213,6 +213,21 @@ def check_key(key: Any, max_chars: int) -> str:
     return key
 
 
+def check_seconds(value: Any, what: str) -> float:
+    """A positive, finite number of seconds (a timeout): a number, or the text of one from
+    the environment or a spec; else InvalidInput naming ``what`` (an infinite timeout
+    fails every request inside the HTTP client)."""
+    number = value
+    if isinstance(value, str):
+        try:
+            number = float(value)
+        except ValueError:
+            number = None
+    if isinstance(number, bool) or not isinstance(number, (int, float)) or not finite(number) or number <= 0:
+        raise InvalidInput(f"{what} must be a positive number of seconds, not {value!r}")
+    return float(number)
+
+
 def check_ttl(ttl: Any) -> float | None:
     """None, or a finite number of seconds in (0, MAX_TTL] (inf, NaN and 1e300 are refused)."""
     if ttl is None:
