@@ -143,11 +143,7 @@ def absorb(store: Store, policy: Policy, survivor: Trace, losers: Sequence[Trace
     """Fold ``losers`` into ``survivor`` (inside the caller's write transaction); returns
     one log entry per loser with both texts. Undone by :func:`brainmem.unmerge.unmerge`."""
     loser_ids = [t.id for t in losers]
-    kept = merge_fields([survivor, *losers])
-    # the merged trace lives as long as the longest-lived of them: a lasting fact folded
-    # into a survivor with a TTL must not expire with it (None: one of them never expires)
-    expiries = [t.expires_at for t in (survivor, *losers)]
-    kept["expires_at"] = None if None in expiries else max(e for e in expiries if e is not None)
+    kept = merge_fields([survivor, *losers])  # the latest expiry among them, too
     merged_from = list(dict.fromkeys([*survivor.metadata.get("merged_from", []), *loser_ids]))
     store.update_fields(survivor.id, {
         **kept,

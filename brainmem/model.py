@@ -9,7 +9,7 @@ from __future__ import annotations
 import hashlib
 import math
 import os
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass, field
 from datetime import datetime, timezone
 from typing import Any
@@ -84,8 +84,9 @@ class Hit:
 def merge_fields(traces: Sequence[Trace]) -> dict[str, Any]:
     """The fields one trace keeps when ``traces`` become it (``Brain.merge``, reflect's
     merge and compact): the union of tags in order, the highest strength, stability and
-    importance, pinned if any was, the summed access counts, the earliest creation and
-    the latest access."""
+    importance, pinned if any was, the summed access counts, the earliest creation, the
+    latest access and the latest expiry (:func:`latest_expiry`: a lasting fact folded into
+    one with a TTL must not expire with it)."""
     return {
         "tags": list(dict.fromkeys(tag for t in traces for tag in t.tags)),
         "strength": max(t.strength for t in traces),
@@ -95,7 +96,14 @@ def merge_fields(traces: Sequence[Trace]) -> dict[str, Any]:
         "access_count": sum(t.access_count for t in traces),
         "created_at": min(t.created_at for t in traces),
         "last_accessed_at": max(t.last_accessed_at for t in traces),
+        "expires_at": latest_expiry(t.expires_at for t in traces),
     }
+
+
+def latest_expiry(expiries: Iterable[float | None]) -> float | None:
+    """The latest of ``expiries``; None (never expires) when any is None."""
+    times = list(expiries)
+    return None if None in times else max(t for t in times if t is not None)
 
 
 def finite(value: float) -> bool:

@@ -37,8 +37,7 @@ RECORD_KEY = "merge"
 #: at least this TF-IDF cosine (fitted on the pair): reflect merged at ≥ 0.95 over the
 #: whole brain, which a pair-fitted cosine lowers a little for genuinely close texts
 OLD_NOMINATION = 0.8
-#: the survivor fields a merge changes (see :func:`brainmem.model.merge_fields`; expiry:
-#: :func:`brainmem.merge_step.absorb`)
+#: the survivor fields a merge changes (see :func:`brainmem.model.merge_fields`)
 _KEPT = ("tags", "strength", "stability", "importance", "pinned", "access_count", "created_at",
          "expires_at")
 

@@ -27,7 +27,7 @@ from typing import Any
 
 from . import decay, graph, unmerge
 from .errors import InvalidInput, NotFound, QuotaExceeded, VersionConflict
-from .model import Trace, merge_fields, new_id
+from .model import Trace, latest_expiry, merge_fields, new_id
 from .policy import Policy
 from .store import Filters, Store
 from .validate import INT64_MAX, build_trace, check_changes, check_choice, check_int
@@ -112,7 +112,7 @@ class Writer:
                 # not pruned (never shortened, never unpinned)
                 longer = extended.get(existing.id, {})
                 expiry = longer.get("expires_at", existing.expires_at)
-                if expiry is not None and (trace.expires_at is None or trace.expires_at > expiry):
+                if latest_expiry([expiry, trace.expires_at]) != expiry:
                     longer["expires_at"] = trace.expires_at
                 if trace.pinned and not existing.pinned:
                     longer["pinned"] = True

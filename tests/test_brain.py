@@ -302,6 +302,14 @@ def test_merge_lineage(file_brain, clock):
     assert not any(kind == "co_activated" and (a.id in (s, d) or b.id in (s, d))
                    for s, d, kind, _ in edges)
     assert [h.trace.id for h in file_brain.search("tea", reinforce=False)] == [m.id]
+    assert m.expires_at is None  # none of them expired
+
+
+def test_a_merge_lives_as_long_as_its_longest_lived_source(file_brain, clock):
+    notes = [file_brain.add("parcel at door one", ttl=60), file_brain.add("parcel at door two", ttl=600)]
+    assert file_brain.merge([n.id for n in notes]).expires_at == pytest.approx(clock.now + 600)
+    mixed = [file_brain.add("gate code 1", ttl=60), file_brain.add("gate code 2")]
+    assert file_brain.merge([n.id for n in mixed]).expires_at is None  # one never expired
 
 
 def test_merge_rejects_bad_input(mem_brain):
