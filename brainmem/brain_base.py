@@ -76,6 +76,7 @@ class BrainBase:
         self._store = Store(self.path, readonly=readonly, busy_timeout_ms=int(busy_timeout * 1000))
         # where a second connection finds this file, whatever the working directory becomes
         self._file = os.path.abspath(self.path) if files.is_plain_file(self.path) else None
+        self._identity = None if self._file is None else files.identity(self._file)
         self._compiler = QueryCompiler(self._store.db, self.policy.max_query_terms)
         self._vectors = hybrid.open_index(self._store, embedder)
         self._lock = threading.RLock()
@@ -85,6 +86,16 @@ class BrainBase:
         self._pending_retrievals: list[tuple[str, float, list[tuple[str, int, float]]]] = []
 
     # --- lifecycle -----------------------------------------------------------------
+
+    def ensure_file(self) -> None:
+        """:class:`BrainFileError` when the brain's file is gone: deleted, moved, or another
+        file put in its place since this Brain opened it. Its connection still reads and
+        writes the old file, so a long-running server (MCP, the inspector) checks before
+        each call: a write would answer "stored" and vanish with the connection. A
+        database with no file of its own (``":memory:"``, a URI) is never gone."""
+        if self._identity is not None and files.identity(self._file or "") != self._identity:
+            raise BrainFileError(f"the brain file {self._file} is gone (moved, deleted or replaced "
+                                 "since it was opened); open it again on its path")
 
     def close(self) -> None:
         with self._lock:

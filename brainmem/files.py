@@ -30,6 +30,16 @@ def is_plain_file(path: str) -> bool:
     return not (path == ":memory:" or path.startswith("file:"))
 
 
+def identity(path: str) -> tuple[int, int] | None:
+    """The file at ``path`` as (device, inode), None when there is none: a brain whose
+    file was deleted, moved or replaced since it was opened has another (or none)."""
+    try:
+        st = os.stat(path)
+    except (OSError, ValueError):
+        return None
+    return st.st_dev, st.st_ino
+
+
 def _check_file(path: str, readonly: bool) -> None:
     if not is_plain_file(path):
         return

@@ -21,11 +21,10 @@ from __future__ import annotations
 
 import inspect
 import json
-import os
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from .errors import BrainFileError, BrainmemError
+from .errors import BrainmemError
 
 if TYPE_CHECKING:  # the server sits above the Brain it serves
     from .brain import Brain
@@ -67,36 +66,23 @@ def build_server(brain: Brain, context: Any = None, extra: Sequence[str] | str =
     from .tools import Toolbox
 
     box = Toolbox(brain, context, extra)  # a bad context/extra fails here, before serving
-    call = _guarded(box, brain.path)
+    call = _guarded(box, brain)
     params = inspect.signature(Server.__init__).parameters
     if "on_list_tools" in params:
         return _server_v2(Server, box, call, __version__)
     return _server_v1(Server, box, call, __version__, "instructions" in params)
 
 
-def _file_identity(path: str) -> tuple[int, int] | None:
-    try:
-        st = os.stat(path)
-    except (OSError, ValueError):
-        return None
-    return st.st_dev, st.st_ino
-
-
-def _guarded(box: Any, path: str) -> Callable[[Any, Any], dict[str, Any]]:
-    """``box.call``, refused while the brain file is gone: a server outlives what happens
-    to its file, and writes to a deleted (or replaced) file would answer "stored" and
-    vanish with the server's connection. A database with no file (``":memory:"``) is
-    not checked."""
+def _guarded(box: Any, brain: Brain) -> Callable[[Any, Any], dict[str, Any]]:
+    """``box.call``, refused while the brain file is gone (:meth:`Brain.ensure_file`): a
+    server outlives what happens to its file."""
     from .tool_base import error_dict
 
-    where = os.path.abspath(path)
-    opened = _file_identity(where)
-
     def call(name: Any, arguments: Any) -> dict[str, Any]:
-        if opened is not None and _file_identity(where) != opened:
-            return error_dict(BrainFileError(
-                f"the brain file {where} is gone (moved, deleted or replaced while the server was "
-                "running); restart the server on the brain's path"))
+        try:
+            brain.ensure_file()
+        except BrainmemError as exc:
+            return error_dict(exc)
         result: dict[str, Any] = box.call(name, arguments)
         return result
 

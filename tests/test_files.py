@@ -9,6 +9,7 @@ does not apply to files outside it. Where that is impossible they skip, saying w
 
 from __future__ import annotations
 
+import os
 import random
 import shutil
 import sqlite3
@@ -295,3 +296,20 @@ def test_repair_refuses_to_overwrite_a_backup(tmp_path: Path) -> None:
     with Brain(str(path)) as brain, pytest.raises(InvalidInput, match="already exists"):
         brain.repair(backup_to=str(tmp_path / "taken.bak"))
     assert (tmp_path / "taken.bak").read_bytes() == b"precious"
+
+
+def test_ensure_file_says_when_the_file_is_no_longer_the_brains(tmp_path: Path) -> None:
+    path = tmp_path / "a.db"
+    brain = Brain(str(path))
+    try:
+        brain.ensure_file()  # still there
+        os.rename(path, tmp_path / "moved.db")
+        with pytest.raises(BrainFileError, match="is gone"):
+            brain.ensure_file()
+        Brain(str(path)).close()  # another brain in its place is not this one's file
+        with pytest.raises(BrainFileError, match="is gone"):
+            brain.ensure_file()
+    finally:
+        brain.close()
+    with Brain(":memory:") as memory:
+        memory.ensure_file()  # no file of its own: never gone

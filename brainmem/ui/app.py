@@ -13,7 +13,6 @@ import contextlib
 import hmac
 import json
 import logging
-import os
 import threading
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
@@ -251,9 +250,10 @@ class Guard:
                 return UiError(403, "Refused a request sent from another site.")
             if request.headers.get("sec-fetch-site") == "cross-site":
                 return UiError(403, "Refused a request sent from another site.")
-        if not os.path.exists(self.state.brain.path):
-            return UiError(503, f"The brain file {self.state.brain.path} is gone (moved or deleted "
-                                "while the inspector was running). Restart it on the new path.")
+        try:
+            self.state.brain.ensure_file()
+        except BrainFileError as exc:
+            return UiError(503, f"{exc}. Restart the inspector on the brain's path.")
         return None
 
     def authorised(self, request: Any) -> bool:
