@@ -149,11 +149,12 @@ class Brain(FacesMixin, AdminMixin):
     def restore(self, trace_id: str, *, now: TimeLike | None = None) -> Trace:
         """Bring a soft-deleted trace back to life (it keeps its id and history)."""
         at = self.now(now)
-        with self._lock, self._store.write():
+        with self._write_with_events() as evicted:  # a quota may evict to make room
             trace = self.get(trace_id, include_deleted=True)
             if trace.deleted_at is None:
                 return trace
             restored = self._writer.restore(trace, at)
+        self._emit_deletes(evicted)
         self._emit("restore", {"id": trace_id, "trace": restored})
         return restored
 

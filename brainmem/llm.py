@@ -137,8 +137,9 @@ def complete(llm: Any, system: str, user: str, max_tokens: int = 1000) -> str:
 
 
 def _reply(call: Callable[[], Any]) -> str:
-    """Make one call to an LLM: any failure becomes LLMError, and so does an empty reply;
-    the text comes back stripped."""
+    """Make one call to an LLM: any failure becomes LLMError, and so does an empty reply
+    or one that is not Unicode text (a lone surrogate, which JSON can carry as
+    ``"\\ud800"``: no trace could hold it); the text comes back stripped."""
     try:
         result = call()
     except LLMError:
@@ -147,6 +148,10 @@ def _reply(call: Callable[[], Any]) -> str:
         raise LLMError(f"{type(exc).__name__}: {_short(exc)}") from exc
     if not isinstance(result, str) or not result.strip():
         raise LLMError("the LLM returned no text")
+    try:
+        result.encode("utf-8")
+    except UnicodeEncodeError:
+        raise LLMError("the LLM returned text that is not valid Unicode (a lone surrogate)") from None
     return result.strip()
 
 

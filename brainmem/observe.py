@@ -277,7 +277,7 @@ def _write_facts(brain: Brain, facts: list[dict[str, Any]], turns: list[_Turn], 
             trace = brain._add_items([{"content": fact["content"], **fields}], None, numbered=False,
                                      prepared=prepared)[0].trace
             if olds and trace.id not in {o.id for o in olds}:
-                timeline.close(brain._store, trace, olds)
+                timeline.close(brain._store, trace, olds, at)
                 closed.update(o.id for o in olds)
                 report.superseded.extend(o.id for o in olds)
             graph.add_edges(brain._store, [(trace.id, s, "derived_from", 1.0) for s in sources], at)

@@ -10,7 +10,9 @@ A fact is replaced, never deleted. Three ways lead to a replacement:
 * ``Brain.add(content, supersedes=[ids])`` stores a new fact and closes the older
   ones: each keeps its row, live and indexed, with ``valid_until`` = the new
   fact's ``created_at``; the new one gets ``valid_from`` = that time and a
-  ``supersedes`` edge (new -> old) per replaced fact.
+  ``supersedes`` edge (new -> old) per replaced fact. A fact said again after it
+  was replaced (the add deduplicates to the old trace) is current again from that
+  add on; its earlier period is kept as a snapshot, as ``update`` keeps old content.
 * ``Brain.observe`` with an LLM: the extraction step may say that a new fact
   replaces a known one; it is then added with ``supersedes`` as above.
 
@@ -33,7 +35,7 @@ from typing import TYPE_CHECKING, Any
 
 from . import graph
 from .errors import InvalidInput
-from .model import Hit, TimeLike, Trace, content_hash, iso
+from .model import Hit, TimeLike, Trace, content_hash, iso, new_id
 from .store import Filters, Store
 from .validate import check_ids, scope_of, to_timestamp
 
@@ -104,20 +106,43 @@ def add_superseding(brain: Brain, content: str, supersedes: Any,
                                    "supersede itself")
         added = brain._add_items([{"content": content, **fields}], None, numbered=False,
                                  prepared=prepared)[0]  # joins this transaction
-        close(brain._store, added.trace, olds)
+        # when the add deduplicated, the replacement happens now (or at the given
+        # created_at), not when the older trace was first stored
+        at = added.trace.created_at if added.created else brain.now(fields.get("created_at"))
+        close(brain._store, added.trace, olds, at)
         refreshed = brain._store.get(added.trace.id)
     assert refreshed is not None
     return refreshed, added.created
 
 
-def close(store: Store, new: Trace, olds: Sequence[Trace]) -> None:
-    """Inside a write: ``new`` supersedes ``olds`` from ``new.created_at`` on."""
-    at = new.created_at
+def close(store: Store, new: Trace, olds: Sequence[Trace], at: float | None = None) -> None:
+    """Inside a write: ``new`` supersedes ``olds`` from ``at`` on (default: ``new``'s
+    ``created_at``, the time of a trace just added).
+
+    ``new`` may be an older trace said again (the add deduplicated): if it had been
+    replaced itself, its earlier period is kept as a snapshot (as an update keeps old
+    content) and it is current again from ``at``; if it was still current, it stays so
+    from when it began."""
+    at = new.created_at if at is None else at
     for old in olds:
         store.update_fields(old.id, {"valid_until": max(at, began(old))})
-    # a fact said again after it was replaced is current again (from now on)
-    store.update_fields(new.id, {"valid_from": at, "valid_until": None})
+    start = began(new)
+    if new.valid_until is not None:  # replaced before, said again: current from ``at`` on
+        _keep_period(store, new, at)
+        start = max(at, start)
+    store.update_fields(new.id, {"valid_from": start, "valid_until": None})
     graph.add_edges(store, [(new.id, old.id, "supersedes", 1.0) for old in olds], at)
+
+
+def _keep_period(store: Store, trace: Trace, at: float) -> None:
+    """Keep ``trace``'s closed period (``began`` to ``valid_until``) as a soft-deleted
+    snapshot pointing at it, as ``Writer.snapshot`` keeps an updated value."""
+    snap = Trace(**{**trace.to_dict(), "id": new_id(), "key": None, "deleted_at": at,
+                    "merged_into": trace.id, "valid_from": began(trace),
+                    "metadata": {**trace.metadata, "snapshot_of": trace.id,
+                                 "snapshot_version": trace.version}})
+    store.insert(snap)
+    graph.add_edges(store, [(trace.id, snap.id, "supersedes", 1.0)], at)
 
 
 def history(store: Store, trace_id: str) -> list[Trace]:

@@ -224,12 +224,14 @@ class Writer:
 
     def restore(self, trace: Trace, at: float) -> Trace:
         """Bring a soft-deleted trace back (same id, ``version`` + 1), unless its key or its
-        content is live in another trace now."""
+        content is live in another trace now; a live trace more counts against
+        ``Policy.quota`` as an add does (refused, or room made by eviction)."""
         if trace.key is not None and self.store.find_key(trace.key, trace.scope, trace.scope_id):
             raise InvalidInput(f"cannot restore {trace.id}: key {trace.key!r} is taken by a live trace")
         duplicate = self.store.find_duplicate(trace.content_hash, trace.type, trace.scope, trace.scope_id)
         if duplicate is not None:
             raise InvalidInput(f"cannot restore {trace.id}: its content is live as {duplicate.id}")
+        self.before_insert(trace, at)
         self.store.update_fields(trace.id, {"deleted_at": None, "merged_into": None, "updated_at": at,
                                             "version": trace.version + 1})
         restored = self.store.get(trace.id)

@@ -374,6 +374,34 @@ def test_quota_evict_with_everything_pinned_refuses(clock) -> None:
             brain.add("no room")
 
 
+def test_restore_is_held_to_the_quota(tmp_path, clock) -> None:
+    # README: "quota is the most live traces per scope and scope id". Before, restore
+    # brought a trace back without asking, so a full scope held quota + 1 live traces.
+    refuse = replace(Policy(), quota=2)
+    with Brain(str(tmp_path / "refuse.db"), clock=clock, policy=refuse) as brain:
+        gone = brain.add("first")
+        brain.delete(gone.id)
+        brain.add("second", scope="user")
+        brain.add("third")
+        with pytest.raises(QuotaExceeded, match="quota of 2"):
+            brain.restore(gone.id)
+        assert brain.get(gone.id, include_deleted=True).deleted_at is not None
+        assert brain.stats()["live"] == 2
+    evict = replace(Policy(), quota=2, quota_policy="evict")
+    with Brain(str(tmp_path / "evict.db"), clock=clock, policy=evict) as brain:
+        deleted: list[dict] = []
+        brain.subscribe(lambda kind, payload: deleted.append(payload), kinds=["delete"])
+        gone = brain.add("first")
+        brain.delete(gone.id)
+        weak = brain.add("weak and old", created_at=clock.now - 400 * 86400)
+        kept = brain.add("pinned", pinned=True)
+        back = brain.restore(gone.id)
+        assert back.live and {i.id for i in brain.list().items} == {gone.id, kept.id}
+        assert brain.read([weak.id], include_deleted=True).traces[0].metadata["deleted_reason"] == "evicted"
+        assert deleted[-1] == {"id": weak.id, "reason": "evicted"}
+        assert brain.check()["ok"]
+
+
 def test_max_content_bytes_names_the_limit(clock) -> None:
     with Brain(":memory:", clock=clock, policy=replace(Policy(), max_content_bytes=10)) as brain:
         brain.add("0123456789")

@@ -18,7 +18,7 @@ INSIGHT = "The user has a ginger cat called Miso and looks after it daily."
 
 
 class FakeOpenAI(JSONHandler):
-    mode = "ok"  # ok | error | slow | malformed | empty | negate | number
+    mode = "ok"  # ok | error | slow | malformed | empty | negate | number | surrogate
     requests: list[dict] = []
 
     def do_POST(self) -> None:  # noqa: N802 (http.server's naming)
@@ -33,7 +33,9 @@ class FakeOpenAI(JSONHandler):
         if mode == "malformed":
             return self._send(200, b'{"choices": [ this is not json')
         content = {"empty": "", "negate": "The user does not have a cat called Miso.",
-                   "number": "The user feeds Miso 3 times a day."}.get(mode, INSIGHT)
+                   "number": "The user feeds Miso 3 times a day.",
+                   # valid JSON ("\\ud800"), but no Unicode text once decoded
+                   "surrogate": "The user's cat Miso \ud800 sleeps a lot."}.get(mode, INSIGHT)
         reply = {"id": "x", "object": "chat.completion", "created": 0, "model": body["model"],
                  "choices": [{"index": 0, "finish_reason": "stop",
                               "message": {"role": "assistant", "content": content}}],
@@ -91,6 +93,24 @@ def test_failing_llm_falls_back_to_extractive(server: str, tmp_path: Path, mode:
         insight = brain.get(report.derived_ids[0])
         assert insight.metadata["method"] == "extractive" and "Miso" in insight.content
         assert brain.reflect_log()[0]["report"]["llm_fallback"] == report.llm_fallback
+
+
+def test_an_insight_that_is_not_unicode_falls_back(server: str, tmp_path: Path) -> None:
+    # README: "when it fails (down, 500, timeout, malformed answer), insights are
+    # extractive ... the run never fails for it". Before, a reply holding a lone surrogate
+    # (valid JSON) made the insight's build_trace raise InvalidInput out of reflect.
+    FakeOpenAI.mode = "surrogate"
+    llm = LLM(base_url=server, model="m", timeout=5, max_retries=0)
+    brain, ids = _brain_with_cluster(tmp_path / "b.brain", llm)
+    with brain:
+        report = brain.reflect()
+        assert report.status == "ok" and report.derived_by == {"extractive": 1}
+        assert report.llm_fallback and "Unicode" in report.llm_fallback
+        assert "Miso" in brain.get(report.derived_ids[0]).content
+        assert brain.check()["ok"] and brain.reflect().status == "ok"
+    brain, _ = _brain_with_cluster(tmp_path / "c.brain", lambda texts: "Miso \udfff the cat")
+    with brain:
+        assert "Unicode" in (brain.reflect().llm_fallback or "")
 
 
 def test_unreachable_llm_falls_back(tmp_path: Path) -> None:

@@ -154,3 +154,32 @@ def test_add_result_takes_supersedes_as_add_does(file_brain: Brain, clock: FakeC
     assert back.deduplicated and back.trace.id == berlin.id and back.trace.valid_until is None
     with pytest.raises(InvalidInput, match="supersedes"):
         file_brain.add_result("I live in Porto", type="semantic", supersedes=[])
+
+
+def test_a_fact_said_again_after_its_replacement_keeps_every_period(file_brain: Brain,
+                                                                     clock: FakeClock) -> None:
+    # Berlin (day 0), Lisbon (day 10), Berlin again (day 20). Before, the third add closed
+    # Lisbon at its own start (valid_until = Berlin's created_at clamped to day 10), so
+    # "as of day 15" answered Berlin and Lisbon's ten days vanished from the timeline.
+    berlin = file_brain.add("The user lives in Berlin", type="semantic")
+    clock.advance(10 * DAY)
+    lisbon = file_brain.add("The user lives in Lisbon", type="semantic", supersedes=[berlin.id])
+    clock.advance(10 * DAY)
+    again = file_brain.add("The user lives in Berlin", type="semantic", supersedes=[lisbon.id])
+    assert again.id == berlin.id and again.valid_until is None and again.valid_from == T0 + 20 * DAY
+    assert file_brain.get(lisbon.id).valid_until == T0 + 20 * DAY
+
+    def believed(day: float) -> list[str]:
+        return [h.trace.content for h in file_brain.search("where does the user live",
+                                                           as_of=T0 + day * DAY)]
+
+    assert believed(5) == ["The user lives in Berlin"]  # the first period is kept
+    assert believed(15) == ["The user lives in Lisbon"]
+    assert believed(25) == ["The user lives in Berlin"]
+    assert [h.trace.id for h in file_brain.search("where does the user live")] == [berlin.id]
+    chain = file_brain.history(berlin.id)
+    assert [(t.content, t.valid_until) for t in chain] == [
+        ("The user lives in Berlin", T0 + 10 * DAY),
+        ("The user lives in Lisbon", T0 + 20 * DAY),
+        ("The user lives in Berlin", None)]
+    assert file_brain.check()["ok"]
