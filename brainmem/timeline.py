@@ -128,17 +128,18 @@ def close(store: Store, new: Trace, olds: Sequence[Trace], at: float | None = No
         store.update_fields(old.id, {"valid_until": max(at, began(old))})
     start = began(new)
     if new.valid_until is not None:  # replaced before, said again: current from ``at`` on
-        _keep_period(store, new, at)
+        keep_snapshot(store, new, at, new.valid_until)
         start = max(at, start)
     store.update_fields(new.id, {"valid_from": start, "valid_until": None})
     graph.add_edges(store, [(new.id, old.id, "supersedes", 1.0) for old in olds], at)
 
 
-def _keep_period(store: Store, trace: Trace, at: float) -> None:
-    """Keep ``trace``'s closed period (``began`` to ``valid_until``) as a soft-deleted
-    snapshot pointing at it, as ``Writer.snapshot`` keeps an updated value."""
+def keep_snapshot(store: Store, trace: Trace, at: float, until: float | None) -> None:
+    """Keep ``trace`` as it is now as a soft-deleted snapshot pointing at it, valid from
+    when it began until ``until``, with a ``supersedes`` edge: what an update keeps of
+    the old content, and what a fact said again keeps of its closed period."""
     snap = Trace(**{**trace.to_dict(), "id": new_id(), "key": None, "deleted_at": at,
-                    "merged_into": trace.id, "valid_from": began(trace),
+                    "merged_into": trace.id, "valid_from": began(trace), "valid_until": until,
                     "metadata": {**trace.metadata, "snapshot_of": trace.id,
                                  "snapshot_version": trace.version}})
     store.insert(snap)

@@ -25,9 +25,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from . import decay, graph, unmerge
+from . import decay, graph, timeline, unmerge
 from .errors import InvalidInput, NotFound, QuotaExceeded, VersionConflict
-from .model import Trace, latest_expiry, merge_fields, new_id
+from .model import Trace, latest_expiry, merge_fields
 from .policy import Policy
 from .store import Filters, Store
 from .validate import INT64_MAX, build_trace, check_changes, check_choice, check_int
@@ -275,7 +275,7 @@ class Writer:
             if probe.content_hash != current.content_hash:
                 fields["content_hash"] = probe.content_hash
                 fields["valid_from"] = at  # the earlier content stays valid until now (timeline)
-                self.snapshot(current, at)
+                timeline.keep_snapshot(self.store, current, at, until=at)  # the old content
         if "type" in fields or "importance" in fields:
             # re-derive stability so the new type's base applies, keeping reinforcement gained
             fields["stability"] = decay.rebase_stability(
@@ -287,16 +287,6 @@ class Writer:
         updated = self.store.get(current.id, include_deleted=True)
         assert updated is not None
         return updated
-
-    def snapshot(self, current: Trace, at: float) -> None:
-        """Keep the pre-update content as a soft-deleted trace pointing at ``current``."""
-        snap = Trace(**{**current.to_dict(), "id": new_id(), "key": None, "deleted_at": at,
-                        "merged_into": current.id, "valid_until": at,
-                        "valid_from": current.created_at if current.valid_from is None else current.valid_from,
-                        "metadata": {**current.metadata, "snapshot_of": current.id,
-                                     "snapshot_version": current.version}})
-        self.store.insert(snap)
-        graph.add_edges(self.store, [(current.id, snap.id, "supersedes", 1.0)], at)
 
     def put(self, key: str, content: str, scope: str, scope_id: str, given: dict[str, Any],
             expected_version: int | None, at: float) -> tuple[str, Trace]:
