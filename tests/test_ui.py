@@ -621,3 +621,16 @@ def test_cli_serves_and_stops_cleanly_on_ctrl_c(built: Any) -> None:
     assert "stopped" in err and "Traceback" not in err
     with pytest.raises(httpx.ConnectError):
         httpx.get(url, timeout=2)
+
+
+def test_a_restore_past_the_quota_is_409(tmp_path: Path, clock: Any) -> None:
+    from brainmem import Policy
+
+    brain = Brain(str(tmp_path / "q.db"), clock=clock, policy=Policy(quota=2, quota_policy="refuse"))
+    first = brain.add("the first note")
+    brain.delete(first.id)
+    brain.add_many(["the second note", "the third note"])
+    ui = TestClient(create_app(brain, write=True), base_url=BASE, raise_server_exceptions=False,
+                    follow_redirects=False)
+    r = ui.post(f"/api/trace/{first.id}/restore")
+    assert r.status_code == 409 and r.json()["error"]["type"] == "QuotaExceeded"

@@ -25,6 +25,7 @@ from ..errors import (
     BrainmemError,
     InvalidInput,
     NotFound,
+    QuotaExceeded,
     ReadOnlyBrain,
     StorageError,
     VersionConflict,
@@ -41,7 +42,7 @@ LOOPBACK_NAMES = frozenset({"127.0.0.1", "localhost", "[::1]", "::1"})
 TOKEN_COOKIE = "brainmem_token"
 #: HTTP status per error class (first match in order wins).
 STATUS: tuple[tuple[type[BaseException], int], ...] = (
-    (NotFound, 404), (VersionConflict, 409), (ReadOnlyBrain, 403), (InvalidInput, 400),
+    (NotFound, 404), (VersionConflict, 409), (QuotaExceeded, 409), (ReadOnlyBrain, 403), (InvalidInput, 400),
     (BrainFileError, 503), (StorageError, 503), (BrainmemError, 500),
 )
 
