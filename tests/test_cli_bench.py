@@ -50,6 +50,15 @@ def test_bench_json_to_a_path_it_cannot_write_is_refused_before_the_run(tmp_path
         assert captured.out == ""  # refused before the benchmark ran
 
 
+@pytest.mark.parametrize("sizes", ["", ",", " , ", "1kk", "10kb", "k"])
+def test_bench_perf_sizes_that_name_no_size_are_refused(capsys, sizes: str) -> None:
+    # Before: "" and "," ran no size at all and exited 0; "1kk" ran a million traces.
+    assert main(["bench", "perf", "--sizes", sizes, "--quiet"]) == 2
+    captured = capsys.readouterr()
+    assert captured.err.startswith("brainmem: error:") and captured.err.count("\n") == 1
+    assert captured.out == ""
+
+
 @pytest.mark.slow  # over 0.3 s: a subprocess, a property search or a real dataset
 def test_bench_perf_tiny(capsys) -> None:
     assert main(["bench", "perf", "--sizes", "200", "--queries", "20", "--quiet"]) == 0
