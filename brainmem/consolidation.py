@@ -357,14 +357,19 @@ def strengthen(ctx: _Run) -> None:
 
 def _replay(ctx: _Run, rows: Sequence[tuple[int, int, str, int]]) -> None:
     store, policy, now, report = ctx.store, ctx.policy, ctx.now, ctx.report
-    live = {t.id: t for t in store.get_many(list(dict.fromkeys(r[2] for r in rows)), now=now)}
+    wanted = list(dict.fromkeys(r[2] for r in rows))
+    live = {t.id: t for t in store.get_many(wanted, now=now)}
+    live.update(_merged_targets(store, [i for i in wanted if i not in live], now))
     used_by_retrieval: dict[int, list[str]] = {}
-    stability = {tid: t.stability for tid, t in live.items()}
+    stability = {t.id: t.stability for t in live.values()}
     changed: set[str] = set()
-    for _fid, retrieval_id, trace_id, used in rows:
-        trace = live.get(trace_id)
-        if trace is None:
-            continue
+    counted: set[tuple[int, str]] = set()
+    for _fid, retrieval_id, given_id, used in rows:
+        trace = live.get(given_id)
+        if trace is None or (retrieval_id, trace.id) in counted:
+            continue  # gone; or a duplicate merged into a trace this retrieval already counted
+        trace_id = trace.id
+        counted.add((retrieval_id, trace_id))
         if used:
             used_by_retrieval.setdefault(retrieval_id, [])
             if trace_id not in used_by_retrieval[retrieval_id]:
@@ -387,6 +392,24 @@ def _replay(ctx: _Run, rows: Sequence[tuple[int, int, str, int]]) -> None:
         for pair in combinations(used[: policy.hebbian_max_used], 2)
     ]
     report.edges_strengthened += graph.hebbian(store, pairs, policy.hebbian_rate, now)
+
+
+def _merged_targets(store: Store, ids: Sequence[str], now: float) -> dict[str, Trace]:
+    """Feedback on a trace merged since it was given (by ``merge``, or by this run's merge
+    step, which runs first) counts for the live trace it was merged into."""
+    found: dict[str, Trace] = {}
+    for trace_id in ids:
+        current = store.get(trace_id, include_deleted=True)
+        seen = {trace_id}
+        while current is not None and current.merged_into and current.merged_into not in seen \
+                and len(seen) < 64:
+            seen.add(current.merged_into)
+            target = store.get(current.merged_into, now=now)
+            if target is not None:
+                found[trace_id] = target
+                break
+            current = store.get(current.merged_into, include_deleted=True)
+    return found
 
 
 # --- 4. derive --------------------------------------------------------------------------

@@ -19,7 +19,8 @@ feedback on it, and its date)::
   its encoding file can be loaded; otherwise with a stated approximation, one
   token per 4 characters rounded up (OpenAI's rule of thumb for English; it
   over-counts code and under-counts some scripts). ``tokenizer=`` takes any
-  ``f(text) -> int`` instead. ``ContextBlock.tokenizer`` names what counted.
+  ``f(text) -> int`` instead (a fractional count is rounded up).
+  ``ContextBlock.tokenizer`` names what counted.
 """
 
 from __future__ import annotations
@@ -121,7 +122,7 @@ def build(brain: Brain, query: str | None, *, budget: int = 1000, limit: int = 2
             ok = False
         if not ok:
             raise InvalidInput(f"tokenizer must return a number of tokens >= 0, not {tokens!r}")
-        return int(tokens)
+        return math.ceil(tokens)  # a fraction of a token still takes room: never under-count
 
     header_costs = {section: count(header + "\n") for section, header in HEADERS.items()}  # before any write
     at = brain.now(now)

@@ -30,6 +30,8 @@ class Events:
 
     def subscribe(self, callback: Subscriber, kinds: Iterable[str] | None = None) -> Callable[[], None]:
         """Add ``callback`` for ``kinds`` (default: all); return a function that removes it."""
+        if not callable(callback):  # else every later write would log its TypeError
+            raise InvalidInput(f"callback must be a function (kind, payload) -> None, not {callback!r:.60}")
         if kinds is None:
             kinds = EVENT_KINDS
         elif isinstance(kinds, (str, bytes)) or not isinstance(kinds, Iterable):

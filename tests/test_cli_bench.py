@@ -35,6 +35,30 @@ def test_bench_errors_are_one_line_and_exit_2(capsys) -> None:
     assert main(["bench", "perf", "--sizes", "ten", "--quiet"]) == 2
 
 
+@pytest.mark.parametrize("command", [["recall"], ["recall", "--folds", "2"], ["perf", "--sizes", "200"]])
+def test_bench_json_to_a_path_it_cannot_write_is_refused_before_the_run(tmp_path: Path, capsys,
+                                                                         command: list[str]) -> None:
+    # Before: the whole benchmark ran, then writing the report raised IsADirectoryError:
+    # a traceback and exit 1.
+    blocker = tmp_path / "file"
+    blocker.write_text("x")
+    for out in (tmp_path, blocker / "out.json"):
+        assert main(["bench", *command, "--quiet", "--json", str(out)]) == 2
+        captured = capsys.readouterr()
+        err = captured.err.strip()
+        assert err.startswith("brainmem: error:") and "\n" not in err and str(out) in err
+        assert captured.out == ""  # refused before the benchmark ran
+
+
+@pytest.mark.parametrize("sizes", ["", ",", " , ", "1kk", "10kb", "k"])
+def test_bench_perf_sizes_that_name_no_size_are_refused(capsys, sizes: str) -> None:
+    # Before: "" and "," ran no size at all and exited 0; "1kk" ran a million traces.
+    assert main(["bench", "perf", "--sizes", sizes, "--quiet"]) == 2
+    captured = capsys.readouterr()
+    assert captured.err.startswith("brainmem: error:") and captured.err.count("\n") == 1
+    assert captured.out == ""
+
+
 @pytest.mark.slow  # over 0.3 s: a subprocess, a property search or a real dataset
 def test_bench_perf_tiny(capsys) -> None:
     assert main(["bench", "perf", "--sizes", "200", "--queries", "20", "--quiet"]) == 0

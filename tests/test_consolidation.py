@@ -235,6 +235,37 @@ def test_feedback_creates_weighted_edges_once(brain: Brain) -> None:
     assert brain._store.execute("SELECT weight FROM edges WHERE kind='co_activated'").get == pytest.approx(0.19)
 
 
+def test_feedback_on_a_trace_merged_before_reflect_counts_for_the_trace_it_was_merged_into(
+        brain: Brain) -> None:
+    # Before: reflect's merge step (it runs before strengthen) or a merge() soft-deleted the
+    # trace the feedback named, and strengthen skipped it: the co-use was lost.
+    keep = brain.add("The user likes green tea a lot.", type="semantic", pinned=True)  # the survivor
+    twin = brain.add("The user likes green tea a lot, thanks", type="semantic")
+    other = brain.add("The user drinks tea every morning", type="semantic")
+    hits = brain.search("green tea")
+    assert {twin.id, other.id, keep.id} <= {h.trace.id for h in hits}
+    assert brain.feedback(hits.retrieval_id, used=[twin.id, other.id]) == 2
+    before = brain.get(keep.id).stability
+    report = brain.reflect()
+    assert report.merged == 1
+    survivor = report.merges[0]["survivor"]
+    assert survivor == keep.id and brain.get(twin.id, include_deleted=True).merged_into == keep.id
+    assert (report.feedback, report.reinforced, report.edges_strengthened) == (2, 2, 1)
+    assert brain.get(survivor).stability == pytest.approx(before * 1.1)
+    edges = list(brain._store.execute("SELECT src, dst FROM edges WHERE kind='co_activated'"))
+    assert edges == [tuple(sorted((survivor, other.id)))]
+    # both copies used in one search: the merged trace is strengthened once, not twice
+    a = brain.add("alpha beta gamma one")
+    b = brain.add("alpha beta gamma two")
+    hits = brain.search("alpha beta gamma")
+    brain.feedback(hits.retrieval_id, used=[a.id, b.id])
+    merged = brain.merge([a.id, b.id])
+    before = brain.get(merged.id).stability
+    report = brain.reflect()
+    assert report.reinforced == 1 and report.edges_strengthened == 0
+    assert brain.get(merged.id).stability == pytest.approx(before * 1.1)
+
+
 def test_feedback_rejects_foreign_ids(brain: Brain) -> None:
     from brainmem import InvalidInput, NotFound
 

@@ -49,6 +49,18 @@ def test_budget_is_respected_and_counted(brain: Brain) -> None:
     assert words.tokenizer == "custom" and words.tokens <= 40
 
 
+def test_a_fractional_token_count_is_rounded_up_so_the_block_stays_within_budget(brain: Brain) -> None:
+    # Before: int() truncated each line's count (23.25 -> 23), so a tokenizer answering
+    # len(text) / 4 saw a block over its budget.
+    def quarter(text: str) -> float:
+        return len(text) / 4
+
+    for budget in range(1, 120):
+        block = brain.context("Ana", budget=budget, tokenizer=quarter)
+        assert block.tokens <= budget
+        assert not block.text or quarter(block.text) <= budget, (budget, block.text)
+
+
 def test_superseded_facts_stay_out(brain: Brain, clock: FakeClock) -> None:
     old = brain.add("Ana lives in Berlin", type="semantic")
     clock.advance(60)

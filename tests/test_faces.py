@@ -4,6 +4,7 @@ subscriptions, TTL, pinning, quotas, optimistic concurrency, working and prospec
 from __future__ import annotations
 
 from dataclasses import replace
+from typing import Any
 
 import pytest
 
@@ -257,6 +258,17 @@ def test_failing_subscriber_never_breaks_the_write(mem_brain: Brain) -> None:
     assert seen == ["add"]
     with pytest.raises(InvalidInput):
         mem_brain.subscribe(lambda k, p: None, kinds=["nope"])
+
+
+@pytest.mark.parametrize("callback", ["print", None, 42], ids=["text", "none", "number"])
+def test_subscribing_something_not_callable_is_invalid_input(file_brain: Brain, callback: Any) -> None:
+    # Before: accepted, then every later write logged a TypeError from the subscriber list.
+    with pytest.raises(InvalidInput, match="callback"):
+        file_brain.subscribe(callback)
+    seen: list[str] = []
+    file_brain.subscribe(lambda kind, payload: seen.append(kind))
+    file_brain.add("kettle")
+    assert seen == ["add"]
 
 
 def test_failed_write_emits_nothing(mem_brain: Brain) -> None:

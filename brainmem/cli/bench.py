@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
+import re
 from pathlib import Path
 from typing import Any
 
@@ -65,6 +67,7 @@ def _recall(args: argparse.Namespace) -> int:
     from ..bench import run_recall
     from .embed import embedder_arg, reranker_arg
 
+    _check_out(args.json)  # before the run: a report that cannot be written is not worth running
     progress = Progress(f"{args.dataset}", enabled=False if args.quiet else None)
     if args.folds is not None:
         return _crossval(args, progress)
@@ -119,10 +122,11 @@ def _crossval(args: argparse.Namespace, progress: Progress) -> int:
 def _perf(args: argparse.Namespace) -> int:
     from ..bench import run_perf
 
+    sizes = _sizes(args.sizes)
+    _check_out(args.json)  # before the run: a report that cannot be written is not worth running
     progress = Progress("perf", enabled=False if args.quiet else None)
     try:
-        report = run_perf(sizes=_integers(args.sizes.lower().replace("k", "000").replace("m", "000000"),
-                                          "--sizes"),
+        report = run_perf(sizes=sizes,
                           queries=args.queries, progress=progress, corpus=args.corpus, data=args.data,
                           reflect=not args.no_reflect)
     except ValueError as exc:
@@ -139,8 +143,44 @@ def _integers(text: str, option: str) -> tuple[int, ...]:
         raise InvalidInput(f"{option} must be comma-separated integers, not {text!r}") from None
 
 
+_SIZE = re.compile(r"(\d+)([km]?)")
+
+
+def _sizes(text: str) -> tuple[int, ...]:
+    """``--sizes``: at least one size, each an integer with an optional k or m (10k, 1m)."""
+    sizes = []
+    for part in text.split(","):
+        if not part.strip():
+            continue
+        found = _SIZE.fullmatch(part.strip().lower())
+        if found is None:
+            raise InvalidInput(f"--sizes must be comma-separated integers (10k and 1m allowed), not {text!r}")
+        sizes.append(int(found[1]) * {"": 1, "k": 1_000, "m": 1_000_000}[found[2]])
+    if not sizes:
+        raise InvalidInput(f"--sizes needs at least one corpus size, not {text!r}")
+    return tuple(sizes)
+
+
+def _check_out(path: str | None) -> None:
+    """Refuse a ``--json`` path that cannot be written (a folder, under a file)."""
+    if not path:
+        return
+    target = Path(path)
+    if target.is_dir():
+        raise InvalidInput(f"cannot write {path}: it is a directory")
+    try:
+        target.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise InvalidInput(f"cannot write {path}: {exc.strerror or exc}") from None
+    if not os.access(target.parent, os.W_OK) or (target.exists() and not os.access(target, os.W_OK)):
+        raise InvalidInput(f"cannot write {path}: permission denied")
+
+
 def _write_json(path: str | None, data: dict[str, Any]) -> None:
     if path:
         target = Path(path)
-        target.parent.mkdir(parents=True, exist_ok=True)
-        target.write_text(json.dumps(data, indent=1) + "\n", encoding="utf-8")
+        try:
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.write_text(json.dumps(data, indent=1) + "\n", encoding="utf-8")
+        except OSError as exc:  # it changed during the run
+            raise InvalidInput(f"cannot write {path}: {exc.strerror or exc}") from None
