@@ -30,6 +30,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 import apsw.fts5query as fq  # noqa: E402
 
 from brainmem import Brain, Policy, scripts  # noqa: E402
+from brainmem.bench.perf import parse_sizes  # noqa: E402
 
 NOUNS = ("東京 京都 大阪 学校 会社 友達 映画 音楽 旅行 料理 天気 電車 本屋 病院 公園 家族 仕事 週末 誕生日 犬 猫 "
          "新幹線 富士山 温泉 寿司 ラーメン コーヒー 図書館 美術館 買い物").split()
@@ -92,8 +93,7 @@ def main() -> None:
     ap.add_argument("--dir", help="keep the brains here (default: a temporary folder)")
     ap.add_argument("--json")
     args = ap.parse_args()
-    sizes = [int(float(s[:-1]) * (1000 if s[-1] == "k" else 1_000_000)) if s[-1] in "km" else int(s)
-             for s in args.sizes.split(",")]
+    sizes = parse_sizes(args.sizes)
     with tempfile.TemporaryDirectory() as tmp:
         folder = args.dir or tmp
         os.makedirs(folder, exist_ok=True)

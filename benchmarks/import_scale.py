@@ -33,12 +33,6 @@ import time
 from typing import Any
 
 
-def _size(text: str) -> int:
-    text = text.strip().lower()
-    scale = {"k": 1_000, "m": 1_000_000}.get(text[-1:], 1)
-    return int(float(text.rstrip("km")) * scale)
-
-
 def build(path: str, size: int) -> None:
     """A brain of ``size`` traces: corpus texts, a fifth tagged, some metadata, episodes of 10."""
     from brainmem import Brain
@@ -151,9 +145,12 @@ def main() -> None:
     parser.add_argument("--json", help="write the results here")
     parser.add_argument("--dir", help="work folder (default: a temporary one, removed after)")
     args = parser.parse_args()
+    from brainmem.bench.perf import parse_sizes  # here: the children measure their own imports
+
+    sizes = parse_sizes(args.sizes)
     rows = []
     with tempfile.TemporaryDirectory(dir=args.dir) as folder:
-        for size in (_size(s) for s in args.sizes.split(",")):
+        for size in sizes:
             row = measure(size, folder, args.stdin)
             rows.append(row)
             print(f"{size:>9,} traces ({row['file_mb']:.0f} MB file, built in {row['build_seconds']} s)")

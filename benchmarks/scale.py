@@ -29,7 +29,7 @@ from typing import Any
 from brainmem import Brain
 from brainmem.bench.baseline import Fts5Baseline
 from brainmem.bench.longmemeval import load_longmemeval
-from brainmem.bench.perf import percentile, run_perf
+from brainmem.bench.perf import parse_sizes, percentile, run_perf
 from brainmem.bench.systems import prepare_documents
 
 #: Each search-time mechanism of brainmem switched off (the Policy fields that turn it
@@ -163,7 +163,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--json", help="write the results here")
     args = ap.parse_args(argv)
     # --sizes "" times the haystacks alone
-    sizes = [int(s.lower().replace("k", "000").replace("m", "000000")) for s in args.sizes.split(",") if s]
+    sizes = list(parse_sizes(args.sizes)) if args.sizes.strip() else []
     # Rows of other sizes already in --json are kept: 10k and 100k can run in one
     # sitting and 1M in another, into one file.
     result: dict[str, Any] = {}

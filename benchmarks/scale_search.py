@@ -27,7 +27,7 @@ from typing import Any
 from brainmem import Brain
 from brainmem.bench.baseline import Fts5Baseline
 from brainmem.bench.corpus import real_corpus, real_queries
-from brainmem.bench.perf import ADD_CHUNK, percentile
+from brainmem.bench.perf import ADD_CHUNK, parse_sizes, percentile
 
 
 def build(path: str, size: int, data: str) -> None:
@@ -78,7 +78,7 @@ def main(argv: list[str] | None = None) -> int:
                          "evict what the CPU caches held and double brainmem's CPU time")
     ap.add_argument("--json", help="add the results to this file")
     args = ap.parse_args(argv)
-    sizes = [int(s.lower().replace("k", "000").replace("m", "000000")) for s in args.sizes.split(",")]
+    sizes = parse_sizes(args.sizes)
     # the queries bench perf times (its corpus sample is 20k texts at these sizes)
     queries = real_queries(args.queries, args.data, real_corpus(20_000, args.data))
     result: dict[str, Any] = {}

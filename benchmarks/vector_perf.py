@@ -43,7 +43,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from brainmem import Brain, vector_kernel  # noqa: E402
 from brainmem.bench.baseline import Fts5Baseline  # noqa: E402
-from brainmem.bench.perf import make_corpus, make_queries, percentile  # noqa: E402
+from brainmem.bench.perf import make_corpus, make_queries, parse_sizes, percentile  # noqa: E402
 from brainmem.embed import CallableEmbedder, OnnxEmbedder  # noqa: E402
 
 DIM = 384
@@ -210,11 +210,11 @@ def main() -> None:
     args = ap.parse_args()
     report: dict = {"search": []}
     with tempfile.TemporaryDirectory() as tmp:
-        for size in (int(s) for s in args.sizes.split(",")):
+        for size in parse_sizes(args.sizes):
             row = search_latency(size, args.queries, Path(tmp))
             report["search"].append(row)
             print(json.dumps(row), flush=True)
-        report["kernels"] = exact_kernels(max(int(s) for s in args.sizes.split(",")))
+        report["kernels"] = exact_kernels(max(parse_sizes(args.sizes)))
         print(json.dumps(report["kernels"]), flush=True)
         if args.model:
             report["model"] = model_cost(args.model, args.tokenizer, Path(tmp))

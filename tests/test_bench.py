@@ -444,3 +444,14 @@ def test_brain_system_maps_duplicates_and_merges() -> None:
         assert {"a_1", "b_2"} <= set(ranked)
     finally:
         system.close()
+
+
+def test_parse_sizes_reads_every_benchmarks_sizes() -> None:
+    from brainmem import InvalidInput
+    from brainmem.bench.perf import parse_sizes
+
+    assert parse_sizes("10k,100k,1m") == (10_000, 100_000, 1_000_000)
+    assert parse_sizes(" 1.5k , 250 ,") == (1_500, 250)
+    for bad in ("", ",", "1kk", "ten", "-5"):
+        with pytest.raises(InvalidInput, match="--sizes"):
+            parse_sizes(bad)

@@ -15,6 +15,7 @@ from __future__ import annotations
 import functools
 import os
 import random
+import re
 import tempfile
 import time
 from collections.abc import Callable, Sequence
@@ -22,9 +23,10 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ..errors import InvalidInput
 from .baseline import Fts5Baseline
 
-__all__ = ["PerfReport", "PerfRow", "make_corpus", "make_queries", "percentile", "run_perf"]
+__all__ = ["PerfReport", "PerfRow", "make_corpus", "make_queries", "parse_sizes", "percentile", "run_perf"]
 
 Progress = Callable[[int, int], None]
 
@@ -68,6 +70,25 @@ def make_queries(n: int, seed: int = 2) -> list[str]:
     rng = random.Random(seed)
     cum = _zipf_cum_weights(len(vocab))
     return [" ".join(rng.choices(vocab, cum_weights=cum, k=rng.randint(2, 5))) for _ in range(n)]
+
+
+_SIZE = re.compile(r"(\d+(?:\.\d+)?)([km]?)")
+
+
+def parse_sizes(text: str, option: str = "--sizes") -> tuple[int, ...]:
+    """Corpus sizes as the benchmarks take them: comma-separated, each a number with an
+    optional k or m (``10k,100k,1m``, ``1.5k``); at least one, else InvalidInput."""
+    sizes = []
+    for part in text.split(","):
+        if not part.strip():
+            continue
+        found = _SIZE.fullmatch(part.strip().lower())
+        if found is None:
+            raise InvalidInput(f"{option} must be comma-separated sizes (10k and 1m allowed), not {text!r}")
+        sizes.append(int(float(found[1]) * {"": 1, "k": 1_000, "m": 1_000_000}[found[2]]))
+    if not sizes:
+        raise InvalidInput(f"{option} needs at least one corpus size, not {text!r}")
+    return tuple(sizes)
 
 
 def percentile(values: Sequence[float], p: float) -> float:

@@ -9,7 +9,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import re
 from pathlib import Path
 from typing import Any
 
@@ -120,9 +119,9 @@ def _crossval(args: argparse.Namespace, progress: Progress) -> int:
 
 
 def _perf(args: argparse.Namespace) -> int:
-    from ..bench import run_perf
+    from ..bench.perf import parse_sizes, run_perf
 
-    sizes = _sizes(args.sizes)
+    sizes = parse_sizes(args.sizes)
     _check_out(args.json)  # before the run: a report that cannot be written is not worth running
     progress = Progress("perf", enabled=False if args.quiet else None)
     try:
@@ -141,24 +140,6 @@ def _integers(text: str, option: str) -> tuple[int, ...]:
         return tuple(int(part) for part in text.split(",") if part.strip())
     except ValueError:
         raise InvalidInput(f"{option} must be comma-separated integers, not {text!r}") from None
-
-
-_SIZE = re.compile(r"(\d+)([km]?)")
-
-
-def _sizes(text: str) -> tuple[int, ...]:
-    """``--sizes``: at least one size, each an integer with an optional k or m (10k, 1m)."""
-    sizes = []
-    for part in text.split(","):
-        if not part.strip():
-            continue
-        found = _SIZE.fullmatch(part.strip().lower())
-        if found is None:
-            raise InvalidInput(f"--sizes must be comma-separated integers (10k and 1m allowed), not {text!r}")
-        sizes.append(int(found[1]) * {"": 1, "k": 1_000, "m": 1_000_000}[found[2]])
-    if not sizes:
-        raise InvalidInput(f"--sizes needs at least one corpus size, not {text!r}")
-    return tuple(sizes)
 
 
 def _check_out(path: str | None) -> None:
