@@ -23,7 +23,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..errors import InvalidInput
+from brainmem import InvalidInput
+
 from .baseline import Fts5Baseline
 
 __all__ = ["PerfReport", "PerfRow", "make_corpus", "make_queries", "parse_sizes", "percentile", "run_perf"]
