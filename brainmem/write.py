@@ -67,6 +67,15 @@ class Writer:
         self.store.update_fields(trace.id, {"deleted_at": at, "updated_at": at, "metadata": metadata})
         self.side_deletes.append({"id": trace.id, "reason": reason})
 
+    def key_holder(self, key: str, scope: str, scope_id: str, at: float) -> Trace | None:
+        """The live trace holding ``key`` in the scope; an expired one counts as absent
+        (soft-deleted, reason "expired"), as for ``get_key`` and ``put``."""
+        holder = self.store.find_key(key, scope, scope_id)
+        if holder is not None and holder.expires_at is not None and holder.expires_at <= at:
+            self.soft_delete(holder, at, "expired")
+            return None
+        return holder
+
     # --- adds -------------------------------------------------------------------------
 
     def add(self, built: list[Trace], at: float) -> list[AddResult]:
@@ -100,7 +109,7 @@ class Writer:
             if trace.key is not None and (existing is None or existing.key != trace.key):
                 # a key names a slot, so a keyed trace is deduplicated only against the
                 # same key holding the same value (an idempotent add), never another trace
-                holder = store.find_key(trace.key, trace.scope, trace.scope_id)
+                holder = self.key_holder(trace.key, trace.scope, trace.scope_id, at)
                 same = holder is not None and (holder.content_hash, holder.type) == ident[:2]
                 existing = holder if same else None
             if existing is not None:
@@ -267,7 +276,7 @@ class Writer:
         fields = check_changes(changes, self.policy)
         key = fields.get("key", current.key)
         if key is not None and key != current.key:
-            other = self.store.find_key(key, current.scope, current.scope_id)
+            other = self.key_holder(key, current.scope, current.scope_id, at)
             if other is not None and other.id != current.id:
                 raise InvalidInput(f"key {key!r} is already used in this scope")
         if "content" in fields:
@@ -296,10 +305,7 @@ class Writer:
         trace is ``semantic`` unless ``given`` says otherwise (a named value is a fact,
         meant to last).
         """
-        current = self.store.find_key(key, scope, scope_id)
-        if current is not None and current.expires_at is not None and current.expires_at <= at:
-            self.soft_delete(current, at, "expired")
-            current = None
+        current = self.key_holder(key, scope, scope_id, at)
         if current is not None:
             return "update", self.update(current, {"content": content, **given}, expected_version, at)
         if expected_version not in (None, 0):

@@ -120,6 +120,26 @@ def test_put_with_ttl_and_expired_key_counts_as_absent(mem_brain: Brain, clock) 
         mem_brain.put("bad", "x", ttl=5, expires_at=clock.now + 5)
 
 
+def test_an_expired_key_is_free_for_add_and_update_as_for_put(file_brain: Brain, clock) -> None:
+    # get_key and put count an expired value as absent; add(key=) and update(key=)
+    # refused the key as "already used" until reflect pruned the expired trace
+    old = file_brain.put("session", "token-1", ttl=60)
+    clock.advance(61)
+    with pytest.raises(NotFound):
+        file_brain.get_key("session")
+    added = file_brain.add("token-2", key="session")
+    assert added.id != old.id and file_brain.get_key("session").id == added.id
+    gone = file_brain.read([old.id], include_deleted=True).traces[0]
+    assert gone.deleted_at is not None and gone.metadata["deleted_reason"] == "expired"
+
+    other = file_brain.put("lease", "lease-1", ttl=60)
+    clock.advance(61)
+    moved = file_brain.update(file_brain.add("lease-2").id, key="lease")
+    assert file_brain.get_key("lease").id == moved.id != other.id
+    result = file_brain.call_tool("memory_add", {"content": "x", "key": "session"})
+    assert result["error"]["type"] == "InvalidInput"  # a live key still refuses
+
+
 # --- list, read, recent -----------------------------------------------------------------
 
 
