@@ -71,10 +71,23 @@ class Writer:
         """The live trace holding ``key`` in the scope; an expired one counts as absent
         (soft-deleted, reason "expired"), as for ``get_key`` and ``put``."""
         holder = self.store.find_key(key, scope, scope_id)
-        if holder is not None and holder.expires_at is not None and holder.expires_at <= at:
-            self.soft_delete(holder, at, "expired")
+        if holder is not None and self.expire(holder, at):
             return None
         return holder
+
+    def expire(self, trace: Trace, at: float) -> bool:
+        """Soft-delete ``trace`` (reason "expired") if it has expired at ``at``; True if so.
+        An expired trace is absent to every read, so a write treats it as absent too."""
+        if trace.expires_at is None or trace.expires_at > at:
+            return False
+        now_ = self.store.get(trace.id, include_deleted=True)
+        if now_ is None or now_.deleted_at is not None:
+            return True  # already gone: swept by make_room earlier in this batch
+        self.soft_delete(now_, at, "expired")
+        slot = (trace.scope, trace.scope_id)
+        if self._quota_tx == self.store.tx_serial and slot in self._quota_counts:
+            self._quota_counts[slot] -= 1  # this transaction's live count stays exact
+        return True
 
     # --- adds -------------------------------------------------------------------------
 
@@ -112,6 +125,10 @@ class Writer:
                 holder = self.key_holder(trace.key, trace.scope, trace.scope_id, at)
                 same = holder is not None and (holder.content_hash, holder.type) == ident[:2]
                 existing = holder if same else None
+            if existing is not None and existing.id not in fresh_ids and self.expire(existing, at):
+                # an expired duplicate is absent (as an expired key is for put): stored anew,
+                # not revived with its old id, time and key
+                existing = None
             if existing is not None:
                 created_here = existing.id in fresh_ids
                 if not created_here:

@@ -344,6 +344,50 @@ def test_adding_a_fact_again_keeps_it_at_least_as_long_as_asked(file_brain: Brai
     assert file_brain.add("my passport number is X123").pinned is True  # never unpinned by a repeat
 
 
+@pytest.mark.parametrize("batch", [False, True])
+def test_adding_content_again_after_it_expired_stores_it_anew(file_brain: Brain, clock, batch: bool) -> None:
+    """Dedup matched an expired trace (invisible to get, search and list) until reflect
+    pruned it, and revived it: its old id, created_at and key came back, and whether an
+    add made a new trace depended on when reflect last ran. An expired duplicate now
+    counts as absent, as an expired key does for put."""
+    old = file_brain.add("one-time code 4821", ttl=60)
+    keyed = file_brain.put("otp", "one-time code 9999", ttl=60)
+    clock.advance(61)
+    adds = [{"content": "one-time code 4821", "ttl": 60}, {"content": "one-time code 4821"},
+            {"content": "one-time code 9999", "type": "semantic"}]
+    if batch:
+        results = file_brain.add_many(adds, report=True)
+    else:
+        results = [file_brain.add_result(a.pop("content"), **a) for a in adds]
+    assert [r.created for r in results] == [True, False, True]
+    fresh = results[0].trace
+    assert fresh.id != old.id and fresh.created_at == clock.now and results[1].trace.id == fresh.id
+    assert file_brain.get(fresh.id).expires_at is None  # the repeat asks for no expiry
+    assert results[2].trace.id != keyed.id and results[2].trace.key is None
+    with pytest.raises(NotFound):
+        file_brain.get_key("otp")  # the expired value is not brought back by an add without a key
+    for gone in file_brain.read([old.id, keyed.id], include_deleted=True).traces:
+        assert gone.deleted_at is not None and gone.metadata["deleted_reason"] == "expired"
+
+
+@pytest.mark.parametrize("quota", [2, 3])
+def test_an_expired_duplicate_in_a_batch_keeps_the_quota_count_exact(brain_factory, clock,
+                                                                      quota: int) -> None:
+    brain = brain_factory(policy=replace(Policy(), quota=quota, quota_policy="refuse"))
+    old = brain.add("gate code 4821", ttl=60)
+    brain.add("the user likes tea")
+    clock.advance(61)
+    batch = ["note c", "gate code 4821"]  # "note c" counts the scope first (the expired one live)
+    if quota == 2:  # tea, c and the code again are three: refused whole
+        with pytest.raises(QuotaExceeded):
+            brain.add_many(batch)
+        assert brain.get(old.id, include_deleted=True).deleted_at is None  # rolled back whole
+    else:  # the expired trace leaves the count as it goes: room for all three
+        out = brain.add_many(batch, report=True)
+        assert [r.created for r in out] == [True, True] and out[1].trace.id != old.id
+        assert brain.list().truncated is False and len(brain.list().items) == 3
+
+
 # --- pinning ------------------------------------------------------------------------------
 
 
@@ -372,7 +416,7 @@ def test_quota_refuse_names_scope_and_limit(clock) -> None:
         with pytest.raises(QuotaExceeded):  # a batch fails whole
             brain.add_many([{"content": "x", "scope": "thread", "scope_id": "t3"},
                             {"content": "y", "scope": "thread", "scope_id": "t1"}])
-        assert brain.stats()["live"] == 3
+        assert brain.list().truncated is False and len(brain.list().items) == 3
         brain.add("one", scope="thread", scope_id="t1")  # a duplicate takes no room
         # expired traces make room even under "refuse"
         brain.add("short-lived", scope="thread", scope_id="t2", ttl=5)
@@ -519,7 +563,7 @@ def test_quota_counts_a_batch_in_one_transaction(clock) -> None:
     policy = replace(Policy(), quota=3, quota_policy="evict")
     with Brain(":memory:", clock=clock, policy=policy) as brain:
         added = brain.add_many([f"item {i}" for i in range(5)])
-        assert brain.stats()["live"] == 3
+        assert brain.list().truncated is False and len(brain.list().items) == 3
         assert len(brain.read([t.id for t in added]).traces) == 3
 
 
