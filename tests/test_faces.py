@@ -140,6 +140,21 @@ def test_an_expired_key_is_free_for_add_and_update_as_for_put(file_brain: Brain,
     assert result["error"]["type"] == "InvalidInput"  # a live key still refuses
 
 
+def test_key_prefix_matches_keys_holding_nul_and_astral_characters(file_brain: Brain) -> None:
+    # substr() on TEXT stops at a NUL, so a prefix holding one matched no key, not even itself
+    for key in ("a\x00b", "a\x00c", "ab", "🔑.x", "🔑y", "é.x", "e\u0301.y"):
+        file_brain.put(key, f"value of {key!r}")
+    keys = lambda prefix: sorted(i.key for i in file_brain.list(key_prefix=prefix).items)  # noqa: E731
+    assert keys("a\x00b") == ["a\x00b"]
+    assert keys("a\x00") == ["a\x00b", "a\x00c"]
+    assert keys("a") == ["a\x00b", "a\x00c", "ab"]
+    assert keys("a\x00bc") == [] and keys("b") == []
+    assert keys("🔑") == ["🔑.x", "🔑y"] and keys("🔑.") == ["🔑.x"]
+    assert keys("é") == ["é.x"] and keys("e") == ["e\u0301.y"]  # exact code points, no normalisation
+    result = file_brain.call_tool("memory_list", {"key_prefix": "a\x00"}, extra="all")
+    assert sorted(i["key"] for i in result["items"]) == ["a\x00b", "a\x00c"]
+
+
 # --- list, read, recent -----------------------------------------------------------------
 
 
