@@ -250,12 +250,13 @@ class Writer:
 
     def restore(self, trace: Trace, at: float) -> Trace:
         """Bring a soft-deleted trace back (same id, ``version`` + 1), unless its key or its
-        content is live in another trace now; a live trace more counts against
+        content is live in another trace now (an expired one is soft-deleted, as for
+        an add); a live trace more counts against
         ``Policy.quota`` as an add does (refused, or room made by eviction)."""
-        if trace.key is not None and self.store.find_key(trace.key, trace.scope, trace.scope_id):
+        if trace.key is not None and self.key_holder(trace.key, trace.scope, trace.scope_id, at):
             raise InvalidInput(f"cannot restore {trace.id}: key {trace.key!r} is taken by a live trace")
         duplicate = self.store.find_duplicate(trace.content_hash, trace.type, trace.scope, trace.scope_id)
-        if duplicate is not None:
+        if duplicate is not None and not self.expire(duplicate, at):
             raise InvalidInput(f"cannot restore {trace.id}: its content is live as {duplicate.id}")
         self.before_insert(trace, at)
         self.store.update_fields(trace.id, {"deleted_at": None, "merged_into": None, "updated_at": at,
