@@ -65,9 +65,11 @@ class Filters:
             where.append("t.created_at <= ?")
             params.append(self.until)
         if self.key_prefix is not None:
-            # substr comparison, not LIKE: '%' and '_' in a prefix stay literal
-            where.append("t.key IS NOT NULL AND substr(t.key, 1, ?) = ?")
-            params.extend([len(self.key_prefix), self.key_prefix])
+            # substr comparison, not LIKE: '%' and '_' in a prefix stay literal; of the
+            # UTF-8 bytes, as substr() of TEXT stops at a NUL (a key may hold one)
+            prefix = self.key_prefix.encode("utf-8")
+            where.append("t.key IS NOT NULL AND substr(CAST(t.key AS BLOB), 1, ?) = ?")
+            params.extend([len(prefix), prefix])
         if self.ids is not None:
             ids = padded(self.ids) if self.ids else []
             where.append(f"t.id IN ({', '.join('?' * len(ids))})" if ids else "0")

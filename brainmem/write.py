@@ -67,6 +67,28 @@ class Writer:
         self.store.update_fields(trace.id, {"deleted_at": at, "updated_at": at, "metadata": metadata})
         self.side_deletes.append({"id": trace.id, "reason": reason})
 
+    def key_holder(self, key: str, scope: str, scope_id: str, at: float) -> Trace | None:
+        """The live trace holding ``key`` in the scope; an expired one counts as absent
+        (soft-deleted, reason "expired"), as for ``get_key`` and ``put``."""
+        holder = self.store.find_key(key, scope, scope_id)
+        if holder is not None and self.expire(holder, at):
+            return None
+        return holder
+
+    def expire(self, trace: Trace, at: float) -> bool:
+        """Soft-delete ``trace`` (reason "expired") if it has expired at ``at``; True if so.
+        An expired trace is absent to every read, so a write treats it as absent too."""
+        if trace.expires_at is None or trace.expires_at > at:
+            return False
+        now_ = self.store.get(trace.id, include_deleted=True)
+        if now_ is None or now_.deleted_at is not None:
+            return True  # already gone: swept by make_room earlier in this batch
+        self.soft_delete(now_, at, "expired")
+        slot = (trace.scope, trace.scope_id)
+        if self._quota_tx == self.store.tx_serial and slot in self._quota_counts:
+            self._quota_counts[slot] -= 1  # this transaction's live count stays exact
+        return True
+
     # --- adds -------------------------------------------------------------------------
 
     def add(self, built: list[Trace], at: float) -> list[AddResult]:
@@ -100,9 +122,13 @@ class Writer:
             if trace.key is not None and (existing is None or existing.key != trace.key):
                 # a key names a slot, so a keyed trace is deduplicated only against the
                 # same key holding the same value (an idempotent add), never another trace
-                holder = store.find_key(trace.key, trace.scope, trace.scope_id)
+                holder = self.key_holder(trace.key, trace.scope, trace.scope_id, at)
                 same = holder is not None and (holder.content_hash, holder.type) == ident[:2]
                 existing = holder if same else None
+            if existing is not None and existing.id not in fresh_ids and self.expire(existing, at):
+                # an expired duplicate is absent (as an expired key is for put): stored anew,
+                # not revived with its old id, time and key
+                existing = None
             if existing is not None:
                 created_here = existing.id in fresh_ids
                 if not created_here:
@@ -224,12 +250,13 @@ class Writer:
 
     def restore(self, trace: Trace, at: float) -> Trace:
         """Bring a soft-deleted trace back (same id, ``version`` + 1), unless its key or its
-        content is live in another trace now; a live trace more counts against
+        content is live in another trace now (an expired one is soft-deleted, as for
+        an add); a live trace more counts against
         ``Policy.quota`` as an add does (refused, or room made by eviction)."""
-        if trace.key is not None and self.store.find_key(trace.key, trace.scope, trace.scope_id):
+        if trace.key is not None and self.key_holder(trace.key, trace.scope, trace.scope_id, at):
             raise InvalidInput(f"cannot restore {trace.id}: key {trace.key!r} is taken by a live trace")
         duplicate = self.store.find_duplicate(trace.content_hash, trace.type, trace.scope, trace.scope_id)
-        if duplicate is not None:
+        if duplicate is not None and not self.expire(duplicate, at):
             raise InvalidInput(f"cannot restore {trace.id}: its content is live as {duplicate.id}")
         self.before_insert(trace, at)
         self.store.update_fields(trace.id, {"deleted_at": None, "merged_into": None, "updated_at": at,
@@ -267,7 +294,7 @@ class Writer:
         fields = check_changes(changes, self.policy)
         key = fields.get("key", current.key)
         if key is not None and key != current.key:
-            other = self.store.find_key(key, current.scope, current.scope_id)
+            other = self.key_holder(key, current.scope, current.scope_id, at)
             if other is not None and other.id != current.id:
                 raise InvalidInput(f"key {key!r} is already used in this scope")
         if "content" in fields:
@@ -296,10 +323,7 @@ class Writer:
         trace is ``semantic`` unless ``given`` says otherwise (a named value is a fact,
         meant to last).
         """
-        current = self.store.find_key(key, scope, scope_id)
-        if current is not None and current.expires_at is not None and current.expires_at <= at:
-            self.soft_delete(current, at, "expired")
-            current = None
+        current = self.key_holder(key, scope, scope_id, at)
         if current is not None:
             return "update", self.update(current, {"content": content, **given}, expected_version, at)
         if expected_version not in (None, 0):

@@ -201,6 +201,22 @@ def test_restore_refuses_when_content_is_live_again(mem_brain):
         mem_brain.restore(t.id)
 
 
+def test_restore_is_not_blocked_by_an_expired_key_or_duplicate(file_brain, clock):
+    # the key or content "live" in another trace was only past its ttl, invisible to
+    # get_key, get and search: restore refused as if it were there
+    old = file_brain.put("session", "token one")
+    file_brain.delete(old.id)
+    file_brain.put("session", "token two", ttl=60)
+    note = file_brain.add("the gate code is 4821")
+    file_brain.delete(note.id)
+    file_brain.add("the gate code is 4821", ttl=60)
+    clock.advance(61)
+    assert file_brain.restore(old.id).deleted_at is None
+    assert file_brain.get_key("session").id == old.id
+    assert file_brain.restore(note.id).deleted_at is None
+    assert [h.trace.id for h in file_brain.search("gate code", reinforce=False)] == [note.id]
+
+
 def test_restore_unknown_raises_not_found(mem_brain):
     with pytest.raises(NotFound) as caught:
         mem_brain.restore("mt_nope")

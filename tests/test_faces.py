@@ -120,6 +120,41 @@ def test_put_with_ttl_and_expired_key_counts_as_absent(mem_brain: Brain, clock) 
         mem_brain.put("bad", "x", ttl=5, expires_at=clock.now + 5)
 
 
+def test_an_expired_key_is_free_for_add_and_update_as_for_put(file_brain: Brain, clock) -> None:
+    # get_key and put count an expired value as absent; add(key=) and update(key=)
+    # refused the key as "already used" until reflect pruned the expired trace
+    old = file_brain.put("session", "token-1", ttl=60)
+    clock.advance(61)
+    with pytest.raises(NotFound):
+        file_brain.get_key("session")
+    added = file_brain.add("token-2", key="session")
+    assert added.id != old.id and file_brain.get_key("session").id == added.id
+    gone = file_brain.read([old.id], include_deleted=True).traces[0]
+    assert gone.deleted_at is not None and gone.metadata["deleted_reason"] == "expired"
+
+    other = file_brain.put("lease", "lease-1", ttl=60)
+    clock.advance(61)
+    moved = file_brain.update(file_brain.add("lease-2").id, key="lease")
+    assert file_brain.get_key("lease").id == moved.id != other.id
+    result = file_brain.call_tool("memory_add", {"content": "x", "key": "session"})
+    assert result["error"]["type"] == "InvalidInput"  # a live key still refuses
+
+
+def test_key_prefix_matches_keys_holding_nul_and_astral_characters(file_brain: Brain) -> None:
+    # substr() on TEXT stops at a NUL, so a prefix holding one matched no key, not even itself
+    for key in ("a\x00b", "a\x00c", "ab", "🔑.x", "🔑y", "é.x", "e\u0301.y"):
+        file_brain.put(key, f"value of {key!r}")
+    keys = lambda prefix: sorted(i.key for i in file_brain.list(key_prefix=prefix).items)  # noqa: E731
+    assert keys("a\x00b") == ["a\x00b"]
+    assert keys("a\x00") == ["a\x00b", "a\x00c"]
+    assert keys("a") == ["a\x00b", "a\x00c", "ab"]
+    assert keys("a\x00bc") == [] and keys("b") == []
+    assert keys("🔑") == ["🔑.x", "🔑y"] and keys("🔑.") == ["🔑.x"]
+    assert keys("é") == ["é.x"] and keys("e") == ["e\u0301.y"]  # exact code points, no normalisation
+    result = file_brain.call_tool("memory_list", {"key_prefix": "a\x00"}, extra="all")
+    assert sorted(i["key"] for i in result["items"]) == ["a\x00b", "a\x00c"]
+
+
 # --- list, read, recent -----------------------------------------------------------------
 
 
@@ -324,6 +359,50 @@ def test_adding_a_fact_again_keeps_it_at_least_as_long_as_asked(file_brain: Brai
     assert file_brain.add("my passport number is X123").pinned is True  # never unpinned by a repeat
 
 
+@pytest.mark.parametrize("batch", [False, True])
+def test_adding_content_again_after_it_expired_stores_it_anew(file_brain: Brain, clock, batch: bool) -> None:
+    """Dedup matched an expired trace (invisible to get, search and list) until reflect
+    pruned it, and revived it: its old id, created_at and key came back, and whether an
+    add made a new trace depended on when reflect last ran. An expired duplicate now
+    counts as absent, as an expired key does for put."""
+    old = file_brain.add("one-time code 4821", ttl=60)
+    keyed = file_brain.put("otp", "one-time code 9999", ttl=60)
+    clock.advance(61)
+    adds = [{"content": "one-time code 4821", "ttl": 60}, {"content": "one-time code 4821"},
+            {"content": "one-time code 9999", "type": "semantic"}]
+    if batch:
+        results = file_brain.add_many(adds, report=True)
+    else:
+        results = [file_brain.add_result(a.pop("content"), **a) for a in adds]
+    assert [r.created for r in results] == [True, False, True]
+    fresh = results[0].trace
+    assert fresh.id != old.id and fresh.created_at == clock.now and results[1].trace.id == fresh.id
+    assert file_brain.get(fresh.id).expires_at is None  # the repeat asks for no expiry
+    assert results[2].trace.id != keyed.id and results[2].trace.key is None
+    with pytest.raises(NotFound):
+        file_brain.get_key("otp")  # the expired value is not brought back by an add without a key
+    for gone in file_brain.read([old.id, keyed.id], include_deleted=True).traces:
+        assert gone.deleted_at is not None and gone.metadata["deleted_reason"] == "expired"
+
+
+@pytest.mark.parametrize("quota", [2, 3])
+def test_an_expired_duplicate_in_a_batch_keeps_the_quota_count_exact(brain_factory, clock,
+                                                                      quota: int) -> None:
+    brain = brain_factory(policy=replace(Policy(), quota=quota, quota_policy="refuse"))
+    old = brain.add("gate code 4821", ttl=60)
+    brain.add("the user likes tea")
+    clock.advance(61)
+    batch = ["note c", "gate code 4821"]  # "note c" counts the scope first (the expired one live)
+    if quota == 2:  # tea, c and the code again are three: refused whole
+        with pytest.raises(QuotaExceeded):
+            brain.add_many(batch)
+        assert brain.get(old.id, include_deleted=True).deleted_at is None  # rolled back whole
+    else:  # the expired trace leaves the count as it goes: room for all three
+        out = brain.add_many(batch, report=True)
+        assert [r.created for r in out] == [True, True] and out[1].trace.id != old.id
+        assert brain.list().truncated is False and len(brain.list().items) == 3
+
+
 # --- pinning ------------------------------------------------------------------------------
 
 
@@ -352,7 +431,7 @@ def test_quota_refuse_names_scope_and_limit(clock) -> None:
         with pytest.raises(QuotaExceeded):  # a batch fails whole
             brain.add_many([{"content": "x", "scope": "thread", "scope_id": "t3"},
                             {"content": "y", "scope": "thread", "scope_id": "t1"}])
-        assert brain.stats()["live"] == 3
+        assert brain.list().truncated is False and len(brain.list().items) == 3
         brain.add("one", scope="thread", scope_id="t1")  # a duplicate takes no room
         # expired traces make room even under "refuse"
         brain.add("short-lived", scope="thread", scope_id="t2", ttl=5)
@@ -499,7 +578,7 @@ def test_quota_counts_a_batch_in_one_transaction(clock) -> None:
     policy = replace(Policy(), quota=3, quota_policy="evict")
     with Brain(":memory:", clock=clock, policy=policy) as brain:
         added = brain.add_many([f"item {i}" for i in range(5)])
-        assert brain.stats()["live"] == 3
+        assert brain.list().truncated is False and len(brain.list().items) == 3
         assert len(brain.read([t.id for t in added]).traces) == 3
 
 
