@@ -592,6 +592,15 @@ def test_cli_refuses_a_public_address_without_a_token(tmp_path: Path) -> None:
     assert r.returncode != 0 and r.stderr.startswith("brainmem: error:") and "Traceback" not in r.stderr
 
 
+def test_cli_refuses_a_port_out_of_range_in_one_line(tmp_path: Path) -> None:
+    path = tmp_path / "b.db"
+    Brain(str(path)).close()
+    for port in ("-1", "65536", "70000"):
+        r = run_cli("ui", "--brain", str(path), "--port", port)
+        assert r.returncode == 2 and "Traceback" not in r.stderr, r.stderr
+        assert r.stderr.startswith("brainmem: error:") and r.stderr.count("\n") == 1 and port in r.stderr
+
+
 def test_cli_without_the_ui_extra_says_what_to_install(tmp_path: Path) -> None:
     path = tmp_path / "b.db"
     Brain(str(path)).close()
