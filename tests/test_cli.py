@@ -158,3 +158,15 @@ def test_tools_and_scoped_call(capsys: Any, db: str, monkeypatch: Any) -> None:
     assert code == 2  # extras are off unless --extra names them
     code, out, _ = run(capsys, "call", "memory_search", "{bad json", "--brain", db)
     assert code == 2 and "not valid JSON" in json.loads(out)["error"]["message"]
+
+
+def test_purge_before_takes_unix_seconds_as_every_time_option_does(capsys: Any, db: str) -> None:
+    with Brain(db) as brain:
+        old = brain.add("deleted long ago")
+        brain.delete(old.id, now=1_000)
+        new = brain.add("deleted later")
+        brain.delete(new.id, now=3_000)
+    code, out, err = run(capsys, "purge", "--before", "2000", "--json", "--brain", db)
+    assert (code, err) == (0, "") and json.loads(out)["purged"] == 1
+    with Brain(db) as brain:
+        assert brain.read([old.id, new.id], include_deleted=True).missing == [old.id]

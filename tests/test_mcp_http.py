@@ -103,3 +103,17 @@ def test_serve_http_refuses_bad_or_public_addresses(tmp_path: Path, address: str
     assert main(["--brain", str(tmp_path / "b.db"), "serve", "--http", address]) == 2
     assert "--http" in capsys.readouterr().err
     assert not (tmp_path / "b.db").exists()
+
+
+def test_serve_http_on_a_port_in_use_is_one_line_and_leaves_no_brain(tmp_path: Path) -> None:
+    target = tmp_path / "b.db"
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        r = subprocess.run([sys.executable, "-m", "brainmem", "--brain", str(target), "serve",
+                            "--http", f"127.0.0.1:{port}"], capture_output=True, text=True,
+                           stdin=subprocess.DEVNULL, timeout=60)
+    assert r.returncode == 2, (r.returncode, r.stderr)
+    assert r.stderr.startswith("brainmem: error: cannot listen on 127.0.0.1:") and r.stderr.count("\n") == 1
+    assert not target.exists()  # the brain file this run created is removed again

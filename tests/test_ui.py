@@ -592,6 +592,24 @@ def test_cli_refuses_a_public_address_without_a_token(tmp_path: Path) -> None:
     assert r.returncode != 0 and r.stderr.startswith("brainmem: error:") and "Traceback" not in r.stderr
 
 
+def test_cli_refuses_a_port_out_of_range_in_one_line(tmp_path: Path) -> None:
+    path = tmp_path / "b.db"
+    Brain(str(path)).close()
+    for port in ("-1", "65536", "70000"):
+        r = run_cli("ui", "--brain", str(path), "--port", port)
+        assert r.returncode == 2 and "Traceback" not in r.stderr, r.stderr
+        assert r.stderr.startswith("brainmem: error:") and r.stderr.count("\n") == 1 and port in r.stderr
+
+
+def test_cli_refuses_a_missing_brain_as_reading_commands_do(tmp_path: Path) -> None:
+    typo = tmp_path / "typo.db"
+    for flags in ((), ("--write",)):
+        r = run_cli("ui", "--brain", str(typo), "--port", "0", *flags, timeout=20)
+        assert r.returncode == 2, (flags, r.returncode, r.stdout, r.stderr)
+        assert r.stderr.startswith("brainmem: error: no brain file at") and r.stderr.count("\n") == 1
+        assert list(tmp_path.iterdir()) == []  # --write does not make an empty brain of a typo
+
+
 def test_cli_without_the_ui_extra_says_what_to_install(tmp_path: Path) -> None:
     path = tmp_path / "b.db"
     Brain(str(path)).close()

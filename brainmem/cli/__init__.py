@@ -145,11 +145,7 @@ def open_brain(args: argparse.Namespace, **kwargs: Any) -> Any:
     kwargs = {"embedder": embedder_arg(args), "reranker": reranker_arg(args), **kwargs}
     command = getattr(args, "command", None)
     readonly = bool(kwargs.pop("readonly", False) or getattr(args, "readonly", False))
-    if path != ":memory:" and not path.startswith("file:") and not os.path.exists(path):
-        if readonly or not (getattr(args, "create", False) or command in CREATING):
-            raise MissingBrain(f"no brain file at {path} (create one with: brainmem --brain "
-                               f"{path} init, or give --create)")
-        _created.append(path)
+    check_brain_file(args, path, readonly)
     if readonly:
         return Brain(path, readonly=True, **kwargs)
     try:
@@ -158,6 +154,20 @@ def open_brain(args: argparse.Namespace, **kwargs: Any) -> Any:
         if command in WRITING:
             raise
         return Brain(path, readonly=True, **kwargs)  # e.g. a read-only mount: read it as it is
+
+
+def check_brain_file(args: argparse.Namespace, path: str, readonly: bool) -> bool:
+    """Apply the missing-file rules to ``path``: :class:`MissingBrain` unless the command
+    creates brains (or ``--create`` was given, and the open is not read-only). Returns
+    True when the file is missing and may be created (it is then removed if the command
+    fails)."""
+    if path == ":memory:" or path.startswith("file:") or os.path.exists(path):
+        return False
+    if readonly or not (getattr(args, "create", False) or getattr(args, "command", None) in CREATING):
+        raise MissingBrain(f"no brain file at {path} (create one with: brainmem --brain "
+                           f"{path} init, or give --create)")
+    _created.append(path)
+    return True
 
 
 def _remove_created() -> None:

@@ -110,7 +110,8 @@ def register(commands: Any) -> None:
 
     p = commands.add_parser("purge", help="physically remove deleted traces",
                             description="Physically remove soft-deleted traces (cannot be undone).")
-    p.add_argument("--before", metavar="TIME", help="only those deleted before this ISO time")
+    p.add_argument("--before", metavar="TIME",
+                   help="only those deleted before TIME (ISO-8601 or unix seconds)")
     add_json_flag(p)
     p.set_defaults(handler=cmd_purge)
 
@@ -326,7 +327,7 @@ def cmd_unmerge(args: argparse.Namespace) -> int:
 
 def cmd_purge(args: argparse.Namespace) -> int:
     with open_brain(args) as brain:
-        removed = brain.purge(before=args.before)
+        removed = brain.purge(before=time_arg(args.before))
     if args.json:
         print_json({"purged": removed})
     else:

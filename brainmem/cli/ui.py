@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from . import brain_path
+from . import brain_path, check_brain_file
 
 
 def register(commands: Any) -> None:
@@ -25,9 +25,17 @@ def register(commands: Any) -> None:
 
 
 def cmd_ui(args: argparse.Namespace) -> int:
-    from ..ui import serve
+    from ..brain import Brain
+    from ..ui import check_host, check_port, serve
     from .embed import embedder_arg, reranker_arg
 
-    serve(brain_path(args), host=args.host, port=args.port, write=args.write, token=args.token,
+    path = brain_path(args)
+    check_host(args.host, args.token)
+    check_port(args.port)
+    # a missing file is refused as by the reading commands (even with --write: a typo
+    # must not become an empty brain); --create makes it
+    if check_brain_file(args, path, readonly=False):
+        Brain(path).close()
+    serve(path, host=args.host, port=args.port, write=args.write, token=args.token,
           embedder=embedder_arg(args), reranker=reranker_arg(args))
     return 0

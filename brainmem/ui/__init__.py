@@ -35,6 +35,12 @@ def check_host(host: str, token: str | None) -> None:
                            "unless --token is given too (then every request needs it)")
 
 
+def check_port(port: int) -> None:
+    """A TCP port to bind: 0 (any free one) to 65535."""
+    if isinstance(port, bool) or not isinstance(port, int) or not 0 <= port <= 65535:
+        raise InvalidInput(f"--port must be an integer from 0 to 65535, not {port!r}")
+
+
 def create_app(brain: Any, *, write: bool = False, token: str | None = None,
                busy_timeout: float = BUSY_TIMEOUT) -> Any:
     """The ASGI app serving ``brain``; see :func:`brainmem.ui.app.create_app`."""
@@ -49,6 +55,7 @@ def serve(path: str, *, host: str = "127.0.0.1", port: int = DEFAULT_PORT, write
     """Serve the brain at ``path`` until Ctrl-C (SIGINT) or SIGTERM, then close it; its
     searches rank as the agent's do with the same ``embedder`` and ``reranker``."""
     check_host(host, token)
+    check_port(port)
     try:
         import jinja2  # noqa: F401
         import starlette  # noqa: F401
