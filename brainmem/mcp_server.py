@@ -231,23 +231,10 @@ def run_http(brain: Any, address: str, context: Any = None, extra: Sequence[str]
     """Blocking entry point of ``brainmem serve --http HOST:PORT``."""
     host, port = parse_address(address)
     _require_mcp()
-    import socket
-
     import uvicorn
 
-    from .errors import InvalidInput
+    from .ui import listen  # the inspector's: a port in use is one error line, not uvicorn's exit
 
     app = http_app(brain, context, extra)
-    # bound here, not by uvicorn: a port in use is then one BrainmemError line (uvicorn
-    # would log it and sys.exit(3), past the CLI's error handling and clean-up)
-    family = socket.AF_INET6 if ":" in host else socket.AF_INET
-    sock = socket.socket(family, socket.SOCK_STREAM)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    try:
-        sock.bind((host, port))
-    except OSError as exc:
-        sock.close()
-        raise InvalidInput(f"cannot listen on {address}: {exc.strerror or exc}") from None
-    with sock:
-        sock.listen(128)
+    with listen(host, port) as sock:
         uvicorn.Server(uvicorn.Config(app, log_level="warning")).run(sockets=[sock])

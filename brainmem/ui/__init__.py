@@ -41,6 +41,22 @@ def check_port(port: int) -> None:
         raise InvalidInput(f"--port must be an integer from 0 to 65535, not {port!r}")
 
 
+def listen(host: str, port: int) -> socket.socket:
+    """A socket listening on ``host:port``, bound here rather than by uvicorn: a port in
+    use is then one :class:`InvalidInput` line (uvicorn would log it and ``sys.exit(3)``,
+    past the CLI's error handling and clean-up). Used by ``ui`` and ``serve --http``."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind((host, port))
+    except OSError as exc:
+        sock.close()
+        raise InvalidInput(f"cannot listen on {host}:{port}: {exc.strerror or exc}") from None
+    sock.listen(128)
+    return sock
+
+
 def create_app(brain: Any, *, write: bool = False, token: str | None = None,
                busy_timeout: float = BUSY_TIMEOUT) -> Any:
     """The ASGI app serving ``brain``; see :func:`brainmem.ui.app.create_app`."""
@@ -69,16 +85,9 @@ def serve(path: str, *, host: str = "127.0.0.1", port: int = DEFAULT_PORT, write
     app = None
     try:
         app = create_app(brain, write=write, token=token, busy_timeout=busy_timeout)
-        family = socket.AF_INET6 if ":" in host else socket.AF_INET
-        sock = socket.socket(family, socket.SOCK_STREAM)
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        try:
-            sock.bind((host, port))
-        except OSError as exc:
-            raise InvalidInput(f"cannot listen on {host}:{port}: {exc.strerror or exc}") from None
-        sock.listen(128)
+        sock = listen(host, port)
         bound = sock.getsockname()[1]
-        shown = f"[{host}]" if family == socket.AF_INET6 else host
+        shown = f"[{host}]" if sock.family == socket.AF_INET6 else host
         url = f"http://{shown}:{bound}/" + (f"?token={token}" if token else "")
         mode = "read-write" if write else "read-only"
         print(f"brainmem ui: serving {path} ({mode}) at {url}  (Ctrl-C to stop)", flush=True)
