@@ -176,9 +176,9 @@ def _scale_section(res: Path) -> list[str]:
                 out.append(f"| {name} | {_n(ms)} | {hay[f'off:{name}_cpu_p50_ratio']:.2f}x | "
                            f"{(1 - ms / hay['read_cpu_p50_ms']) * 100:.0f} % |")
             out.append("")
-    again = res / "scale_search.json"
-    if again.is_file():
-        rows = json.loads(again.read_text(encoding="utf-8"))["rows"]
+    again = _read_json(res / "scale_search.json")
+    if again is not None:
+        rows = again["rows"]
         out += ["**Search re-measured** (`benchmarks/scale_search.py`, the same corpus and queries on "
                 "brains built once; raw FTS5 interleaved, or brainmem alone with `--no-raw`):", "",
                 "| traces | queries | search p50 / p95 / p99 (ms) | CPU p50 / p95 / p99 (ms) | "
@@ -194,9 +194,8 @@ def _scale_section(res: Path) -> list[str]:
                    f"{r['cpu_p50_ratio']:.2f}x" if with_raw else "alone | | ")
                 + f" | {r['load_at_start']:.1f} | {r['at']} |")
         out.append("")
-    refl = res / "reflect_1m.json"
-    if refl.is_file():
-        r = json.loads(refl.read_text(encoding="utf-8"))
+    r = _read_json(res / "reflect_1m.json")
+    if r is not None:
         out += [f"**reflect at {r['traces']:,} traces** (`{r['command']}`): {r['summary']}", ""]
     out += ["![search latency against size](scale_latency.png)", ""]
     return out
@@ -294,12 +293,11 @@ def main(argv: list[str] | None = None) -> int:
     out += _meaning_bge(res)
     any_recall = False
     for name in ORDER:
-        base_f, refl_f = res / f"recall_{name}.json", res / f"recall_{name}_reflect.json"
-        if not base_f.is_file():
+        base = _read_json(res / f"recall_{name}.json")
+        if base is None:
             continue
         any_recall = True
-        base = json.loads(base_f.read_text(encoding="utf-8"))
-        refl = json.loads(refl_f.read_text(encoding="utf-8")) if refl_f.is_file() else None
+        refl = _read_json(res / f"recall_{name}_reflect.json")
         if refl is not None and not refl.get("reflect"):
             refl = None  # this build has no reflect: nothing to show
         out += [f"### {name}", "", f"Headline: `{base['headline']}`. Search depth {base['depth']}.", ""]
@@ -307,10 +305,10 @@ def main(argv: list[str] | None = None) -> int:
         out += [f"![recall@k, {name}](recall_{name}.png)", ""]
     if not any_recall:
         out += ["No recall results yet.", ""]
-    perf_f = res / "perf.json"
+    perf = _read_json(res / "perf.json")
     out += ["## Performance", ""]
-    if perf_f.is_file():
-        out += _perf_table(json.loads(perf_f.read_text(encoding="utf-8")))
+    if perf is not None:
+        out += _perf_table(perf)
         out += ["![latency and throughput vs size](perf_latency.png)", ""]
     else:
         out += ["No performance results yet.", ""]
@@ -329,10 +327,9 @@ def _fmt(v: Any) -> str:
 
 def _crossval(res: Path) -> list[str]:
     """The cross-validation section: held-out headline, then the per-mechanism table."""
-    f = res / "crossval.json"
-    if not f.is_file():
+    cv = _read_json(res / "crossval.json")
+    if cv is None:
         return []
-    cv = json.loads(f.read_text(encoding="utf-8"))
     k = cv["folds"]
     sizes = "; ".join(f"{d}: {' / '.join(map(str, s))} questions" for d, s in cv["fold_sizes"].items())
     out = [
