@@ -93,7 +93,13 @@ class Brain(FacesMixin, AdminMixin):
             from . import timeline
 
             return AddResult(*timeline.add_superseding(self, content, supersedes, fields))
-        return self._add_items([{"content": content, **fields}], None, numbered=False)[0]
+        return self._add_one(content, fields)
+
+    def _add_one(self, content: Any, fields: Mapping[str, Any],
+                 prepared: Mapping[str, Any] | None = None) -> AddResult:
+        """One :meth:`add`; ``prepared``: its vector, computed by a caller that embeds
+        before taking the lock for a write of its own (observe, supersedes)."""
+        return self._add_items([{"content": content, **fields}], None, numbered=False, prepared=prepared)[0]
 
     @overload
     def add_many(self, items: Iterable[str | Mapping[str, Any]], *, now: TimeLike | None = ...,
@@ -122,8 +128,8 @@ class Brain(FacesMixin, AdminMixin):
     def _add_items(self, items: Iterable[str | Mapping[str, Any]], now: TimeLike | None,
                    numbered: bool, prepared: Mapping[str, Any] | None = None) -> list[AddResult]:
         """add/add_many; ``numbered`` errors name the batch item (``item 3: ...``), a
-        single add's do not. ``prepared``: vectors a caller computed before taking the
-        lock (:meth:`_prepare_vectors`), for an add inside its own write."""
+        single add's do not. ``prepared``: vectors computed before the lock
+        (:meth:`_prepare_vectors`); by default they are computed here."""
         at = self.now(now)
         built: list[Trace] = []
         for index, item in enumerate(items):

@@ -274,8 +274,7 @@ def _write_facts(brain: Brain, facts: list[dict[str, Any]], turns: list[_Turn], 
                       "metadata": {"derived_from": sources, "method": "observe"}}
             olds = [by_id[i] for i in fact["supersedes"] if i not in closed
                     and by_id[i].key is None and by_id[i].content_hash != content_hash(fact["content"])]
-            trace = brain._add_items([{"content": fact["content"], **fields}], None, numbered=False,
-                                     prepared=prepared)[0].trace
+            trace = brain._add_one(fact["content"], fields, prepared).trace
             if olds and trace.id not in {o.id for o in olds}:
                 timeline.close(brain._store, trace, olds, at)
                 closed.update(o.id for o in olds)

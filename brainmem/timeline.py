@@ -104,8 +104,7 @@ def add_superseding(brain: Brain, content: str, supersedes: Any,
             if isinstance(content, str) and content_hash(content) == old.content_hash:
                 raise InvalidInput(f"the new content is the same as {old.id}'s; a fact cannot "
                                    "supersede itself")
-        added = brain._add_items([{"content": content, **fields}], None, numbered=False,
-                                 prepared=prepared)[0]  # joins this transaction
+        added = brain._add_one(content, fields, prepared)  # joins this transaction
         # when the add deduplicated, the replacement happens now (or at the given
         # created_at), not when the older trace was first stored
         at = added.trace.created_at if added.created else brain.now(fields.get("created_at"))
