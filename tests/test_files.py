@@ -11,11 +11,14 @@ from __future__ import annotations
 
 import os
 import random
+import resource
 import shutil
+import signal
 import sqlite3
 import subprocess
 import sys
 import textwrap
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -313,3 +316,32 @@ def test_ensure_file_says_when_the_file_is_no_longer_the_brains(tmp_path: Path) 
         brain.close()
     with Brain(":memory:") as memory:
         memory.ensure_file()  # no file of its own: never gone
+
+
+def _file_size_limit(limit: int) -> Callable[[], None]:
+    """A child's ``preexec_fn``: files it writes cannot grow past ``limit`` bytes (a disk
+    that fills up), and going past fails the write with EFBIG instead of killing it."""
+    def apply() -> None:
+        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+        resource.setrlimit(resource.RLIMIT_FSIZE, (limit, resource.RLIM_INFINITY))
+    return apply
+
+
+@pytest.mark.slow
+def test_a_backup_that_fills_the_disk_leaves_no_partial_file(tmp_path: Path) -> None:
+    path = tmp_path / "brain.db"
+    _make_brain(path, 300)
+    target = tmp_path / "copy" / "brain.bak"
+    target.parent.mkdir()
+    run = subprocess.run([sys.executable, "-m", "brainmem", "--brain", str(path), "backup", str(target)],
+                         capture_output=True, text=True, timeout=60,
+                         preexec_fn=_file_size_limit(path.stat().st_size // 3))
+    assert run.returncode == 1
+    assert len(run.stderr.strip().splitlines()) == 1 and str(target) in run.stderr, run.stderr
+    assert "brain file" not in run.stderr  # the brain is fine: the copy failed
+    assert list(target.parent.iterdir()) == []  # no half a backup to mistake for one, none to block a retry
+    with Brain(str(path)) as brain:
+        assert brain.check()["ok"] and brain.stats()["live"] == 300
+        assert brain.backup(str(target)) == str(target)  # the retry is not told the target exists
+    with Brain(str(target), readonly=True) as copy:
+        assert copy.check()["ok"] and copy.stats()["live"] == 300
