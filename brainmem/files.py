@@ -9,6 +9,7 @@ practices, the busy timeout, the page cache and the schema migrations are applie
 
 from __future__ import annotations
 
+import contextlib
 import os
 import urllib.parse
 from typing import Any
@@ -144,6 +145,17 @@ def _first_read(db: apsw.Connection, path: str, readonly: bool) -> apsw.Connecti
         )
     return db
 
+def _optimize(db: apsw.Connection) -> None:
+    """bestpractice's ``PRAGMA optimize`` (ANALYZE where the statistics went stale), without
+    waiting: ANALYZE is a write, and while another process holds the write lock (a long
+    import, a reflect step) opening a brain must neither wait for it nor fail for it
+    ("the brain stayed locked" after the busy timeout, for a search); a later open
+    analyses. The caller sets the busy timeout again afterwards."""
+    db.set_busy_timeout(0)
+    with contextlib.suppress(apsw.BusyError):
+        apsw.bestpractice.connection_optimize(db)
+
+
 def open_connection(path: str, readonly: bool, busy_timeout_ms: int) -> apsw.Connection:
     """An apsw connection to the brain at ``path``, checked, configured and migrated.
 
@@ -175,7 +187,9 @@ def open_connection(path: str, readonly: bool, busy_timeout_ms: int) -> apsw.Con
         if readonly:  # journal_mode=wal is a write; a read-only open takes the file as it is
             skip += (apsw.bestpractice.connection_wal,)
         for setting in apsw.bestpractice.recommended:
-            if setting not in skip:
+            if setting is apsw.bestpractice.connection_optimize:
+                _optimize(db)
+            elif setting not in skip:
                 setting(db)
         db.set_busy_timeout(busy_timeout_ms)  # bestpractice sets a short one
         # 32 MiB page cache (default 2 MiB): a big add_many updates random pages of the

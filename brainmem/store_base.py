@@ -137,6 +137,7 @@ class Database:
         with translate_errors():
             if not self.readonly:
                 with contextlib.suppress(apsw.Error):
+                    self.db.set_busy_timeout(0)  # optional (ANALYZE): never wait for another writer
                     self.db.pragma("optimize")
             self.db.close()
 

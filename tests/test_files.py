@@ -18,9 +18,11 @@ import sqlite3
 import subprocess
 import sys
 import textwrap
+import time
 from collections.abc import Callable
 from pathlib import Path
 
+import apsw
 import pytest
 
 from brainmem import Brain
@@ -345,3 +347,29 @@ def test_a_backup_that_fills_the_disk_leaves_no_partial_file(tmp_path: Path) -> 
         assert brain.backup(str(target)) == str(target)  # the retry is not told the target exists
     with Brain(str(target), readonly=True) as copy:
         assert copy.check()["ok"] and copy.stats()["live"] == 300
+
+
+def test_open_and_close_never_wait_for_another_process_writing(tmp_path: Path) -> None:
+    # Before: opening ran PRAGMA optimize, which ANALYZEs a grown brain: a write. While
+    # another process held the write lock (a long import, a reflect step), Brain(path)
+    # and every read-write CLI command (search, show, ...) waited the busy timeout and
+    # failed "the brain stayed locked", though nothing needed writing; close() waited
+    # the busy timeout too. The statistics now wait for a later open instead.
+    path = tmp_path / "brain.db"
+    _make_brain(path, 30)
+    with Brain(str(path)) as grown:  # enough new rows that optimize wants to ANALYZE again
+        grown.add_many([f"lantern {i}" for i in range(300)])
+    holder = apsw.Connection(str(path))
+    holder.execute("BEGIN IMMEDIATE")
+    try:
+        started = time.monotonic()
+        brain = Brain(str(path), busy_timeout=1.0)
+        hits = brain.search("lantern", limit=3)  # a search does not wait for the lock either
+        assert len(hits) == 3 and hits.retrieval_id is None
+        brain.close()
+        assert time.monotonic() - started < 0.8
+    finally:
+        holder.execute("ROLLBACK")
+        holder.close()
+    with Brain(str(path)) as brain:
+        assert brain.check()["ok"] and brain.stats()["live"] == 330
