@@ -41,6 +41,18 @@ def identity(path: str) -> tuple[int, int] | None:
     return st.st_dev, st.st_ino
 
 
+def is_empty(path: str) -> bool:
+    """Whether ``path`` is a 0-byte file with no write-ahead log holding changes: no brain
+    (yet), which a read-write open makes a new one of, as SQLite does."""
+    return is_plain_file(path) and os.path.isfile(path) and _size(path) == 0 and _size(f"{path}-wal") == 0
+
+
+def empty_file_error(path: str) -> NotABrainFile:
+    """What opening an empty file without creating a brain in it says."""
+    return NotABrainFile(f"{path} is an empty file, not a brain; it was left unchanged (make it one "
+                         f"with: brainmem --brain {path} init, or give --create)")
+
+
 def _check_file(path: str, readonly: bool) -> None:
     if not is_plain_file(path):
         return
@@ -53,6 +65,8 @@ def _check_file(path: str, readonly: bool) -> None:
         if not os.path.isdir(folder):  # a mistyped path, not a broken brain: SQLite only said "unable to open"
             raise InvalidInput(f"cannot create the brain file {path}: the folder {folder} does not exist")
         return
+    if readonly and is_empty(path):  # not "needs a schema upgrade": there is nothing to upgrade
+        raise empty_file_error(path)
     with open(path, "rb") as handle:
         head = handle.read(100)
     if head and head[: len(SQLITE_HEADER)] != SQLITE_HEADER:

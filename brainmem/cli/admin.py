@@ -25,7 +25,10 @@ def register(commands: Any) -> None:
 
 
 def _init(args: argparse.Namespace) -> int:
-    existed = os.path.exists(brain_path(args))
+    from .. import files
+
+    path = brain_path(args)
+    existed = os.path.exists(path) and not files.is_empty(path)
     with open_brain(args) as brain:
         stats = brain.stats()
     if args.json:
