@@ -65,10 +65,16 @@ def _check_file(path: str, readonly: bool) -> None:
         if not os.path.isdir(folder):  # a mistyped path, not a broken brain: SQLite only said "unable to open"
             raise InvalidInput(f"cannot create the brain file {path}: the folder {folder} does not exist")
         return
+    if not os.path.isfile(path):  # a FIFO would hang the read below, a device get a -journal
+        raise BrainFileError(f"{path} is not a regular file, so not a brain file; it was left unchanged")
     if readonly and is_empty(path):  # not "needs a schema upgrade": there is nothing to upgrade
         raise empty_file_error(path)
-    with open(path, "rb") as handle:
-        head = handle.read(100)
+    try:
+        with open(path, "rb") as handle:
+            head = handle.read(100)
+    except OSError as exc:  # no permission to read it, an I/O error
+        raise BrainFileError(f"cannot read the brain file {path}: {exc.strerror or exc}; "
+                             "it was left unchanged") from exc
     if head and head[: len(SQLITE_HEADER)] != SQLITE_HEADER:
         raise NotABrainFile(f"{path} is not a brainmem brain (not a SQLite file); it was left unchanged")
     if head:

@@ -253,6 +253,40 @@ def test_wal_with_changes_but_no_shm_in_a_readonly_directory_is_refused_clearly(
     assert "readonly ReadOnlyBrain" in out and "-wal" in out and "-shm" in out, out
 
 
+def test_a_brain_file_this_user_cannot_read_is_refused_clearly(locked_dir: Path) -> None:
+    # Before: reading the header ended in a raw PermissionError traceback, from Brain()
+    # and from every CLI command.
+    path = locked_dir / "brain.db"
+    _make_brain(path, 5)
+    path.chmod(0o000)
+    before = _snapshot(locked_dir)
+    script = PROBE + """
+from brainmem.cli import main
+print("cli", main(["--brain", path, "stats"]))
+"""
+    run = _unprivileged(script, str(locked_dir), str(path))
+    assert "readonly BrainFileError" in run.stdout and "readwrite BrainFileError" in run.stdout, run.stdout
+    assert "cannot read" in run.stdout and "ermission denied" in run.stdout, run.stdout
+    assert "cli 1" in run.stdout and run.stderr.count("\n") == 1 and "cannot read" in run.stderr
+    assert _snapshot(locked_dir) == before
+
+
+def test_a_path_that_is_no_regular_file_is_refused_without_reading_it(tmp_path: Path) -> None:
+    # Before: a FIFO hung the open forever (reading its header waits for a writer), and
+    # a device such as /dev/null got a "-journal" created beside it.
+    fifo = tmp_path / "brain.fifo"
+    os.mkfifo(fifo)
+    writer = os.open(fifo, os.O_RDWR | os.O_NONBLOCK)  # so that the old code fails instead of hanging
+    try:
+        os.write(writer, b"x" * 200)
+        for readonly in (False, True):
+            with pytest.raises(BrainFileError, match="not a regular file"):
+                Brain(str(fifo), readonly=readonly)
+    finally:
+        os.close(writer)
+    assert [p.name for p in tmp_path.iterdir()] == ["brain.fifo"]
+
+
 # --- a full disk ------------------------------------------------------------------------------
 
 
