@@ -9,6 +9,7 @@ practices, the busy timeout, the page cache and the schema migrations are applie
 
 from __future__ import annotations
 
+import contextlib
 import os
 import urllib.parse
 from typing import Any
@@ -40,6 +41,18 @@ def identity(path: str) -> tuple[int, int] | None:
     return st.st_dev, st.st_ino
 
 
+def is_empty(path: str) -> bool:
+    """Whether ``path`` is a 0-byte file with no write-ahead log holding changes: no brain
+    (yet), which a read-write open makes a new one of, as SQLite does."""
+    return is_plain_file(path) and os.path.isfile(path) and _size(path) == 0 and _size(f"{path}-wal") == 0
+
+
+def empty_file_error(path: str) -> NotABrainFile:
+    """What opening an empty file without creating a brain in it says."""
+    return NotABrainFile(f"{path} is an empty file, not a brain; it was left unchanged (make it one "
+                         f"with: brainmem --brain {path} init, or give --create)")
+
+
 def _check_file(path: str, readonly: bool) -> None:
     if not is_plain_file(path):
         return
@@ -52,8 +65,16 @@ def _check_file(path: str, readonly: bool) -> None:
         if not os.path.isdir(folder):  # a mistyped path, not a broken brain: SQLite only said "unable to open"
             raise InvalidInput(f"cannot create the brain file {path}: the folder {folder} does not exist")
         return
-    with open(path, "rb") as handle:
-        head = handle.read(100)
+    if not os.path.isfile(path):  # a FIFO would hang the read below, a device get a -journal
+        raise BrainFileError(f"{path} is not a regular file, so not a brain file; it was left unchanged")
+    if readonly and is_empty(path):  # not "needs a schema upgrade": there is nothing to upgrade
+        raise empty_file_error(path)
+    try:
+        with open(path, "rb") as handle:
+            head = handle.read(100)
+    except OSError as exc:  # no permission to read it, an I/O error
+        raise BrainFileError(f"cannot read the brain file {path}: {exc.strerror or exc}; "
+                             "it was left unchanged") from exc
     if head and head[: len(SQLITE_HEADER)] != SQLITE_HEADER:
         raise NotABrainFile(f"{path} is not a brainmem brain (not a SQLite file); it was left unchanged")
     if head:
@@ -144,6 +165,17 @@ def _first_read(db: apsw.Connection, path: str, readonly: bool) -> apsw.Connecti
         )
     return db
 
+def _optimize(db: apsw.Connection) -> None:
+    """bestpractice's ``PRAGMA optimize`` (ANALYZE where the statistics went stale), without
+    waiting: ANALYZE is a write, and while another process holds the write lock (a long
+    import, a reflect step) opening a brain must neither wait for it nor fail for it
+    ("the brain stayed locked" after the busy timeout, for a search); a later open
+    analyses. The caller sets the busy timeout again afterwards."""
+    db.set_busy_timeout(0)
+    with contextlib.suppress(apsw.BusyError):
+        apsw.bestpractice.connection_optimize(db)
+
+
 def open_connection(path: str, readonly: bool, busy_timeout_ms: int) -> apsw.Connection:
     """An apsw connection to the brain at ``path``, checked, configured and migrated.
 
@@ -175,7 +207,9 @@ def open_connection(path: str, readonly: bool, busy_timeout_ms: int) -> apsw.Con
         if readonly:  # journal_mode=wal is a write; a read-only open takes the file as it is
             skip += (apsw.bestpractice.connection_wal,)
         for setting in apsw.bestpractice.recommended:
-            if setting not in skip:
+            if setting is apsw.bestpractice.connection_optimize:
+                _optimize(db)
+            elif setting not in skip:
                 setting(db)
         db.set_busy_timeout(busy_timeout_ms)  # bestpractice sets a short one
         # 32 MiB page cache (default 2 MiB): a big add_many updates random pages of the

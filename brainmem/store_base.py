@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import tempfile
 import time
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
@@ -136,6 +137,7 @@ class Database:
         with translate_errors():
             if not self.readonly:
                 with contextlib.suppress(apsw.Error):
+                    self.db.set_busy_timeout(0)  # optional (ANALYZE): never wait for another writer
                     self.db.pragma("optimize")
             self.db.close()
 
@@ -227,16 +229,35 @@ class Database:
             self.db.pragma("optimize")
 
     def backup_to(self, path: str) -> None:
-        """Copy the whole brain to ``path`` with SQLite's online backup (a consistent snapshot)."""
+        """Copy the whole brain to ``path`` with SQLite's online backup (a consistent snapshot).
+
+        The copy is written to a temporary file beside ``path`` and moved into place when
+        complete, so a backup that fails (a full disk) or is killed never leaves half a
+        brain at ``path``: neither one to mistake for a backup nor one that blocks a retry.
+        """
         if os.path.exists(path):
             raise InvalidInput(f"backup target {path} already exists; choose a new path")
         try:
-            target = apsw.Connection(path)
-        except apsw.CantOpenError as exc:  # not the brain's fault: translate_errors would blame it
-            raise InvalidInput(f"cannot write the backup to {path}: {exc}") from None
-        with translate_errors():
+            fd, tmp = tempfile.mkstemp(prefix=".brainmem-backup-", dir=os.path.dirname(os.path.abspath(path)))
+            os.close(fd)
+        except (OSError, UnicodeError) as exc:  # not the brain's fault: translate_errors would blame it
+            raise InvalidInput(f"cannot write the backup to {path}: {getattr(exc, 'strerror', None) or exc}") from None
+        try:
+            target = apsw.Connection(tmp)  # an empty file is an empty database to SQLite
             try:
-                with target.backup("main", self.db, "main") as backup:
-                    backup.step(-1)
+                with translate_errors():
+                    try:
+                        with target.backup("main", self.db, "main") as backup:
+                            backup.step(-1)
+                    except (apsw.FullError, apsw.IOError, apsw.CantOpenError) as exc:
+                        errno = target.system_errno  # the OS's reason: apsw's own text may be "not an error"
+                        reason = os.strerror(errno) if errno else str(exc)
+                        raise StorageError(f"writing the backup {path} failed ({reason}); "
+                                           "nothing was written there, the brain is unchanged") from exc
             finally:
                 target.close()
+            os.replace(tmp, path)
+        finally:
+            for leftover in (tmp, f"{tmp}-journal"):
+                with contextlib.suppress(OSError):
+                    os.remove(leftover)

@@ -109,25 +109,28 @@ class IndexTables(Database):
     def fts_integrity_check(self) -> str | None:
         """None if FTS5's ``integrity-check`` (index vs. live content) passes, else the error.
 
-        The check is an INSERT command, which SQLite refuses on a read-only
-        connection; a read-only brain is checked on an in-memory copy instead.
+        The check is an INSERT command: SQLite refuses it on a read-only connection, and
+        a read-write one would wait for the write lock (and fail when another process
+        held it past the busy timeout). A read-only brain, and a read-write one whose
+        lock another connection holds, is checked on an in-memory copy instead (a
+        consistent snapshot): checking never waits for a writer.
         """
-        copy = None
-        try:
-            db = self.db
-            if self.readonly:
-                copy = apsw.Connection(":memory:")
+        with translate_errors():
+            if not self.readonly:
+                self.db.set_busy_timeout(0)
+                try:
+                    return _fts_integrity(self.db)
+                except apsw.BusyError:
+                    pass  # another connection is writing: check a copy
+                finally:
+                    self.db.set_busy_timeout(self.busy_timeout_ms)
+            copy = apsw.Connection(":memory:")
+            try:
                 with copy.backup("main", self.db, "main") as backup:
                     backup.step(-1)
-                db = copy
-            for name in INDEXES:
-                apsw.fts5.Table(db, name).command_integrity_check(external_content=True)
-        except (apsw.CorruptError, apsw.SQLError) as exc:
-            return f"full-text index does not match the traces: {exc}"
-        finally:
-            if copy is not None:
+                return _fts_integrity(copy)
+            finally:
                 copy.close()
-        return None
 
     def fts_sync(self) -> dict[str, int]:
         """Live traces missing from the FTS index, and indexed rows that are not live traces.
@@ -223,3 +226,13 @@ class IndexTables(Database):
             with self.write(), translate_errors():
                 if self.fts.command_merge(pages) < 2:
                     return
+
+
+def _fts_integrity(db: apsw.Connection) -> str | None:
+    """FTS5's ``integrity-check`` of every index on ``db``: None, or what does not match."""
+    try:
+        for name in INDEXES:
+            apsw.fts5.Table(db, name).command_integrity_check(external_content=True)
+    except (apsw.CorruptError, apsw.SQLError) as exc:
+        return f"full-text index does not match the traces: {exc}"
+    return None

@@ -38,7 +38,7 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass, field, fields
 from typing import IO, Any
 
-from . import graph, schema
+from . import files, graph, schema
 from .errors import InvalidInput, StorageError
 from .model import Trace, finite
 from .policy import Policy
@@ -70,12 +70,33 @@ def export_jsonl(store: Store, out: IO[str], *, include_deleted: bool, version: 
     return {"traces": traces, "edges": edges}
 
 
+#: The first bytes of a SQLite write-ahead log (``-wal``), either byte order of its checksums.
+_WAL_MAGIC = (bytes.fromhex("377f0682"), bytes.fromhex("377f0683"))
+
+
+def _refuse_database(path: str) -> None:
+    """:class:`InvalidInput` when ``path`` is a SQLite database or write-ahead log."""
+    try:
+        if not os.path.isfile(path):
+            return
+        with open(path, "rb") as fp:
+            head = fp.read(len(files.SQLITE_HEADER))
+    except (OSError, ValueError):
+        return  # not readable: writing it says why
+    if head.startswith(files.SQLITE_HEADER) or head[:4] in _WAL_MAGIC:
+        raise InvalidInput(f"{path} is a SQLite database (a brain?) or its write-ahead log; an "
+                           "export does not write over it: choose another path (e.g. brain.jsonl)")
+
+
 def write_atomically(path: str, write: Callable[[IO[str]], Any]) -> Any:
     """Run ``write(fp)`` on a temporary file next to ``path``, then move it into place.
 
     A path that cannot be written (no such folder, a directory, no permission) is
-    :class:`InvalidInput`; failing to write the data (disk full) is :class:`StorageError`.
+    :class:`InvalidInput`, and so is one holding a SQLite database or write-ahead log (a
+    brain: its own file, given by a slip for ``.jsonl``, would be replaced by its export);
+    failing to write the data (disk full) is :class:`StorageError`.
     """
+    _refuse_database(path)
     try:
         fd, tmp = tempfile.mkstemp(prefix=".brainmem-export-", dir=os.path.dirname(os.path.abspath(path)))
     except (OSError, UnicodeError) as exc:

@@ -17,6 +17,7 @@ import pytest
 
 from brainmem import Brain
 from brainmem.cli import main
+from brainmem.errors import NotABrainFile
 
 
 def run(capsys: Any, *argv: str) -> tuple[int, str, str]:
@@ -44,6 +45,35 @@ def test_reading_commands_refuse_a_missing_brain_and_create_nothing(capsys: Any,
     assert code == 2 and out == "" and err.count("\n") == 1
     assert "no brain file at" in err and "init" in err
     assert list(tmp_path.iterdir()) == []  # no 120 KB typo.brain left behind
+
+
+@pytest.mark.parametrize("argv", [["search", "hello"], ["stats"], ["export"], ["list"], ["check"], ["reflect"]])
+def test_reading_commands_refuse_an_empty_file_and_leave_it_empty(capsys: Any, tmp_path: Path,
+                                                                 argv: list[str]) -> None:
+    # Before: an empty file (a brain truncated to 0 bytes, `> brain.db`) was silently made
+    # a new, empty brain by any command, which then answered "no matches": a lost memory
+    # looked like an empty one. `check` said it "needs a schema upgrade" and to run init.
+    empty = tmp_path / "emptied.brain"
+    empty.write_bytes(b"")
+    code, out, err = run(capsys, "--brain", str(empty), *argv)
+    assert code == 1 and out == "" and err.count("\n") == 1
+    assert "empty" in err and str(empty) in err and "schema upgrade" not in err
+    assert [p.name for p in tmp_path.iterdir()] == ["emptied.brain"] and empty.read_bytes() == b""
+    with pytest.raises(NotABrainFile, match="empty"):
+        Brain(str(empty), readonly=True)
+    assert [p.name for p in tmp_path.iterdir()] == ["emptied.brain"] and empty.read_bytes() == b""
+
+
+def test_creating_commands_make_a_brain_of_an_empty_file(capsys: Any, tmp_path: Path) -> None:
+    empty = tmp_path / "made.brain"
+    empty.write_bytes(b"")  # e.g. from mkstemp
+    code, out, _ = run(capsys, "--brain", str(empty), "init")
+    assert code == 0 and out.startswith("created")
+    other = tmp_path / "other.brain"
+    other.write_bytes(b"")
+    code, out, _ = run(capsys, "--brain", str(other), "stats", "--create", "--json")
+    assert code == 0 and json.loads(out)["live"] == 0
+    assert run(capsys, "--brain", str(other), "add", "first memory")[0] == 0
 
 
 def test_failed_import_leaves_no_file_and_init_or_create_make_one(capsys: Any, tmp_path: Path) -> None:

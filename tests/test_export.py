@@ -11,6 +11,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from brainmem import Brain, InvalidInput
+from brainmem.cli import main
 from brainmem.schema import SCHEMA_VERSION
 
 
@@ -163,6 +164,30 @@ def test_export_to_path_is_atomic_and_overwrites(mem_brain: Brain, tmp_path: Pat
     mem_brain.export(path)
     assert path.read_text().startswith('{"brainmem"')
     assert [p.name for p in tmp_path.iterdir()] == ["out.jsonl"]  # no temp file left
+
+
+def test_export_never_writes_over_a_brain(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    # Before: `brainmem --brain b.db export b.db` (a slip for b.jsonl) moved the export over
+    # the brain itself, and exporting onto another brain's file replaced that brain: every
+    # trace not exported (deleted ones, snapshots), the graph's state, retrievals and
+    # vectors were gone, and the brain's WAL was left pointing at a JSON file.
+    path = tmp_path / "b.db"
+    other = tmp_path / "other.db"
+    with Brain(str(other)) as second:
+        second.add("another brain's memory")
+    brain = Brain(str(path))
+    brain.add("precious memory")
+    kept = {p: p.read_bytes() for p in (other,)}
+    for target in (path, other, Path(f"{path}-wal")):
+        with pytest.raises(InvalidInput, match="SQLite"):
+            brain.export(target)
+    assert other.read_bytes() == kept[other]
+    brain.close()
+    assert main(["--brain", str(path), "export", str(path)]) == 2
+    assert "SQLite" in capsys.readouterr().err
+    with Brain(str(path)) as again:
+        assert again.check()["ok"] and [h.trace.content for h in again.search("precious")] == ["precious memory"]
+    assert sorted(p.name for p in tmp_path.iterdir() if not p.name.endswith(("-wal", "-shm"))) == ["b.db", "other.db"]
 
 
 def test_import_emits_add_events(mem_brain: Brain, clock) -> None:

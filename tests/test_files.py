@@ -11,13 +11,18 @@ from __future__ import annotations
 
 import os
 import random
+import resource
 import shutil
+import signal
 import sqlite3
 import subprocess
 import sys
 import textwrap
+import time
+from collections.abc import Callable
 from pathlib import Path
 
+import apsw
 import pytest
 
 from brainmem import Brain
@@ -248,6 +253,40 @@ def test_wal_with_changes_but_no_shm_in_a_readonly_directory_is_refused_clearly(
     assert "readonly ReadOnlyBrain" in out and "-wal" in out and "-shm" in out, out
 
 
+def test_a_brain_file_this_user_cannot_read_is_refused_clearly(locked_dir: Path) -> None:
+    # Before: reading the header ended in a raw PermissionError traceback, from Brain()
+    # and from every CLI command.
+    path = locked_dir / "brain.db"
+    _make_brain(path, 5)
+    path.chmod(0o000)
+    before = _snapshot(locked_dir)
+    script = PROBE + """
+from brainmem.cli import main
+print("cli", main(["--brain", path, "stats"]))
+"""
+    run = _unprivileged(script, str(locked_dir), str(path))
+    assert "readonly BrainFileError" in run.stdout and "readwrite BrainFileError" in run.stdout, run.stdout
+    assert "cannot read" in run.stdout and "ermission denied" in run.stdout, run.stdout
+    assert "cli 1" in run.stdout and run.stderr.count("\n") == 1 and "cannot read" in run.stderr
+    assert _snapshot(locked_dir) == before
+
+
+def test_a_path_that_is_no_regular_file_is_refused_without_reading_it(tmp_path: Path) -> None:
+    # Before: a FIFO hung the open forever (reading its header waits for a writer), and
+    # a device such as /dev/null got a "-journal" created beside it.
+    fifo = tmp_path / "brain.fifo"
+    os.mkfifo(fifo)
+    writer = os.open(fifo, os.O_RDWR | os.O_NONBLOCK)  # so that the old code fails instead of hanging
+    try:
+        os.write(writer, b"x" * 200)
+        for readonly in (False, True):
+            with pytest.raises(BrainFileError, match="not a regular file"):
+                Brain(str(fifo), readonly=readonly)
+    finally:
+        os.close(writer)
+    assert [p.name for p in tmp_path.iterdir()] == ["brain.fifo"]
+
+
 # --- a full disk ------------------------------------------------------------------------------
 
 
@@ -313,3 +352,58 @@ def test_ensure_file_says_when_the_file_is_no_longer_the_brains(tmp_path: Path) 
         brain.close()
     with Brain(":memory:") as memory:
         memory.ensure_file()  # no file of its own: never gone
+
+
+def _file_size_limit(limit: int) -> Callable[[], None]:
+    """A child's ``preexec_fn``: files it writes cannot grow past ``limit`` bytes (a disk
+    that fills up), and going past fails the write with EFBIG instead of killing it."""
+    def apply() -> None:
+        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+        resource.setrlimit(resource.RLIMIT_FSIZE, (limit, resource.RLIM_INFINITY))
+    return apply
+
+
+@pytest.mark.slow
+def test_a_backup_that_fills_the_disk_leaves_no_partial_file(tmp_path: Path) -> None:
+    path = tmp_path / "brain.db"
+    _make_brain(path, 300)
+    target = tmp_path / "copy" / "brain.bak"
+    target.parent.mkdir()
+    run = subprocess.run([sys.executable, "-m", "brainmem", "--brain", str(path), "backup", str(target)],
+                         capture_output=True, text=True, timeout=60,
+                         preexec_fn=_file_size_limit(path.stat().st_size // 3))
+    assert run.returncode == 1
+    assert len(run.stderr.strip().splitlines()) == 1 and str(target) in run.stderr, run.stderr
+    assert "brain file" not in run.stderr  # the brain is fine: the copy failed
+    assert list(target.parent.iterdir()) == []  # no half a backup to mistake for one, none to block a retry
+    with Brain(str(path)) as brain:
+        assert brain.check()["ok"] and brain.stats()["live"] == 300
+        assert brain.backup(str(target)) == str(target)  # the retry is not told the target exists
+    with Brain(str(target), readonly=True) as copy:
+        assert copy.check()["ok"] and copy.stats()["live"] == 300
+
+
+def test_open_and_close_never_wait_for_another_process_writing(tmp_path: Path) -> None:
+    # Before: opening ran PRAGMA optimize, which ANALYZEs a grown brain: a write. While
+    # another process held the write lock (a long import, a reflect step), Brain(path)
+    # and every read-write CLI command (search, show, ...) waited the busy timeout and
+    # failed "the brain stayed locked", though nothing needed writing; close() waited
+    # the busy timeout too. The statistics now wait for a later open instead.
+    path = tmp_path / "brain.db"
+    _make_brain(path, 30)
+    with Brain(str(path)) as grown:  # enough new rows that optimize wants to ANALYZE again
+        grown.add_many([f"lantern {i}" for i in range(300)])
+    holder = apsw.Connection(str(path))
+    holder.execute("BEGIN IMMEDIATE")
+    try:
+        started = time.monotonic()
+        brain = Brain(str(path), busy_timeout=1.0)
+        hits = brain.search("lantern", limit=3)  # a search does not wait for the lock either
+        assert len(hits) == 3 and hits.retrieval_id is None
+        brain.close()
+        assert time.monotonic() - started < 0.8
+    finally:
+        holder.execute("ROLLBACK")
+        holder.close()
+    with Brain(str(path)) as brain:
+        assert brain.check()["ok"] and brain.stats()["live"] == 330

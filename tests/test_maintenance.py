@@ -168,3 +168,22 @@ def test_check_is_clean_after_another_connection_optimised_the_index(tmp_path: P
         report = mine.check()
         assert report["ok"], report["problems"]
         assert report["integrity"] == []
+
+
+def test_check_while_another_connection_holds_the_write_lock(tmp_path: Path) -> None:
+    # Before: FTS5's integrity-check is an INSERT command, so a read-write Brain's check()
+    # waited for the write lock, and when a long write elsewhere (an import, a reflect
+    # step) held it past the busy timeout, a raw apsw.BusyError escaped the API. Checking
+    # never writes: it no longer waits for the lock, nor fails for it.
+    path = tmp_path / "brain.db"
+    _healthy(path)
+    writer = apsw.Connection(str(path))
+    with Brain(str(path), busy_timeout=0.2) as brain:
+        writer.execute("BEGIN IMMEDIATE")
+        try:
+            report = brain.check()
+        finally:
+            writer.execute("ROLLBACK")
+            writer.close()
+    assert report["ok"], report["problems"]
+    assert report["fts_integrity"] is None

@@ -158,12 +158,18 @@ def open_brain(args: argparse.Namespace, **kwargs: Any) -> Any:
 
 def check_brain_file(args: argparse.Namespace, path: str, readonly: bool) -> bool:
     """Apply the missing-file rules to ``path``: :class:`MissingBrain` unless the command
-    creates brains (or ``--create`` was given, and the open is not read-only). Returns
+    creates brains (or ``--create`` was given, and the open is not read-only); an empty
+    file (0 bytes) is refused the same way (:class:`NotABrainFile`), not made a new brain. Returns
     True when the file is missing and may be created (it is then removed if the command
     fails)."""
+    from .. import files
+
+    creating = not readonly and (getattr(args, "create", False) or getattr(args, "command", None) in CREATING)
+    if not creating and files.is_empty(path):  # a brain emptied to 0 bytes must not become a new one
+        raise files.empty_file_error(path)
     if path == ":memory:" or path.startswith("file:") or os.path.exists(path):
         return False
-    if readonly or not (getattr(args, "create", False) or getattr(args, "command", None) in CREATING):
+    if not creating:
         raise MissingBrain(f"no brain file at {path} (create one with: brainmem --brain "
                            f"{path} init, or give --create)")
     _created.append(path)

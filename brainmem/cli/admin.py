@@ -25,7 +25,10 @@ def register(commands: Any) -> None:
 
 
 def _init(args: argparse.Namespace) -> int:
-    existed = os.path.exists(brain_path(args))
+    from .. import files
+
+    path = brain_path(args)
+    existed = os.path.exists(path) and not files.is_empty(path)
     with open_brain(args) as brain:
         stats = brain.stats()
     if args.json:
@@ -41,7 +44,8 @@ def _register_transfer(commands: Any) -> None:
     export = commands.add_parser(
         "export", help="write the brain as JSON Lines",
         description="A header line, one line per trace and one per edge. PATH '-' (the "
-                    "default) writes to standard output; a file is written atomically.",
+                    "default) writes to standard output; a file is written atomically. A SQLite "
+                    "file (a brain) is never written over.",
     )
     export.add_argument("path", nargs="?", default="-")
     export.add_argument("--include-deleted", action="store_true",
