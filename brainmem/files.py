@@ -41,6 +41,27 @@ def identity(path: str) -> tuple[int, int] | None:
     return st.st_dev, st.st_ino
 
 
+def move_into_place(tmp: str, path: str) -> None:
+    """Rename the finished file ``tmp`` to ``path`` and make the rename durable.
+
+    ``os.replace`` is atomic, but until the folder itself is synced a power cut can undo
+    it (the new file lost, the old one back, or neither on some file systems): the
+    folder is fsynced after it. Folders cannot be opened for that on Windows; there the
+    rename stands as the OS left it.
+    """
+    os.replace(tmp, path)
+    try:
+        folder = os.open(os.path.dirname(os.path.abspath(path)), os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(folder)
+    except OSError:  # a file system that cannot sync a folder (some network mounts)
+        pass
+    finally:
+        os.close(folder)
+
+
 def is_empty(path: str) -> bool:
     """Whether ``path`` is a 0-byte file with no write-ahead log holding changes: no brain
     (yet), which a read-write open makes a new one of, as SQLite does."""

@@ -256,7 +256,7 @@ class Database:
                                            "nothing was written there, the brain is unchanged") from exc
             finally:
                 target.close()
-            os.replace(tmp, path)
+            files.move_into_place(tmp, path)
         finally:
             for leftover in (tmp, f"{tmp}-journal"):
                 with contextlib.suppress(OSError):

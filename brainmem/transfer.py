@@ -105,10 +105,12 @@ def write_atomically(path: str, write: Callable[[IO[str]], Any]) -> Any:
         try:
             with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as fp:
                 result = write(fp)
+                fp.flush()
+                os.fsync(fp.fileno())  # on disk before the rename makes it the export
         except OSError as exc:
             raise StorageError(f"writing {path} failed: {exc.strerror or exc}") from exc
         try:
-            os.replace(tmp, path)
+            files.move_into_place(tmp, path)
         except (OSError, UnicodeError) as exc:
             raise InvalidInput(f"cannot write {path}: {getattr(exc, 'strerror', None) or exc}") from None
     except BaseException:

@@ -228,3 +228,32 @@ def test_round_trip_property(items, delete_first: bool, merge_two: bool, tmp_pat
     with Brain(":memory:", clock=lambda: 2e9) as target:
         target.import_jsonl(io.StringIO(text))
         assert export_text(target, include_deleted=True) == text
+
+
+def test_export_and_backup_are_synced_to_disk_before_they_count(tmp_path: Path,
+                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    """The rename that makes an export or a backup was not synced: a power cut after it
+    could leave the folder without the new file (or the export's data unwritten)."""
+    import os
+    import stat
+
+    synced: list[tuple[bool, int]] = []  # (a folder?, inode)
+    real_fsync = os.fsync
+
+    def fsync(fd: int) -> None:
+        st = os.fstat(fd)
+        synced.append((stat.S_ISDIR(st.st_mode), st.st_ino))
+        real_fsync(fd)
+
+    out = tmp_path / "out"
+    out.mkdir()
+    with Brain(str(tmp_path / "b.db")) as brain:
+        brain.add("the user's bike is blue")
+        monkeypatch.setattr(os, "fsync", fsync)
+        brain.export(str(out / "brain.jsonl"))
+        export_synced, synced[:] = list(synced), []
+        brain.backup(str(out / "copy.db"))
+    folder = out.stat().st_ino
+    assert (False, (out / "brain.jsonl").stat().st_ino) in export_synced  # the data, before the rename
+    assert export_synced[-1] == (True, folder)                            # the folder, after it
+    assert synced[-1] == (True, folder)
