@@ -297,8 +297,17 @@ class Writer:
             other = self.key_holder(key, current.scope, current.scope_id, at)
             if other is not None and other.id != current.id:
                 raise InvalidInput(f"key {key!r} is already used in this scope")
+        probe = build_trace({"content": fields["content"]}, at, self.policy) if "content" in fields else current
+        kind = fields.get("type", current.type)
+        if key is None and (probe.content_hash, kind, key) != (current.content_hash, current.type, current.key):
+            # the dedup rule of add: one live unkeyed trace per content, type and scope (a
+            # keyed value may repeat content, as put of a new key may); an expired twin is absent
+            twin = self.store.find_duplicate(probe.content_hash, kind, current.scope, current.scope_id,
+                                             other_than=current.id)
+            if twin is not None and not self.expire(twin, at):
+                raise InvalidInput(f"cannot update {current.id}: the same content is live as {twin.id} "
+                                   f"(type {kind}, scope {current.scope}/{current.scope_id!r})")
         if "content" in fields:
-            probe = build_trace({"content": fields["content"]}, at, self.policy)
             if probe.content_hash != current.content_hash:
                 fields["content_hash"] = probe.content_hash
                 fields["valid_from"] = at  # the earlier content stays valid until now (timeline)
