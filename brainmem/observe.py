@@ -38,7 +38,7 @@ from typing import TYPE_CHECKING, Any
 from . import graph, timeline
 from . import llm as llm_mod
 from .errors import BrainmemError, InvalidInput
-from .model import Hit, TimeLike, Trace, content_hash, normalise_whitespace
+from .model import Hit, TimeLike, Trace, content_hash, has_visible, normalise_whitespace
 from .validate import check_text, to_timestamp
 
 if TYPE_CHECKING:
@@ -140,7 +140,7 @@ def parse(messages: Any) -> tuple[list[_Turn], list[dict[str, Any]]]:
         at = to_timestamp(stamp, f"message {index}: time")
         if role in ("system", "developer"):
             skipped.append({"index": index, "reason": "system message (instructions, not memory)"})
-        elif text is None or not text.strip():
+        elif text is None or not has_visible(text):
             reason = "tool call without text" if message.get("tool_calls") else "empty"
             skipped.append({"index": index, "reason": reason})
         else:
@@ -243,7 +243,7 @@ def _parse_reply(reply: str, n_turns: int, known: set[str]) -> list[dict[str, An
     out = []
     for fact in facts:
         content = fact.get("content") if isinstance(fact, dict) else None
-        if not isinstance(content, str) or not content.strip():
+        if not isinstance(content, str) or not has_visible(content):
             continue  # one unusable entry does not spoil the others
         turns = [n for n in _listed(fact.get("turns"))
                  if isinstance(n, int) and not isinstance(n, bool) and 0 <= n < n_turns]

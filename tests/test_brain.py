@@ -16,7 +16,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from brainmem import Brain, InvalidInput, NotFound, VersionConflict
-from brainmem.model import SCOPES, TYPES, content_hash
+from brainmem.model import SCOPES, TYPES, content_hash, has_visible
 
 T0 = 1_767_225_600.0  # the fake clock's start (tests/conftest.py)
 
@@ -92,7 +92,7 @@ _text = st.text(st.characters(blacklist_categories=("Cs",)), max_size=40)
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(
     content=st.text(st.characters(blacklist_categories=("Cs",)), min_size=1, max_size=200).filter(
-        lambda s: s.strip()
+        has_visible
     ),
     type_=st.sampled_from(TYPES),
     scope=st.sampled_from(SCOPES),
