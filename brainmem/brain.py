@@ -306,7 +306,7 @@ class Brain(FacesMixin, AdminMixin):
                 hits.retrieval_id = self._record_retrieval(query, at, hits)
         return hits
 
-    def _record_retrieval(self, query: str, at: float, hits: Hits) -> int | None:
+    def _record_retrieval(self, query: str, at: float, hits: Sequence[Hit]) -> int | None:
         """Record the retrieval and reinforce its hits, without waiting for the write lock.
 
         While another connection holds the lock (a long reflect, a big import) the
