@@ -81,6 +81,9 @@ class BrainBase:
         self._vectors = hybrid.open_index(self._store, embedder)
         self._lock = threading.RLock()
         self._events = Events()
+        #: what writes nested in a caller's transaction would tell subscribers, told after
+        #: its commit (see _write_then_tell)
+        self._held_events: list[tuple[str, dict[str, Any]]] = []
         self._writer = Writer(self._store, self.policy)
         #: searches whose reinforcement waits for the write lock (see _record_retrieval)
         self._pending_retrievals: list[tuple[str, float, list[tuple[str, int, float]]]] = []
@@ -149,7 +152,27 @@ class BrainBase:
         return self._events.subscribe(callback, kinds)
 
     def _emit(self, kind: str, payload: dict[str, Any]) -> None:
+        if self._store.in_write:  # nested in a caller's write: told after its commit
+            self._held_events.append((kind, payload))
+            return
         self._events.emit(kind, payload)
+
+    @contextlib.contextmanager
+    def _write_then_tell(self) -> Iterator[list[tuple[str, dict[str, Any]]]]:
+        """Lock + one write transaction made of several writes (an add and the facts it
+        supersedes, observe's facts). What they tell subscribers is held until the
+        commit, and dropped if it rolls back; the caller may append events of its own
+        to the yielded list (told after the held ones)."""
+        extra: list[tuple[str, dict[str, Any]]] = []
+        with self._lock:
+            self._held_events = []
+            try:
+                with self._store.write():
+                    yield extra
+            finally:
+                held, self._held_events = self._held_events, []
+        for kind, payload in [*held, *extra]:
+            self._events.emit(kind, payload)
 
     # --- the write transaction; get, update, delete --------------------------------
 

@@ -266,7 +266,7 @@ def _write_facts(brain: Brain, facts: list[dict[str, Any]], turns: list[_Turn], 
     scope, scope_id = stored[0].scope, stored[0].scope_id
     # embedded before the lock is taken: a slow provider must not hold up other threads
     prepared = brain._prepare_vectors([fact["content"] for fact in facts])
-    with brain._lock, brain._store.write():
+    with brain._write_then_tell() as told:  # the adds and the updates, after the commit
         for fact in facts:
             sources = [stored[n].id for n in fact["turns"]] or [
                 s.id for s, t in zip(stored, turns, strict=True) if t.role == "user"]
@@ -276,7 +276,8 @@ def _write_facts(brain: Brain, facts: list[dict[str, Any]], turns: list[_Turn], 
                     and by_id[i].key is None and by_id[i].content_hash != content_hash(fact["content"])]
             trace = brain._add_one(fact["content"], fields, prepared).trace
             if olds and trace.id not in {o.id for o in olds}:
-                timeline.close(brain._store, trace, olds, at)
+                changed = timeline.close(brain._store, trace, olds, at)
+                told.extend(("update", {"id": t.id, "trace": t}) for t in brain._store.get_many(changed))
                 closed.update(o.id for o in olds)
                 report.superseded.extend(o.id for o in olds)
             graph.add_edges(brain._store, [(trace.id, s, "derived_from", 1.0) for s in sources], at)

@@ -185,6 +185,11 @@ class Database:
             self.db.execute("COMMIT")
             self.longest_write = max(self.longest_write, time.perf_counter() - began)
 
+    @property
+    def in_write(self) -> bool:
+        """True inside a write transaction of this connection (not yet committed)."""
+        return self._depth > 0
+
     @contextlib.contextmanager
     def read(self) -> Iterator[None]:
         """A consistent snapshot for several reads (joins a surrounding write)."""

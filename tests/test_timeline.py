@@ -183,3 +183,29 @@ def test_a_fact_said_again_after_its_replacement_keeps_every_period(file_brain: 
         ("The user lives in Lisbon", T0 + 20 * DAY),
         ("The user lives in Berlin", None)]
     assert file_brain.check()["ok"]
+
+
+def test_superseding_is_an_update_of_the_old_fact_told_after_the_commit(
+        brain_factory: Callable[..., Brain], clock: FakeClock) -> None:
+    from brainmem import VersionConflict
+
+    brain = brain_factory()
+    other = brain_factory(readonly=True)  # another connection sees only what is committed
+    berlin = brain.add("The user lives in Berlin", type="semantic")
+    seen: list[tuple[str, str, int, bool]] = []
+
+    def told(kind: str, payload: dict) -> None:
+        try:
+            committed = other.get(payload["id"]).version == payload["trace"].version
+        except NotFound:
+            committed = False
+        seen.append((kind, payload["id"], payload["trace"].version, committed))
+
+    brain.subscribe(told)
+    clock.advance(60)
+    lisbon = brain.add("The user lives in Lisbon", type="semantic", supersedes=berlin.id)
+    closed = brain.get(berlin.id)
+    assert closed.valid_until == lisbon.created_at and closed.version == 2
+    assert sorted(seen) == [("add", lisbon.id, 1, True), ("update", berlin.id, 2, True)]
+    with pytest.raises(VersionConflict):  # a client holding version 1 saw an open fact
+        brain.update(berlin.id, importance=0.9, expected_version=1)
