@@ -196,8 +196,10 @@ class Brain(FacesMixin, AdminMixin):
         """
         check_ids([trace_id], "id")
         at = self.now(now)
-        with self._lock, self._store.write():
-            result = unmerge_mod.unmerge(self._store, trace_id, at)
+        with self._write_with_events() as evicted:  # a quota may evict to make room
+            result = unmerge_mod.unmerge(self._store, trace_id, at,
+                                         lambda source: self._writer.before_insert(source, at))
+        self._emit_deletes(evicted)
         for restored in result["restored"]:
             self._emit("restore", {"id": restored, "trace": self._store.get(restored)})
         if result["merged_trace_deleted"]:
@@ -306,7 +308,7 @@ class Brain(FacesMixin, AdminMixin):
                 hits.retrieval_id = self._record_retrieval(query, at, hits)
         return hits
 
-    def _record_retrieval(self, query: str, at: float, hits: Hits) -> int | None:
+    def _record_retrieval(self, query: str, at: float, hits: Sequence[Hit]) -> int | None:
         """Record the retrieval and reinforce its hits, without waiting for the write lock.
 
         While another connection holds the lock (a long reflect, a big import) the

@@ -81,6 +81,10 @@ class BrainBase:
         self._vectors = hybrid.open_index(self._store, embedder)
         self._lock = threading.RLock()
         self._events = Events()
+        #: what writes nested in a _write_then_tell would tell subscribers, told after its
+        #: commit; only the thread running it holds its events (another thread's are its own)
+        self._held_events: list[tuple[str, dict[str, Any]]] = []
+        self._holding_thread: int | None = None
         self._writer = Writer(self._store, self.policy)
         #: searches whose reinforcement waits for the write lock (see _record_retrieval)
         self._pending_retrievals: list[tuple[str, float, list[tuple[str, int, float]]]] = []
@@ -149,7 +153,27 @@ class BrainBase:
         return self._events.subscribe(callback, kinds)
 
     def _emit(self, kind: str, payload: dict[str, Any]) -> None:
+        if self._holding_thread == threading.get_ident():  # inside _write_then_tell: after its commit
+            self._held_events.append((kind, payload))
+            return
         self._events.emit(kind, payload)
+
+    @contextlib.contextmanager
+    def _write_then_tell(self) -> Iterator[list[tuple[str, dict[str, Any]]]]:
+        """Lock + one write transaction made of several writes (an add and the facts it
+        supersedes, observe's facts). What they tell subscribers is held until the
+        commit, and dropped if it rolls back; the caller may append events of its own
+        to the yielded list (told after the held ones)."""
+        extra: list[tuple[str, dict[str, Any]]] = []
+        with self._lock:
+            self._held_events, self._holding_thread = [], threading.get_ident()
+            try:
+                with self._store.write():
+                    yield extra
+            finally:
+                held, self._held_events, self._holding_thread = self._held_events, [], None
+        for kind, payload in [*held, *extra]:
+            self._events.emit(kind, payload)
 
     # --- the write transaction; get, update, delete --------------------------------
 

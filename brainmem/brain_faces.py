@@ -178,7 +178,9 @@ class FacesMixin(BrainBase):
 
         Archived traces are soft-deleted with ``metadata["archived"] = True`` (still
         readable with ``read(..., include_deleted=True)``). Promoted ones stay live
-        with type ``episodic`` and ``metadata["promoted_from_task"]``. Promoting an id
+        with type ``episodic`` and ``metadata["promoted_from_task"]``; one whose content
+        is already a live episodic memory is archived and that memory (counted a recall)
+        listed in ``promoted`` instead, as an add deduplicates. Promoting an id
         that is not a live working trace of this task is :class:`InvalidInput` and
         changes nothing. Ending a task with no working traces returns empty lists.
         """
@@ -186,12 +188,12 @@ class FacesMixin(BrainBase):
         promote = list(dict.fromkeys(check_ids(promote, "promote")))
         at = self.now(now)
         with self._write_with_events() as events:
-            promoted = self._writer.end_task(task_id, promote, at)
+            changed, promoted = self._writer.end_task(task_id, promote, at)
         self._emit_deletes(events)
-        for trace in promoted:
+        for trace in changed:
             self._emit("update", {"id": trace.id, "trace": trace})
         archived = [p["id"] for p in events if p.get("reason") == "archived"]
-        return {"task_id": task_id, "archived": archived, "promoted": [t.id for t in promoted]}
+        return {"task_id": task_id, "archived": archived, "promoted": promoted}
 
     def due(self, now: TimeLike | None = None, limit: int = 50, *, scope: str | None = None,
             scope_id: str | None = None) -> builtins.list[Trace]:

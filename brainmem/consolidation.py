@@ -75,7 +75,7 @@ from . import decay, graph, merge_step, sameness, similarity
 from . import llm as llm_mod
 from .errors import StorageError
 from .merge_step import absorb
-from .model import Trace, iso
+from .model import Trace, has_visible, iso
 from .policy import Policy
 from .store import Store
 from .validate import build_trace
@@ -483,7 +483,7 @@ def _insight(policy: Policy, sources: Sequence[Trace], text: str, method: str, l
     metadata: dict[str, Any] = {"derived_from": [t.id for t in sources], "method": method}
     if llm is not None:
         metadata["llm"] = llm_mod.describe(llm)
-    if not text.strip():
+    if not has_visible(text):
         text = sources[0].content[:1000]
     return build_trace({"content": text, "type": "semantic", "scope": sources[0].scope,
                         "scope_id": sources[0].scope_id, "importance": importance,

@@ -10,8 +10,9 @@ feedback on it, and its date)::
 
 * Core facts are the pinned traces current now (newest first): what the agent
   should always see, like a core-memory block. Relevant memories are the hits of
-  ``search(query)`` not already shown (a recorded retrieval: ``retrieval_id``
-  takes feedback). Superseded facts are left out, as in search.
+  ``search(query)`` not already shown. The memories the block holds, and only
+  they, count as recalled: reinforced and recorded as one retrieval
+  (``retrieval_id`` takes feedback on them); hits left out for the budget are not. Superseded facts are left out, as in search.
 * The budget is in tokens, lines are added whole in order while they fit (a line
   that does not fit is left out and counted in ``omitted``; a later, shorter one
   may still fit). Section headers count too.
@@ -128,13 +129,13 @@ def build(brain: Brain, query: str | None, *, budget: int = 1000, limit: int = 2
     at = brain.now(now)
     core = _core(brain, scope, scope_id, scopes, at)
     hits: Sequence[Hit] = []
-    if query is not None:
-        hits = brain.search(query, limit, scope=scope, scope_id=scope_id, scopes=scopes, now=at)
+    if query is not None:  # recorded below: only the hits the block holds count as recalled
+        hits = brain.search(query, limit, scope=scope, scope_id=scope_id, scopes=scopes, now=at,
+                            reinforce=False)
     shown = {t.id for t in core}
     sections: list[tuple[str, list[tuple[Trace, float | None]]]] = [("core", [(t, None) for t in core]),
                 ("relevant", [(h.trace, h.score) for h in hits if h.trace.id not in shown])]
-    block = ContextBlock("", budget=budget, tokenizer=name,
-                         retrieval_id=getattr(hits, "retrieval_id", None))
+    block = ContextBlock("", budget=budget, tokenizer=name)
     lines: list[str] = []
     used = 0
     for section, entries in sections:
@@ -158,4 +159,9 @@ def build(brain: Brain, query: str | None, *, budget: int = 1000, limit: int = 2
                                 "content": trace.content, "score": score, "tokens": cost})
     block.text = "\n".join(lines)
     block.tokens = used
+    held = {item["id"] for item in block.items}
+    recalled = [h for h in hits if h.trace.id in held]
+    if query is not None and recalled and not brain.readonly:
+        with brain._lock:  # as a search records its hits: a retrieval for feedback, reinforced
+            block.retrieval_id = brain._record_retrieval(query, at, recalled)
     return block

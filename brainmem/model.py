@@ -9,6 +9,7 @@ from __future__ import annotations
 import hashlib
 import math
 import os
+import re
 from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass, field
 from datetime import datetime, timezone
@@ -129,6 +130,19 @@ def new_id() -> str:
     raw[8] = (raw[8] & 0x3F) | 0x80  # RFC 4122 variant
     h = raw.hex()
     return f"mt_{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:]}"
+
+
+#: characters that show nothing: zero-width space/joiners, word joiner, BOM, soft hyphen,
+#: Mongolian vowel separator, variation selectors (incl. supplementary) and tags
+INVISIBLE = re.compile(
+    "[\u00ad\u180e\u200b-\u200f\u2060-\u2064\ufeff\ufe00-\ufe0f"
+    "\U000e0000-\U000e007f\U000e0100-\U000e01ef]"
+)
+
+
+def has_visible(text: str) -> bool:
+    """True when ``text`` shows something: not only whitespace and :data:`INVISIBLE` characters."""
+    return bool(INVISIBLE.sub("", text).strip())
 
 
 def normalise_whitespace(text: str) -> str:

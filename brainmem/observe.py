@@ -38,7 +38,7 @@ from typing import TYPE_CHECKING, Any
 from . import graph, timeline
 from . import llm as llm_mod
 from .errors import BrainmemError, InvalidInput
-from .model import Hit, TimeLike, Trace, content_hash, normalise_whitespace
+from .model import Hit, TimeLike, Trace, content_hash, has_visible, normalise_whitespace
 from .validate import check_text, to_timestamp
 
 if TYPE_CHECKING:
@@ -140,7 +140,7 @@ def parse(messages: Any) -> tuple[list[_Turn], list[dict[str, Any]]]:
         at = to_timestamp(stamp, f"message {index}: time")
         if role in ("system", "developer"):
             skipped.append({"index": index, "reason": "system message (instructions, not memory)"})
-        elif text is None or not text.strip():
+        elif text is None or not has_visible(text):
             reason = "tool call without text" if message.get("tool_calls") else "empty"
             skipped.append({"index": index, "reason": reason})
         else:
@@ -243,7 +243,7 @@ def _parse_reply(reply: str, n_turns: int, known: set[str]) -> list[dict[str, An
     out = []
     for fact in facts:
         content = fact.get("content") if isinstance(fact, dict) else None
-        if not isinstance(content, str) or not content.strip():
+        if not isinstance(content, str) or not has_visible(content):
             continue  # one unusable entry does not spoil the others
         turns = [n for n in _listed(fact.get("turns"))
                  if isinstance(n, int) and not isinstance(n, bool) and 0 <= n < n_turns]
@@ -266,7 +266,7 @@ def _write_facts(brain: Brain, facts: list[dict[str, Any]], turns: list[_Turn], 
     scope, scope_id = stored[0].scope, stored[0].scope_id
     # embedded before the lock is taken: a slow provider must not hold up other threads
     prepared = brain._prepare_vectors([fact["content"] for fact in facts])
-    with brain._lock, brain._store.write():
+    with brain._write_then_tell() as told:  # the adds and the updates, after the commit
         for fact in facts:
             sources = [stored[n].id for n in fact["turns"]] or [
                 s.id for s, t in zip(stored, turns, strict=True) if t.role == "user"]
@@ -276,7 +276,8 @@ def _write_facts(brain: Brain, facts: list[dict[str, Any]], turns: list[_Turn], 
                     and by_id[i].key is None and by_id[i].content_hash != content_hash(fact["content"])]
             trace = brain._add_one(fact["content"], fields, prepared).trace
             if olds and trace.id not in {o.id for o in olds}:
-                timeline.close(brain._store, trace, olds, at)
+                changed = timeline.close(brain._store, trace, olds, at)
+                told.extend(("update", {"id": t.id, "trace": t}) for t in brain._store.get_many(changed))
                 closed.update(o.id for o in olds)
                 report.superseded.extend(o.id for o in olds)
             graph.add_edges(brain._store, [(trace.id, s, "derived_from", 1.0) for s in sources], at)

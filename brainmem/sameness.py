@@ -44,12 +44,8 @@ import re
 import unicodedata
 from collections.abc import Sequence
 
-#: removed before anything else: zero-width space/joiners, word joiner, BOM, soft
-#: hyphen, Mongolian vowel separator, variation selectors (incl. supplementary) and tags
-_INVISIBLE = re.compile(
-    "[\u00ad\u180e\u200b-\u200f\u2060-\u2064\ufeff\ufe00-\ufe0f"
-    "\U000e0000-\U000e007f\U000e0100-\U000e01ef]"
-)
+from .model import INVISIBLE
+
 _CJK = re.compile("[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\uac00-\ud7af\u3005]")
 _TOKEN = re.compile(
     # a number with its meaningful punctuation (minus, currency, decimal/thousand
@@ -81,7 +77,7 @@ def clean(text: str) -> str:
     if text.isascii():  # the common case: nothing to normalise, no CJK
         return text
     text = unicodedata.normalize("NFKC", text)
-    text = _INVISIBLE.sub("", text)
+    text = INVISIBLE.sub("", text)  # removed before anything else
     # CJK is written without spaces: one token per character (spaces around each)
     text = _CJK.sub(r" \g<0> ", text)
     return text.replace("\u2019", "'").replace("\u2018", "'").replace("\u2212", "-")

@@ -143,14 +143,19 @@ class Store(IndexTables, EdgeTables, LogTables, InspectTables, VectorTables, Mai
         return [found[i] for i in ids if i in found]
 
     def find_duplicate(self, content_hash: str, type: str, scope: str, scope_id: str, *,
-                       max_rid: int | None = None) -> Trace | None:
+                       max_rid: int | None = None, other_than: str | None = None) -> Trace | None:
         """The live trace with this content hash in this type and scope, if any (among
-        rows up to ``max_rid``: an import ignores the rows it wrote itself)."""
+        rows up to ``max_rid``: an import ignores the rows it wrote itself; other than
+        the trace ``other_than``: an update looks for another holder)."""
         upto = "" if max_rid is None else f"AND t.rid <= {int(max_rid)} "
+        params: tuple[Any, ...] = (content_hash, type, scope, scope_id)
+        if other_than is not None:
+            upto += "AND t.id != ? "
+            params += (other_than,)
         row = self.execute(
             f"SELECT {_SELECT} FROM traces t WHERE t.content_hash = ? AND t.type = ? AND t.scope = ? "
             f"AND t.scope_id = ? AND t.deleted_at IS NULL {upto}LIMIT 1",
-            (content_hash, type, scope, scope_id),
+            params,
         ).fetchone()
         return row_to_trace(row) if row else None
 

@@ -9,7 +9,7 @@ A fact is replaced, never deleted. Three ways lead to a replacement:
   does the same (a correction is also "what was believed until then").
 * ``Brain.add(content, supersedes=[ids])`` stores a new fact and closes the older
   ones: each keeps its row, live and indexed, with ``valid_until`` = the new
-  fact's ``created_at``; the new one gets ``valid_from`` = that time and a
+  fact's ``created_at`` (``version`` + 1; subscribers are told "update"); the new one gets ``valid_from`` = that time and a
   ``supersedes`` edge (new -> old) per replaced fact. A fact said again after it
   was replaced (the add deduplicates to the old trace) is current again from that
   add on; its earlier period is kept as a snapshot, as ``update`` keeps old content.
@@ -91,7 +91,7 @@ def add_superseding(brain: Brain, content: str, supersedes: Any,
         raise InvalidInput("supersedes needs at least one trace id")
     scope, scope_id = scope_of(fields.get("scope"), fields.get("scope_id"))
     prepared = brain._prepare_vectors([content])  # before the lock: a provider may be slow
-    with brain._lock, brain._store.write():
+    with brain._write_then_tell() as told:  # the add and the updates, after the commit
         olds = [brain.get(i) for i in ids]  # NotFound for an unknown or deleted id
         for old in olds:
             if (old.scope, old.scope_id) != (scope, scope_id):
@@ -108,15 +108,18 @@ def add_superseding(brain: Brain, content: str, supersedes: Any,
         # when the add deduplicated, the replacement happens now (or at the given
         # created_at), not when the older trace was first stored
         at = added.trace.created_at if added.created else brain.now(fields.get("created_at"))
-        close(brain._store, added.trace, olds, at)
+        changed = close(brain._store, added.trace, olds, at)
+        told.extend(("update", {"id": t.id, "trace": t}) for t in brain._store.get_many(changed))
         refreshed = brain._store.get(added.trace.id)
     assert refreshed is not None
     return refreshed, added.created
 
 
-def close(store: Store, new: Trace, olds: Sequence[Trace], at: float | None = None) -> None:
+def close(store: Store, new: Trace, olds: Sequence[Trace], at: float | None = None) -> list[str]:
     """Inside a write: ``new`` supersedes ``olds`` from ``at`` on (default: ``new``'s
-    ``created_at``, the time of a trace just added).
+    ``created_at``, the time of a trace just added). Returns the ids of the traces
+    updated (each closed fact, ``version`` + 1, and ``new`` when it was current again):
+    the caller tells subscribers of them.
 
     ``new`` may be an older trace said again (the add deduplicated): if it had been
     replaced itself, its earlier period is kept as a snapshot (as an update keeps old
@@ -124,13 +127,19 @@ def close(store: Store, new: Trace, olds: Sequence[Trace], at: float | None = No
     from when it began."""
     at = new.created_at if at is None else at
     for old in olds:
-        store.update_fields(old.id, {"valid_until": max(at, began(old))})
+        store.update_fields(old.id, {"valid_until": max(at, began(old)), "version": old.version + 1,
+                                     "updated_at": max(at, old.updated_at)})
+    changed = [old.id for old in olds]
     start = began(new)
+    reopened: dict[str, Any] = {}
     if new.valid_until is not None:  # replaced before, said again: current from ``at`` on
         keep_snapshot(store, new, at, new.valid_until)
         start = max(at, start)
-    store.update_fields(new.id, {"valid_from": start, "valid_until": None})
+        reopened = {"version": new.version + 1, "updated_at": max(at, new.updated_at)}
+        changed.append(new.id)
+    store.update_fields(new.id, {"valid_from": start, "valid_until": None, **reopened})
     graph.add_edges(store, [(new.id, old.id, "supersedes", 1.0) for old in olds], at)
+    return changed
 
 
 def keep_snapshot(store: Store, trace: Trace, at: float, until: float | None) -> None:

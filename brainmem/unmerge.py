@@ -24,7 +24,7 @@ refuses (``brainmem check``); ``brainmem repair --unmerge-unsafe`` undoes them.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from . import graph, sameness, similarity
@@ -97,8 +97,13 @@ def sources_of(store: Store, target: Trace) -> list[Trace]:
             and "snapshot_of" not in t.metadata]
 
 
-def unmerge(store: Store, trace_id: str, now: float) -> dict[str, Any]:
-    """Undo every merge into ``trace_id`` (inside the caller's write transaction)."""
+def unmerge(store: Store, trace_id: str, now: float,
+            before_restore: Callable[[Trace], None] | None = None) -> dict[str, Any]:
+    """Undo every merge into ``trace_id`` (inside the caller's write transaction).
+
+    ``before_restore(source)`` runs before each source is live again, after a trace
+    made by merge has left (``Brain.unmerge`` checks ``Policy.quota`` there, as
+    ``restore`` does)."""
     target = store.get(trace_id, include_deleted=True)
     if target is None:
         raise NotFound(f"no trace with id {trace_id!r}")
@@ -121,7 +126,14 @@ def unmerge(store: Store, trace_id: str, now: float) -> dict[str, Any]:
     notes: list[str] = []
     restored_edges = 0
     records = []
+    if by == "merge":  # first, so a quota counts the live traces the unmerge leaves
+        store.update_fields(target.id, {
+            "deleted_at": now, "updated_at": now,
+            "metadata": {**target.metadata, "deleted_reason": "unmerged", "unmerged_into": [s.id for s in sources]},
+        })
     for source in sources:
+        if before_restore is not None:
+            before_restore(source)
         record = source.metadata.get(RECORD_KEY)
         metadata = {k: v for k, v in source.metadata.items() if k != RECORD_KEY}
         metadata["unmerged"] = {"from": target.id, "at": now, "by": by}
@@ -136,12 +148,7 @@ def unmerge(store: Store, trace_id: str, now: float) -> dict[str, Any]:
             notes.append(f"{source.id} was merged before merges were recorded: its edges stay on {target.id}")
     ids = [s.id for s in sources]
     store.delete_edges(target.id, ids, "supersedes")
-    if by == "merge":
-        store.update_fields(target.id, {
-            "deleted_at": now, "updated_at": now,
-            "metadata": {**target.metadata, "deleted_reason": "unmerged", "unmerged_into": ids},
-        })
-    else:
+    if by != "merge":
         _reset_survivor(store, target, ids, records, now, notes)
     return {"id": target.id, "by": by, "restored": ids, "edges_restored": restored_edges,
             "merged_trace_deleted": by == "merge", "notes": notes}

@@ -31,6 +31,7 @@ from .model import (
     Trace,
     content_hash,
     finite,
+    has_visible,
     iso,
     new_id,
 )
@@ -76,8 +77,9 @@ def _default(value: Any, default: str) -> Any:
 def check_content(content: Any, max_bytes: int) -> str:
     if not isinstance(content, str):
         raise InvalidInput(f"content must be a string, not {type(content).__name__}")
-    if not content.strip():
-        raise InvalidInput("content must not be empty")
+    if not has_visible(content):  # whitespace, zero-width characters, a BOM: nothing to remember
+        raise InvalidInput("content must not be empty (it has no visible character)"
+                           if content.strip() else "content must not be empty")
     try:
         size = len(content.encode("utf-8"))
     except UnicodeEncodeError as exc:

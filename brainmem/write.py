@@ -297,8 +297,17 @@ class Writer:
             other = self.key_holder(key, current.scope, current.scope_id, at)
             if other is not None and other.id != current.id:
                 raise InvalidInput(f"key {key!r} is already used in this scope")
+        probe = build_trace({"content": fields["content"]}, at, self.policy) if "content" in fields else current
+        kind = fields.get("type", current.type)
+        if key is None and (probe.content_hash, kind, key) != (current.content_hash, current.type, current.key):
+            # the dedup rule of add: one live unkeyed trace per content, type and scope (a
+            # keyed value may repeat content, as put of a new key may); an expired twin is absent
+            twin = self.store.find_duplicate(probe.content_hash, kind, current.scope, current.scope_id,
+                                             other_than=current.id)
+            if twin is not None and not self.expire(twin, at):
+                raise InvalidInput(f"cannot update {current.id}: the same content is live as {twin.id} "
+                                   f"(type {kind}, scope {current.scope}/{current.scope_id!r})")
         if "content" in fields:
-            probe = build_trace({"content": fields["content"]}, at, self.policy)
             if probe.content_hash != current.content_hash:
                 fields["content_hash"] = probe.content_hash
                 fields["valid_from"] = at  # the earlier content stays valid until now (timeline)
@@ -332,9 +341,12 @@ class Writer:
                              "scope": scope, "scope_id": scope_id}, at, self.policy)
         return "add", self.add([built], at)[0].trace
 
-    def end_task(self, task_id: str, promote: list[str], at: float) -> list[Trace]:
+    def end_task(self, task_id: str, promote: list[str], at: float) -> tuple[list[Trace], list[str]]:
         """Archive the task's live working traces, promoting ``promote`` to episodic;
-        return the promoted traces (the archived ones are in :attr:`side_deletes`)."""
+        return the promoted traces that changed and the ids of the memories promoted
+        (the archived ones are in :attr:`side_deletes`). A note whose content is already
+        a live episodic memory of its scope is archived, and that memory, counted a
+        recall, stands for it (as an add deduplicates)."""
         working = self.store.select(Filters(types=["working"], task_id=task_id),
                                     order="t.created_at, t.rid")
         by_id = {t.id: t for t in working}
@@ -342,16 +354,24 @@ class Writer:
         if strangers:
             raise InvalidInput(f"cannot promote {', '.join(map(str, strangers))}: not a live "
                                f"working trace of task {task_id!r}")
-        promoted = []
+        changed: list[Trace] = []
+        promoted: list[str] = []
         for trace in working:
-            if trace.id in promote:
-                promoted.append(self.update(
-                    trace, {"type": "episodic",
-                            "metadata": {**trace.metadata, "promoted_from_task": task_id}},
-                    None, at))
-            else:
+            if trace.id not in promote:
                 self.soft_delete(trace, at, "archived", archived=True)
-        return promoted
+                continue
+            twin = None if trace.key is not None else self.store.find_duplicate(
+                trace.content_hash, "episodic", trace.scope, trace.scope_id, other_than=trace.id)
+            if twin is not None and not self.expire(twin, at):
+                self.soft_delete(trace, at, "archived", archived=True)
+                self.reinforce([twin], at)
+                promoted.append(twin.id)
+                continue
+            changed.append(self.update(
+                trace, {"type": "episodic", "metadata": {**trace.metadata, "promoted_from_task": task_id}},
+                None, at))
+            promoted.append(trace.id)
+        return changed, promoted
 
     # --- merges -----------------------------------------------------------------------
 

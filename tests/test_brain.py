@@ -16,7 +16,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from brainmem import Brain, InvalidInput, NotFound, VersionConflict
-from brainmem.model import SCOPES, TYPES, content_hash
+from brainmem.model import SCOPES, TYPES, content_hash, has_visible
 
 T0 = 1_767_225_600.0  # the fake clock's start (tests/conftest.py)
 
@@ -92,7 +92,7 @@ _text = st.text(st.characters(blacklist_categories=("Cs",)), max_size=40)
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(
     content=st.text(st.characters(blacklist_categories=("Cs",)), min_size=1, max_size=200).filter(
-        lambda s: s.strip()
+        has_visible
     ),
     type_=st.sampled_from(TYPES),
     scope=st.sampled_from(SCOPES),
@@ -399,6 +399,30 @@ def test_update_rejects_bad_changes(mem_brain):
     with pytest.raises(NotFound):
         mem_brain.update("mt_missing", content="y")
     assert mem_brain.get(t.id) == t
+
+
+def test_update_never_makes_two_live_traces_of_one_content(file_brain, clock):
+    alpha, beta = file_brain.add("alpha fact"), file_brain.add("beta fact")
+    for content in ("alpha fact", "  alpha\n fact "):  # the same normalised content
+        with pytest.raises(InvalidInput, match=f"is live as {alpha.id}"):
+            file_brain.update(beta.id, content=content)
+    fact = file_brain.add("gamma fact", type="semantic")
+    note = file_brain.add("gamma fact")  # episodic: another trace, as add allows
+    with pytest.raises(InvalidInput, match=f"is live as {fact.id}"):
+        file_brain.update(note.id, type="semantic")
+    keyed = file_brain.put("k", "delta fact")
+    with pytest.raises(InvalidInput, match=f"is live as {fact.id}"):  # put's values are semantic
+        file_brain.update(keyed.id, content="gamma fact", key=None)
+    # nothing was written by the refusals
+    assert [file_brain.get(t.id).version for t in (beta, note, keyed)] == [1, 1, 1]
+    assert file_brain.get(beta.id).content == "beta fact"
+    assert rows(file_brain) == 5  # no snapshot of a refused content change
+    # a keyed value may hold any content (as put of a new key may), and an expired twin is absent
+    assert file_brain.put("k", "alpha fact").content == "alpha fact"
+    brief = file_brain.add("epsilon fact", ttl=10)
+    clock.advance(20)
+    assert file_brain.update(beta.id, content="epsilon fact").content == "epsilon fact"
+    assert file_brain.get(brief.id, include_deleted=True).metadata["deleted_reason"] == "expired"
 
 
 # --- reopening ----------------------------------------------------------------------------------

@@ -136,6 +136,28 @@ def test_search_table_and_explain(capsys: Any, db: str) -> None:
         assert brain.stats()["retrievals"] == 0  # --no-reinforce recorded nothing; no hits recorded nothing
 
 
+def test_search_since_until_and_now_as_brain_search_takes_them(capsys: Any, db: str) -> None:
+    for day in ("01", "10", "20"):
+        run(capsys, "add", f"hiking trip note of March {day}", "--created-at",
+            f"2026-03-{day}T12:00:00Z", "--brain", db)
+
+    def found(*flags: str) -> list[str]:
+        code, out, err = run(capsys, "search", "hiking trip", "--json", "--no-reinforce",
+                             *flags, "--brain", db)
+        assert code == 0, err
+        return sorted(r["content"][-2:] for r in json.loads(out)["results"])
+
+    assert found() == ["01", "10", "20"]
+    assert found("--since", "2026-03-05", "--until", "2026-03-15") == ["10"]
+    assert found("--since", "1773100800") == ["10", "20"]  # unix seconds: 2026-03-10T00:00Z
+    # "yesterday" is the day before --now, as Brain.search(now=) reads it
+    code, out, _ = run(capsys, "search", "what did I do yesterday?", "--now",
+                       "2026-03-21T09:00:00Z", "--json", "--no-reinforce", "--brain", db)
+    assert [r["content"][-2:] for r in json.loads(out)["results"]] == ["20"]
+    code, _, err = run(capsys, "search", "hiking", "--since", "last tuesday", "--brain", db)
+    assert code == 2 and err.startswith("brainmem: error:") and "since" in err and err.count("\n") == 1
+
+
 def test_tools_and_scoped_call(capsys: Any, db: str, monkeypatch: Any) -> None:
     code, out, _ = run(capsys, "tools", "--brain", db)
     names = [s["function"]["name"] for s in json.loads(out)]

@@ -93,3 +93,21 @@ def test_no_query_gives_core_facts_only(brain: Brain) -> None:
     block = brain.context(None)
     assert [i["section"] for i in block.items] == ["core"] and block.retrieval_id is None
     assert T0 > 0
+
+
+def test_only_what_the_block_holds_counts_as_recalled(tmp_path: Path, clock: FakeClock) -> None:
+    brain = Brain(str(tmp_path / "r.db"), clock=clock)
+    ids = [brain.add(f"trip plan detail {i}: " + "pack and book " * 10).id for i in range(6)]
+    clock.advance(86_400)
+    block = brain.context("trip plan", budget=60, tokenizer=approximate_tokens)
+    shown = [i["id"] for i in block.items]
+    assert len(shown) == 1 and block.omitted == 5
+    counts = {i: brain.get(i).access_count for i in ids}
+    assert [counts[i] for i in shown] == [1] and sorted(counts.values()) == [0, 0, 0, 0, 0, 1]
+    left_out = next(i for i in ids if i not in shown)
+    with pytest.raises(InvalidInput, match="was not returned"):  # the retrieval lists what was shown
+        brain.feedback(block.retrieval_id, used=[left_out])
+    assert brain.feedback(block.retrieval_id, used=shown) == 1
+    assert brain.context("trip plan", budget=1).retrieval_id is None  # nothing shown, nothing recalled
+    assert sorted(brain.get(i).access_count for i in ids) == [0, 0, 0, 0, 0, 1]
+    brain.close()

@@ -12,6 +12,7 @@ from hypothesis import strategies as st
 
 from brainmem import Brain, InvalidInput
 from brainmem.cli import main
+from brainmem.model import has_visible
 from brainmem.schema import SCHEMA_VERSION
 
 
@@ -201,7 +202,7 @@ def test_import_emits_add_events(mem_brain: Brain, clock) -> None:
 
 
 texts = st.text(st.characters(blacklist_categories=("Cs",)), min_size=1, max_size=40).filter(
-    lambda s: s.strip()
+    has_visible
 )
 
 

@@ -522,6 +522,19 @@ def test_end_task_archives_and_promotes(mem_brain: Brain) -> None:
     assert mem_brain.end_task("task-1") == {"task_id": "task-1", "archived": [], "promoted": []}
 
 
+def test_end_task_promoting_a_note_already_remembered_deduplicates_as_add_does(mem_brain: Brain) -> None:
+    known = mem_brain.add("approach B works")
+    note = mem_brain.add("approach B works", type="working", task_id="t")
+    told: list[tuple[str, str]] = []
+    mem_brain.subscribe(lambda kind, payload: told.append((kind, payload["id"])))
+    result = mem_brain.end_task("t", promote=[note.id])
+    assert result == {"task_id": "t", "archived": [note.id], "promoted": [known.id]}
+    assert mem_brain.get(note.id, include_deleted=True).metadata["archived"] is True
+    again = mem_brain.get(known.id)
+    assert again.access_count == known.access_count + 1 and again.version == known.version
+    assert told == [("delete", note.id)]  # the known memory did not change: no update
+
+
 def test_end_task_bad_promote_changes_nothing(mem_brain: Brain) -> None:
     w = mem_brain.add("scratch", type="working", task_id="t")
     other = mem_brain.add("scratch elsewhere", type="working", task_id="u")

@@ -183,3 +183,59 @@ def test_a_fact_said_again_after_its_replacement_keeps_every_period(file_brain: 
         ("The user lives in Lisbon", T0 + 20 * DAY),
         ("The user lives in Berlin", None)]
     assert file_brain.check()["ok"]
+
+
+def test_superseding_is_an_update_of_the_old_fact_told_after_the_commit(
+        brain_factory: Callable[..., Brain], clock: FakeClock) -> None:
+    from brainmem import VersionConflict
+
+    brain = brain_factory()
+    other = brain_factory(readonly=True)  # another connection sees only what is committed
+    berlin = brain.add("The user lives in Berlin", type="semantic")
+    seen: list[tuple[str, str, int, bool]] = []
+
+    def told(kind: str, payload: dict) -> None:
+        try:
+            committed = other.get(payload["id"]).version == payload["trace"].version
+        except NotFound:
+            committed = False
+        seen.append((kind, payload["id"], payload["trace"].version, committed))
+
+    brain.subscribe(told)
+    clock.advance(60)
+    lisbon = brain.add("The user lives in Lisbon", type="semantic", supersedes=berlin.id)
+    closed = brain.get(berlin.id)
+    assert closed.valid_until == lisbon.created_at and closed.version == 2
+    assert sorted(seen) == [("add", lisbon.id, 1, True), ("update", berlin.id, 2, True)]
+    with pytest.raises(VersionConflict):  # a client holding version 1 saw an open fact
+        brain.update(berlin.id, importance=0.9, expected_version=1)
+
+
+@pytest.mark.parametrize("other", ["superseding", "plain write"])
+def test_another_threads_events_are_told_at_once_while_a_write_runs(file_brain: Brain, other: str) -> None:
+    """Events were held whenever the connection was in a write transaction, whichever
+    thread emitted them: an add finishing in one thread while another thread wrote had
+    its event delayed, or (during a plain write) kept until the next superseding add
+    dropped it."""
+    import threading
+
+    told: list[str] = []
+    file_brain.subscribe(lambda kind, payload: told.append(payload["id"]))
+    inside, release = threading.Event(), threading.Event()
+
+    def write() -> None:
+        with (file_brain._write_then_tell() if other == "superseding" else file_brain._write_with_events()):
+            inside.set()
+            release.wait(10)
+
+    writer = threading.Thread(target=write)
+    writer.start()
+    try:
+        assert inside.wait(10)
+        file_brain._emit("add", {"id": "from-another-thread"})  # as an add does after its commit
+        assert told == ["from-another-thread"]
+    finally:
+        release.set()
+        writer.join(10)
+    file_brain.add("the user moved to Lyon", supersedes=[file_brain.add("the user lives in Paris").id])
+    assert told[0] == "from-another-thread" and len(told) == 4  # two adds and the closed fact's update

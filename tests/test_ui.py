@@ -652,3 +652,24 @@ def test_a_restore_past_the_quota_is_409(tmp_path: Path, clock: Any) -> None:
                     follow_redirects=False)
     r = ui.post(f"/api/trace/{first.id}/restore")
     assert r.status_code == 409 and r.json()["error"]["type"] == "QuotaExceeded"
+
+
+def test_cli_readonly_is_never_a_writing_inspector(tmp_path: Path, monkeypatch: Any,
+                                                   capsys: Any) -> None:
+    import brainmem.ui
+    from brainmem.cli import main
+
+    served: list[bool] = []
+    monkeypatch.setattr(brainmem.ui, "serve", lambda path, **kw: served.append(kw["write"]))
+    path = tmp_path / "b.db"
+    Brain(str(path)).close()
+    for argv in (["--readonly", "ui", "--write"], ["ui", "--write", "--readonly"]):
+        assert main([*argv, "--brain", str(path), "--port", "0"]) == 2
+        err = capsys.readouterr().err
+        assert err.startswith("brainmem: error:") and "--readonly" in err and err.count("\n") == 1
+    assert served == []  # refused before anything was served
+    assert main(["ui", "--readonly", "--brain", str(path), "--port", "0"]) == 0
+    assert served == [False]
+    missing = tmp_path / "typo.db"  # --readonly never creates a brain, even with --create
+    assert main(["ui", "--readonly", "--create", "--brain", str(missing), "--port", "0"]) == 2
+    assert not missing.exists() and served == [False]

@@ -193,3 +193,26 @@ def test_check_reports_and_repair_unmerges_old_rule_merges(tmp_path: Path, monke
         # the case-only copy stays merged: the rule accepts it
         assert not brain.get(ids["long_b"], include_deleted=True).live
         assert brain.reflect().merged == 0
+
+
+@pytest.mark.parametrize("mode", ["refuse", "evict"])
+def test_unmerge_counts_against_the_quota_as_restore_does(brain_factory: Any, mode: str) -> None:
+    from brainmem import Policy, QuotaExceeded
+
+    brain = brain_factory(policy=Policy(quota=3, quota_policy=mode))
+    one, two = brain.add("one apple on the table"), brain.add("two pears in the bowl")
+    merged = brain.merge([one.id, two.id])
+    brain.add_many(["a third note", "a fourth note"])  # full: merged + 2
+    deleted: list[str] = []
+    brain.subscribe(lambda kind, payload: deleted.append(payload["id"]), kinds=["delete"])
+    if mode == "refuse":
+        with pytest.raises(QuotaExceeded, match="quota of 3"):
+            brain.unmerge(merged.id)
+        assert brain.get(merged.id).id == merged.id and deleted == []  # nothing written
+        assert brain.get(one.id, include_deleted=True).deleted_at is not None
+        return
+    result = brain.unmerge(merged.id)
+    assert result["restored"] == [one.id, two.id] and brain.stats()["live"] == 3
+    evicted = [i for i in deleted if i != merged.id]
+    assert len(evicted) == 1
+    assert brain.get(evicted[0], include_deleted=True).metadata["deleted_reason"] == "evicted"

@@ -83,6 +83,24 @@ def test_cli_refuses_a_ttl_out_of_range_and_writes_nothing(tmp_path, ttl: str) -
         assert (stats["live"], stats["deleted"]) == (0, 0)
 
 
+@pytest.mark.parametrize("content", ["\u200b\u200b", "\ufeff", " \u2060\n\u200d ", "\u00ad"], ids=repr)
+def test_content_of_invisible_characters_only_is_empty(file_brain: Brain, content: str) -> None:
+    kept = file_brain.add("kept")
+    with pytest.raises(InvalidInput, match="content must not be empty"):
+        file_brain.add(content)
+    with pytest.raises(InvalidInput, match="item 1: content must not be empty"):
+        file_brain.add_many(["fine", content])
+    with pytest.raises(InvalidInput, match="content must not be empty"):
+        file_brain.update(kept.id, content=content)
+    out = file_brain.call_tool("memory_add", {"content": content})
+    assert out["error"]["type"] == "InvalidInput", out
+    assert [t.id for t in file_brain.list()] == [kept.id] and file_brain.get(kept.id).version == 1
+    assert file_brain.add("\u200bvisible\ufeff").content == "\u200bvisible\ufeff"  # some text: kept as given
+    report = file_brain.observe([{"role": "user", "content": content},
+                                 {"role": "user", "content": "a real turn"}])
+    assert report.skipped == [{"index": 0, "reason": "empty"}] and len(report.stored) == 1
+
+
 # --- whatever one surface accepts, every surface can show and carry ----------------------
 
 _EDGE_TIMES = st.sampled_from([-62135596800.0, 0.0, 1e9, 253402300799.0]) | st.floats(-6e10, 2.5e11)

@@ -64,6 +64,10 @@ def register(commands: Any) -> None:
     p.add_argument("--episode", metavar="ID")
     p.add_argument("--explain", action="store_true", help="show each ranking factor")
     p.add_argument("--as-of", metavar="TIME", help="what was believed at TIME (ISO-8601 or unix seconds)")
+    p.add_argument("--since", metavar="TIME", help="only traces created at or after TIME")
+    p.add_argument("--until", metavar="TIME", help="only traces created at or before TIME")
+    p.add_argument("--now", metavar="TIME",
+                   help="search as of TIME: what is current then, and what 'yesterday' means")
     p.add_argument("--no-reinforce", action="store_true",
                    help="a pure read: do not record the search or strengthen the hits")
     add_json_flag(p)
@@ -225,7 +229,8 @@ def cmd_search(args: argparse.Namespace) -> int:
         hits = brain.search(args.query, args.limit, type=args.type, scope=args.scope,
                             scope_id=args.scope_id, tags=args.tags, episode=args.episode,
                             explain=args.explain, reinforce=not args.no_reinforce,
-                            as_of=time_arg(args.as_of))
+                            as_of=time_arg(args.as_of), since=time_arg(args.since),
+                            until=time_arg(args.until), now=time_arg(args.now))
     if hits.degraded:  # the embedder or reranker failed: the search went on without it
         print(f"note: {hits.degraded}", file=sys.stderr)
     if args.json:

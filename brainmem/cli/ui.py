@@ -26,15 +26,20 @@ def register(commands: Any) -> None:
 
 def cmd_ui(args: argparse.Namespace) -> int:
     from ..brain import Brain
+    from ..errors import InvalidInput
     from ..ui import check_host, check_port, serve
     from .embed import embedder_arg, reranker_arg
 
     path = brain_path(args)
+    readonly = bool(getattr(args, "readonly", False))
+    if readonly and args.write:  # --readonly means never writes: no editing inspector
+        raise InvalidInput("--readonly and --write contradict each other "
+                           "(the inspector is read-only without --write)")
     check_host(args.host, args.token)
     check_port(args.port)
     # a missing file is refused as by the reading commands (even with --write: a typo
-    # must not become an empty brain); --create makes it
-    if check_brain_file(args, path, readonly=False):
+    # must not become an empty brain); --create makes it, unless --readonly
+    if check_brain_file(args, path, readonly=readonly):
         Brain(path).close()
     serve(path, host=args.host, port=args.port, write=args.write, token=args.token,
           embedder=embedder_arg(args), reranker=reranker_arg(args))
