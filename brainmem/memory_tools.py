@@ -153,7 +153,7 @@ def _search_schema(ctx: ToolContext | None) -> JSON:
         "query": _str("What to look for, in natural language (or FTS5 syntax).", minLength=1,
                       maxLength=4096),
         "type": _type_prop(ctx, write=False),
-        **_scope_props(ctx, write=False),
+        **_scope_props(ctx, write=False, filter=True),
         "tags": {**_TAGS, "description": "Only memories with at least one of these tags."},
         "limit": _limit("Most results to return", 10),
         "as_of": _str("Search what was believed at this time (ISO-8601) instead of now.",
@@ -218,7 +218,7 @@ def _memory_read(box: Toolbox, args: dict[str, Any]) -> JSON:
 def _list_schema(ctx: ToolContext | None) -> JSON:
     return _obj({
         "type": _type_prop(ctx, write=False),
-        **_scope_props(ctx, write=False),
+        **_scope_props(ctx, write=False, filter=True),
         "tags": {**_TAGS, "description": "Only memories with at least one of these tags."},
         "key_prefix": _str("Only keyed memories whose key starts with this.", maxLength=_POLICY.max_key_chars),
         "limit": _limit("Most items to return", 50),

@@ -156,7 +156,17 @@ def _type_prop(ctx: ToolContext | None, write: bool) -> JSON:
     return {"type": "string", "enum": choices, "description": _TYPE_DOC}
 
 
-def _scope_props(ctx: ToolContext | None, write: bool) -> JSON:
+def _scope_props(ctx: ToolContext | None, write: bool, filter: bool = False) -> JSON:
+    """``scope`` (and without a context ``scope_id``): where a memory goes or is looked up
+    (``user`` by default), or with ``filter`` which memories a read sees (every scope)."""
+    if ctx is None and filter:
+        return {
+            "scope": {"type": "string", "enum": list(SCOPES),
+                      "description": "Only memories in this scope: user, thread, persona or "
+                                     "organization (default: every scope)."},
+            "scope_id": _str("Only memories with this id within the scope (default: every id).",
+                             maxLength=MAX_ID_CHARS),
+        }
     if ctx is None:
         return {
             "scope": {"type": "string", "enum": list(SCOPES),

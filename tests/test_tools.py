@@ -318,3 +318,23 @@ def test_call_tool_runs_only_the_tools_tools_lists(brain: Brain) -> None:
     assert refused["error"]["type"] == "InvalidInput"
     assert "memory_read" in {s["function"]["name"] for s in brain.tools(extra=["memory_read"])}
     assert "error" not in brain.call_tool("memory_read", {"ids": ["mt_x"]}, extra=["memory_read"])
+
+
+def test_read_tools_say_scope_filters_default_to_every_scope(brain: Brain) -> None:
+    """memory_search, memory_list and memory_context described ``scope`` as "user
+    (default)", but without it they read every scope (Brain.search/list/context do); a
+    model reading the schema expected user memories only. memory_get_key's scope does
+    default to user (a key lives in one scope), and so do the writes'."""
+    specs = {s["function"]["name"]: s["function"]["parameters"]["properties"]
+             for s in Toolbox(brain, None, "all").specs()}
+    for name in ("memory_search", "memory_list", "memory_context"):
+        assert "default: every scope" in specs[name]["scope"]["description"], name
+        assert "user (default)" not in specs[name]["scope"]["description"], name
+    for name in ("memory_add", "memory_put", "memory_get_key", "memory_observe"):
+        assert "user (default)" in specs[name]["scope"]["description"], name
+    mine = brain.add("kayaking trip plans", scope="user", scope_id="alice").id
+    team = brain.add("kayaking trip budget", scope="organization", scope_id="acme").id
+    box = Toolbox(brain, None, "all")
+    assert {r["id"] for r in box.call("memory_search", {"query": "kayaking"})["results"]} == {mine, team}
+    assert {i["id"] for i in box.call("memory_list", {})["items"]} == {mine, team}
+    assert {i["id"] for i in box.call("memory_context", {"query": "kayaking"})["items"]} == {mine, team}
