@@ -22,7 +22,6 @@ from .tool_base import (
     _POLICY,
     _TAGS,
     _TTL,
-    _TYPE_DOC,
     JSON,
     ToolContext,
     _limit,
@@ -46,7 +45,7 @@ if TYPE_CHECKING:  # the Toolbox sits above the tools it runs; imported for type
 def _add_schema(ctx: ToolContext | None) -> JSON:
     return _obj({
         "content": _str("What to remember, as a short self-contained statement.", minLength=1),
-        "type": _type_prop(ctx, write=True),
+        "type": _type_prop(ctx, write=True, default=DEFAULT_TYPE),
         **_scope_props(ctx, write=True),
         "tags": _TAGS,
         "importance": _IMPORTANCE,
@@ -241,7 +240,8 @@ def _put_schema(ctx: ToolContext | None) -> JSON:
         "key": _str("The name of the value, unique within the scope.", minLength=1, maxLength=_POLICY.max_key_chars),
         "content": _str("The value to store under the key.", minLength=1),
         **_scope_props(ctx, write=True),
-        "type": {**_type_prop(ctx, write=True), "description": _TYPE_DOC + " Default semantic."},
+        "type": _type_prop(ctx, write=True, default="semantic",
+                           note=" An existing key keeps its kind unless this is given."),
         "tags": _TAGS,
         "importance": _IMPORTANCE,
         "pinned": _PINNED,

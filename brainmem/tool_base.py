@@ -147,13 +147,18 @@ _IMPORTANCE = {"type": "number", "minimum": 0, "maximum": 1,
                "description": "0..1 (default 0.5); important memories are forgotten more slowly."}
 _PINNED = {"type": "boolean", "description": "Pinned memories are never forgotten automatically."}
 _METADATA = {"type": "object", "description": "Free-form JSON object kept with the memory."}
-_TYPE_DOC = ("Kind of memory: episodic (an event, default), semantic (a fact), procedural "
-             "(how to do something), prospective (a future intention), working (task scratch).")
+_TYPE_KINDS = {"episodic": "an event", "semantic": "a fact", "procedural": "how to do something",
+               "prospective": "a future intention", "working": "task scratch"}
 
 
-def _type_prop(ctx: ToolContext | None, write: bool) -> JSON:
+def _type_prop(ctx: ToolContext | None, write: bool, default: str | None = None, note: str = "") -> JSON:
+    """``type``: the kind a write gives (``default``: what an omitted type means; None: the
+    trace keeps its own), or without ``write`` a read's filter (every kind by default)."""
     choices = ctx.writable_types() if (ctx is not None and write) else list(TYPES)
-    return {"type": "string", "enum": choices, "description": _TYPE_DOC}
+    kinds = ", ".join(f"{t} ({_TYPE_KINDS[t]}{', default' if t == default else ''})" for t in choices)
+    text = f"Kind of memory: {kinds}." if write else \
+        f"Only memories of this kind: {kinds} (default: every kind)."
+    return {"type": "string", "enum": choices, "description": text + note}
 
 
 def _scope_props(ctx: ToolContext | None, write: bool, filter: bool = False) -> JSON:

@@ -338,3 +338,24 @@ def test_read_tools_say_scope_filters_default_to_every_scope(brain: Brain) -> No
     assert {r["id"] for r in box.call("memory_search", {"query": "kayaking"})["results"]} == {mine, team}
     assert {i["id"] for i in box.call("memory_list", {})["items"]} == {mine, team}
     assert {i["id"] for i in box.call("memory_context", {"query": "kayaking"})["items"]} == {mine, team}
+
+
+def test_type_descriptions_name_each_tools_own_default(brain: Brain) -> None:
+    """Every tool described ``type`` as "episodic (an event, default)": a read's type is a
+    filter over every kind, memory_put's new keys are semantic (its text went on to say
+    "Default semantic." too) and memory_update keeps the current type."""
+    specs = {s["function"]["name"]: s["function"]["parameters"]["properties"]
+             for s in Toolbox(brain, None, "all").specs()}
+    for name in ("memory_search", "memory_list"):
+        text = specs[name]["type"]["description"]
+        assert "default: every kind" in text and "event, default" not in text, name
+    assert "episodic (an event, default)" in specs["memory_add"]["type"]["description"]
+    put = specs["memory_put"]["type"]["description"]
+    assert "semantic (a fact, default)" in put and "event, default" not in put
+    assert "default" not in specs["memory_update"]["type"]["description"]
+    fact = brain.add("kayaking is the user's hobby", type="semantic").id
+    event = brain.add("went kayaking on Sunday").id
+    found = Toolbox(brain, None, "all").call("memory_search", {"query": "kayaking"})["results"]
+    assert {r["id"] for r in found} == {fact, event}
+    key = Toolbox(brain, None, "all").call("memory_put", {"key": "hobby", "content": "kayaking"})
+    assert brain.get(key["trace_id"]).type == "semantic"
