@@ -25,6 +25,7 @@ from .tool_base import (
     JSON,
     ToolContext,
     _limit,
+    _needs_type,
     _obj,
     _scope_props,
     _str,
@@ -63,7 +64,7 @@ def _add_schema(ctx: ToolContext | None) -> JSON:
                     "(searched like its content).", maxLength=MAX_CUE_CHARS),
         "task_id": _str("For task scratch (type working): the task it belongs to; ending the "
                         "task archives it.", maxLength=MAX_ID_CHARS),
-    }, ["content"])
+    }, ["content", *_needs_type(ctx, DEFAULT_TYPE)])
 
 
 @_tool("memory_add",
@@ -249,7 +250,7 @@ def _put_schema(ctx: ToolContext | None) -> JSON:
         "ttl": _TTL,
         "expected_version": {"type": "integer", "minimum": 0,
                              "description": "Only write if the value is at this version (0: absent)."},
-    }, ["key", "content"])
+    }, ["key", "content", *_needs_type(ctx, "semantic")])
 
 
 @_tool("memory_put",

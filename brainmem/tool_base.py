@@ -161,6 +161,12 @@ def _type_prop(ctx: ToolContext | None, write: bool, default: str | None = None,
     return {"type": "string", "enum": choices, "description": text + note}
 
 
+def _needs_type(ctx: ToolContext | None, default: str) -> list[str]:
+    """``["type"]`` when the context may not write ``default``, the type an omitted one
+    means: the schema then requires it (else a call it accepts would be refused)."""
+    return ["type"] if ctx is not None and default not in ctx.writable_types() else []
+
+
 def _scope_props(ctx: ToolContext | None, write: bool, filter: bool = False) -> JSON:
     """``scope`` (and without a context ``scope_id``): where a memory goes or is looked up
     (``user`` by default), or with ``filter`` which memories a read sees (every scope)."""

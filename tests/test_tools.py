@@ -359,3 +359,28 @@ def test_type_descriptions_name_each_tools_own_default(brain: Brain) -> None:
     assert {r["id"] for r in found} == {fact, event}
     key = Toolbox(brain, None, "all").call("memory_put", {"key": "hobby", "content": "kayaking"})
     assert brain.get(key["trace_id"]).type == "semantic"
+
+
+def test_a_context_that_cannot_write_the_default_type_requires_one(brain: Brain) -> None:
+    """With allowed_types=["semantic"], memory_add's schema left ``type`` optional (and
+    called episodic the default) while a call without it was refused ("may not write
+    episodic memories"): a call the schema accepted failed. ``type`` is now required
+    there (memory_put's likewise when semantic, its default, is not allowed)."""
+    facts_only = Toolbox(brain, ToolContext(user_id="u1", allowed_types=["semantic"]), "all")
+    events_only = Toolbox(brain, ToolContext(user_id="u1", allowed_types=["episodic"]), "all")
+    specs = {(box is facts_only, s["function"]["name"]): s["function"]["parameters"]
+             for box in (facts_only, events_only) for s in box.specs()}
+    add, put = specs[(True, "memory_add")], specs[(False, "memory_put")]
+    for schema, args in ((add, {"content": "x"}), (put, {"key": "k", "content": "x"})):
+        assert "type" in schema["required"]
+        assert "default" not in schema["properties"]["type"]["description"]
+        with pytest.raises(jsonschema.ValidationError):
+            jsonschema.validate(args, schema)
+    assert facts_only.call("memory_add", {"content": "x"})["error"]["type"] == "InvalidInput"
+    assert brain.get(facts_only.call("memory_add", {"content": "x", "type": "semantic"})["trace_id"]).type == \
+        "semantic"
+    assert "error" not in events_only.call("memory_put", {"key": "k", "content": "x", "type": "episodic"})
+    # where the default is allowed, type stays optional
+    assert "type" not in specs[(False, "memory_add")]["required"]
+    assert "type" not in specs[(True, "memory_put")]["required"]
+    assert "error" not in events_only.call("memory_add", {"content": "an event"})
