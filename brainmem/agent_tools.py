@@ -55,7 +55,7 @@ def _context_schema(ctx: ToolContext | None) -> JSON:
         "query": _str("What the agent is about to do or answer.", maxLength=4096),
         "budget": {"type": "integer", "minimum": 1, "maximum": 100_000,
                    "description": "Most tokens of text to return (default 1000)."},
-        **_scope_props(ctx, write=False),
+        **_scope_props(ctx, write=False, filter=True),
     })
 
 

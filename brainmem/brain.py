@@ -379,7 +379,7 @@ class Brain(FacesMixin, AdminMixin):
 
         at = self.now(now)
         with self._long_job_store() as store:
-            report = consolidation.run(store, self.policy, at, clock=self.clock,
+            report = consolidation.run(store, self.policy, at, clock=self.now,
                                        llm=self.llm, progress=progress)
         if self._vectors is not None and report.status == "ok":  # reindex, by meaning
             report.embedded = self._vectors.backfill(lock=self._lock)["embedded"]

@@ -67,6 +67,9 @@ class BrainBase:
         if policy is not None and not isinstance(policy, Policy):
             raise InvalidInput(f"policy must be a brainmem.Policy, not {type(policy).__name__}")
         self.policy = policy or Policy()
+        if clock is not None and not callable(clock):  # e.g. clock=time.time(), the time itself
+            raise InvalidInput(f"clock must be a function returning the time (e.g. time.time), "
+                               f"not {type(clock).__name__}")
         embedder = hybrid.resolve_embedder(embedder)  # refused before the file is touched
         #: the reranker of this brain's searches (:mod:`brainmem.rerank`), or None
         self.reranker = resolve_reranker(reranker)
@@ -120,7 +123,10 @@ class BrainBase:
     def now(self, now: TimeLike | None = None) -> float:
         """``now`` as unix seconds, or the clock's time when it is None."""
         stamp = to_timestamp(now, "now")
-        return float(self.clock()) if stamp is None else stamp
+        if stamp is None:  # the clock's time, read as any time argument (a datetime too)
+            stamp = to_timestamp(self.clock(), "the clock's time")
+        assert stamp is not None
+        return stamp
 
     @contextlib.contextmanager
     def _long_job_store(self) -> Iterator[Store]:

@@ -57,6 +57,20 @@ class EmbedderError(BrainmemError):
 
 @runtime_checkable
 class Embedder(Protocol):
+    """What ``Brain(embedder=...)`` takes besides a spec string or a plain function.
+
+    ``model_id`` names the model: vectors are stored per model id, and a brain opened
+    with another id never mixes them. ``dimension`` is the vectors' length, or None when
+    not declared; an answer of another length than it (or than this model's vectors
+    already stored) is refused. ``batch_size`` is
+    how many texts one ``embed`` call gets. ``embed(texts, kind)`` returns one vector
+    per text (an ``(n, d)`` array; ``kind`` is ``"query"`` or ``"passage"``, for models
+    that embed the two differently). Whatever it raises, or a broken answer (wrong
+    count or length, NaN), is an :class:`EmbedderError`: the add keeps its trace, the
+    search goes lexical. :class:`OpenAIEmbedder`, :class:`OnnxEmbedder` and
+    :class:`CallableEmbedder` are the shipped ones.
+    """
+
     model_id: str
     dimension: int | None
     batch_size: int

@@ -22,10 +22,10 @@ from .tool_base import (
     _POLICY,
     _TAGS,
     _TTL,
-    _TYPE_DOC,
     JSON,
     ToolContext,
     _limit,
+    _needs_type,
     _obj,
     _scope_props,
     _str,
@@ -46,7 +46,7 @@ if TYPE_CHECKING:  # the Toolbox sits above the tools it runs; imported for type
 def _add_schema(ctx: ToolContext | None) -> JSON:
     return _obj({
         "content": _str("What to remember, as a short self-contained statement.", minLength=1),
-        "type": _type_prop(ctx, write=True),
+        "type": _type_prop(ctx, write=True, default=DEFAULT_TYPE),
         **_scope_props(ctx, write=True),
         "tags": _TAGS,
         "importance": _IMPORTANCE,
@@ -64,7 +64,7 @@ def _add_schema(ctx: ToolContext | None) -> JSON:
                     "(searched like its content).", maxLength=MAX_CUE_CHARS),
         "task_id": _str("For task scratch (type working): the task it belongs to; ending the "
                         "task archives it.", maxLength=MAX_ID_CHARS),
-    }, ["content"])
+    }, ["content", *_needs_type(ctx, DEFAULT_TYPE)])
 
 
 @_tool("memory_add",
@@ -153,7 +153,7 @@ def _search_schema(ctx: ToolContext | None) -> JSON:
         "query": _str("What to look for, in natural language (or FTS5 syntax).", minLength=1,
                       maxLength=4096),
         "type": _type_prop(ctx, write=False),
-        **_scope_props(ctx, write=False),
+        **_scope_props(ctx, write=False, filter=True),
         "tags": {**_TAGS, "description": "Only memories with at least one of these tags."},
         "limit": _limit("Most results to return", 10),
         "as_of": _str("Search what was believed at this time (ISO-8601) instead of now.",
@@ -218,7 +218,7 @@ def _memory_read(box: Toolbox, args: dict[str, Any]) -> JSON:
 def _list_schema(ctx: ToolContext | None) -> JSON:
     return _obj({
         "type": _type_prop(ctx, write=False),
-        **_scope_props(ctx, write=False),
+        **_scope_props(ctx, write=False, filter=True),
         "tags": {**_TAGS, "description": "Only memories with at least one of these tags."},
         "key_prefix": _str("Only keyed memories whose key starts with this.", maxLength=_POLICY.max_key_chars),
         "limit": _limit("Most items to return", 50),
@@ -241,7 +241,8 @@ def _put_schema(ctx: ToolContext | None) -> JSON:
         "key": _str("The name of the value, unique within the scope.", minLength=1, maxLength=_POLICY.max_key_chars),
         "content": _str("The value to store under the key.", minLength=1),
         **_scope_props(ctx, write=True),
-        "type": {**_type_prop(ctx, write=True), "description": _TYPE_DOC + " Default semantic."},
+        "type": _type_prop(ctx, write=True, default="semantic",
+                           note=" An existing key keeps its kind unless this is given."),
         "tags": _TAGS,
         "importance": _IMPORTANCE,
         "pinned": _PINNED,
@@ -249,7 +250,7 @@ def _put_schema(ctx: ToolContext | None) -> JSON:
         "ttl": _TTL,
         "expected_version": {"type": "integer", "minimum": 0,
                              "description": "Only write if the value is at this version (0: absent)."},
-    }, ["key", "content"])
+    }, ["key", "content", *_needs_type(ctx, "semantic")])
 
 
 @_tool("memory_put",

@@ -57,6 +57,15 @@ class RerankerError(BrainmemError):
 
 @runtime_checkable
 class Reranker(Protocol):
+    """What ``Brain(reranker=...)`` takes besides a spec string or a plain function.
+
+    ``model_id`` names the model. ``score(query, texts)`` returns one relevance score per
+    text (higher: answers the query better), for the top ``Policy.rerank_depth`` hits of
+    a search. Whatever it raises, or a broken answer (wrong count, NaN), leaves the
+    search in its own order with ``Hits.degraded`` saying why. :class:`OnnxReranker` and
+    :class:`CallableReranker` are the shipped ones.
+    """
+
     model_id: str
 
     def score(self, query: str, texts: list[str]) -> np.ndarray: ...

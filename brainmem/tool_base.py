@@ -147,16 +147,37 @@ _IMPORTANCE = {"type": "number", "minimum": 0, "maximum": 1,
                "description": "0..1 (default 0.5); important memories are forgotten more slowly."}
 _PINNED = {"type": "boolean", "description": "Pinned memories are never forgotten automatically."}
 _METADATA = {"type": "object", "description": "Free-form JSON object kept with the memory."}
-_TYPE_DOC = ("Kind of memory: episodic (an event, default), semantic (a fact), procedural "
-             "(how to do something), prospective (a future intention), working (task scratch).")
+_TYPE_KINDS = {"episodic": "an event", "semantic": "a fact", "procedural": "how to do something",
+               "prospective": "a future intention", "working": "task scratch"}
 
 
-def _type_prop(ctx: ToolContext | None, write: bool) -> JSON:
+def _type_prop(ctx: ToolContext | None, write: bool, default: str | None = None, note: str = "") -> JSON:
+    """``type``: the kind a write gives (``default``: what an omitted type means; None: the
+    trace keeps its own), or without ``write`` a read's filter (every kind by default)."""
     choices = ctx.writable_types() if (ctx is not None and write) else list(TYPES)
-    return {"type": "string", "enum": choices, "description": _TYPE_DOC}
+    kinds = ", ".join(f"{t} ({_TYPE_KINDS[t]}{', default' if t == default else ''})" for t in choices)
+    text = f"Kind of memory: {kinds}." if write else \
+        f"Only memories of this kind: {kinds} (default: every kind)."
+    return {"type": "string", "enum": choices, "description": text + note}
 
 
-def _scope_props(ctx: ToolContext | None, write: bool) -> JSON:
+def _needs_type(ctx: ToolContext | None, default: str) -> list[str]:
+    """``["type"]`` when the context may not write ``default``, the type an omitted one
+    means: the schema then requires it (else a call it accepts would be refused)."""
+    return ["type"] if ctx is not None and default not in ctx.writable_types() else []
+
+
+def _scope_props(ctx: ToolContext | None, write: bool, filter: bool = False) -> JSON:
+    """``scope`` (and without a context ``scope_id``): where a memory goes or is looked up
+    (``user`` by default), or with ``filter`` which memories a read sees (every scope)."""
+    if ctx is None and filter:
+        return {
+            "scope": {"type": "string", "enum": list(SCOPES),
+                      "description": "Only memories in this scope: user, thread, persona or "
+                                     "organization (default: every scope)."},
+            "scope_id": _str("Only memories with this id within the scope (default: every id).",
+                             maxLength=MAX_ID_CHARS),
+        }
     if ctx is None:
         return {
             "scope": {"type": "string", "enum": list(SCOPES),

@@ -768,3 +768,24 @@ def test_a_closed_brain_refuses_every_call_with_a_brain_file_error(tmp_path: Pat
     with Brain(str(path)) as again:  # nothing was written after the close
         assert [t.id for t in again.list().items] == [kept.id]
         assert again.reflect_log() == []
+
+
+def test_a_clock_that_is_not_a_function_of_the_time_is_invalid_input(tmp_path: Path) -> None:
+    """``Brain(path, clock=time.time())`` (the time, not the function) created the file and
+    then every call died with "TypeError: 'float' object is not callable"; a clock giving a
+    ``datetime`` (``clock=datetime.now``) was a TypeError too, although every time argument
+    takes one. A clock must be callable (InvalidInput, before the file is touched) and its
+    time is read as any time argument is."""
+    import time
+
+    path = tmp_path / "b.db"
+    with pytest.raises(InvalidInput, match="clock"):
+        Brain(str(path), clock=time.time())
+    assert not path.exists()
+    moment = datetime(2026, 3, 1, 12, 0, tzinfo=timezone.utc)
+    with Brain(str(path), clock=lambda: moment) as brain:
+        assert brain.add("x").created_at == moment.timestamp()
+        assert brain.reflect().status == "ok"
+    with Brain(str(path), clock=lambda: "soon") as brain:
+        with pytest.raises(InvalidInput, match="clock"):
+            brain.add("y")

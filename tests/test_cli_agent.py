@@ -142,3 +142,22 @@ def test_observe_reads_json_lines_whose_text_holds_unicode_line_breaks(
         assert len(report["stored"]) + len(report["duplicates"]) == len(texts)
     with Brain(db) as brain:
         assert sorted(t.content for t in brain.read(report["duplicates"]).traces) == sorted(texts)
+
+
+def test_context_scope_flags_are_filters_and_say_so(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """``context --help`` said --scope defaults to user and --scope-id to '', but without
+    them the block draws on every scope (as search and list do): the flags only narrow it."""
+    with pytest.raises(SystemExit):
+        main(["context", "--help"])
+    usage = " ".join(capsys.readouterr().out.split())
+    assert "(default: user)" not in usage and "(default: '')" not in usage
+    assert "only this scope (default: every scope)" in usage
+    db = str(tmp_path / "b.db")
+    with Brain(db) as brain:
+        alice = brain.add("Alice plans kayaking trips", scope="user", scope_id="alice")
+        team = brain.add("The team plans kayaking trips", scope="organization", scope_id="acme")
+    assert main(["context", "kayaking trips", "--json", "--brain", db]) == 0
+    shown = {item["id"] for item in json.loads(capsys.readouterr().out)["items"]}
+    assert shown == {alice.id, team.id}
+    assert main(["context", "kayaking trips", "--scope-id", "alice", "--json", "--brain", db]) == 0
+    assert [item["id"] for item in json.loads(capsys.readouterr().out)["items"]] == [alice.id]

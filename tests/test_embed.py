@@ -306,3 +306,18 @@ def test_onnx_embedder_without_its_files_is_invalid_input(tmp_path) -> None:
     (tmp_path / "model.onnx").write_bytes(b"not a model")
     with pytest.raises(InvalidInput, match="tokenizer.json"):
         OnnxEmbedder(tmp_path / "model.onnx")
+
+
+def test_the_public_provider_protocols_document_themselves() -> None:
+    """``help(brainmem.Embedder)`` and ``help(brainmem.Reranker)`` showed typing.Protocol's
+    own docstring ("Base class for protocol classes ... def meth(self) -> int"), not what
+    an object must have to be passed as ``Brain(embedder=...)`` / ``Brain(reranker=...)``."""
+    import inspect
+
+    import brainmem
+
+    for protocol, members in ((brainmem.Embedder, ("model_id", "dimension", "batch_size", "embed(")),
+                              (brainmem.Reranker, ("model_id", "score("))):
+        doc = inspect.getdoc(protocol) or ""
+        assert "protocol classes" not in doc, protocol
+        assert all(m in doc for m in members), (protocol, doc)

@@ -318,3 +318,69 @@ def test_call_tool_runs_only_the_tools_tools_lists(brain: Brain) -> None:
     assert refused["error"]["type"] == "InvalidInput"
     assert "memory_read" in {s["function"]["name"] for s in brain.tools(extra=["memory_read"])}
     assert "error" not in brain.call_tool("memory_read", {"ids": ["mt_x"]}, extra=["memory_read"])
+
+
+def test_read_tools_say_scope_filters_default_to_every_scope(brain: Brain) -> None:
+    """memory_search, memory_list and memory_context described ``scope`` as "user
+    (default)", but without it they read every scope (Brain.search/list/context do); a
+    model reading the schema expected user memories only. memory_get_key's scope does
+    default to user (a key lives in one scope), and so do the writes'."""
+    specs = {s["function"]["name"]: s["function"]["parameters"]["properties"]
+             for s in Toolbox(brain, None, "all").specs()}
+    for name in ("memory_search", "memory_list", "memory_context"):
+        assert "default: every scope" in specs[name]["scope"]["description"], name
+        assert "user (default)" not in specs[name]["scope"]["description"], name
+    for name in ("memory_add", "memory_put", "memory_get_key", "memory_observe"):
+        assert "user (default)" in specs[name]["scope"]["description"], name
+    mine = brain.add("kayaking trip plans", scope="user", scope_id="alice").id
+    team = brain.add("kayaking trip budget", scope="organization", scope_id="acme").id
+    box = Toolbox(brain, None, "all")
+    assert {r["id"] for r in box.call("memory_search", {"query": "kayaking"})["results"]} == {mine, team}
+    assert {i["id"] for i in box.call("memory_list", {})["items"]} == {mine, team}
+    assert {i["id"] for i in box.call("memory_context", {"query": "kayaking"})["items"]} == {mine, team}
+
+
+def test_type_descriptions_name_each_tools_own_default(brain: Brain) -> None:
+    """Every tool described ``type`` as "episodic (an event, default)": a read's type is a
+    filter over every kind, memory_put's new keys are semantic (its text went on to say
+    "Default semantic." too) and memory_update keeps the current type."""
+    specs = {s["function"]["name"]: s["function"]["parameters"]["properties"]
+             for s in Toolbox(brain, None, "all").specs()}
+    for name in ("memory_search", "memory_list"):
+        text = specs[name]["type"]["description"]
+        assert "default: every kind" in text and "event, default" not in text, name
+    assert "episodic (an event, default)" in specs["memory_add"]["type"]["description"]
+    put = specs["memory_put"]["type"]["description"]
+    assert "semantic (a fact, default)" in put and "event, default" not in put
+    assert "default" not in specs["memory_update"]["type"]["description"]
+    fact = brain.add("kayaking is the user's hobby", type="semantic").id
+    event = brain.add("went kayaking on Sunday").id
+    found = Toolbox(brain, None, "all").call("memory_search", {"query": "kayaking"})["results"]
+    assert {r["id"] for r in found} == {fact, event}
+    key = Toolbox(brain, None, "all").call("memory_put", {"key": "hobby", "content": "kayaking"})
+    assert brain.get(key["trace_id"]).type == "semantic"
+
+
+def test_a_context_that_cannot_write_the_default_type_requires_one(brain: Brain) -> None:
+    """With allowed_types=["semantic"], memory_add's schema left ``type`` optional (and
+    called episodic the default) while a call without it was refused ("may not write
+    episodic memories"): a call the schema accepted failed. ``type`` is now required
+    there (memory_put's likewise when semantic, its default, is not allowed)."""
+    facts_only = Toolbox(brain, ToolContext(user_id="u1", allowed_types=["semantic"]), "all")
+    events_only = Toolbox(brain, ToolContext(user_id="u1", allowed_types=["episodic"]), "all")
+    specs = {(box is facts_only, s["function"]["name"]): s["function"]["parameters"]
+             for box in (facts_only, events_only) for s in box.specs()}
+    add, put = specs[(True, "memory_add")], specs[(False, "memory_put")]
+    for schema, args in ((add, {"content": "x"}), (put, {"key": "k", "content": "x"})):
+        assert "type" in schema["required"]
+        assert "default" not in schema["properties"]["type"]["description"]
+        with pytest.raises(jsonschema.ValidationError):
+            jsonschema.validate(args, schema)
+    assert facts_only.call("memory_add", {"content": "x"})["error"]["type"] == "InvalidInput"
+    assert brain.get(facts_only.call("memory_add", {"content": "x", "type": "semantic"})["trace_id"]).type == \
+        "semantic"
+    assert "error" not in events_only.call("memory_put", {"key": "k", "content": "x", "type": "episodic"})
+    # where the default is allowed, type stays optional
+    assert "type" not in specs[(False, "memory_add")]["required"]
+    assert "type" not in specs[(True, "memory_put")]["required"]
+    assert "error" not in events_only.call("memory_add", {"content": "an event"})

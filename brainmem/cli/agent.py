@@ -37,7 +37,7 @@ def register(commands: Any) -> None:
     p.add_argument("query", nargs="?", default=None)
     p.add_argument("--budget", type=int, default=1000, metavar="TOKENS", help="default 1000")
     p.add_argument("-n", "--limit", type=int, default=20, help="most relevant memories (default 20)")
-    scope_args(p, what="visibility")
+    scope_args(p, filter=True)
     add_json_flag(p)
     p.set_defaults(handler=_context)
 
