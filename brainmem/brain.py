@@ -342,9 +342,11 @@ class Brain(FacesMixin, AdminMixin):
 
     def stats(self) -> dict[str, Any]:
         """Counts of live and deleted traces by type, edges by kind, retrievals, file size,
-        and vectors by model id."""
+        and vectors by model id. ``expired``: live traces past their expiry, invisible to
+        every read and counted in ``live`` until ``reflect`` prunes them."""
+        at = self.now()
         with self._lock, self._store.read():
-            return {**self._store.stats(), **hybrid.stats(self._store, self._vectors)}
+            return {**self._store.stats(at), **hybrid.stats(self._store, self._vectors)}
 
     # --- search by meaning: backfill -----------------------------------------------
 

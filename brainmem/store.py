@@ -479,10 +479,12 @@ class Store(IndexTables, EdgeTables, LogTables, InspectTables, VectorTables, Mai
 
     # --- statistics -------------------------------------------------------------------
 
-    def stats(self) -> dict[str, Any]:
+    def stats(self, now: float) -> dict[str, Any]:
         live: dict[str, int] = dict(self.execute(  # type: ignore[arg-type]
             "SELECT type, count(*) FROM traces WHERE deleted_at IS NULL GROUP BY type"
         ).fetchall())
+        expired = self.execute("SELECT count(*) FROM traces WHERE deleted_at IS NULL AND expires_at <= ?",
+                               (now,)).get
         deleted = self.execute("SELECT count(*) FROM traces WHERE deleted_at IS NOT NULL").get
         edges = self.edge_counts()
         retrievals = self.execute("SELECT count(*) FROM retrievals").get
@@ -493,6 +495,8 @@ class Store(IndexTables, EdgeTables, LogTables, InspectTables, VectorTables, Mai
             "schema_version": self.db.pragma("user_version"),
             "live": sum(live.values()),
             "live_by_type": live,
+            # past their expiry: invisible already, counted in "live" until reflect prunes them
+            "expired": expired,
             "deleted": deleted,
             "edges": sum(edges.values()),
             "edges_by_kind": edges,

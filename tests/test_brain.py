@@ -789,3 +789,16 @@ def test_a_clock_that_is_not_a_function_of_the_time_is_invalid_input(tmp_path: P
     with Brain(str(path), clock=lambda: "soon") as brain:
         with pytest.raises(InvalidInput, match="clock"):
             brain.add("y")
+
+
+def test_stats_count_expired_traces_awaiting_prune(file_brain: Brain, clock) -> None:
+    """``live`` counted traces past their expiry (invisible to every read) with no word
+    of it; ``expired`` says how many until reflect prunes them."""
+    file_brain.add("a one-time code 4821", ttl=60)
+    file_brain.add("the user's bike is blue", ttl=3600, pinned=True)
+    file_brain.add("the user likes tea")
+    assert (file_brain.stats()["live"], file_brain.stats()["expired"]) == (3, 0)
+    clock.advance(120)
+    assert (file_brain.stats()["live"], file_brain.stats()["expired"]) == (3, 1)
+    assert file_brain.reflect().expired == 1
+    assert (file_brain.stats()["live"], file_brain.stats()["expired"]) == (2, 0)
