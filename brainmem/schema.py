@@ -314,14 +314,15 @@ def inspect(db: apsw.Connection) -> tuple[bool, int]:
     tables = db.execute("SELECT count(*) FROM sqlite_schema").get
     if app_id == 0 and version == 0 and tables == 0:
         return True, 0
+    name = db.filename or "the database"  # "" for ":memory:"
     if app_id != APPLICATION_ID:
         raise NotABrainFile(
-            "not a brainmem brain: a SQLite database of another application "
+            f"{name} is not a brainmem brain: a SQLite database of another application "
             f"(application_id {app_id:#x}); it was left unchanged"
         )
     if version > SCHEMA_VERSION:
         raise SchemaTooNew(
-            f"brain schema version {version} is newer than this brainmem supports "
+            f"{name} has brain schema version {version}, newer than this brainmem supports "
             f"({SCHEMA_VERSION}); upgrade brainmem"
         )
     return False, version

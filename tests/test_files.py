@@ -102,6 +102,7 @@ def test_another_applications_sqlite_is_refused_unchanged(tmp_path: Path, app_id
     for readonly in (False, True):
         message = _refused(path, NotABrainFile, readonly)
         assert "another application" in message and "left unchanged" in message
+        assert str(path) in message  # which file: with application_id 0 it once went unnamed
 
 
 def test_brain_from_a_newer_schema_is_refused_unchanged(tmp_path: Path) -> None:
@@ -113,6 +114,7 @@ def test_brain_from_a_newer_schema_is_refused_unchanged(tmp_path: Path) -> None:
     for readonly in (False, True):
         message = _refused(path, SchemaTooNew, readonly)
         assert str(SCHEMA_VERSION + 1) in message and "upgrade brainmem" in message
+        assert str(path) in message
 
 
 def test_directory_and_missing_file(tmp_path: Path) -> None:
