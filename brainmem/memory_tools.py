@@ -158,6 +158,8 @@ def _search_schema(ctx: ToolContext | None) -> JSON:
         "limit": _limit("Most results to return", 10),
         "as_of": _str("Search what was believed at this time (ISO-8601) instead of now.",
                       maxLength=64),
+        "since": _str("Only memories created at or after this time (ISO-8601).", maxLength=64),
+        "until": _str("Only memories created at or before this time (ISO-8601).", maxLength=64),
     }, ["query"])
 
 
@@ -168,7 +170,8 @@ def _search_schema(ctx: ToolContext | None) -> JSON:
 def _memory_search(box: Toolbox, args: dict[str, Any]) -> JSON:
     where = box.read_scopes(args.get("scope"), args.get("scope_id"))
     hits = box.brain.search(args["query"], args.get("limit", 10), type=args.get("type"),
-                            tags=args.get("tags") or None, as_of=args.get("as_of"), **where)
+                            tags=args.get("tags") or None, as_of=args.get("as_of"),
+                            since=args.get("since"), until=args.get("until"), **where)
     out: dict[str, Any] = {"results": [hit_view(h) for h in hits], "retrieval_id": hits.retrieval_id}
     if getattr(hits, "degraded", None):
         out["degraded"] = hits.degraded  # the embedder or reranker failed; the search went on

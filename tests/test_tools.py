@@ -384,3 +384,21 @@ def test_a_context_that_cannot_write_the_default_type_requires_one(brain: Brain)
     assert "type" not in specs[(False, "memory_add")]["required"]
     assert "type" not in specs[(True, "memory_put")]["required"]
     assert "error" not in events_only.call("memory_add", {"content": "an event"})
+
+
+def test_memory_search_takes_since_and_until_as_brain_search_does(brain_factory, clock) -> None:
+    """Brain.search and the CLI took since/until; the memory_search tool had no way to."""
+    brain = brain_factory()
+    old = brain.add("the user ran a marathon in spring").id
+    clock.advance(86_400 * 30)
+    new = brain.add("the user ran a half marathon in summer").id
+    cut = brain.get(new).created_at - 86_400
+    from brainmem.model import iso
+
+    def ids(**args):
+        return [r["id"] for r in brain.call_tool("memory_search", {"query": "marathon", **args})["results"]]
+
+    assert set(ids()) == {old, new}
+    assert ids(since=iso(cut)) == [new]
+    assert ids(until=iso(cut)) == [old]
+    assert brain.call_tool("memory_search", {"query": "marathon", "since": "soon"})["error"]["type"] == "InvalidInput"
