@@ -161,3 +161,21 @@ def test_context_scope_flags_are_filters_and_say_so(tmp_path: Path, capsys: pyte
     assert shown == {alice.id, team.id}
     assert main(["context", "kayaking trips", "--scope-id", "alice", "--json", "--brain", db]) == 0
     assert [item["id"] for item in json.loads(capsys.readouterr().out)["items"]] == [alice.id]
+
+
+def test_context_now_shows_what_was_current_then(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Brain.context(now=) existed, but the CLI had no --now."""
+    db = str(tmp_path / "b.db")
+    with Brain(db, clock=lambda: 1_767_225_600.0) as brain:  # 2026-01-01
+        paris = brain.add("The user lives in Paris")
+    with Brain(db, clock=lambda: 1_769_904_000.0) as brain:  # 2026-02-01
+        lyon = brain.add("The user lives in Lyon", supersedes=[paris.id])
+
+    def shown(*extra: str) -> list[str]:
+        assert main(["context", "where does the user live", "--json", "--brain", db, *extra]) == 0
+        return [item["id"] for item in json.loads(capsys.readouterr().out)["items"]]
+    assert shown() == [lyon.id]
+    assert paris.id in shown("--now", "2026-01-15T00:00:00Z")  # still current then (now is not as_of:
+    # what was added later is not hidden)
+    assert main(["context", "x", "--now", "soon", "--brain", db]) == 2
+    assert len(capsys.readouterr().err.strip().splitlines()) == 1

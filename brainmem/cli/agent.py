@@ -38,6 +38,8 @@ def register(commands: Any) -> None:
     p.add_argument("--budget", type=int, default=1000, metavar="TOKENS", help="default 1000")
     p.add_argument("-n", "--limit", type=int, default=20, help="most relevant memories (default 20)")
     scope_args(p, filter=True)
+    p.add_argument("--now", metavar="TIME",
+                   help="the block as of TIME (ISO-8601 or unix seconds): what is current then")
     add_json_flag(p)
     p.set_defaults(handler=_context)
 
@@ -95,7 +97,7 @@ def _observe(args: argparse.Namespace) -> int:
 def _context(args: argparse.Namespace) -> int:
     with open_brain(args) as brain:
         block = brain.context(args.query, budget=args.budget, limit=args.limit, scope=args.scope,
-                              scope_id=args.scope_id)
+                              scope_id=args.scope_id, now=time_arg(args.now))
     if args.json:
         print_json(block.to_dict())
     elif block.text:
