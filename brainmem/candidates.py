@@ -132,6 +132,23 @@ def gather(store: Store, compiler: QueryCompiler, compiled: CompiledQuery, filte
     return scored[:size]
 
 
+def lexical_scores(store: Store, compiler: QueryCompiler, phrases: Sequence[str],
+                   traces: Sequence[Trace], weights: Sequence[float], budget: int | None) -> list[float]:
+    """FTS5's BM25 of each of ``traces`` for the words ``phrases`` (larger is better), as
+    :func:`gather` scores its candidates: the index's row count, average length and
+    document frequencies. 0 for a trace holding none of the words (as a search sees
+    them: content, tags and cue, weighted). For traces the index does not hold (the
+    snapshots an ``as_of`` search reads, brainmem.timeline)."""
+    stems = {p: (compiler.stem_list(p) or [p])[0] for p in phrases}
+    if not stems or not traces:
+        return [0.0] * len(traces)
+    stats = _stats(store)
+    df = (_frequencies(store, stats, stems, budget) if budget
+          else store.document_frequencies(list(stems.values()))[1])
+    idf = {s: _idf(stats[0], df.get(s, 0)) for s in set(stems.values())}
+    return [_bm25(t, stems, idf, stats, weights) for t in traces]
+
+
 def _passing(store: Store, filters: Filters, limit: int, memo: dict[Any, Any] | None) -> list[Trace]:
     """The newest ``limit`` traces passing ``filters`` (once per search and filter)."""
     key = ("passing", *_filters_key(filters), limit)

@@ -70,6 +70,8 @@ class Ranked:
     hits: list[Hit]
     terms: tuple[str, ...]
     windows: tuple[tuple[float, float], ...] = ()
+    #: The words searched (``CompiledQuery.phrases``; its terms for FTS5 syntax).
+    phrases: tuple[str, ...] = ()
 
 
 def search(
@@ -107,7 +109,8 @@ def search(
                 seen.add(trace.id)
                 hits.append(Hit(trace, score, factors))
         if len(hits) >= limit or exhausted:
-            return Ranked(hits[:limit], compiled.terms, tuple((w.start, w.end) for w in cues.windows))
+            return Ranked(hits[:limit], compiled.terms, tuple((w.start, w.end) for w in cues.windows),
+                          compiled.phrases or compiled.terms)
         size *= max(2, policy.candidate_factor)
 
 
