@@ -297,7 +297,7 @@ class Brain(FacesMixin, AdminMixin):
                                           max(limit, depth), at, explain, dense)
                 found = ranked.hits if when is None else timeline.at_time(
                     self._store, self._compiler, self.policy, ranked.phrases, ranked.hits, filters,
-                    when, explain)
+                    when, explain, ranked.syntax)
         if depth and self.reranker is not None:
             found, failed = rerank.apply(self.reranker, self.policy, query, found, explain)
             degraded = "; ".join(filter(None, (degraded, failed))) or None

@@ -149,6 +149,26 @@ def lexical_scores(store: Store, compiler: QueryCompiler, phrases: Sequence[str]
     return [_bm25(t, stems, idf, stats, weights) for t in traces]
 
 
+def syntax_matches(expression: str, traces: Sequence[Trace]) -> list[bool]:
+    """Whether each of ``traces`` matches the FTS5 ``expression`` (a query in FTS5 syntax),
+    tested in a throwaway in-memory index with the brain's tokenizer and columns: for
+    traces the index does not hold (an ``as_of`` search's snapshots). All True when
+    SQLite refuses the expression (the search then falls back to its words too)."""
+    db = apsw.Connection(":memory:")
+    try:
+        db.execute("CREATE VIRTUAL TABLE m USING fts5(content, tags, cue, "
+                   "tokenize='porter unicode61 remove_diacritics 2')")
+        db.executemany("INSERT INTO m(rowid, content, tags, cue) VALUES (?, ?, ?, ?)",
+                       [(i, t.content, " ".join(t.tags), t.cue or "") for i, t in enumerate(traces)])
+        try:
+            hit = {r for (r,) in db.execute("SELECT rowid FROM m WHERE m MATCH ?", (expression,))}
+        except apsw.SQLError:
+            return [True] * len(traces)
+        return [i in hit for i in range(len(traces))]
+    finally:
+        db.close()
+
+
 def _passing(store: Store, filters: Filters, limit: int, memo: dict[Any, Any] | None) -> list[Trace]:
     """The newest ``limit`` traces passing ``filters`` (once per search and filter)."""
     key = ("passing", *_filters_key(filters), limit)

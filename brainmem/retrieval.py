@@ -72,6 +72,8 @@ class Ranked:
     windows: tuple[tuple[float, float], ...] = ()
     #: The words searched (``CompiledQuery.phrases``; its terms for FTS5 syntax).
     phrases: tuple[str, ...] = ()
+    #: The FTS5 expression when the query's own FTS5 syntax was used (else None).
+    syntax: str | None = None
 
 
 def search(
@@ -110,7 +112,8 @@ def search(
                 hits.append(Hit(trace, score, factors))
         if len(hits) >= limit or exhausted:
             return Ranked(hits[:limit], compiled.terms, tuple((w.start, w.end) for w in cues.windows),
-                          compiled.phrases or compiled.terms)
+                          compiled.phrases or compiled.terms,
+                          compiled.expression if compiled.syntax else None)
         size *= max(2, policy.candidate_factor)
 
 

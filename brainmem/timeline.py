@@ -31,9 +31,10 @@ scored with the BM25 a candidate gets (:func:`brainmem.candidates.lexical_scores
 index's statistics; content, tags and cue) and placed before the first live hit
 whose own BM25 it beats, taking that hit's score; one beating none follows the live
 hits. The live hits keep their order, so ``limit=k`` stays the first k of a larger
-limit. A snapshot is matched by its words only (FTS5 operators, meaning, time cues
-and conversation context do not find it), and one holding none of them is never
-returned. ``history(id)`` walks the ``supersedes`` edges
+limit. A query in FTS5 syntax must also match the snapshot as written (tested in a
+throwaway in-memory index, :func:`brainmem.candidates.syntax_matches`). A snapshot is
+found by its words only (meaning, time cues and conversation context do not find
+it), and one holding none of them is never returned. ``history(id)`` walks the ``supersedes`` edges
 both ways and returns the chain oldest first. Reflect keeps superseded facts:
 prune counts them as pinned and merge leaves them out (``Store.decay_rows`` and
 ``Store.merge_rows``).
@@ -79,13 +80,17 @@ def began(trace: Trace) -> float:
 
 
 def at_time(store: Store, compiler: QueryCompiler, policy: Policy, phrases: Sequence[str],
-            hits: Sequence[Hit], filters: Filters, as_of: float, explain: bool = False) -> list[Hit]:
+            hits: Sequence[Hit], filters: Filters, as_of: float, explain: bool = False,
+            syntax: str | None = None) -> list[Hit]:
     """``hits`` (the live facts valid at ``as_of``, ranked) with the snapshots valid at
     ``as_of`` that hold a word of ``phrases`` merged in by their BM25 (see the module
     docstring): each goes before the first hit it outscores lexically, taking that
-    hit's score (the last hit's after them all; alone, its BM25 over the best one's)."""
+    hit's score (the last hit's after them all; alone, its BM25 over the best one's).
+    ``syntax``: the query's FTS5 expression, which a snapshot must also match."""
     snaps = [s for s in store.snapshots_valid_at(filters, as_of, policy.search_budget)
              if s.merged_into not in {h.trace.id for h in hits}]
+    if snaps and syntax is not None:
+        snaps = [s for s, ok in zip(snaps, lexical.syntax_matches(syntax, snaps)) if ok]
     if not snaps:
         return list(hits)
     scores = lexical.lexical_scores(store, compiler, phrases, [*snaps, *(h.trace for h in hits)],

@@ -270,6 +270,10 @@ def test_as_of_finds_the_old_value_by_its_own_words(file_brain: Brain, clock: Fa
     assert hits[0].trace.merged_into == live  # the snapshot: the hit for that trace at T
     # the current value's words no longer answer with the old text
     assert file_brain.search("Lisbon", as_of=then) == []
+    # FTS5 syntax must match the snapshot as written
+    assert file_brain.search('"lives in" AND Lisbon', as_of=then) == []
+    assert [h.trace.content for h in file_brain.search('"lives in" AND Berlin', as_of=then)] == [
+        "The user lives in Berlin"]
     # both words: the value at T, once
     assert [h.trace.content for h in file_brain.search("Berlin Lisbon", as_of=then)] == [
         "The user lives in Berlin"]
