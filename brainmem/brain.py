@@ -295,7 +295,9 @@ class Brain(FacesMixin, AdminMixin):
                 dense = None if index is None or qvec is None else hybrid.Dense(index, qvec, self.policy)
                 ranked = retrieval.search(self._store, self._compiler, self.policy, query, filters,
                                           max(limit, depth), at, explain, dense)
-                found = ranked.hits if when is None else timeline.at_time(self._store, ranked.hits, when)
+                found = ranked.hits if when is None else timeline.at_time(
+                    self._store, self._compiler, self.policy, ranked.phrases, ranked.hits, filters,
+                    when, explain, ranked.syntax)
         if depth and self.reranker is not None:
             found, failed = rerank.apply(self.reranker, self.policy, query, found, explain)
             degraded = "; ".join(filter(None, (degraded, failed))) or None

@@ -45,6 +45,7 @@ from weakref import WeakKeyDictionary
 import apsw
 import apsw.fts5query as fq
 
+from . import schema
 from .model import Trace
 from .query import CompiledQuery, QueryCompiler
 from .store import Filters, Store
@@ -130,6 +131,42 @@ def gather(store: Store, compiler: QueryCompiler, compiled: CompiledQuery, filte
     scored += [(t, b) for t in extra if (b := _bm25(t, stems, idf, stats, weights)) > 0]  # a query word
     scored.sort(key=lambda c: (-c[1], c[0].tie_order))
     return scored[:size]
+
+
+def lexical_scores(store: Store, compiler: QueryCompiler, phrases: Sequence[str],
+                   traces: Sequence[Trace], weights: Sequence[float], budget: int | None) -> list[float]:
+    """FTS5's BM25 of each of ``traces`` for the words ``phrases`` (larger is better), as
+    :func:`gather` scores its candidates: the index's row count, average length and
+    document frequencies. 0 for a trace holding none of the words (as a search sees
+    them: content, tags and cue, weighted). For traces the index does not hold (the
+    snapshots an ``as_of`` search reads, brainmem.timeline)."""
+    stems = {p: (compiler.stem_list(p) or [p])[0] for p in phrases}
+    if not stems or not traces:
+        return [0.0] * len(traces)
+    stats = _stats(store)
+    df = (_frequencies(store, stats, stems, budget) if budget
+          else store.document_frequencies(list(stems.values()))[1])
+    idf = {s: _idf(stats[0], df.get(s, 0)) for s in set(stems.values())}
+    return [_bm25(t, stems, idf, stats, weights) for t in traces]
+
+
+def syntax_matches(expression: str, traces: Sequence[Trace]) -> list[bool]:
+    """Whether each of ``traces`` matches the FTS5 ``expression`` (a query in FTS5 syntax),
+    tested in a throwaway in-memory index with the brain's tokenizer and columns: for
+    traces the index does not hold (an ``as_of`` search's snapshots). All True when
+    SQLite refuses the expression (the search then falls back to its words too)."""
+    db = apsw.Connection(":memory:")
+    try:
+        db.execute(f"CREATE VIRTUAL TABLE m USING fts5(content, tags, cue, tokenize='{schema.FTS_TOKENIZE}')")
+        db.executemany("INSERT INTO m(rowid, content, tags, cue) VALUES (?, ?, ?, ?)",
+                       [(i, t.content, " ".join(t.tags), t.cue or "") for i, t in enumerate(traces)])
+        try:
+            hit = {r for (r,) in db.execute("SELECT rowid FROM m WHERE m MATCH ?", (expression,))}
+        except apsw.SQLError:
+            return [True] * len(traces)
+        return [i in hit for i in range(len(traces))]
+    finally:
+        db.close()
 
 
 def _passing(store: Store, filters: Filters, limit: int, memo: dict[Any, Any] | None) -> list[Trace]:

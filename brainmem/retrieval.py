@@ -70,6 +70,10 @@ class Ranked:
     hits: list[Hit]
     terms: tuple[str, ...]
     windows: tuple[tuple[float, float], ...] = ()
+    #: The words searched (``CompiledQuery.phrases``; its terms for FTS5 syntax).
+    phrases: tuple[str, ...] = ()
+    #: The FTS5 expression when the query's own FTS5 syntax was used (else None).
+    syntax: str | None = None
 
 
 def search(
@@ -107,7 +111,9 @@ def search(
                 seen.add(trace.id)
                 hits.append(Hit(trace, score, factors))
         if len(hits) >= limit or exhausted:
-            return Ranked(hits[:limit], compiled.terms, tuple((w.start, w.end) for w in cues.windows))
+            return Ranked(hits[:limit], compiled.terms, tuple((w.start, w.end) for w in cues.windows),
+                          compiled.phrases or compiled.terms,
+                          compiled.expression if compiled.syntax else None)
         size *= max(2, policy.candidate_factor)
 
 

@@ -297,6 +297,10 @@ def _v7_edge_kinds(db: apsw.Connection) -> None:
     )
 
 
+#: The tokenizer of ``traces_fts`` (migrations v1 and v4 create it so), for an index that
+#: must tokenize as the brain does (``candidates.syntax_matches``).
+FTS_TOKENIZE = "porter unicode61 remove_diacritics 2"
+
 #: Migration ``i`` takes a file from ``user_version == i`` to ``i + 1``.
 MIGRATIONS: list[Callable[[apsw.Connection], None]] = [
     _v1_traces, _v2_graph, _v3_faces, _v4_unsegmented, _v5_vectors, _v6_validity, _v7_edge_kinds,

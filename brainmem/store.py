@@ -17,6 +17,7 @@ import json
 import operator
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import fields as dataclass_fields
+from dataclasses import replace as dataclass_replace
 from typing import Any
 
 import apsw
@@ -167,15 +168,26 @@ class Store(IndexTables, EdgeTables, LogTables, InspectTables, VectorTables, Mai
         ).fetchone()
         return row_to_trace(row) if row else None
 
-    def snapshot_at(self, trace_id: str, at: float) -> Trace | None:
-        """The kept earlier version of ``trace_id`` that was current at ``at`` (timeline)."""
-        row = self.execute(
-            f"SELECT {_SELECT} FROM traces t WHERE t.merged_into = ? AND t.deleted_at IS NOT NULL "
-            "AND t.valid_until > ? AND COALESCE(t.valid_from, t.created_at) <= ? "
-            "ORDER BY t.valid_until LIMIT 1",
-            (trace_id, at, at),
-        ).fetchone()
-        return row_to_trace(row) if row else None
+    def snapshots_valid_at(self, filters: Filters, at: float, limit: int | None) -> list[Trace]:
+        """The kept earlier versions valid at ``at`` whose trace is still live, passing
+        ``filters`` as they stood then (``key_prefix``: the live trace's key; a snapshot
+        holds none), those replaced soonest after ``at`` first, at most ``limit``
+        (timeline: ``as_of`` search). A snapshot is deleted when it is replaced, so
+        ``deleted_at > at`` reads only the rows deleted since ``at``."""
+        own = dataclass_replace(filters, include_deleted=True, key_prefix=None, valid_at=None,
+                                  current_at=None)
+        where, params = own.sql()
+        live_where, live_params = Filters(key_prefix=filters.key_prefix).sql()
+        sql = (f"SELECT {_SELECT} FROM traces t WHERE {where} AND t.deleted_at > ? "
+               "AND t.merged_into IS NOT NULL AND json_extract(t.metadata, '$.snapshot_of') IS NOT NULL "
+               "AND t.valid_until > ? AND t.created_at <= ? AND COALESCE(t.valid_from, t.created_at) <= ? "
+               f"AND t.merged_into IN (SELECT t.id FROM traces t WHERE {live_where}) "
+               "ORDER BY t.deleted_at, t.rid")
+        params += [at, at, at, at, *live_params]
+        if limit is not None:
+            sql += " LIMIT ?"
+            params.append(limit)
+        return [row_to_trace(r) for r in self.execute(sql, params)]
 
     def supersedes_edges(self, ids: Sequence[str]) -> list[tuple[str, str]]:
         """(newer, older) pairs of the ``supersedes`` edges touching ``ids`` (timeline)."""

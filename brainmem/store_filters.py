@@ -82,8 +82,10 @@ class Filters:
             where.append("(t.valid_until IS NULL OR t.valid_until > ?)")
             params.append(self.current_at)
         if self.valid_at is not None:
-            where.append("t.created_at <= ? AND (t.valid_until IS NULL OR t.valid_until > ?)")
-            params.extend([self.valid_at, self.valid_at])
+            # began by then: a value changed since is answered by its snapshot (timeline)
+            where.append("t.created_at <= ? AND COALESCE(t.valid_from, t.created_at) <= ? "
+                         "AND (t.valid_until IS NULL OR t.valid_until > ?)")
+            params.extend([self.valid_at, self.valid_at, self.valid_at])
         if self.pinned is not None:
             where.append("t.pinned = ?")
             params.append(int(self.pinned))

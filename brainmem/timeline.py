@@ -20,8 +20,21 @@ How search favours the current fact: it is a filter, not a weight. A default
 search only sees facts current at ``now`` (``valid_until`` unset or later), so a
 superseded fact never outranks its replacement; there is no factor to fit.
 ``search(..., as_of=T)`` sees the facts valid at T instead: created by T and not
-superseded by then; a keyed value overwritten after T is answered with the
-snapshot that was current at T. ``history(id)`` walks the ``supersedes`` edges
+superseded by then. A value changed after T (by ``put`` or an ``update`` of its
+content) is answered by the snapshot that was current at T, matched by *its own*
+words: the FTS5 index holds live rows only, so the live trace (whose words are the
+new value's) is left out of such a search, and the snapshots valid at T are read
+apart (``Store.snapshots_valid_at``: at most ``Policy.search_budget`` of them, those
+replaced soonest after T first; the filters apply to each as it stood at T, and
+``key_prefix`` to its live trace's key). A snapshot holding a word of the query is
+scored with the BM25 a candidate gets (:func:`brainmem.candidates.lexical_scores`: the
+index's statistics; content, tags and cue) and placed before the first live hit
+whose own BM25 it beats, taking that hit's score; one beating none follows the live
+hits. The live hits keep their order, so ``limit=k`` stays the first k of a larger
+limit. A query in FTS5 syntax must also match the snapshot as written (tested in a
+throwaway in-memory index, :func:`brainmem.candidates.syntax_matches`). A snapshot is
+found by its words only (meaning, time cues and conversation context do not find
+it), and one holding none of them is never returned. ``history(id)`` walks the ``supersedes`` edges
 both ways and returns the chain oldest first. Reflect keeps superseded facts:
 prune counts them as pinned and merge leaves them out (``Store.decay_rows`` and
 ``Store.merge_rows``).
@@ -33,9 +46,12 @@ import dataclasses
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
+from . import candidates as lexical
 from . import graph
 from .errors import InvalidInput
 from .model import Hit, TimeLike, Trace, content_hash, iso, new_id
+from .policy import Policy
+from .query import QueryCompiler
 from .store import Filters, Store
 from .validate import check_ids, scope_of, to_timestamp
 
@@ -63,21 +79,39 @@ def began(trace: Trace) -> float:
     return trace.created_at if trace.valid_from is None else trace.valid_from
 
 
-def at_time(store: Store, hits: Sequence[Hit], as_of: float) -> list[Hit]:
-    """Hits as they stood at ``as_of``: a value changed since then is swapped for the
-    snapshot that was current at ``as_of`` (a trace with none is dropped)."""
+def at_time(store: Store, compiler: QueryCompiler, policy: Policy, phrases: Sequence[str],
+            hits: Sequence[Hit], filters: Filters, as_of: float, explain: bool = False,
+            syntax: str | None = None) -> list[Hit]:
+    """``hits`` (the live facts valid at ``as_of``, ranked) with the snapshots valid at
+    ``as_of`` that hold a word of ``phrases`` merged in by their BM25 (see the module
+    docstring): each goes before the first hit it outscores lexically, taking that
+    hit's score (the last hit's after them all; alone, its BM25 over the best one's).
+    ``syntax``: the query's FTS5 expression, which a snapshot must also match."""
+    snaps = [s for s in store.snapshots_valid_at(filters, as_of, policy.search_budget)
+             if s.merged_into not in {h.trace.id for h in hits}]
+    if snaps and syntax is not None:
+        snaps = [s for s, ok in zip(snaps, lexical.syntax_matches(syntax, snaps)) if ok]
+    if not snaps:
+        return list(hits)
+    scores = lexical.lexical_scores(store, compiler, phrases, [*snaps, *(h.trace for h in hits)],
+                                    policy.bm25_weights, policy.search_budget)
+    found = sorted(((b, s) for b, s in zip(scores, snaps) if b > 0),
+                   key=lambda c: (-c[0], c[1].tie_order))
+    live = scores[len(snaps):]
     out: list[Hit] = []
-    seen: set[str] = set()
-    for hit in hits:
-        trace = hit.trace
-        if began(trace) > as_of:
-            snap = store.snapshot_at(trace.id, as_of)
-            if snap is None:
-                continue
-            hit = Hit(snap, hit.score, hit.explain)
-        if hit.trace.id not in seen:
-            seen.add(hit.trace.id)
-            out.append(hit)
+    j = 0
+
+    def snapshot_hit(bm25: float, snap: Trace, score: float) -> Hit:
+        return Hit(snap, score, {"bm25": bm25, "snapshot": 1.0} if explain else None)
+
+    for hit, bm25 in zip(hits, live):
+        while j < len(found) and found[j][0] > bm25:
+            out.append(snapshot_hit(*found[j], hit.score))
+            j += 1
+        out.append(hit)
+    best = found[0][0] if found else 1.0
+    for bm25, snap in found[j:]:
+        out.append(snapshot_hit(bm25, snap, hits[-1].score if hits else bm25 / best))
     return out
 
 

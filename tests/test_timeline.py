@@ -239,3 +239,110 @@ def test_another_threads_events_are_told_at_once_while_a_write_runs(file_brain: 
         writer.join(10)
     file_brain.add("the user moved to Lyon", supersedes=[file_brain.add("the user lives in Paris").id])
     assert told[0] == "from-another-thread" and len(told) == 4  # two adds and the closed fact's update
+
+
+# --- as_of search matches the words of what was believed at T -------------------------
+# Before, the index (live rows only) matched the *current* value's words and the snapshot
+# current at T was swapped in: "Berlin" as of T found nothing, "Lisbon" answered Berlin.
+
+
+def _changed_city(brain: Brain, clock: FakeClock, how: str) -> str:
+    """Berlin at T0, Lisbon from T0 + DAY (by put or by update); the live trace's id."""
+    if how == "put":
+        first = brain.put("city", "The user lives in Berlin")
+    else:
+        first = brain.add("The user lives in Berlin", type="semantic")
+    clock.advance(DAY)
+    if how == "put":
+        brain.put("city", "The user lives in Lisbon")
+    else:
+        brain.update(first.id, content="The user lives in Lisbon")
+    return first.id
+
+
+@pytest.mark.parametrize("how", ["put", "update"])
+def test_as_of_finds_the_old_value_by_its_own_words(file_brain: Brain, clock: FakeClock,
+                                                    how: str) -> None:
+    live = _changed_city(file_brain, clock, how)
+    then = T0 + DAY / 2
+    hits = file_brain.search("Berlin", as_of=then)
+    assert [h.trace.content for h in hits] == ["The user lives in Berlin"]
+    assert hits[0].trace.merged_into == live  # the snapshot: the hit for that trace at T
+    # the current value's words no longer answer with the old text
+    assert file_brain.search("Lisbon", as_of=then) == []
+    # FTS5 syntax must match the snapshot as written
+    assert file_brain.search('"lives in" AND Lisbon', as_of=then) == []
+    assert [h.trace.content for h in file_brain.search('"lives in" AND Berlin', as_of=then)] == [
+        "The user lives in Berlin"]
+    # both words: the value at T, once
+    assert [h.trace.content for h in file_brain.search("Berlin Lisbon", as_of=then)] == [
+        "The user lives in Berlin"]
+    # after the change, and without as_of: the current value only
+    assert _ids(file_brain.search("Lisbon", as_of=T0 + 2 * DAY)) == [live]
+    assert file_brain.search("Berlin", as_of=T0 + 2 * DAY) == []
+    assert _ids(file_brain.search("Lisbon")) == [live]
+    assert file_brain.search("Berlin") == []
+
+
+def test_as_of_never_answers_with_a_snapshot_that_does_not_match(file_brain: Brain,
+                                                                 clock: FakeClock) -> None:
+    _changed_city(file_brain, clock, "put")
+    sunny = file_brain.add("Lisbon is sunny in spring", type="semantic", created_at=T0)
+    hits = file_brain.search("Lisbon", as_of=T0 + DAY / 2)
+    assert [h.trace.id for h in hits] == [sunny.id]
+    assert all("Berlin" not in h.trace.content for h in hits)
+
+
+def test_as_of_snapshot_hits_pass_the_filters(file_brain: Brain, clock: FakeClock) -> None:
+    file_brain.put("home.city", "The user lives in Berlin", tags=["place"])
+    file_brain.put("work.city", "The office is in Berlin", tags=["job"], type="procedural")
+    file_brain.put("city", "Berlin, said the persona", scope="persona", scope_id="p1")
+    clock.advance(DAY)
+    file_brain.put("home.city", "The user lives in Lisbon", tags=["place"])
+    file_brain.put("work.city", "The office is in Lisbon", tags=["job"], type="procedural")
+    file_brain.put("city", "Lisbon, said the persona", scope="persona", scope_id="p1")
+    then = T0 + DAY / 2
+
+    def found(**kw: object) -> set[str]:
+        return {h.trace.content for h in file_brain.search("Berlin", as_of=then, **kw)}  # type: ignore[arg-type]
+
+    assert found() == {"The user lives in Berlin", "The office is in Berlin", "Berlin, said the persona"}
+    assert found(scope="user") == {"The user lives in Berlin", "The office is in Berlin"}
+    assert found(key_prefix="home.") == {"The user lives in Berlin"}
+    assert found(key_prefix="nothing") == set()
+    assert found(tags=["job"]) == {"The office is in Berlin"}
+    assert found(type="procedural") == {"The office is in Berlin"}
+    assert found(type="episodic") == set()
+    assert found(scope="persona", scope_id="p1") == {"Berlin, said the persona"}
+    assert found(scopes=[("persona", "p1")]) == {"Berlin, said the persona"}
+    assert len(file_brain.search("Berlin", as_of=then, limit=1)) == 1
+
+
+def test_as_of_snapshot_hits_are_placed_by_their_words(file_brain: Brain, clock: FakeClock) -> None:
+    # a snapshot hit follows the live hits that outscore it lexically (same BM25) and
+    # comes before the first one it outscores
+    file_brain.put("city", "Berlin")
+    long = file_brain.add("Berlin came up once in a long note about trains, weather, "
+                          "museums, rent, bicycles, parks and the price of coffee", type="semantic")
+    clock.advance(DAY)
+    file_brain.put("city", "Lisbon")
+    hits = file_brain.search("Berlin", as_of=T0 + DAY / 2)
+    assert [h.trace.content for h in hits][0] == "Berlin"
+    assert _ids(hits)[1:] == [long.id]
+    assert hits[0].score >= hits[1].score
+
+
+def test_as_of_limit_k_is_a_prefix_of_a_larger_limit(file_brain: Brain, clock: FakeClock) -> None:
+    for i in range(8):
+        file_brain.put(f"k{i}", f"Berlin fact {i}" + " filler" * i)
+        file_brain.add(f"A live Berlin note {i}" + " padding" * (7 - i), type="semantic")
+    clock.advance(DAY)
+    for i in range(8):
+        file_brain.put(f"k{i}", f"Lisbon fact {i}")
+    then = T0 + DAY / 2
+    full = _ids(file_brain.search("Berlin", limit=50, as_of=then))
+    assert len(full) == 16
+    assert sum(1 for h in file_brain.search("Berlin", limit=50, as_of=then)
+               if h.trace.merged_into is not None) == 8
+    for k in range(1, 17):
+        assert _ids(file_brain.search("Berlin", limit=k, as_of=then)) == full[:k]
