@@ -33,10 +33,19 @@ def _observe_schema(ctx: ToolContext | None) -> JSON:
     }, ["messages"])
 
 
+def _observe_offered(box: Toolbox) -> bool:
+    """Observe stores episodic turns (and, with an LLM, semantic facts): a context that
+    may not write those is not offered the tool (every call would be refused)."""
+    if box.context is None:
+        return True
+    needed = {"episodic", "semantic"} if box.brain.llm is not None else {"episodic"}
+    return needed <= set(box.context.writable_types())
+
+
 @_tool("memory_observe",
        "Store a conversation: each user/assistant/tool turn becomes a memory of its episode; "
        "with an LLM configured, durable facts and preferences are extracted too.",
-       _observe_schema, extra=True)
+       _observe_schema, extra=True, offered=_observe_offered)
 def _memory_observe(box: Toolbox, args: dict[str, Any]) -> JSON:
     scope, scope_id = box.write_scope(args.get("scope"), args.get("scope_id"))
     if box.context is not None:

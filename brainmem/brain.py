@@ -333,10 +333,14 @@ class Brain(FacesMixin, AdminMixin):
                  *, now: TimeLike | None = None) -> int:
         """Report which hits of a search the agent used or ignored; reflect learns from it.
 
-        Returns the number of feedback rows recorded. The first word on a hit counts:
+        Returns the number of feedback rows recorded; a ``retrieval_id`` that is not an
+        int is :class:`InvalidInput`, one no search returned :class:`NotFound`. The first word on a hit counts:
         feedback repeated for a hit of the same retrieval is ignored, so an agent loop
         that reports twice does not strengthen anything twice.
         """
+        if isinstance(retrieval_id, bool) or not isinstance(retrieval_id, int):  # a missing one is NotFound
+            raise InvalidInput(f"retrieval_id must be an integer (a search's retrieval_id), "
+                               f"not {type(retrieval_id).__name__}")
         at = self.now(now)
         used, ignored = check_ids(used, "used"), check_ids(ignored, "ignored")
         with self._lock, self._store.write():

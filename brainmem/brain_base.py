@@ -35,7 +35,7 @@ from .query import QueryCompiler
 from .rerank import resolve_reranker
 from .store import Filters, Store, WriteBusy
 from .store_base import CLOSED
-from .validate import check_changes, check_text, read_filters, to_timestamp
+from .validate import check_changes, check_ids, check_text, read_filters, to_timestamp
 from .write import Writer
 
 _B = TypeVar("_B", bound="BrainBase")
@@ -228,16 +228,30 @@ class BrainBase:
         self._emit("update", {"id": trace.id, "trace": trace})
         return trace
 
-    def delete(self, trace_id: str, *, now: TimeLike | None = None) -> bool:
-        """Soft-delete a trace; True if it was live. ``purge`` is the only physical delete."""
+    def delete(self, trace_id: str | Sequence[str], *, now: TimeLike | None = None) -> bool:
+        """Soft-delete a trace; True if it was live. ``purge`` is the only physical delete.
+
+        A list of ids is all or nothing: every id is checked before any is deleted, and
+        if one is not live :class:`NotFound` names the missing ids and nothing is deleted.
+        """
         at = self.now(now)
-        check_text(trace_id, "trace id", allow_none=False)
+        if isinstance(trace_id, str):
+            ids = [check_text(trace_id, "trace id", allow_none=False) or ""]
+        else:
+            ids = list(dict.fromkeys(check_ids(trace_id, "trace ids")))
+            if not ids:
+                raise InvalidInput("delete needs at least one trace id")
         with self._lock, self._store.write():
-            trace = self._store.get(trace_id)
-            if trace is None:
+            live = {t.id for t in self._store.get_many(ids)}
+            missing = [i for i in ids if i not in live]
+            if missing and isinstance(trace_id, str):
                 return False
-            self._store.update_fields(trace_id, {"deleted_at": at, "updated_at": at})
-        self._emit("delete", {"id": trace_id})
+            if missing:
+                raise NotFound(f"no live trace with id {', '.join(missing)}: nothing was deleted")
+            for i in ids:
+                self._store.update_fields(i, {"deleted_at": at, "updated_at": at})
+        for i in ids:
+            self._emit("delete", {"id": i})
         return True
 
     def _flush_retrievals(self) -> None:

@@ -204,6 +204,9 @@ class ToolDef:
     schema: Callable[[ToolContext | None], JSON]
     run: Handler
     extra: bool = False
+    #: whether a toolbox offers the tool (None: always); False hides it from the specs
+    #: and refuses its calls, e.g. under a context that may not write what it stores
+    offered: Callable[[Toolbox], bool] | None = None
 
 
 #: Every tool, core first, in registration order.
@@ -211,9 +214,10 @@ REGISTRY: dict[str, ToolDef] = {}
 
 
 def _tool(name: str, description: str, schema: Callable[[ToolContext | None], JSON], *,
-          extra: bool = False) -> Callable[[Handler], Handler]:
+          extra: bool = False, offered: Callable[[Toolbox], bool] | None = None,
+          ) -> Callable[[Handler], Handler]:
     def register(run: Handler) -> Handler:
-        REGISTRY[name] = ToolDef(name, description, schema, run, extra)
+        REGISTRY[name] = ToolDef(name, description, schema, run, extra, offered)
         return run
 
     return register

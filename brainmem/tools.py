@@ -33,6 +33,9 @@ Decisions:
   arguments, as the Python API does. With one, ``scope_id`` is not an argument
   at all (the context fixes it) and ``scope`` is limited to the granted scopes.
 * An unknown tool name is ``InvalidInput`` (it is a bad argument of ``call``).
+* A tool is not offered (absent from ``specs()``, its calls ``InvalidInput``) under a
+  context that may not write what it stores: ``memory_observe`` needs ``episodic``
+  (and ``semantic`` when the brain has an LLM that extracts facts).
 * ``memory_delete`` of an unknown or already deleted id is ``NotFound``.
 * ``memory_reflect`` consolidates the whole brain (it is maintenance by policy,
   not a read); under a context its report keeps only counts and timings, no ids.
@@ -86,7 +89,10 @@ class Toolbox:
                  extra: Sequence[str] | str = ()) -> None:
         self.brain = brain
         self.context = ToolContext.coerce(context)
-        self.names = self._enabled(extra)
+        enabled = self._enabled(extra)
+        #: enabled tools this toolbox does not offer (ToolDef.offered): their calls are refused
+        self.withheld = [n for n in enabled if (offered := REGISTRY[n].offered) and not offered(self)]
+        self.names = [n for n in enabled if n not in self.withheld]
 
     def _enabled(self, extra: Sequence[str] | str) -> list[str]:
         if extra == "all":
@@ -121,6 +127,9 @@ class Toolbox:
     def call(self, name: Any, arguments: Mapping[str, Any] | str | bytes | None = None) -> JSON:
         """Validate and run one tool; always a JSON-serialisable dict, never an exception."""
         try:
+            if name in self.withheld:
+                raise InvalidInput(f"{name} is not offered under this tool context: it may not "
+                                   "write the memories the tool stores")
             if not isinstance(name, str) or name not in self.names:
                 raise InvalidInput(f"unknown tool {short(name)}; available: {', '.join(self.names)}")
             args = validate(parse_arguments(arguments), self.schema(name))

@@ -41,3 +41,21 @@ def test_scoped_tools_see_only_their_scope(tmp_path: Path) -> None:
     then = brain.call_tool("memory_search", {"query": "Bob lives", "as_of": "2026-01-01T00:00:05Z"},
                            context={"user_id": "bob"}, extra="all")
     assert [r["id"] for r in then["results"]] == [bob_old.id]
+
+
+def test_observe_is_not_offered_to_a_context_that_may_not_write_what_it_stores(tmp_path: Path) -> None:
+    brain = Brain(str(tmp_path / "b.db"))
+    facts_only = {"user_id": "u", "allowed_types": ["semantic"]}
+    names = [s["function"]["name"] for s in brain.tools(context=facts_only, extra="all")]
+    assert "memory_observe" not in names and "memory_context" in names
+    refused = brain.call_tool("memory_observe", {"messages": [{"role": "user", "content": "hi there"}]},
+                              context=facts_only, extra=["memory_observe"])
+    assert refused["error"]["type"] == "InvalidInput" and "memory_observe" in refused["error"]["message"]
+    events = {"user_id": "u", "allowed_types": ["episodic"]}
+    assert "memory_observe" in [s["function"]["name"] for s in brain.tools(context=events, extra="all")]
+    # with an LLM, observe also writes the facts it extracts: semantic must be writable too
+    extracting = Brain(str(tmp_path / "llm.db"), llm=lambda texts: "[]")
+    assert "memory_observe" not in [s["function"]["name"] for s in extracting.tools(context=events, extra="all")]
+    both = {"user_id": "u", "allowed_types": ["episodic", "semantic"]}
+    assert "memory_observe" in [s["function"]["name"] for s in extracting.tools(context=both, extra="all")]
+    assert brain.list(limit=10).items == []  # nothing was written

@@ -36,6 +36,18 @@ def test_feedback_on_a_huge_retrieval_id_is_not_found(file_brain: Brain, retriev
     assert result["error"]["type"] in ("NotFound", "InvalidInput")  # the schema refuses a negative id
 
 
+@pytest.mark.parametrize("retrieval_id", [None, "1", 1.0, True, [1]])
+def test_feedback_on_a_retrieval_id_that_is_not_an_int_is_invalid_input(file_brain: Brain,
+                                                                        retrieval_id: object) -> None:
+    trace = file_brain.add("kettle")
+    rid = file_brain.search("kettle").retrieval_id
+    with pytest.raises(InvalidInput, match="retrieval_id"):
+        file_brain.feedback(retrieval_id, used=[trace.id])  # type: ignore[arg-type]
+    assert file_brain.feedback(rid, used=[trace.id]) == 1  # a real one still counts: nothing was recorded
+    with pytest.raises(NotFound):
+        file_brain.feedback(rid + 1, used=[trace.id])  # well typed, absent: NotFound
+
+
 @pytest.mark.parametrize("field", ["access_count", "version"])
 def test_an_import_with_a_huge_count_is_invalid_input(file_brain: Brain, tmp_path: Path, field: str) -> None:
     _refused_by_import(tmp_path, _export_with(file_brain, tmp_path, field, str(2**63)), field)

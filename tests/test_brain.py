@@ -183,6 +183,23 @@ def test_soft_delete_hides_from_search_and_get(file_brain):
     assert file_brain.search("launch code", tags=None, reinforce=False) == []
 
 
+def test_delete_of_several_ids_is_all_or_nothing(file_brain):
+    a, b = file_brain.add("alpha fact").id, file_brain.add("beta fact").id
+    told: list[str] = []
+    file_brain.subscribe(lambda kind, payload: told.append(payload["id"]), ["delete"])
+    with pytest.raises(NotFound, match="mt_nope"):
+        file_brain.delete([a, "mt_nope", b])
+    assert file_brain.get(a).live and file_brain.get(b).live and told == []
+    with pytest.raises(InvalidInput):
+        file_brain.delete([])
+    with pytest.raises(InvalidInput):
+        file_brain.delete([a, 7])
+    assert file_brain.delete([a, b, a]) is True
+    assert told == [a, b]
+    with pytest.raises(NotFound):
+        file_brain.get(a)
+
+
 def test_restore_brings_a_trace_back(file_brain, clock):
     t = file_brain.add("restore me please", tags=["x"])
     file_brain.delete(t.id)

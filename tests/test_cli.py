@@ -70,6 +70,17 @@ def test_help_lists_the_commands(capsys: Any) -> None:
         assert command in out
 
 
+def test_delete_of_several_ids_checks_every_id_before_deleting_any(capsys: Any, db: str) -> None:
+    first = run(capsys, "add", "first fact", "--brain", db)[1].strip()
+    second = run(capsys, "add", "second fact", "--brain", db)[1].strip()
+    code, out, err = run(capsys, "delete", first, "NOPE", second, "--brain", db)
+    assert (code, out) == (1, "") and "NOPE" in err and err.count("\n") == 1
+    with Brain(db) as brain:
+        assert brain.get(first).live and brain.get(second).live  # a typo deleted nothing
+    code, out, _ = run(capsys, "delete", first, second, "--json", "--brain", db)
+    assert code == 0 and json.loads(out) == {"deleted": [first, second], "not_found": []}
+
+
 def test_show_update_delete_restore_merge_purge(capsys: Any, db: str) -> None:
     code, out, _ = run(capsys, "--brain", db, "add", "first fact", "--importance", "0.9", "--pin",
                        "--metadata", '{"src": "cli"}')
@@ -93,8 +104,8 @@ def test_show_update_delete_restore_merge_purge(capsys: Any, db: str) -> None:
     assert code == 0 and json.loads(out)["sources_deleted"] == [first, second]
 
     assert run(capsys, "delete", merged, "--brain", db)[0] == 0
-    code, out, _ = run(capsys, "delete", merged, "--json", "--brain", db)
-    assert code == 1 and json.loads(out) == {"deleted": [], "not_found": [merged]}
+    code, out, err = run(capsys, "delete", merged, "--json", "--brain", db)
+    assert (code, out) == (1, "") and merged in err  # already deleted: an error, on stderr
     code, out, _ = run(capsys, "restore", merged, "--brain", db)
     assert code == 0 and "restored" in out
     code, out, _ = run(capsys, "show", first, "--deleted", "--brain", db)

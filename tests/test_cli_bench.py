@@ -35,6 +35,17 @@ def test_bench_errors_are_one_line_and_exit_2(capsys) -> None:
     assert main(["bench", "perf", "--sizes", "ten", "--quiet"]) == 2
 
 
+@pytest.mark.parametrize("command", [["recall", "--dataset", "locomo"], ["recall", "--dataset", "longmemeval"],
+                                     ["recall", "--dataset", "locomo", "--folds", "2"],
+                                     ["perf", "--corpus", "longmemeval", "--sizes", "200"]])
+def test_bench_without_its_data_file_names_the_data_flag(capsys, command: list[str]) -> None:
+    # Before: "pass data=<path to the JSON file>", the Python parameter, not the CLI flag.
+    assert main(["bench", *command, "--quiet"]) == 2
+    captured = capsys.readouterr()
+    assert captured.err.startswith("brainmem: error:") and captured.err.count("\n") == 1
+    assert "--data PATH" in captured.err and "data=" not in captured.err and captured.out == ""
+
+
 @pytest.mark.parametrize("command", [["recall"], ["recall", "--folds", "2"], ["perf", "--sizes", "200"]])
 def test_bench_json_to_a_path_it_cannot_write_is_refused_before_the_run(tmp_path: Path, capsys,
                                                                          command: list[str]) -> None:

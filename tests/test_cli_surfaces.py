@@ -199,7 +199,8 @@ def test_every_json_output_uses_snake_case_and_iso_times(capsys: Any, db: str) -
                  ["reflect", "--quiet"], ["log"], ["get-key", "theme"], ["due"], ["graph"],
                  ["merge", added["id"], json.loads(run(capsys, "add", "dark too", "--json",
                                                        "--brain", db)[1])["id"]],
-                 ["call", "memory_search", '{"query": "dark"}'], ["delete", "mt_gone"]):
+                 ["call", "memory_search", '{"query": "dark"}'],
+                 ["delete", json.loads(run(capsys, "add", "gone soon", "--json", "--brain", db)[1])["id"]]):
         flags = [] if argv[0] == "call" else ["--json"]  # call always prints JSON
         code, out, err = run(capsys, *argv, *flags, "--brain", db)
         assert code in (0, 1), (argv, err)

@@ -103,3 +103,14 @@ def test_nothing_below_the_root_imports_the_root() -> None:
             names = {alias.name for alias in node.names}
             assert not (at_root and names - submodules), \
                 f"{path.relative_to(ROOT)} imports {sorted(names - submodules)} from the package root"
+
+
+def test_the_readme_names_every_package_of_the_ui_extra() -> None:
+    import tomllib
+
+    extra = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["project"][
+        "optional-dependencies"]["ui"]
+    names = [re.split(r"[<>=!~\[ ;]", spec, maxsplit=1)[0].lower() for spec in extra]
+    line = next(x for x in (ROOT / "README.md").read_text(encoding="utf-8").splitlines()
+                if x.startswith("pip install 'brainmem[ui]'"))
+    assert [n for n in names if n not in line.lower()] == [], line

@@ -188,3 +188,15 @@ def test_mcp_refuses_calls_once_its_brain_file_is_gone(tmp_path: Path, how: str)
     else:
         with Brain(str(path)) as brain:
             assert not brain.search("lost", reinforce=False)
+
+
+def test_mcp_does_not_list_observe_to_a_context_that_may_not_write_episodes(tmp_path: Path) -> None:
+    path = tmp_path / "facts.brain"
+    Brain(str(path)).close()
+    tools, results = anyio.run(session_run, path, [
+        ("memory_observe", {"messages": [{"role": "user", "content": "hi there"}]}),
+    ], "--context", "user_id=dave", "--context", "allowed_types=semantic", "--extra", "all")
+    names = [t.name for t in tools]
+    assert "memory_observe" not in names and "memory_context" in names
+    (refused,) = results
+    assert field(refused, "is_error") and payload(refused)["error"]["type"] == "InvalidInput"

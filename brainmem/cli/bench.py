@@ -67,6 +67,9 @@ def _recall(args: argparse.Namespace) -> int:
     from .embed import embedder_arg, reranker_arg
 
     _check_out(args.json)  # before the run: a report that cannot be written is not worth running
+    if args.dataset != "synthetic" and args.data is None:  # the API's message names data=
+        raise InvalidInput(f"the {args.dataset} benchmark needs its data file: pass --data PATH to "
+                           f"the JSON file (the {args.dataset} data is not shipped with brainmem)")
     progress = Progress(f"{args.dataset}", enabled=False if args.quiet else None)
     if args.folds is not None:
         return _crossval(args, progress)
@@ -123,6 +126,8 @@ def _perf(args: argparse.Namespace) -> int:
 
     sizes = parse_sizes(args.sizes)
     _check_out(args.json)  # before the run: a report that cannot be written is not worth running
+    if args.corpus == "longmemeval" and args.data is None:  # the API's message names data=
+        raise InvalidInput("the longmemeval corpus needs --data PATH to a LongMemEval file")
     progress = Progress("perf", enabled=False if args.quiet else None)
     try:
         report = run_perf(sizes=sizes,

@@ -88,7 +88,9 @@ def register(commands: Any) -> None:
     add_json_flag(p)
     p.set_defaults(handler=cmd_update)
 
-    p = commands.add_parser("delete", help="soft-delete traces", description="Soft-delete traces.")
+    p = commands.add_parser("delete", help="soft-delete traces",
+                            description="Soft-delete traces: all or nothing (an id that is not "
+                                        "live fails the command and nothing is deleted).")
     p.add_argument("ids", nargs="+", metavar="ID")
     add_json_flag(p)
     p.set_defaults(handler=cmd_delete)
@@ -287,17 +289,15 @@ def cmd_update(args: argparse.Namespace) -> int:
 
 
 def cmd_delete(args: argparse.Namespace) -> int:
+    ids = list(dict.fromkeys(args.ids))
     with open_brain(args) as brain:
-        results = {i: brain.delete(i) for i in dict.fromkeys(args.ids)}
-    missing = [i for i, ok in results.items() if not ok]
+        brain.delete(ids)  # all or nothing: NotFound names the ids that are not live
     if args.json:
-        print_json({"deleted": [i for i, ok in results.items() if ok], "not_found": missing})
+        print_json({"deleted": ids, "not_found": []})
     else:
-        for trace_id in (i for i, ok in results.items() if ok):
+        for trace_id in ids:
             print(f"{trace_id} deleted")
-    if missing:
-        print(f"brainmem: error: no live trace with id {', '.join(missing)}", file=sys.stderr)
-    return 1 if missing else 0
+    return 0
 
 
 def cmd_restore(args: argparse.Namespace) -> int:
