@@ -429,16 +429,18 @@ class Store(IndexTables, EdgeTables, LogTables, InspectTables, VectorTables, Mai
             (scope, scope_id, now),
         )]
 
-    def weakest(self, scope: str, scope_id: str, now: float, limit: int) -> list[Trace]:
-        """Live unpinned traces of a scope, lowest retrievability R(now) first (then LRU)."""
+    def weakest(self, scope: str, scope_id: str, now: float, limit: int) -> list[tuple[tuple[float, float, int], str]]:
+        """Live unpinned traces of a scope, lowest retrievability R(now) first (then LRU,
+        then rid), as ((R(now), last_accessed_at, rid), id): the order eviction follows."""
         rows = self.execute(
-            f"SELECT {_SELECT} FROM traces t WHERE t.scope = ? AND t.scope_id = ? "
+            "SELECT retrievability(t.strength, t.stability, t.last_accessed_at, ?1), t.last_accessed_at, "
+            "t.rid, t.id FROM traces t WHERE t.scope = ?2 AND t.scope_id = ?3 "
             "AND t.deleted_at IS NULL AND t.pinned = 0 "
-            "ORDER BY retrievability(t.strength, t.stability, t.last_accessed_at, ?), "
-            "t.last_accessed_at, t.rid LIMIT ?",
-            (scope, scope_id, now, limit),
+            "ORDER BY retrievability(t.strength, t.stability, t.last_accessed_at, ?1), "
+            "t.last_accessed_at, t.rid LIMIT ?4",
+            (now, scope, scope_id, limit),
         )
-        return [row_to_trace(r) for r in rows]
+        return [((float(r), float(last), int(rid)), str(tid)) for r, last, rid, tid in rows]
 
     def iter_traces(self, *, include_deleted: bool) -> Iterator[Trace]:
         """Every trace (live only unless ``include_deleted``) in insertion order."""
