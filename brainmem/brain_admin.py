@@ -14,7 +14,7 @@ from typing import IO, TYPE_CHECKING, Any
 from . import graph, inspection
 from ._version import __version__
 from .brain_base import BrainBase
-from .errors import InvalidInput
+from .errors import InvalidInput, NotFound
 from .model import TimeLike
 from .validate import check_ids, check_int, check_text
 
@@ -74,10 +74,22 @@ class AdminMixin(BrainBase):
         with self._lock, self._store.read():
             return inspection.overview(self._store, at)
 
-    def reflect_changes(self, run: Mapping[str, Any]) -> dict[str, list[dict[str, Any]]]:
-        """Which traces one :meth:`reflect_log` run pruned, merged, derived and changed."""
+    def reflect_run(self, run_id: int) -> dict[str, Any]:
+        """One consolidation run of :meth:`reflect_log` by its id (:class:`NotFound` if none)."""
+        check_int(run_id, "run id", 0)
         with self._lock, self._store.read():
-            return inspection.run_changes(self._store, dict(run))
+            found = self._store.consolidation_run(run_id)
+        if found is None:
+            raise NotFound(f"no reflect run {run_id}")
+        return found
+
+    def reflect_changes(self, run: Mapping[str, Any], limit: int = 200) -> dict[str, Any]:
+        """Which traces one :meth:`reflect_log` run pruned, merged, derived and changed, and
+        which edges it strengthened: the first ``limit`` of each (``["changes"]``) and how
+        many there are (``["totals"]``)."""
+        check_int(limit, "limit", 1, 10_000)
+        with self._lock, self._store.read():
+            return inspection.run_changes(self._store, dict(run), limit)
 
     # --- transfer: export, import, backup (brainmem.transfer) ----------------------
 

@@ -126,8 +126,9 @@ def overview(store: Store, now: float) -> dict[str, Any]:
                        for day, added, deleted in store.growth_by_day()]}
 
 
-def run_changes(store: Store, run: dict[str, Any]) -> dict[str, list[dict[str, Any]]]:
-    """What one reflect run (a :meth:`Brain.reflect_log` entry) changed.
+def run_changes(store: Store, run: dict[str, Any], limit: int) -> dict[str, Any]:
+    """What one reflect run (a :meth:`Brain.reflect_log` entry) changed: the first
+    ``limit`` of each kind under ``"changes"``, how many there are under ``"totals"``.
 
     Reflect stamps every change with the run's ``now``: traces soft-deleted at it
     were pruned (``deleted_reason`` expired/evicted, else weak) or merged into a
@@ -136,23 +137,19 @@ def run_changes(store: Store, run: dict[str, Any]) -> dict[str, list[dict[str, A
     ``co_activated`` edges stamped with it were strengthened. A later change overwrites
     those stamps, so ``changed`` and ``strengthened`` show only what was not touched since.
     """
-    rows = store.stamped(run["now"])
-    pruned, merged = [], []
-    for tid, content, merged_into in rows["deleted"]:
-        entry = {"id": tid, "title": title(content)}
-        if merged_into:
-            merged.append({**entry, "into": merged_into})
-        else:
-            pruned.append(entry)
     derived_ids = [str(i) for i in run.get("report", {}).get("derived_ids", [])]
-    derived_info = briefs(store, derived_ids)
-    return {
-        "pruned": pruned, "merged": merged,
-        "derived": [derived_info.get(i, {"id": i, "title": "(purged)"}) for i in derived_ids],
-        "changed": [{"id": tid, "title": title(content), "type": type_}
-                    for tid, content, type_ in rows["updated"] if tid not in derived_info],
+    rows, totals = store.stamped(run["now"], limit, skip=derived_ids)
+    derived_info = briefs(store, derived_ids[:limit])
+    changes = {
+        "pruned": [{"id": tid, "title": title(content)} for tid, content in rows["pruned"]],
+        "merged": [{"id": tid, "title": title(content), "into": into} for tid, content, into in rows["merged"]],
+        "derived": [derived_info.get(i, {"id": i, "title": "(purged)"}) for i in derived_ids[:limit]],
+        "changed": [{"id": tid, "title": title(content), "type": type_} for tid, content, type_ in rows["updated"]],
         "strengthened": [{"src": src, "dst": dst, "weight": weight} for src, dst, weight in rows["edges"]],
     }
+    return {"changes": changes,
+            "totals": {"pruned": totals["pruned"], "merged": totals["merged"], "derived": len(derived_ids),
+                       "changed": totals["updated"], "strengthened": totals["edges"]}}
 
 
 def derive_clusters(store: Store, policy: Policy) -> list[list[str]]:

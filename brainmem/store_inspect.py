@@ -6,6 +6,7 @@ holds a read transaction. Rows come back as plain tuples and dicts with unix tim
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterable
 from typing import Any
 
@@ -77,17 +78,36 @@ class InspectTables(Database):
             "SELECT CAST(created_at / 86400 AS INTEGER) AS d, count(*), count(deleted_at) "
             "FROM traces GROUP BY d ORDER BY d")]
 
-    def stamped(self, at: float) -> dict[str, list[tuple[Any, ...]]]:
-        """What carries the time ``at``: traces deleted then (id, content, merged_into),
-        live traces updated then (id, content, type), co_activated edges set then
-        (src, dst, weight)."""
-        return {
-            "deleted": list(self.execute(
-                "SELECT id, content, merged_into FROM traces WHERE deleted_at = ? ORDER BY rid", (at,))),
+    def stamped(self, at: float, limit: int, skip: Iterable[str] = ()
+                ) -> tuple[dict[str, list[tuple[Any, ...]]], dict[str, int]]:
+        """What carries the time ``at``, the first ``limit`` of each (rid order) and how many
+        there are: traces deleted then with no ``merged_into`` ("pruned": id, content) and
+        with one ("merged": id, content, merged_into), live traces updated then but for
+        the ids in ``skip`` ("updated": id, content, type), co_activated edges set then
+        ("edges": src, dst, weight)."""
+        others = json.dumps(list(skip))
+        rows = {
+            "pruned": list(self.execute(
+                "SELECT id, content FROM traces WHERE deleted_at = ? AND merged_into IS NULL "
+                "ORDER BY rid LIMIT ?", (at, limit))),
+            "merged": list(self.execute(
+                "SELECT id, content, merged_into FROM traces WHERE deleted_at = ? AND merged_into IS NOT NULL "
+                "ORDER BY rid LIMIT ?", (at, limit))),
             "updated": list(self.execute(
                 "SELECT id, content, type FROM traces WHERE updated_at = ? AND deleted_at IS NULL "
-                "ORDER BY rid", (at,))),
+                "AND id NOT IN (SELECT value FROM json_each(?)) ORDER BY rid LIMIT ?", (at, others, limit))),
             "edges": list(self.execute(
                 "SELECT src, dst, weight FROM edges WHERE kind = 'co_activated' AND updated_at = ? "
-                "ORDER BY weight DESC, src, dst", (at,))),
+                "ORDER BY weight DESC, src, dst LIMIT ?", (at, limit))),
         }
+        deleted, merged = self.execute(
+            "SELECT count(*), count(merged_into) FROM traces WHERE deleted_at = ?", (at,)).get
+        totals = {
+            "pruned": int(deleted) - int(merged), "merged": int(merged),
+            "updated": int(self.execute(
+                "SELECT count(*) FROM traces WHERE updated_at = ? AND deleted_at IS NULL "
+                "AND id NOT IN (SELECT value FROM json_each(?))", (at, others)).get),
+            "edges": int(self.execute(
+                "SELECT count(*) FROM edges WHERE kind = 'co_activated' AND updated_at = ?", (at,)).get),
+        }
+        return rows, totals

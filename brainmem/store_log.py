@@ -83,6 +83,15 @@ class LogTables(Database):
             )
             return self.db.last_insert_rowid()
 
+    def consolidation_run(self, run_id: int) -> dict[str, Any] | None:
+        """One consolidation run by its id (None: no such run)."""
+        row = self.execute("SELECT id, started_at, finished_at, now, status, report FROM consolidation_log "
+                           "WHERE id = ?", (run_id,)).fetchone()
+        if row is None:
+            return None
+        return {"id": row[0], "started_at": row[1], "finished_at": row[2], "now": row[3], "status": row[4],
+                "report": json.loads(row[5])}
+
     def consolidation_history(self, limit: int) -> list[dict[str, Any]]:
         """The last ``limit`` consolidation runs, newest first."""
         return [
