@@ -34,11 +34,14 @@ class AdminMixin(BrainBase):
         with self._lock, self._store.read():
             return graph.summary(self._store, top)
 
-    def reflect_log(self, limit: int = 20) -> list[dict[str, Any]]:
-        """The last ``limit`` consolidation runs, newest first (each with its report)."""
+    def reflect_log(self, limit: int = 20, *, merges: bool = True) -> list[dict[str, Any]]:
+        """The last ``limit`` consolidation runs, newest first (each with its report).
+
+        ``merges=False`` leaves out each report's ``merges`` (both texts of every merge,
+        which can be most of a brain), for a list of runs."""
         check_int(limit, "limit", 1, 10_000)
         with self._lock, self._store.read():
-            return self._store.consolidation_history(limit)
+            return self._store.consolidation_history(limit, merges=merges)
 
     # --- inspection: read-only views for the web UI (brainmem.inspection) ----------
 

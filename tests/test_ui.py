@@ -298,6 +298,25 @@ def test_a_run_page_shows_a_page_of_each_change_and_finds_any_run(tmp_path: Path
     assert page.status_code == 200 and "and 7 more" in page.text and page.text.count("twin note") < 40
 
 
+def test_the_log_lists_runs_without_their_merged_texts(tmp_path: Path, clock: Any) -> None:
+    """/log and /api/log read and sent the report of each of the last 200 runs whole,
+    both texts of every merge included: 25 MB for four runs after a reflect that merged
+    50,000 traces. The list now carries each report without its merges (a run's own
+    page has them)."""
+    path = tmp_path / "brain.db"
+    with Brain(str(path), clock=clock) as brain:
+        brain.add_many([text for i in range(30) for text in (f"twin note {i}", f"twin note {i} thanks")])
+        brain.reflect()
+        assert len(brain.reflect_log()[0]["report"]["merges"]) == 30  # the log keeps them
+        (listed,) = brain.reflect_log(merges=False)
+        assert "merges" not in listed["report"] and listed["report"]["merged"] == 30
+    ui = client(path, clock)
+    (run,) = ui.get("/api/log").json()["runs"]
+    assert run["merged"] == 30 and "merges" not in run["report"]
+    assert "twin note" not in ui.get("/api/log").text
+    assert len(ui.get("/api/log/1").json()["run"]["report"]["merges"]) == 30
+
+
 def test_static_assets_are_served(ro: TestClient) -> None:
     assert ro.get("/static/style.css").status_code == 200
     assert "fetch(" in ro.get("/static/reflect.js").text

@@ -162,7 +162,7 @@ def _run_view(run: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def log(brain: Any) -> dict[str, Any]:
-    return {"runs": [_run_view(r) for r in brain.reflect_log(LOG_LIMIT)]}
+    return {"runs": [_run_view(r) for r in brain.reflect_log(LOG_LIMIT, merges=False)]}
 
 
 def run(brain: Any, run_id: int) -> dict[str, Any]:
