@@ -552,14 +552,15 @@ class Store(IndexTables, EdgeTables, LogTables, InspectTables, VectorTables, Mai
             [(at, at, merged_into, _column_value("metadata", meta), i) for i, meta in rows],
         )
 
-    def merged_sources(self) -> list[Trace]:
-        """Soft-deleted traces that point at a trace with ``merged_into``, oldest first;
-        update snapshots are left out (one scan: for ``check``)."""
-        rows = self.execute(
-            f"SELECT {_SELECT} FROM traces t WHERE t.merged_into IS NOT NULL AND t.deleted_at IS NOT NULL "
-            "AND json_extract(t.metadata, '$.snapshot_of') IS NULL ORDER BY t.rid"
-        )
-        return [row_to_trace(r) for r in rows]
+    def merged_sources(self) -> Iterator[tuple[int, Trace]]:
+        """Soft-deleted traces that point at a trace with ``merged_into``, as (rid, trace),
+        grouped by that trace (the ``traces_merged_into`` index: no sort), oldest first
+        within each group; update snapshots are left out. Streamed: for ``check``."""
+        for r in self.execute(
+            f"SELECT t.rid, {_SELECT} FROM traces t WHERE t.merged_into IS NOT NULL AND t.deleted_at IS NOT NULL "
+            "AND json_extract(t.metadata, '$.snapshot_of') IS NULL ORDER BY t.merged_into, t.rid"
+        ):
+            yield int(r[0]), row_to_trace(r[1:])
 
     def merge_rows(self, now: float, after: int = 0, limit: int = -1,
                    ) -> list[tuple[int, str, str, str, str, str | None, float | None, str | None]]:
