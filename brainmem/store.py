@@ -173,13 +173,15 @@ class Store(IndexTables, EdgeTables, LogTables, InspectTables, VectorTables, Mai
         return row_to_trace(row) if row else None
 
     def supersedes_edges(self, ids: Sequence[str]) -> list[tuple[str, str]]:
-        """(newer, older) pairs of the ``supersedes`` edges touching ``ids`` (timeline)."""
-        if not ids:
-            return []
-        marks = ", ".join("?" * len(ids))
-        return list(self.execute(
-            f"SELECT src, dst FROM edges WHERE kind = 'supersedes' AND (src IN ({marks}) "
-            f"OR dst IN ({marks}))", [*ids, *ids]))
+        """(newer, older) pairs of the ``supersedes`` edges touching ``ids`` (timeline),
+        the newest edge first."""
+        pairs: list[tuple[float, str, str]] = []
+        for chunk in in_chunks(list(ids)):
+            marks = ", ".join("?" * len(chunk))
+            pairs += self.execute(
+                f"SELECT updated_at, src, dst FROM edges WHERE kind = 'supersedes' AND (src IN ({marks}) "
+                f"OR dst IN ({marks}))", [*chunk, *chunk])
+        return [(src, dst) for _, src, dst in sorted(pairs, key=lambda p: -p[0])]
 
     def update_fields(self, trace_id: str, fields: dict[str, Any]) -> None:
         """Set columns of one trace (names checked against :data:`MUTABLE`)."""
