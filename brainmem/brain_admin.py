@@ -45,10 +45,12 @@ class AdminMixin(BrainBase):
 
     # --- inspection: read-only views for the web UI (brainmem.inspection) ----------
 
-    def lineage(self, trace_id: str) -> dict[str, list[dict[str, Any]]]:
-        """Merged from/into, supersedes/superseded by, derived from/into of a trace (even deleted)."""
+    def lineage(self, trace_id: str, limit: int = 200) -> dict[str, Any]:
+        """Merged from/into, supersedes/superseded by, derived from/into of a trace (even
+        deleted): the newest ``limit`` of each, and how many each has under ``"totals"``."""
+        check_int(limit, "limit", 1, 10_000)
         with self._lock, self._store.read():
-            return inspection.lineage(self._store, self.get(trace_id, include_deleted=True))
+            return inspection.lineage(self._store, self.get(trace_id, include_deleted=True), limit)
 
     def recalls(self, trace_id: str, limit: int = 50) -> list[dict[str, Any]]:
         """The last ``limit`` recorded searches that returned the trace, newest first."""

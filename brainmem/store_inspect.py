@@ -29,18 +29,29 @@ class InspectTables(Database):
             ]
         return rows
 
-    def merged_into_rows(self, trace_id: str) -> list[tuple[str, bool]]:
-        """(id, is an update snapshot) of the traces merged or snapshotted into ``trace_id``."""
-        return [(tid, bool(snapshot)) for tid, snapshot in self.execute(
-            "SELECT id, metadata ->> '$.snapshot_of' FROM traces WHERE merged_into = ? "
-            "ORDER BY deleted_at, rid", (trace_id,))]
+    def merged_into_rows(self, trace_id: str, limit: int) -> list[tuple[str, bool, int]]:
+        """(id, is an update snapshot, how many) of the traces merged or snapshotted into
+        ``trace_id``: the newest ``limit`` snapshots and merged traces (oldest first), each
+        with how many of its kind there are."""
+        return [(tid, bool(snapshot), int(n)) for tid, snapshot, n in self.execute(
+            "SELECT id, snapshot, n FROM (SELECT id, deleted_at, rid, "
+            "metadata ->> '$.snapshot_of' IS NOT NULL AS snapshot, "
+            "row_number() OVER (PARTITION BY metadata ->> '$.snapshot_of' IS NOT NULL "
+            "ORDER BY deleted_at DESC, rid DESC) AS k, "
+            "count(*) OVER (PARTITION BY metadata ->> '$.snapshot_of' IS NOT NULL) AS n "
+            "FROM traces WHERE merged_into = ?1) WHERE k <= ?2 ORDER BY deleted_at, rid", (trace_id, limit))]
 
-    def lineage_edges(self, trace_id: str) -> list[tuple[str, str, str]]:
-        """(src, dst, kind) of the ``supersedes`` and ``derived_from`` edges touching a trace."""
+    def lineage_edges(self, trace_id: str, limit: int) -> list[tuple[str, str, str, int]]:
+        """(src, dst, kind, how many) of the ``supersedes`` and ``derived_from`` edges
+        touching a trace: the newest ``limit`` of each kind and direction (oldest first),
+        each with how many that kind and direction has."""
         return list(self.execute(
-            "SELECT src, dst, kind FROM edges WHERE (src = ? OR dst = ?) "
-            "AND kind IN ('supersedes', 'derived_from') ORDER BY updated_at, src, dst",
-            (trace_id, trace_id)))
+            "SELECT src, dst, kind, n FROM (SELECT src, dst, kind, updated_at, "
+            "row_number() OVER (PARTITION BY kind, src = ?1 ORDER BY updated_at DESC, src DESC, dst DESC) AS k, "
+            "count(*) OVER (PARTITION BY kind, src = ?1) AS n "
+            "FROM edges WHERE (src = ?1 OR dst = ?1) AND kind IN ('supersedes', 'derived_from')) "
+            "WHERE k <= ?2 ORDER BY updated_at, src, dst",
+            (trace_id, limit)))
 
     def recalls_of(self, trace_id: str, limit: int) -> list[tuple[int, str, float, int, float, Any]]:
         """(retrieval id, query, at, rank, score, used or None), newest first."""

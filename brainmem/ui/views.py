@@ -33,6 +33,8 @@ MAX_LIMIT = 100
 LOG_LIMIT = 200
 #: Most traces (and edges) of each kind a reflect run's page lists, and merges its report shows.
 RUN_ITEMS = 200
+#: Most traces of each kind of lineage a trace's page lists (the newest).
+LINEAGE_ITEMS = 200
 
 
 def _int(params: Mapping[str, str], name: str, default: int, low: int, high: int) -> int:
@@ -124,7 +126,7 @@ def trace(brain: Any, trace_id: str) -> dict[str, Any]:
 
     recalls = brain.recalls(t.id)
     _, crossing = retrievability_curve(t, now, threshold, [])
-    return {"trace": view, "lineage": brain.lineage(t.id),
+    return {"trace": view, "lineage": brain.lineage(t.id, LINEAGE_ITEMS),
             "recalls": recalls, "prune_threshold": threshold, "reaches_threshold_at": crossing,
             "now": now}
 
