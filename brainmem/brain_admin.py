@@ -14,7 +14,7 @@ from typing import IO, TYPE_CHECKING, Any
 from . import graph, inspection
 from ._version import __version__
 from .brain_base import BrainBase
-from .errors import InvalidInput
+from .errors import InvalidInput, NotFound
 from .model import TimeLike
 from .validate import check_ids, check_int, check_text
 
@@ -34,18 +34,23 @@ class AdminMixin(BrainBase):
         with self._lock, self._store.read():
             return graph.summary(self._store, top)
 
-    def reflect_log(self, limit: int = 20) -> list[dict[str, Any]]:
-        """The last ``limit`` consolidation runs, newest first (each with its report)."""
+    def reflect_log(self, limit: int = 20, *, merges: bool = True) -> list[dict[str, Any]]:
+        """The last ``limit`` consolidation runs, newest first (each with its report).
+
+        ``merges=False`` leaves out each report's ``merges`` (both texts of every merge,
+        which can be most of a brain), for a list of runs."""
         check_int(limit, "limit", 1, 10_000)
         with self._lock, self._store.read():
-            return self._store.consolidation_history(limit)
+            return self._store.consolidation_history(limit, merges=merges)
 
     # --- inspection: read-only views for the web UI (brainmem.inspection) ----------
 
-    def lineage(self, trace_id: str) -> dict[str, list[dict[str, Any]]]:
-        """Merged from/into, supersedes/superseded by, derived from/into of a trace (even deleted)."""
+    def lineage(self, trace_id: str, limit: int = 200) -> dict[str, Any]:
+        """Merged from/into, supersedes/superseded by, derived from/into of a trace (even
+        deleted): the newest ``limit`` of each, and how many each has under ``"totals"``."""
+        check_int(limit, "limit", 1, 10_000)
         with self._lock, self._store.read():
-            return inspection.lineage(self._store, self.get(trace_id, include_deleted=True))
+            return inspection.lineage(self._store, self.get(trace_id, include_deleted=True), limit)
 
     def recalls(self, trace_id: str, limit: int = 50) -> list[dict[str, Any]]:
         """The last ``limit`` recorded searches that returned the trace, newest first."""
@@ -74,10 +79,22 @@ class AdminMixin(BrainBase):
         with self._lock, self._store.read():
             return inspection.overview(self._store, at)
 
-    def reflect_changes(self, run: Mapping[str, Any]) -> dict[str, list[dict[str, Any]]]:
-        """Which traces one :meth:`reflect_log` run pruned, merged, derived and changed."""
+    def reflect_run(self, run_id: int) -> dict[str, Any]:
+        """One consolidation run of :meth:`reflect_log` by its id (:class:`NotFound` if none)."""
+        check_int(run_id, "run id", 0)
         with self._lock, self._store.read():
-            return inspection.run_changes(self._store, dict(run))
+            found = self._store.consolidation_run(run_id)
+        if found is None:
+            raise NotFound(f"no reflect run {run_id}")
+        return found
+
+    def reflect_changes(self, run: Mapping[str, Any], limit: int = 200) -> dict[str, Any]:
+        """Which traces one :meth:`reflect_log` run pruned, merged, derived and changed, and
+        which edges it strengthened: the first ``limit`` of each (``["changes"]``) and how
+        many there are (``["totals"]``)."""
+        check_int(limit, "limit", 1, 10_000)
+        with self._lock, self._store.read():
+            return inspection.run_changes(self._store, dict(run), limit)
 
     # --- transfer: export, import, backup (brainmem.transfer) ----------------------
 

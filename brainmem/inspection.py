@@ -40,31 +40,40 @@ def briefs(store: Store, ids: Iterable[str]) -> dict[str, dict[str, Any]]:
             for tid, content, type_, deleted, derived in store.briefs(ids)}
 
 
-def lineage(store: Store, trace: Trace) -> dict[str, list[dict[str, Any]]]:
+def lineage(store: Store, trace: Trace, limit: int) -> dict[str, Any]:
     """Where a trace came from and went to, each entry a brief of the other trace.
 
     ``merged_into`` (the trace this one was merged or snapshotted into), ``merged_from``
     (traces merged into this one), ``versions`` (snapshots of its earlier content kept
     by ``update``), ``supersedes``/``superseded_by`` (merge and update lineage edges),
     ``derived_from`` (an insight's sources) and ``derived_into`` (insights this trace
-    is a source of).
+    is a source of): the newest ``limit`` of each, oldest first, and under ``totals``
+    how many each has (a key put every half hour for a year has 17,000 versions).
     """
     rel: dict[str, list[str]] = {k: [] for k in ("merged_into", "merged_from", "versions", "supersedes",
                                                  "superseded_by", "derived_from", "derived_into")}
+    totals = dict.fromkeys(rel, 0)
     if trace.merged_into:
         rel["merged_into"].append(trace.merged_into)
-    for tid, snapshot in store.merged_into_rows(trace.id):
-        rel["versions" if snapshot else "merged_from"].append(tid)
-    for src, dst, kind in store.lineage_edges(trace.id):
+        totals["merged_into"] = 1
+    for tid, snapshot, n in store.merged_into_rows(trace.id, limit):
+        kind = "versions" if snapshot else "merged_from"
+        rel[kind].append(tid)
+        totals[kind] = n
+    for src, dst, kind, n in store.lineage_edges(trace.id, limit):
         outgoing = src == trace.id
         other = dst if outgoing else src
         if kind == "supersedes":
-            rel["supersedes" if outgoing else "superseded_by"].append(other)
+            name = "supersedes" if outgoing else "superseded_by"
         else:
-            rel["derived_from" if outgoing else "derived_into"].append(other)
+            name = "derived_from" if outgoing else "derived_into"
+        rel[name].append(other)
+        totals[name] = n
     known = briefs(store, [i for ids in rel.values() for i in ids])
     gone = {"title": "(purged)", "type": None, "deleted": True, "derived": False}
-    return {k: [known.get(i, {"id": i, **gone}) for i in dict.fromkeys(ids)] for k, ids in rel.items()}
+    shown: dict[str, Any] = {k: [known.get(i, {"id": i, **gone}) for i in dict.fromkeys(ids)]
+                             for k, ids in rel.items()}
+    return {**shown, "totals": totals}
 
 
 def recalls(store: Store, trace_id: str, limit: int) -> list[dict[str, Any]]:
@@ -126,8 +135,9 @@ def overview(store: Store, now: float) -> dict[str, Any]:
                        for day, added, deleted in store.growth_by_day()]}
 
 
-def run_changes(store: Store, run: dict[str, Any]) -> dict[str, list[dict[str, Any]]]:
-    """What one reflect run (a :meth:`Brain.reflect_log` entry) changed.
+def run_changes(store: Store, run: dict[str, Any], limit: int) -> dict[str, Any]:
+    """What one reflect run (a :meth:`Brain.reflect_log` entry) changed: the first
+    ``limit`` of each kind under ``"changes"``, how many there are under ``"totals"``.
 
     Reflect stamps every change with the run's ``now``: traces soft-deleted at it
     were pruned (``deleted_reason`` expired/evicted, else weak) or merged into a
@@ -136,23 +146,19 @@ def run_changes(store: Store, run: dict[str, Any]) -> dict[str, list[dict[str, A
     ``co_activated`` edges stamped with it were strengthened. A later change overwrites
     those stamps, so ``changed`` and ``strengthened`` show only what was not touched since.
     """
-    rows = store.stamped(run["now"])
-    pruned, merged = [], []
-    for tid, content, merged_into in rows["deleted"]:
-        entry = {"id": tid, "title": title(content)}
-        if merged_into:
-            merged.append({**entry, "into": merged_into})
-        else:
-            pruned.append(entry)
     derived_ids = [str(i) for i in run.get("report", {}).get("derived_ids", [])]
-    derived_info = briefs(store, derived_ids)
-    return {
-        "pruned": pruned, "merged": merged,
-        "derived": [derived_info.get(i, {"id": i, "title": "(purged)"}) for i in derived_ids],
-        "changed": [{"id": tid, "title": title(content), "type": type_}
-                    for tid, content, type_ in rows["updated"] if tid not in derived_info],
+    rows, totals = store.stamped(run["now"], limit, skip=derived_ids)
+    derived_info = briefs(store, derived_ids[:limit])
+    changes = {
+        "pruned": [{"id": tid, "title": title(content)} for tid, content in rows["pruned"]],
+        "merged": [{"id": tid, "title": title(content), "into": into} for tid, content, into in rows["merged"]],
+        "derived": [derived_info.get(i, {"id": i, "title": "(purged)"}) for i in derived_ids[:limit]],
+        "changed": [{"id": tid, "title": title(content), "type": type_} for tid, content, type_ in rows["updated"]],
         "strengthened": [{"src": src, "dst": dst, "weight": weight} for src, dst, weight in rows["edges"]],
     }
+    return {"changes": changes,
+            "totals": {"pruned": totals["pruned"], "merged": totals["merged"], "derived": len(derived_ids),
+                       "changed": totals["updated"], "strengthened": totals["edges"]}}
 
 
 def derive_clusters(store: Store, policy: Policy) -> list[list[str]]:

@@ -190,13 +190,15 @@ class Store(IndexTables, EdgeTables, LogTables, InspectTables, VectorTables, Mai
         return [row_to_trace(r) for r in self.execute(sql, params)]
 
     def supersedes_edges(self, ids: Sequence[str]) -> list[tuple[str, str]]:
-        """(newer, older) pairs of the ``supersedes`` edges touching ``ids`` (timeline)."""
-        if not ids:
-            return []
-        marks = ", ".join("?" * len(ids))
-        return list(self.execute(
-            f"SELECT src, dst FROM edges WHERE kind = 'supersedes' AND (src IN ({marks}) "
-            f"OR dst IN ({marks}))", [*ids, *ids]))
+        """(newer, older) pairs of the ``supersedes`` edges touching ``ids`` (timeline),
+        the newest edge first."""
+        pairs: list[tuple[float, str, str]] = []
+        for chunk in in_chunks(list(ids)):
+            marks = ", ".join("?" * len(chunk))
+            pairs += self.execute(
+                f"SELECT updated_at, src, dst FROM edges WHERE kind = 'supersedes' AND (src IN ({marks}) "
+                f"OR dst IN ({marks}))", [*chunk, *chunk])
+        return [(src, dst) for _, src, dst in sorted(pairs, key=lambda p: -p[0])]
 
     def update_fields(self, trace_id: str, fields: dict[str, Any]) -> None:
         """Set columns of one trace (names checked against :data:`MUTABLE`)."""
@@ -446,16 +448,18 @@ class Store(IndexTables, EdgeTables, LogTables, InspectTables, VectorTables, Mai
             (scope, scope_id, now),
         )]
 
-    def weakest(self, scope: str, scope_id: str, now: float, limit: int) -> list[Trace]:
-        """Live unpinned traces of a scope, lowest retrievability R(now) first (then LRU)."""
+    def weakest(self, scope: str, scope_id: str, now: float, limit: int) -> list[tuple[tuple[float, float, int], str]]:
+        """Live unpinned traces of a scope, lowest retrievability R(now) first (then LRU,
+        then rid), as ((R(now), last_accessed_at, rid), id): the order eviction follows."""
         rows = self.execute(
-            f"SELECT {_SELECT} FROM traces t WHERE t.scope = ? AND t.scope_id = ? "
+            "SELECT retrievability(t.strength, t.stability, t.last_accessed_at, ?1), t.last_accessed_at, "
+            "t.rid, t.id FROM traces t WHERE t.scope = ?2 AND t.scope_id = ?3 "
             "AND t.deleted_at IS NULL AND t.pinned = 0 "
-            "ORDER BY retrievability(t.strength, t.stability, t.last_accessed_at, ?), "
-            "t.last_accessed_at, t.rid LIMIT ?",
-            (scope, scope_id, now, limit),
+            "ORDER BY retrievability(t.strength, t.stability, t.last_accessed_at, ?1), "
+            "t.last_accessed_at, t.rid LIMIT ?4",
+            (now, scope, scope_id, limit),
         )
-        return [row_to_trace(r) for r in rows]
+        return [((float(r), float(last), int(rid)), str(tid)) for r, last, rid, tid in rows]
 
     def iter_traces(self, *, include_deleted: bool) -> Iterator[Trace]:
         """Every trace (live only unless ``include_deleted``) in insertion order."""
@@ -571,14 +575,15 @@ class Store(IndexTables, EdgeTables, LogTables, InspectTables, VectorTables, Mai
             [(at, at, merged_into, _column_value("metadata", meta), i) for i, meta in rows],
         )
 
-    def merged_sources(self) -> list[Trace]:
-        """Soft-deleted traces that point at a trace with ``merged_into``, oldest first;
-        update snapshots are left out (one scan: for ``check``)."""
-        rows = self.execute(
-            f"SELECT {_SELECT} FROM traces t WHERE t.merged_into IS NOT NULL AND t.deleted_at IS NOT NULL "
-            "AND json_extract(t.metadata, '$.snapshot_of') IS NULL ORDER BY t.rid"
-        )
-        return [row_to_trace(r) for r in rows]
+    def merged_sources(self) -> Iterator[tuple[int, Trace]]:
+        """Soft-deleted traces that point at a trace with ``merged_into``, as (rid, trace),
+        grouped by that trace (the ``traces_merged_into`` index: no sort), oldest first
+        within each group; update snapshots are left out. Streamed: for ``check``."""
+        for r in self.execute(
+            f"SELECT t.rid, {_SELECT} FROM traces t WHERE t.merged_into IS NOT NULL AND t.deleted_at IS NOT NULL "
+            "AND json_extract(t.metadata, '$.snapshot_of') IS NULL ORDER BY t.merged_into, t.rid"
+        ):
+            yield int(r[0]), row_to_trace(r[1:])
 
     def merge_rows(self, now: float, after: int = 0, limit: int = -1,
                    ) -> list[tuple[int, str, str, str, str, str | None, float | None, str | None]]:

@@ -6,6 +6,7 @@ holds a read transaction. Rows come back as plain tuples and dicts with unix tim
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterable
 from typing import Any
 
@@ -28,18 +29,29 @@ class InspectTables(Database):
             ]
         return rows
 
-    def merged_into_rows(self, trace_id: str) -> list[tuple[str, bool]]:
-        """(id, is an update snapshot) of the traces merged or snapshotted into ``trace_id``."""
-        return [(tid, bool(snapshot)) for tid, snapshot in self.execute(
-            "SELECT id, metadata ->> '$.snapshot_of' FROM traces WHERE merged_into = ? "
-            "ORDER BY deleted_at, rid", (trace_id,))]
+    def merged_into_rows(self, trace_id: str, limit: int) -> list[tuple[str, bool, int]]:
+        """(id, is an update snapshot, how many) of the traces merged or snapshotted into
+        ``trace_id``: the newest ``limit`` snapshots and merged traces (oldest first), each
+        with how many of its kind there are."""
+        return [(tid, bool(snapshot), int(n)) for tid, snapshot, n in self.execute(
+            "SELECT id, snapshot, n FROM (SELECT id, deleted_at, rid, "
+            "metadata ->> '$.snapshot_of' IS NOT NULL AS snapshot, "
+            "row_number() OVER (PARTITION BY metadata ->> '$.snapshot_of' IS NOT NULL "
+            "ORDER BY deleted_at DESC, rid DESC) AS k, "
+            "count(*) OVER (PARTITION BY metadata ->> '$.snapshot_of' IS NOT NULL) AS n "
+            "FROM traces WHERE merged_into = ?1) WHERE k <= ?2 ORDER BY deleted_at, rid", (trace_id, limit))]
 
-    def lineage_edges(self, trace_id: str) -> list[tuple[str, str, str]]:
-        """(src, dst, kind) of the ``supersedes`` and ``derived_from`` edges touching a trace."""
+    def lineage_edges(self, trace_id: str, limit: int) -> list[tuple[str, str, str, int]]:
+        """(src, dst, kind, how many) of the ``supersedes`` and ``derived_from`` edges
+        touching a trace: the newest ``limit`` of each kind and direction (oldest first),
+        each with how many that kind and direction has."""
         return list(self.execute(
-            "SELECT src, dst, kind FROM edges WHERE (src = ? OR dst = ?) "
-            "AND kind IN ('supersedes', 'derived_from') ORDER BY updated_at, src, dst",
-            (trace_id, trace_id)))
+            "SELECT src, dst, kind, n FROM (SELECT src, dst, kind, updated_at, "
+            "row_number() OVER (PARTITION BY kind, src = ?1 ORDER BY updated_at DESC, src DESC, dst DESC) AS k, "
+            "count(*) OVER (PARTITION BY kind, src = ?1) AS n "
+            "FROM edges WHERE (src = ?1 OR dst = ?1) AND kind IN ('supersedes', 'derived_from')) "
+            "WHERE k <= ?2 ORDER BY updated_at, src, dst",
+            (trace_id, limit)))
 
     def recalls_of(self, trace_id: str, limit: int) -> list[tuple[int, str, float, int, float, Any]]:
         """(retrieval id, query, at, rank, score, used or None), newest first."""
@@ -77,17 +89,36 @@ class InspectTables(Database):
             "SELECT CAST(created_at / 86400 AS INTEGER) AS d, count(*), count(deleted_at) "
             "FROM traces GROUP BY d ORDER BY d")]
 
-    def stamped(self, at: float) -> dict[str, list[tuple[Any, ...]]]:
-        """What carries the time ``at``: traces deleted then (id, content, merged_into),
-        live traces updated then (id, content, type), co_activated edges set then
-        (src, dst, weight)."""
-        return {
-            "deleted": list(self.execute(
-                "SELECT id, content, merged_into FROM traces WHERE deleted_at = ? ORDER BY rid", (at,))),
+    def stamped(self, at: float, limit: int, skip: Iterable[str] = ()
+                ) -> tuple[dict[str, list[tuple[Any, ...]]], dict[str, int]]:
+        """What carries the time ``at``, the first ``limit`` of each (rid order) and how many
+        there are: traces deleted then with no ``merged_into`` ("pruned": id, content) and
+        with one ("merged": id, content, merged_into), live traces updated then but for
+        the ids in ``skip`` ("updated": id, content, type), co_activated edges set then
+        ("edges": src, dst, weight)."""
+        others = json.dumps(list(skip))
+        rows = {
+            "pruned": list(self.execute(
+                "SELECT id, content FROM traces WHERE deleted_at = ? AND merged_into IS NULL "
+                "ORDER BY rid LIMIT ?", (at, limit))),
+            "merged": list(self.execute(
+                "SELECT id, content, merged_into FROM traces WHERE deleted_at = ? AND merged_into IS NOT NULL "
+                "ORDER BY rid LIMIT ?", (at, limit))),
             "updated": list(self.execute(
                 "SELECT id, content, type FROM traces WHERE updated_at = ? AND deleted_at IS NULL "
-                "ORDER BY rid", (at,))),
+                "AND id NOT IN (SELECT value FROM json_each(?)) ORDER BY rid LIMIT ?", (at, others, limit))),
             "edges": list(self.execute(
                 "SELECT src, dst, weight FROM edges WHERE kind = 'co_activated' AND updated_at = ? "
-                "ORDER BY weight DESC, src, dst", (at,))),
+                "ORDER BY weight DESC, src, dst LIMIT ?", (at, limit))),
         }
+        deleted, merged = self.execute(
+            "SELECT count(*), count(merged_into) FROM traces WHERE deleted_at = ?", (at,)).get
+        totals = {
+            "pruned": int(deleted) - int(merged), "merged": int(merged),
+            "updated": int(self.execute(
+                "SELECT count(*) FROM traces WHERE updated_at = ? AND deleted_at IS NULL "
+                "AND id NOT IN (SELECT value FROM json_each(?))", (at, others)).get),
+            "edges": int(self.execute(
+                "SELECT count(*) FROM edges WHERE kind = 'co_activated' AND updated_at = ?", (at,)).get),
+        }
+        return rows, totals

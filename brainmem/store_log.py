@@ -83,13 +83,24 @@ class LogTables(Database):
             )
             return self.db.last_insert_rowid()
 
-    def consolidation_history(self, limit: int) -> list[dict[str, Any]]:
-        """The last ``limit`` consolidation runs, newest first."""
+    def consolidation_run(self, run_id: int) -> dict[str, Any] | None:
+        """One consolidation run by its id (None: no such run)."""
+        row = self.execute("SELECT id, started_at, finished_at, now, status, report FROM consolidation_log "
+                           "WHERE id = ?", (run_id,)).fetchone()
+        if row is None:
+            return None
+        return {"id": row[0], "started_at": row[1], "finished_at": row[2], "now": row[3], "status": row[4],
+                "report": json.loads(row[5])}
+
+    def consolidation_history(self, limit: int, *, merges: bool = True) -> list[dict[str, Any]]:
+        """The last ``limit`` consolidation runs, newest first; ``merges=False`` drops each
+        report's ``merges`` in SQL, before Python parses it."""
+        report = "report" if merges else "json_remove(report, '$.merges')"
         return [
             {"id": r[0], "started_at": r[1], "finished_at": r[2], "now": r[3], "status": r[4],
              "report": json.loads(r[5])}
             for r in self.execute(
-                "SELECT id, started_at, finished_at, now, status, report FROM consolidation_log "
+                f"SELECT id, started_at, finished_at, now, status, {report} FROM consolidation_log "
                 "ORDER BY id DESC LIMIT ?", (limit,),
             )
         ]

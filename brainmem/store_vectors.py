@@ -23,11 +23,13 @@ class VectorTables(Database):
             [(model, dim, blob, tid, h) for tid, h, blob in rows],
         )
 
-    def vectors_missing(self, model: str, limit: int) -> list[tuple[str, str, str]]:
-        """(id, content, content hash) of live traces without a current vector, oldest first."""
-        return [(str(i), str(c), str(h)) for i, c, h in self.execute(
-            f"SELECT t.id, t.content, t.content_hash FROM traces t {_CURRENT} ORDER BY t.rid LIMIT ?",
-            (model, limit))]
+    def vectors_missing(self, model: str, limit: int, after: int = 0) -> list[tuple[int, str, str, str]]:
+        """(rid, id, content, content hash) of live traces without a current vector, oldest
+        first, from the first rid above ``after`` (a backfill's cursor: each batch starts
+        where the last one ended instead of walking every trace embedded before it)."""
+        return [(int(r), str(i), str(c), str(h)) for r, i, c, h in self.execute(
+            f"SELECT t.rid, t.id, t.content, t.content_hash FROM traces t {_CURRENT} AND t.rid > ? "
+            "ORDER BY t.rid LIMIT ?", (model, after, limit))]
 
     def vectors_missing_count(self, model: str) -> int:
         row = self.execute(f"SELECT count(*) FROM traces t {_CURRENT}", (model,)).fetchone()

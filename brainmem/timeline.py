@@ -189,12 +189,15 @@ def keep_snapshot(store: Store, trace: Trace, at: float, until: float | None) ->
 
 
 def history(store: Store, trace_id: str) -> list[Trace]:
-    """Every version in ``trace_id``'s supersession chain (itself included), oldest first."""
+    """Every version in ``trace_id``'s supersession chain (itself included), oldest first;
+    at most :data:`MAX_HISTORY`, the nearest and, among as near, the newest replacements
+    (every earlier value of a key is one step from it)."""
     seen = {trace_id}
     frontier = [trace_id]
     while frontier and len(seen) < MAX_HISTORY:
-        pairs = store.supersedes_edges(frontier)
-        frontier = [i for pair in pairs for i in pair if i not in seen]
+        pairs = store.supersedes_edges(frontier)  # newest first
+        found = dict.fromkeys(i for pair in pairs for i in pair if i not in seen)
+        frontier = list(found)[: MAX_HISTORY - len(seen)]
         seen.update(frontier)
     traces = store.get_many(list(seen), include_deleted=True)
     # at equal times (one clock tick) the closed version is the older one

@@ -183,15 +183,18 @@ def _reset_survivor(store: Store, target: Trace, ids: list[str], records: list[d
 
 
 def unsafe_merges(store: Store) -> list[dict[str, Any]]:
-    """Reflect (and compact) merges whose texts the merge rule refuses, oldest first."""
-    found = []
-    survivors: dict[str, Trace | None] = {}
-    for source in store.merged_sources():
+    """Reflect (and compact) merges whose texts the merge rule refuses, oldest first.
+
+    Reads the merged traces a survivor at a time (a brain can hold millions of them),
+    keeping only the survivor at hand and what is refused."""
+    found: list[tuple[int, dict[str, Any]]] = []
+    at: str | None = None
+    target: Trace | None = None
+    for rid, source in store.merged_sources():
         into = source.merged_into
         assert into is not None
-        if into not in survivors:
-            survivors[into] = store.get(into, include_deleted=True)
-        target = survivors[into]
+        if into != at:
+            at, target = into, store.get(into, include_deleted=True)
         if target is None or target.deleted_at is not None:
             continue
         record = source.metadata.get(RECORD_KEY)
@@ -205,6 +208,6 @@ def unsafe_merges(store: Store) -> list[dict[str, Any]]:
             survivor_text = target.content
         reason = sameness.why_not(survivor_text, source.content)
         if reason is not None:
-            found.append({"survivor": target.id, "loser": source.id, "survivor_text": survivor_text,
-                          "loser_text": source.content, "reason": reason})
-    return found
+            found.append((rid, {"survivor": target.id, "loser": source.id, "survivor_text": survivor_text,
+                                "loser_text": source.content, "reason": reason}))
+    return [entry for _, entry in sorted(found, key=lambda pair: pair[0])]

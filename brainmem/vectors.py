@@ -185,25 +185,28 @@ class VectorIndex:
 
         Stops at the first provider failure (reported, nothing half-written). ``lock``
         (the brain's) is held while a batch is read and while it is written, never while
-        the provider embeds it, so threads sharing the brain keep going meanwhile.
+        the provider embeds it, so threads sharing the brain keep going meanwhile. Each
+        batch starts after the last one's traces, so the table is walked once; a trace
+        whose content changed while its batch was embedded waits for the next backfill.
         """
         guard = lock if lock is not None else contextlib.nullcontext()
-        done, error = 0, None
+        done, error, after = 0, None, 0
         while limit is None or done < limit:
             n = batch_size if limit is None else min(batch_size, limit - done)
             with guard, self.store.read():
-                todo = self.store.vectors_missing(self.model_id, n)
+                todo = self.store.vectors_missing(self.model_id, n, after)
             if not todo:
                 break
             try:
-                vectors = self.embed([c for _, c, _ in todo])
+                vectors = self.embed([c for _, _, c, _ in todo])
             except EmbedderError as e:
                 error = str(e)
                 break
-            stub = [Trace(id=i, content=c, content_hash=h) for i, c, h in todo]
+            stub = [Trace(id=i, content=c, content_hash=h) for _, i, c, h in todo]
             with guard, self.store.write():
-                self.write(stub, {h: v for (_, _, h), v in zip(todo, vectors)})
+                self.write(stub, {h: v for (_, _, _, h), v in zip(todo, vectors)})
             done += len(todo)
+            after = todo[-1][0]
         with guard:
             return {"embedded": done, "missing": self.missing(), "error": error}
 

@@ -20,6 +20,7 @@ Validation happens before: traces arrive built by :func:`brainmem.validate.build
 
 from __future__ import annotations
 
+import bisect
 import dataclasses
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -46,6 +47,32 @@ class AddResult:
         return not self.created
 
 
+#: Weakest traces of a full scope read at once under an "evict" quota (see Writer.make_room).
+VICTIM_PAGE = 256
+#: A sort position after every rid a stored trace has: traces added in the current
+#: transaction (their rids come later, in the order they are added).
+_NEW_RID = 1 << 62
+
+#: Eviction order: (R(now), last_accessed_at, rid), the order ``Store.weakest`` reads.
+VictimKey = tuple[float, float, int]
+
+
+@dataclass
+class _Victims:
+    """The weakest evictable traces of one scope, read once per write transaction and time.
+
+    ``order`` holds (key, id) weakest first; every live unpinned trace of the scope not
+    held there orders after ``bound`` (the last key read), or there is none (``bound``
+    None: the read found them all). An add within the transaction can only raise an
+    existing trace's key (a recall), so a held trace is checked against the file before
+    it is evicted; a trace added meanwhile joins ``order`` if it orders before ``bound``.
+    """
+
+    order: list[tuple[VictimKey, str]]
+    bound: VictimKey | None
+    added: int = 0
+
+
 class Writer:
     """The write operations of one brain file (call inside ``store.write()``)."""
 
@@ -58,6 +85,11 @@ class Writer:
         #: live traces per scope, valid for the write transaction numbered _quota_tx
         self._quota_tx = -1
         self._quota_counts: dict[tuple[str, str], int] = {}
+        #: per scope, for the transaction _quota_tx at the time _room_at: whether its
+        #: expired traces were swept, and its weakest evictable traces (make_room)
+        self._room_at: float | None = None
+        self._swept: set[tuple[str, str]] = set()
+        self._victims: dict[tuple[str, str], _Victims] = {}
 
     # --- deletes ----------------------------------------------------------------------
 
@@ -182,7 +214,28 @@ class Writer:
             # live counts per scope, valid for this write transaction only (its own
             # inserts and evictions keep them exact), so a batch COUNTs once per scope
             self._quota_tx, self._quota_counts = self.store.tx_serial, {}
+            self._room_at = None
+        if self._room_at != at:
+            self._room_at, self._swept, self._victims = at, set(), {}
         self.make_room(trace, at)
+        self._entering(trace, at)
+
+    def _entering(self, trace: Trace, at: float) -> None:
+        """Keep this transaction's eviction reads of ``trace``'s scope exact as it goes in."""
+        slot = (trace.scope, trace.scope_id)
+        if trace.expires_at is not None and trace.expires_at <= at:
+            self._swept.discard(slot)  # expired on arrival (an import): the next sweep finds it
+        victims = self._victims.get(slot)
+        if victims is None or trace.pinned:
+            return
+        if trace.deleted_at is not None:  # a restore: back with its own rid, so read again
+            del self._victims[slot]
+            return
+        victims.added += 1
+        key = (decay.retrievability(trace.strength, trace.stability, trace.last_accessed_at, at),
+               trace.last_accessed_at, _NEW_RID + victims.added)
+        if victims.bound is None or key < victims.bound:
+            bisect.insort(victims.order, (key, trace.id))
 
     def make_room(self, trace: Trace, at: float) -> None:
         """Make room for ``trace`` in its scope under ``Policy.quota``.
@@ -191,7 +244,9 @@ class Writer:
         big ``add_many`` stays linear. When the scope is full, its expired traces are
         soft-deleted first (they are invisible anyway); then "refuse" raises
         :class:`QuotaExceeded` and "evict" soft-deletes the unpinned traces with the
-        lowest retrievability R(now) (least recently used on ties).
+        lowest retrievability R(now) (least recently used on ties). A full scope is
+        swept for expired traces and sorted by R once per transaction (:class:`_Victims`),
+        not once per trace added: both read every trace of the scope.
         """
         store, counts = self.store, self._quota_counts
         quota, mode = self.policy.quota, self.policy.quota_policy
@@ -202,11 +257,12 @@ class Writer:
         live = counts.get(slot)
         if live is None:
             live = store.count(Filters(scope=trace.scope, scope_id=trace.scope_id))
-        if live >= quota:
+        if live >= quota and slot not in self._swept:
             expired = store.get_many(store.expired_ids(trace.scope, trace.scope_id, at))
             for old in expired:
                 self.soft_delete(old, at, "expired")
             live -= len(expired)
+            self._swept.add(slot)
         if live < quota:
             counts[slot] = live + 1
             return
@@ -214,13 +270,40 @@ class Writer:
         if mode == "refuse":
             raise QuotaExceeded(f"scope {name} already holds {live} live traces, its quota of "
                                 f"{quota} (Policy.quota, quota_policy 'refuse')")
-        victims = store.weakest(trace.scope, trace.scope_id, at, live - quota + 1)
+        victims = self._weakest(slot, at, live - quota + 1)
         if len(victims) < live - quota + 1:
             raise QuotaExceeded(f"scope {name} is at its quota of {quota} live traces and every "
                                 "one that could be evicted is pinned")
         for victim in victims:
             self.soft_delete(victim, at, "evicted", evicted_for_quota=quota)
         counts[slot] = quota
+
+    def _weakest(self, slot: tuple[str, str], at: float, need: int) -> list[Trace]:
+        """The ``need`` live unpinned traces of the scope ``slot`` with the lowest R(at)
+        (fewer when there are not as many), as :meth:`Store.weakest` orders them now."""
+        found: list[Trace] = []
+        chosen: set[str] = set()
+        while len(found) < need:
+            victims = self._victims.get(slot)
+            if victims is None or (not victims.order and victims.bound is not None):
+                page = max(VICTIM_PAGE, need - len(found))
+                order = self.store.weakest(slot[0], slot[1], at, page)
+                victims = self._victims[slot] = _Victims(order, order[-1][0] if len(order) == page else None)
+            if not victims.order:
+                break
+            key, trace_id = victims.order.pop(0)
+            now_ = self.store.get(trace_id)
+            if now_ is None or now_.pinned or trace_id in chosen:
+                continue  # deleted, expired or pinned since it was read
+            current = (decay.retrievability(now_.strength, now_.stability, now_.last_accessed_at, at),
+                       now_.last_accessed_at, key[2])
+            if current != key:  # recalled since it was read: back in its place, if still held
+                if victims.bound is None or current < victims.bound:
+                    bisect.insort(victims.order, (current, trace_id))
+                continue
+            found.append(now_)
+            chosen.add(trace_id)
+        return found
 
     def link_episodes(self, fresh: Sequence[Trace], at: float, tails: dict[str, str | None]) -> None:
         """Write ``episode_next`` edges from each episode's previous trace to the new one.
@@ -289,6 +372,7 @@ class Writer:
     def update(self, current: Trace, changes: Mapping[str, Any], expected_version: int | None,
                at: float) -> Trace:
         """Validate and write ``changes`` to ``current``; only the changed fields are checked."""
+        self._victims.clear()  # a new type or importance may lower a stability: read again
         if expected_version is not None and check_int(expected_version, "expected_version", 0) != current.version:
             raise VersionConflict(current.id, expected_version, current.version)
         fields = check_changes(changes, self.policy)

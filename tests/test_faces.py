@@ -457,6 +457,45 @@ def test_quota_evict_removes_weakest_unpinned(clock) -> None:
         assert len(brain.list().items) == 3 and pinned.id in {i.id for i in brain.list().items}
 
 
+def _full_scope(brain: Brain, clock: Any, n: int) -> None:
+    """``n`` traces of varied strength: back-dated, of every importance, some pinned,
+    some recalled since."""
+    brain.add_many([{"content": f"old note {i}", "created_at": clock.now - (i * 37 % 400) * 86400,
+                     "importance": (i % 5) / 4, "pinned": i % 7 == 0} for i in range(n)])
+    for word in ("3", "14", "25"):
+        brain.search(f"note {word}")
+
+
+def _batch(n: int, clock: Any) -> list[dict[str, Any]]:
+    """New traces, some back-dated so far they are weaker than most of the old ones."""
+    return [{"content": f"new fact {i}", "importance": (i % 3) / 2,
+             **({"created_at": clock.now - 900 * 86400} if i % 4 == 0 else {})} for i in range(n)]
+
+
+def test_quota_eviction_reads_a_full_scope_once_per_batch(tmp_path, clock) -> None:
+    """An add_many into a scope at its quota sorted the whole scope by retrievability and
+    scanned it for expired traces once per item (at 200,000 traces: 0.7 s an item, 35 s
+    for 50). It now reads the weakest traces once per batch and keeps evicting them in
+    order, as one add at a time would."""
+    policy = replace(Policy(), quota=60, quota_policy="evict")
+    batch, single = (Brain(str(tmp_path / f"{n}.db"), clock=clock, policy=policy) for n in ("batch", "single"))
+    for brain in (batch, single):
+        _full_scope(brain, clock, 60)
+    clock.advance(3600)
+    scans: list[str] = []
+    batch._store.db.exec_trace = lambda _c, sql, _b: scans.append(sql) or True
+    batch.add_many(_batch(40, clock))
+    batch._store.db.exec_trace = None
+    for item in _batch(40, clock):
+        single.add(**item)
+    assert sum("ORDER BY retrievability" in sql for sql in scans) == 1
+    assert sum("expires_at <=" in sql for sql in scans) == 1
+    live = [sorted(t.content for t in b.recent(limit=1000)) for b in (batch, single)]
+    assert live[0] == live[1] and len(live[0]) == 60
+    for brain in (batch, single):
+        brain.close()
+
+
 def test_quota_evict_with_everything_pinned_refuses(clock) -> None:
     policy = replace(Policy(), quota=1, quota_policy="evict")
     with Brain(":memory:", clock=clock, policy=policy) as brain:

@@ -346,3 +346,20 @@ def test_as_of_limit_k_is_a_prefix_of_a_larger_limit(file_brain: Brain, clock: F
                if h.trace.merged_into is not None) == 8
     for k in range(1, 17):
         assert _ids(file_brain.search("Berlin", limit=k, as_of=then)) == full[:k]
+def test_history_of_a_key_put_many_times_is_the_newest_versions(file_brain: Brain, clock: FakeClock,
+                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    """history() is documented to walk at most timeline.MAX_HISTORY (1,000) versions, but
+    the guard was checked once per hop, and every earlier value of a key is one hop from
+    it: a status key put every half hour for a year gave 17,000 versions (2.5 MB for
+    memory_history to hand an agent). It now stops at the cap, keeping the newest."""
+    from brainmem import timeline
+
+    monkeypatch.setattr(timeline, "MAX_HISTORY", 5)
+    for i in range(12):
+        file_brain.put("status", f"build number {i} is green")
+        clock.advance(1800)
+    current = file_brain.get_key("status")
+    chain = file_brain.history(current.id)
+    assert [t.content for t in chain] == [f"build number {i} is green" for i in range(7, 12)]
+    result = file_brain.call_tool("memory_history", {"id": current.id}, extra=["memory_history"])
+    assert len(result["history"]) == 5 and result["history"][-1]["current"]

@@ -236,6 +236,30 @@ def test_trace_page_fields_lineage_curve_recalls(ro: TestClient, built: Any) -> 
     assert f'href="/trace/{ids["editor"]}"' in insight.text  # derived from, linked
 
 
+def test_a_trace_page_shows_the_newest_of_a_long_lineage(tmp_path: Path, clock: Any,
+                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    """A trace's page listed every earlier version and supersedes edge of it: 6.6 MB of
+    HTML for a key put 17,000 times. It now shows the newest LINEAGE_ITEMS of each, with
+    how many there are."""
+    from brainmem.ui import views
+
+    monkeypatch.setattr(views, "LINEAGE_ITEMS", 5)
+    path = tmp_path / "brain.db"
+    with Brain(str(path), clock=clock) as brain:
+        for i in range(12):
+            key = brain.put("status", f"build number {i} is green")
+            clock.advance(60)
+        lineage = brain.lineage(key.id, limit=5)
+        assert [b["title"] for b in lineage["versions"]] == [f"build number {i} is green" for i in range(6, 11)]
+        assert lineage["totals"]["versions"] == 11 and lineage["totals"]["supersedes"] == 11
+        assert len(lineage["supersedes"]) == 5 and lineage["totals"]["merged_from"] == 0
+    ui = client(path, clock)
+    data = ui.get(f"/api/trace/{key.id}").json()["lineage"]
+    assert len(data["versions"]) == 5 and data["totals"]["versions"] == 11
+    page = ui.get(f"/trace/{key.id}").text
+    assert page.count("build number") < 15 and "the newest 5 of 11; 6 older not shown" in page
+
+
 def test_graph_page_shows_weighted_edges_and_clusters(ro: TestClient, built: Any) -> None:
     _, ids = built
     r = ro.get("/graph", params={"id": ids["editor"]})
@@ -267,6 +291,54 @@ def test_log_pages_link_runs_to_traces(ro: TestClient, built: Any) -> None:
     latest = ro.get(f"/api/log/{runs[1]['id']}").json()["changes"]  # the third run, before the merge
     assert latest["strengthened"] and all(0 < e["weight"] <= 1 for e in latest["strengthened"])
     assert {ids["editor"], ids["font"]} <= {x for e in latest["strengthened"] for x in (e["src"], e["dst"])}
+
+
+def test_a_run_page_shows_a_page_of_each_change_and_finds_any_run(tmp_path: Path, clock: Any,
+                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    """A reflect run's page listed every trace it merged, pruned and changed and the
+    whole report with both texts of every merge (52 MB of HTML, 7 s, for a run that
+    merged 50,000 traces), and looked for the run among the newest 10,000 read whole
+    (an older run was "not found"). It now shows RUN_ITEMS of each, with the totals."""
+    from brainmem.ui import views
+
+    monkeypatch.setattr(views, "RUN_ITEMS", 5)
+    path = tmp_path / "brain.db"
+    with Brain(str(path), clock=clock) as brain:
+        brain.add_many([item for i in range(12) for item in (
+            {"content": f"twin note {i}", "pinned": True}, f"twin note {i} thanks", f"forgettable {i}")])
+        brain.reflect()  # run 1: 12 merges into the pinned twins
+        brain.reflect(clock.now + 100 * 365 * 86400)  # run 2: the 12 forgettable ones pruned
+        with brain._store.write():  # 10,000 later runs: hourly for 14 months
+            for _ in range(10_000):
+                brain._store.log_consolidation(clock.now, clock.now, clock.now, "ok", {"pruned": 0})
+    ui = client(path, clock)
+    merged = ui.get("/api/log/1").json()
+    assert len(merged["changes"]["merged"]) == 5 and merged["totals"]["merged"] == 12
+    assert len(merged["changes"]["changed"]) == 5 and merged["totals"]["changed"] == 12
+    assert len(merged["run"]["report"]["merges"]) == 5 and merged["run"]["report"]["merges_total"] == 12
+    pruned = ui.get("/api/log/2").json()
+    assert len(pruned["changes"]["pruned"]) == 5 and pruned["totals"]["pruned"] == 12
+    page = ui.get("/log/1")
+    assert page.status_code == 200 and "and 7 more" in page.text and page.text.count("twin note") < 40
+
+
+def test_the_log_lists_runs_without_their_merged_texts(tmp_path: Path, clock: Any) -> None:
+    """/log and /api/log read and sent the report of each of the last 200 runs whole,
+    both texts of every merge included: 25 MB for four runs after a reflect that merged
+    50,000 traces. The list now carries each report without its merges (a run's own
+    page has them)."""
+    path = tmp_path / "brain.db"
+    with Brain(str(path), clock=clock) as brain:
+        brain.add_many([text for i in range(30) for text in (f"twin note {i}", f"twin note {i} thanks")])
+        brain.reflect()
+        assert len(brain.reflect_log()[0]["report"]["merges"]) == 30  # the log keeps them
+        (listed,) = brain.reflect_log(merges=False)
+        assert "merges" not in listed["report"] and listed["report"]["merged"] == 30
+    ui = client(path, clock)
+    (run,) = ui.get("/api/log").json()["runs"]
+    assert run["merged"] == 30 and "merges" not in run["report"]
+    assert "twin note" not in ui.get("/api/log").text
+    assert len(ui.get("/api/log/1").json()["run"]["report"]["merges"]) == 30
 
 
 def test_static_assets_are_served(ro: TestClient) -> None:

@@ -101,7 +101,7 @@ def _log(args: argparse.Namespace) -> int:
     from ..model import iso
 
     with open_brain(args) as brain:
-        runs = brain.reflect_log(args.limit)
+        runs = brain.reflect_log(args.limit, merges=args.json)  # the table shows counts only
     if args.json:
         print_json(runs)
         return 0

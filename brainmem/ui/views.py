@@ -31,6 +31,10 @@ CHECK_AUTO_TRACES = 20_000
 MAX_LIMIT = 100
 #: Most reflect runs listed.
 LOG_LIMIT = 200
+#: Most traces (and edges) of each kind a reflect run's page lists, and merges its report shows.
+RUN_ITEMS = 200
+#: Most traces of each kind of lineage a trace's page lists (the newest).
+LINEAGE_ITEMS = 200
 
 
 def _int(params: Mapping[str, str], name: str, default: int, low: int, high: int) -> int:
@@ -122,7 +126,7 @@ def trace(brain: Any, trace_id: str) -> dict[str, Any]:
 
     recalls = brain.recalls(t.id)
     _, crossing = retrievability_curve(t, now, threshold, [])
-    return {"trace": view, "lineage": brain.lineage(t.id),
+    return {"trace": view, "lineage": brain.lineage(t.id, LINEAGE_ITEMS),
             "recalls": recalls, "prune_threshold": threshold, "reaches_threshold_at": crossing,
             "now": now}
 
@@ -160,14 +164,18 @@ def _run_view(run: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def log(brain: Any) -> dict[str, Any]:
-    return {"runs": [_run_view(r) for r in brain.reflect_log(LOG_LIMIT)]}
+    return {"runs": [_run_view(r) for r in brain.reflect_log(LOG_LIMIT, merges=False)]}
 
 
 def run(brain: Any, run_id: int) -> dict[str, Any]:
-    for found in brain.reflect_log(10_000):
-        if found["id"] == run_id:
-            return {"run": _run_view(found), "changes": brain.reflect_changes(found)}
-    raise NotFound(f"no reflect run {run_id}")
+    """One run: the first :data:`RUN_ITEMS` of each change (and of its report's merges,
+    with both texts) and how many there are; a run can change a whole brain."""
+    found = brain.reflect_run(run_id)
+    view = _run_view(found)
+    merges = view["report"].get("merges")
+    if isinstance(merges, list) and len(merges) > RUN_ITEMS:
+        view["report"] = {**view["report"], "merges": merges[:RUN_ITEMS], "merges_total": len(merges)}
+    return {"run": view, **brain.reflect_changes(found, RUN_ITEMS)}
 
 
 def overview(brain: Any, params: Any = None) -> dict[str, Any]:
