@@ -4,12 +4,11 @@ from __future__ import annotations
 
 import io
 import json
-import os
 import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
+import clirun
 import pytest
 from openai_stub import stub_server
 
@@ -21,9 +20,7 @@ TURNS = [{"role": "user", "content": "I live in Berlin and I love cycling"},
 
 
 def cli(*argv: str, env: dict[str, str] | None = None, stdin: str | None = None) -> subprocess.CompletedProcess:
-    clean = {k: v for k, v in os.environ.items() if not k.startswith("BRAINMEM_LLM")}
-    return subprocess.run([sys.executable, "-m", "brainmem", *argv], capture_output=True, text=True,
-                          env={**clean, **(env or {})}, input=stdin, timeout=60)
+    return clirun.run(*argv, env=env, stdin=stdin, drop=("BRAINMEM_LLM",))
 
 
 @pytest.mark.slow  # over 0.3 s: a subprocess, a property search or a real dataset

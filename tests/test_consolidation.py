@@ -11,6 +11,7 @@ import threading
 from dataclasses import replace
 from pathlib import Path
 
+import clirun
 import pytest
 
 from brainmem import Brain, BrainFileError, Policy, ReflectReport
@@ -485,8 +486,7 @@ def test_cli_reflect_graph_log(tmp_path: Path, capsys) -> None:
     with Brain(path) as b:
         b.add(LONG)
         b.add(LONG.replace("migrations", "migratoins"))
-    out = subprocess.run([sys.executable, "-m", "brainmem", "--brain", path, "reflect", "--json", "--no-llm"],
-                         capture_output=True, text=True, timeout=60)
+    out = clirun.run("--brain", path, "reflect", "--json", "--no-llm")
     assert out.returncode == 0, out.stderr
     assert json.loads(out.stdout)["merged"] == 1
     assert main(["--brain", path, "reflect", "--quiet"]) == 0

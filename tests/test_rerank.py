@@ -6,11 +6,11 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+import clirun
 import numpy as np
 import pytest
 
@@ -155,8 +155,7 @@ def test_the_cli_takes_a_reranker_flag_and_says_when_it_failed(tmp_path) -> None
     (tmp_path / "tokenizer.json").write_text("{}")
 
     def cli(*argv: str) -> subprocess.CompletedProcess:
-        return subprocess.run([sys.executable, "-m", "brainmem", "--brain", db, *argv],
-                              capture_output=True, text=True, timeout=60)
+        return clirun.run("--brain", db, *argv)
 
     for text in DOGS:
         assert cli("--create", "add", text).returncode == 0
@@ -172,10 +171,8 @@ def test_the_cli_reranks_with_a_real_model(tmp_path) -> None:
     model = model_files()
     db = str(tmp_path / "cli.brain")
     for text in DOGS:
-        subprocess.run([sys.executable, "-m", "brainmem", "--brain", db, "--create", "add", text], check=True,
-                       capture_output=True)
-    run = subprocess.run([sys.executable, "-m", "brainmem", "--brain", db, "--reranker", f"onnx:{model}",
-                          "search", QUESTION, "--json", "--no-reinforce"], capture_output=True, text=True, timeout=120)
+        assert clirun.run("--brain", db, "--create", "add", text).returncode == 0
+    run = clirun.run("--brain", db, "--reranker", f"onnx:{model}", "search", QUESTION, "--json", "--no-reinforce")
     assert run.returncode == 0, run.stderr
     assert [r["content"] for r in json.loads(run.stdout)["results"]][0] == DOGS[1]
 

@@ -4,12 +4,11 @@ and check/repair of brains merged by the old rule."""
 from __future__ import annotations
 
 import json
-import os
 import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
+import clirun
 import pytest
 
 from brainmem import Brain, graph, merge_step, similarity
@@ -29,9 +28,7 @@ def _edges(brain: Brain, trace_id: str) -> set[tuple[str, str, str, float]]:
 
 
 def _cli(path: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])}
-    return subprocess.run([sys.executable, "-m", "brainmem", "--brain", str(path), *args],
-                          capture_output=True, text=True, timeout=120, env=env)
+    return clirun.run("--brain", str(path), *args)
 
 
 def test_unmerge_a_reflect_merge_round_trips(file_brain: Brain, clock: Any) -> None:
@@ -107,7 +104,6 @@ def test_unmerge_refuses_what_is_no_merge(mem_brain: Brain) -> None:
     assert mem_brain.get(m.id).live and not mem_brain.get(d.id, include_deleted=True).live
 
 
-@pytest.mark.slow  # over 0.3 s: a subprocess, a property search or a real dataset
 def test_unmerge_through_the_cli_and_the_tool(tmp_path: Path) -> None:
     path = tmp_path / "b.brain"
     with Brain(str(path)) as brain:
@@ -162,7 +158,6 @@ def _old_rule_brain(path: Path, monkeypatch: pytest.MonkeyPatch, *, records: boo
 
 
 @pytest.mark.parametrize("records", [True, False])
-@pytest.mark.slow  # over 0.3 s: a subprocess, a property search or a real dataset
 def test_check_reports_and_repair_unmerges_old_rule_merges(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
                                                            records: bool) -> None:
     path = tmp_path / "old.brain"
