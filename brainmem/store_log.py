@@ -87,20 +87,18 @@ class LogTables(Database):
         """One consolidation run by its id (None: no such run)."""
         row = self.execute("SELECT id, started_at, finished_at, now, status, report FROM consolidation_log "
                            "WHERE id = ?", (run_id,)).fetchone()
-        if row is None:
-            return None
-        return {"id": row[0], "started_at": row[1], "finished_at": row[2], "now": row[3], "status": row[4],
-                "report": json.loads(row[5])}
+        return None if row is None else _run(row)
 
     def consolidation_history(self, limit: int, *, merges: bool = True) -> list[dict[str, Any]]:
         """The last ``limit`` consolidation runs, newest first; ``merges=False`` drops each
         report's ``merges`` in SQL, before Python parses it."""
         report = "report" if merges else "json_remove(report, '$.merges')"
-        return [
-            {"id": r[0], "started_at": r[1], "finished_at": r[2], "now": r[3], "status": r[4],
-             "report": json.loads(r[5])}
-            for r in self.execute(
-                f"SELECT id, started_at, finished_at, now, status, {report} FROM consolidation_log "
-                "ORDER BY id DESC LIMIT ?", (limit,),
-            )
-        ]
+        return [_run(r) for r in self.execute(
+            f"SELECT id, started_at, finished_at, now, status, {report} FROM consolidation_log "
+            "ORDER BY id DESC LIMIT ?", (limit,))]
+
+
+def _run(row: Any) -> dict[str, Any]:
+    """A consolidation_log row (id, started_at, finished_at, now, status, report) as a run."""
+    return {"id": row[0], "started_at": row[1], "finished_at": row[2], "now": row[3], "status": row[4],
+            "report": json.loads(row[5])}
