@@ -183,7 +183,8 @@ def scan(lines: Iterable[str | bytes], policy: Policy, spill: Spill) -> Scanned:
 
 
 def apply_import(store: Store, spill: Spill, *, new_ids: bool, keep_added: bool,
-                 before_insert: Callable[[Trace], None], hook_sees_rows: bool = False) -> ImportReport:
+                 before_insert: Callable[[Trace], None], expire: Callable[[Trace], bool],
+                 hook_sees_rows: bool = False) -> ImportReport:
     """Write the spilled records inside the caller's transaction, a chunk at a time.
 
     Dedup decisions are made against the brain as it was before the import (rows up to
@@ -192,6 +193,9 @@ def apply_import(store: Store, spill: Spill, *, new_ids: bool, keep_added: bool,
     ``report.added`` (for "add" subscribers; otherwise nothing per trace is held).
     Rows go in with ``Store.insert_many`` a chunk at a time; ``hook_sees_rows`` (a
     quota that evicts) writes the rows before each ``before_insert`` call instead.
+    ``expire(trace)`` soft-deletes a trace of the brain that has expired and says so
+    (``Writer.expire``): an expired trace is absent, as for an add or a put, so it is
+    neither a duplicate nor a key's holder.
     """
     report = ImportReport()
     id_map = report.id_map  # file id -> brain id, only for ids that change
@@ -209,7 +213,7 @@ def apply_import(store: Store, spill: Spill, *, new_ids: bool, keep_added: bool,
                 continue
             _, number, values, ahead = record
             trace = Trace(*values)
-            if before and _already_there(store, number, trace, new_ids, before, id_map):
+            if before and _already_there(store, number, trace, new_ids, before, id_map, expire):
                 report.skipped += 1
                 continue
             if new_ids:
@@ -239,16 +243,17 @@ def apply_import(store: Store, spill: Spill, *, new_ids: bool, keep_added: bool,
 
 
 def _already_there(store: Store, number: int, trace: Trace, new_ids: bool, before: int,
-                   id_map: dict[str, str]) -> bool:
+                   id_map: dict[str, str], expire: Callable[[Trace], bool]) -> bool:
     """True when ``trace`` is skipped: its id is in the brain, or (live) its content is
-    live there in the same type and scope (then ``id_map`` maps it onto that trace)."""
+    live there in the same type and scope (then ``id_map`` maps it onto that trace).
+    An expired trace of the brain is absent (``expire`` soft-deletes it)."""
     if not new_ids and store.trace_exists(trace.id):
         return True
     if trace.deleted_at is not None:
         return False
     if trace.key is not None:
         holder = store.find_key(trace.key, trace.scope, trace.scope_id)
-        if holder is None:
+        if holder is None or expire(holder):
             return False
         if (holder.content_hash, holder.type) == (trace.content_hash, trace.type):
             _map(id_map, trace.id, holder.id)
@@ -259,7 +264,7 @@ def _already_there(store: Store, number: int, trace: Trace, new_ids: bool, befor
         )
     duplicate = store.find_duplicate(trace.content_hash, trace.type, trace.scope, trace.scope_id,
                                      max_rid=before)
-    if duplicate is None:
+    if duplicate is None or expire(duplicate):
         return False
     _map(id_map, trace.id, duplicate.id)
     return True

@@ -25,6 +25,8 @@ Import decisions:
   Duplicates inside the file itself are kept, so a round trip is lossless.
 * A keyed live trace whose key is held by a different live value in the brain is a
   conflict: :class:`InvalidInput`, nothing imported (same value: skipped, mapped).
+* A trace of the brain past its expiry is absent, as for an add or a put: it is
+  soft-deleted (reason "expired"), neither a duplicate nor a key's holder.
 * ``content_hash`` is recomputed from the content (it is derived data, so a
   hand-edited content stays consistent). Imported edge weights replace existing ones.
 """

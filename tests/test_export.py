@@ -258,3 +258,24 @@ def test_export_and_backup_are_synced_to_disk_before_they_count(tmp_path: Path,
     assert (False, (out / "brain.jsonl").stat().st_ino) in export_synced  # the data, before the rename
     assert export_synced[-1] == (True, folder)                            # the folder, after it
     assert synced[-1] == (True, folder)
+
+
+def test_import_treats_an_expired_trace_in_the_brain_as_absent(mem_brain: Brain, clock) -> None:
+    """An imported memory was mapped onto the brain's expired copy of it (and so never
+    seen), and a key whose value in the brain had expired refused the import."""
+    with Brain(":memory:", clock=clock) as source:
+        source.add("one-time code 4821 was used")
+        source.put("session", "new token")
+        text = export_text(source)
+    mem_brain.add("one-time code 4821 was used", ttl=60)
+    mem_brain.put("session", "old token", ttl=60)
+    clock.advance(120)
+    deleted: list[str] = []
+    mem_brain.subscribe(lambda kind, payload: deleted.append(payload.get("reason")), kinds=["delete"])
+    report = mem_brain.import_jsonl(io.StringIO(text))
+    assert (report.imported, report.skipped, report.id_map) == (2, 0, {})
+    assert [h.trace.content for h in mem_brain.search("code 4821", reinforce=False)] == [
+        "one-time code 4821 was used"]
+    assert mem_brain.get_key("session").content == "new token"
+    assert deleted == ["expired", "expired"]  # as an add or a put would have swept them
+    assert mem_brain.stats()["expired"] == 0 and mem_brain.check()["ok"]
