@@ -239,7 +239,40 @@ def apply_import(store: Store, spill: Spill, *, new_ids: bool, keep_added: bool,
     for trace_id, target in forward:
         if target in id_map:
             store.update_fields(trace_id, {"merged_into": id_map[target]})
+    if id_map:
+        _relink(store, before, id_map)
     return report
+
+
+#: Metadata the engine writes that names other traces by id: merge records and what a
+#: merge made (:mod:`brainmem.unmerge` reads them to undo it), snapshots
+#: (:mod:`brainmem.timeline`), derivations (reflect, observe) and unmerges.
+LINK_KEYS = ("merge", "merged_from", "snapshot_of", "derived_from", "unmerged", "unmerged_into")
+
+
+def _relink(store: Store, before: int, id_map: dict[str, str]) -> None:
+    """Rewrite the ids in the :data:`LINK_KEYS` metadata of the traces this import wrote
+    (rids after ``before``) through ``id_map``, so a merge imported with new ids (or
+    onto a deduplicated trace) can still be undone. A page of rows at a time, after
+    every row is written (a merge source names the later trace it went into)."""
+    after = before
+    while rows := store.metadata_with(LINK_KEYS, after, SPILL_CHUNK):
+        for _rid, trace_id, metadata in rows:
+            relinked = {k: _mapped(v, id_map) if k in LINK_KEYS else v for k, v in metadata.items()}
+            if relinked != metadata:
+                store.update_fields(trace_id, {"metadata": relinked})
+        after = rows[-1][0]
+
+
+def _mapped(value: Any, id_map: dict[str, str]) -> Any:
+    """``value`` with every string that is a mapped id replaced, through lists and dicts."""
+    if isinstance(value, str):
+        return id_map.get(value, value)
+    if isinstance(value, list):
+        return [_mapped(v, id_map) for v in value]
+    if isinstance(value, dict):
+        return {k: _mapped(v, id_map) for k, v in value.items()}
+    return value
 
 
 def _already_there(store: Store, number: int, trace: Trace, new_ids: bool, before: int,

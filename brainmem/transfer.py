@@ -21,7 +21,9 @@ Import decisions:
 * Ids are kept unless ``new_ids=True``. A trace whose id already exists is skipped
   (importing a file twice is harmless). A live trace whose content hash matches a
   live trace of the same type, scope and scope_id *already in the brain* is skipped
-  and its id mapped onto that trace (edges and ``merged_into`` follow the mapping).
+  and its id mapped onto that trace (edges, ``merged_into`` and the ids in the engine's
+  metadata links, :data:`brainmem.import_stream.LINK_KEYS`, follow the mapping, as they
+  do with ``new_ids``).
   Duplicates inside the file itself are kept, so a round trip is lossless.
 * A keyed live trace whose key is held by a different live value in the brain is a
   conflict: :class:`InvalidInput`, nothing imported (same value: skipped, mapped).

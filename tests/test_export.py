@@ -279,3 +279,35 @@ def test_import_treats_an_expired_trace_in_the_brain_as_absent(mem_brain: Brain,
     assert mem_brain.get_key("session").content == "new token"
     assert deleted == ["expired", "expired"]  # as an add or a put would have swept them
     assert mem_brain.stats()["expired"] == 0 and mem_brain.check()["ok"]
+
+
+def test_import_new_ids_keeps_merges_undoable(mem_brain: Brain, clock) -> None:
+    """With new ids, the merge records (``metadata``) still named the file's ids: unmerge
+    of an imported merge said "not the result of a merge", and its edges were lost."""
+    first = mem_brain.add("Dinner at pizza place friday", episode="e")
+    second = mem_brain.add("Dinner at the pizza place on friday", episode="e")
+    mem_brain.add("Paid the bill", episode="e")
+    merged = mem_brain.merge([first.id, second.id])
+    mem_brain.add("Carol watches comedy series on netflix")
+    mem_brain.add("Carol watches comedy series on netflix thanks")
+    mem_brain.put("user.city", "Lisbon")
+    mem_brain.put("user.city", "Porto")  # a snapshot naming the live value
+    clock.advance(86_400)
+    assert mem_brain.reflect().merged == 1
+    survivor = next(t for t in mem_brain.list(limit=100).items if "netflix" in t.title).id
+    text = export_text(mem_brain, include_deleted=True)
+    with Brain(":memory:", clock=clock) as other:
+        report = other.import_jsonl(io.StringIO(text), new_ids=True)
+        assert not any(old in export_text(other, include_deleted=True) for old in report.id_map)
+        undone = other.unmerge(report.id_map[merged.id])
+        assert sorted(undone["restored"]) == sorted(report.id_map[i] for i in (first.id, second.id))
+        assert other.unmerge(report.id_map[survivor])["by"] == "reflect"
+        assert other.check()["ok"]
+        again = export_text(other, include_deleted=True)
+    # the same as undoing them in the brain they came from, but for the ids
+    assert mem_brain.unmerge(merged.id)["edges_restored"] == undone["edges_restored"] > 0
+    mem_brain.unmerge(survivor)
+    mine = export_text(mem_brain, include_deleted=True)
+    for old, new in report.id_map.items():
+        mine = mine.replace(old, new)
+    assert sorted(mine.splitlines()) == sorted(again.splitlines())
