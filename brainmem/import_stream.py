@@ -33,7 +33,7 @@ from operator import attrgetter
 from typing import IO, Any
 
 from .errors import InvalidInput, StorageError
-from .model import Trace, new_id
+from .model import Trace, new_id, outlasting
 from .policy import Policy
 from .store import Store
 from .transfer import ImportReport, check_header, edge_from_json, trace_from_json
@@ -289,7 +289,7 @@ def _already_there(store: Store, number: int, trace: Trace, new_ids: bool, befor
         if holder is None or expire(holder):
             return False
         if (holder.content_hash, holder.type) == (trace.content_hash, trace.type):
-            _map(id_map, trace.id, holder.id)
+            _skip_onto(store, holder, trace, id_map)
             return True
         raise InvalidInput(
             f"line {number}: key {trace.key!r} in scope {trace.scope}/{trace.scope_id!r} already "
@@ -299,10 +299,14 @@ def _already_there(store: Store, number: int, trace: Trace, new_ids: bool, befor
                                      max_rid=before)
     if duplicate is None or expire(duplicate):
         return False
-    _map(id_map, trace.id, duplicate.id)
+    _skip_onto(store, duplicate, trace, id_map)
     return True
 
 
-def _map(id_map: dict[str, str], old: str, new: str) -> None:
-    if old != new:
-        id_map[old] = new
+def _skip_onto(store: Store, existing: Trace, trace: Trace, id_map: dict[str, str]) -> None:
+    """``trace`` is skipped as ``existing``, already in the brain: map its id onto it, and
+    keep the memory as long as the file does (as a repeated add: pinned if it was,
+    the later expiry)."""
+    if existing.id != trace.id:
+        id_map[trace.id] = existing.id
+    store.update_fields(existing.id, outlasting(existing, trace))

@@ -311,3 +311,22 @@ def test_import_new_ids_keeps_merges_undoable(mem_brain: Brain, clock) -> None:
     for old, new in report.id_map.items():
         mine = mine.replace(old, new)
     assert sorted(mine.splitlines()) == sorted(again.splitlines())
+
+
+def test_import_onto_a_copy_keeps_the_memory_as_long_as_the_file_does(mem_brain: Brain, clock) -> None:
+    """A memory pinned (or kept forever) in the file, skipped because the brain held it
+    unpinned (or expiring), lost its pin (or vanished at the brain copy's expiry)."""
+    with Brain(":memory:", clock=clock) as source:
+        source.add("The user's passport number is X123", pinned=True)
+        source.add("The user is allergic to penicillin")
+        source.add("The user likes jazz", ttl=30)
+        text = export_text(source)
+    pinned = mem_brain.add("The user's passport number is X123")
+    lasting = mem_brain.add("The user is allergic to penicillin", ttl=60)
+    jazz = mem_brain.add("The user likes jazz")
+    report = mem_brain.import_jsonl(io.StringIO(text))
+    assert (report.imported, report.skipped) == (0, 3)
+    assert mem_brain.get(pinned.id).pinned
+    clock.advance(120)
+    assert mem_brain.get(lasting.id).expires_at is None
+    assert mem_brain.get(jazz.id).expires_at is None  # never shortened, as an add
