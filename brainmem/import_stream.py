@@ -184,7 +184,7 @@ def scan(lines: Iterable[str | bytes], policy: Policy, spill: Spill) -> Scanned:
 
 def apply_import(store: Store, spill: Spill, *, new_ids: bool, keep_added: bool,
                  before_insert: Callable[[Trace], None], expire: Callable[[Trace], bool],
-                 hook_sees_rows: bool = False) -> ImportReport:
+                 at: float, hook_sees_rows: bool = False) -> ImportReport:
     """Write the spilled records inside the caller's transaction, a chunk at a time.
 
     Dedup decisions are made against the brain as it was before the import (rows up to
@@ -195,7 +195,7 @@ def apply_import(store: Store, spill: Spill, *, new_ids: bool, keep_added: bool,
     quota that evicts) writes the rows before each ``before_insert`` call instead.
     ``expire(trace)`` soft-deletes a trace of the brain that has expired and says so
     (``Writer.expire``): an expired trace is absent, as for an add or a put, so it is
-    neither a duplicate nor a key's holder.
+    neither a duplicate nor a key's holder. ``at``: the import's time.
     """
     report = ImportReport()
     id_map = report.id_map  # file id -> brain id, only for ids that change
@@ -213,7 +213,7 @@ def apply_import(store: Store, spill: Spill, *, new_ids: bool, keep_added: bool,
                 continue
             _, number, values, ahead = record
             trace = Trace(*values)
-            if before and _already_there(store, number, trace, new_ids, before, id_map, expire):
+            if before and _already_there(store, number, trace, new_ids, before, id_map, expire, at):
                 report.skipped += 1
                 continue
             if new_ids:
@@ -276,10 +276,12 @@ def _mapped(value: Any, id_map: dict[str, str]) -> Any:
 
 
 def _already_there(store: Store, number: int, trace: Trace, new_ids: bool, before: int,
-                   id_map: dict[str, str], expire: Callable[[Trace], bool]) -> bool:
+                   id_map: dict[str, str], expire: Callable[[Trace], bool], at: float) -> bool:
     """True when ``trace`` is skipped: its id is in the brain, or (live) its content is
     live there in the same type and scope (then ``id_map`` maps it onto that trace).
-    An expired trace of the brain is absent (``expire`` soft-deletes it)."""
+    An expired trace of the brain is absent (``expire`` soft-deletes it); so is an
+    expired keyed value of the file whose key the brain holds: it comes in soft-deleted
+    (reason "expired"), as history, instead of conflicting."""
     if not new_ids and store.trace_exists(trace.id):
         return True
     if trace.deleted_at is not None:
@@ -291,6 +293,10 @@ def _already_there(store: Store, number: int, trace: Trace, new_ids: bool, befor
         if (holder.content_hash, holder.type) == (trace.content_hash, trace.type):
             _skip_onto(store, holder, trace, id_map)
             return True
+        if trace.expires_at is not None and trace.expires_at <= at:
+            trace.deleted_at = trace.updated_at = at
+            trace.metadata = {**trace.metadata, "deleted_reason": "expired"}
+            return False
         raise InvalidInput(
             f"line {number}: key {trace.key!r} in scope {trace.scope}/{trace.scope_id!r} already "
             f"holds a different value ({holder.id}); nothing was imported"

@@ -28,7 +28,9 @@ Import decisions:
   expiry).
   Duplicates inside the file itself are kept, so a round trip is lossless.
 * A keyed live trace whose key is held by a different live value in the brain is a
-  conflict: :class:`InvalidInput`, nothing imported (same value: skipped, mapped).
+  conflict: :class:`InvalidInput`, nothing imported (same value: skipped, mapped);
+  unless the file's value has expired (invisible): it comes in soft-deleted, reason
+  "expired", as history.
 * A trace of the brain past its expiry is absent, as for an add or a put: it is
   soft-deleted (reason "expired"), neither a duplicate nor a key's holder.
 * ``content_hash`` is recomputed from the content (it is derived data, so a

@@ -330,3 +330,21 @@ def test_import_onto_a_copy_keeps_the_memory_as_long_as_the_file_does(mem_brain:
     clock.advance(120)
     assert mem_brain.get(lasting.id).expires_at is None
     assert mem_brain.get(jazz.id).expires_at is None  # never shortened, as an add
+
+
+def test_import_of_an_expired_value_does_not_conflict_with_the_brain_key(mem_brain: Brain, clock) -> None:
+    """A value that had expired in the file (invisible there) refused the whole import
+    because the brain held its key with another value."""
+    with Brain(":memory:", clock=clock) as source:
+        source.put("session", "old token", ttl=60)
+        source.add("The user likes jazz")
+        clock.advance(120)
+        text = export_text(source)
+    mem_brain.put("session", "new token")
+    report = mem_brain.import_jsonl(io.StringIO(text))
+    assert report.imported == 2
+    assert mem_brain.get_key("session").content == "new token"
+    old = [t for t in mem_brain.read([json.loads(line)["trace"]["id"] for line in trace_lines(text)],
+                                     include_deleted=True).traces if t.key == "session"]
+    assert old and old[0].deleted_at is not None and old[0].metadata["deleted_reason"] == "expired"
+    assert mem_brain.check()["ok"]
