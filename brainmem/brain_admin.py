@@ -136,6 +136,8 @@ class AdminMixin(BrainBase):
                 report = import_stream.apply_import(
                     self._store, spill, new_ids=new_ids, keep_added=self._events.wants("add"),
                     before_insert=lambda t: self._writer.before_insert(t, at),
+                    expire=lambda t: self._writer.expire(t, at),
+                    at=at,
                     hook_sees_rows=self.policy.quota is not None and self.policy.quota_policy == "evict")
         if self._vectors is not None and report.imported:
             # exports carry no vectors: imported traces are embedded anew

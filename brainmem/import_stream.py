@@ -33,7 +33,7 @@ from operator import attrgetter
 from typing import IO, Any
 
 from .errors import InvalidInput, StorageError
-from .model import Trace, new_id
+from .model import Trace, new_id, outlasting
 from .policy import Policy
 from .store import Store
 from .transfer import ImportReport, check_header, edge_from_json, trace_from_json
@@ -183,7 +183,8 @@ def scan(lines: Iterable[str | bytes], policy: Policy, spill: Spill) -> Scanned:
 
 
 def apply_import(store: Store, spill: Spill, *, new_ids: bool, keep_added: bool,
-                 before_insert: Callable[[Trace], None], hook_sees_rows: bool = False) -> ImportReport:
+                 before_insert: Callable[[Trace], None], expire: Callable[[Trace], bool],
+                 at: float, hook_sees_rows: bool = False) -> ImportReport:
     """Write the spilled records inside the caller's transaction, a chunk at a time.
 
     Dedup decisions are made against the brain as it was before the import (rows up to
@@ -192,6 +193,9 @@ def apply_import(store: Store, spill: Spill, *, new_ids: bool, keep_added: bool,
     ``report.added`` (for "add" subscribers; otherwise nothing per trace is held).
     Rows go in with ``Store.insert_many`` a chunk at a time; ``hook_sees_rows`` (a
     quota that evicts) writes the rows before each ``before_insert`` call instead.
+    ``expire(trace)`` soft-deletes a trace of the brain that has expired and says so
+    (``Writer.expire``): an expired trace is absent, as for an add or a put, so it is
+    neither a duplicate nor a key's holder. ``at``: the import's time.
     """
     report = ImportReport()
     id_map = report.id_map  # file id -> brain id, only for ids that change
@@ -209,7 +213,7 @@ def apply_import(store: Store, spill: Spill, *, new_ids: bool, keep_added: bool,
                 continue
             _, number, values, ahead = record
             trace = Trace(*values)
-            if before and _already_there(store, number, trace, new_ids, before, id_map):
+            if before and _already_there(store, number, trace, new_ids, before, id_map, expire, at):
                 report.skipped += 1
                 continue
             if new_ids:
@@ -235,36 +239,80 @@ def apply_import(store: Store, spill: Spill, *, new_ids: bool, keep_added: bool,
     for trace_id, target in forward:
         if target in id_map:
             store.update_fields(trace_id, {"merged_into": id_map[target]})
+    if id_map:
+        _relink(store, before, id_map)
     return report
 
 
+#: Metadata the engine writes that names other traces by id: merge records and what a
+#: merge made (:mod:`brainmem.unmerge` reads them to undo it), snapshots
+#: (:mod:`brainmem.timeline`), derivations (reflect, observe) and unmerges.
+LINK_KEYS = ("merge", "merged_from", "snapshot_of", "derived_from", "unmerged", "unmerged_into")
+
+
+def _relink(store: Store, before: int, id_map: dict[str, str]) -> None:
+    """Rewrite the ids in the :data:`LINK_KEYS` metadata of the traces this import wrote
+    (rids after ``before``) through ``id_map``, so a merge imported with new ids (or
+    onto a deduplicated trace) can still be undone. A page of rows at a time, after
+    every row is written (a merge source names the later trace it went into)."""
+    after = before
+    while rows := store.metadata_with(LINK_KEYS, after, SPILL_CHUNK):
+        for _rid, trace_id, metadata in rows:
+            relinked = {k: _mapped(v, id_map) if k in LINK_KEYS else v for k, v in metadata.items()}
+            if relinked != metadata:
+                store.update_fields(trace_id, {"metadata": relinked})
+        after = rows[-1][0]
+
+
+def _mapped(value: Any, id_map: dict[str, str]) -> Any:
+    """``value`` with every string that is a mapped id replaced, through lists and dicts."""
+    if isinstance(value, str):
+        return id_map.get(value, value)
+    if isinstance(value, list):
+        return [_mapped(v, id_map) for v in value]
+    if isinstance(value, dict):
+        return {k: _mapped(v, id_map) for k, v in value.items()}
+    return value
+
+
 def _already_there(store: Store, number: int, trace: Trace, new_ids: bool, before: int,
-                   id_map: dict[str, str]) -> bool:
+                   id_map: dict[str, str], expire: Callable[[Trace], bool], at: float) -> bool:
     """True when ``trace`` is skipped: its id is in the brain, or (live) its content is
-    live there in the same type and scope (then ``id_map`` maps it onto that trace)."""
+    live there in the same type and scope (then ``id_map`` maps it onto that trace).
+    An expired trace of the brain is absent (``expire`` soft-deletes it); so is an
+    expired keyed value of the file whose key the brain holds: it comes in soft-deleted
+    (reason "expired"), as history, instead of conflicting."""
     if not new_ids and store.trace_exists(trace.id):
         return True
     if trace.deleted_at is not None:
         return False
     if trace.key is not None:
         holder = store.find_key(trace.key, trace.scope, trace.scope_id)
-        if holder is None:
+        if holder is None or expire(holder):
             return False
         if (holder.content_hash, holder.type) == (trace.content_hash, trace.type):
-            _map(id_map, trace.id, holder.id)
+            _skip_onto(store, holder, trace, id_map)
             return True
+        if trace.expires_at is not None and trace.expires_at <= at:
+            trace.deleted_at = trace.updated_at = at
+            trace.metadata = {**trace.metadata, "deleted_reason": "expired"}
+            return False
         raise InvalidInput(
             f"line {number}: key {trace.key!r} in scope {trace.scope}/{trace.scope_id!r} already "
             f"holds a different value ({holder.id}); nothing was imported"
         )
     duplicate = store.find_duplicate(trace.content_hash, trace.type, trace.scope, trace.scope_id,
                                      max_rid=before)
-    if duplicate is None:
+    if duplicate is None or expire(duplicate):
         return False
-    _map(id_map, trace.id, duplicate.id)
+    _skip_onto(store, duplicate, trace, id_map)
     return True
 
 
-def _map(id_map: dict[str, str], old: str, new: str) -> None:
-    if old != new:
-        id_map[old] = new
+def _skip_onto(store: Store, existing: Trace, trace: Trace, id_map: dict[str, str]) -> None:
+    """``trace`` is skipped as ``existing``, already in the brain: map its id onto it, and
+    keep the memory as long as the file does (as a repeated add: pinned if it was,
+    the later expiry)."""
+    if existing.id != trace.id:
+        id_map[trace.id] = existing.id
+    store.update_fields(existing.id, outlasting(existing, trace))

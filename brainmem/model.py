@@ -107,6 +107,20 @@ def latest_expiry(expiries: Iterable[float | None]) -> float | None:
     return None if None in times else max(t for t in times if t is not None)
 
 
+def outlasting(existing: Trace, repeat: Trace, decided: dict[str, Any] | None = None) -> dict[str, Any]:
+    """The fields that keep ``existing`` at least as long as ``repeat``, the same memory
+    said again (an add deduplicated, an import skipped), asks: the later expiry (None:
+    never), pinned if ``repeat`` is; never shortened, never unpinned. ``decided``: the
+    changes already chosen for ``existing`` (an earlier repeat in the same batch)."""
+    longer = dict(decided or {})
+    expiry = longer.get("expires_at", existing.expires_at)
+    if latest_expiry([expiry, repeat.expires_at]) != expiry:
+        longer["expires_at"] = repeat.expires_at
+    if repeat.pinned and not existing.pinned:
+        longer["pinned"] = True
+    return longer
+
+
 def finite(value: float) -> bool:
     """Whether a number is finite as a float: an int too big for one (``10**400``) is not.
 

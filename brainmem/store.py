@@ -467,6 +467,18 @@ class Store(IndexTables, EdgeTables, LogTables, InspectTables, VectorTables, Mai
         for row in self.execute(f"SELECT {_SELECT} FROM traces t WHERE {where} ORDER BY t.rid", params):
             yield row_to_trace(row)
 
+    def metadata_with(self, keys: Sequence[str], after: int, limit: int) -> list[tuple[int, str, dict[str, Any]]]:
+        """``(rid, id, metadata)`` of the first ``limit`` traces after rid ``after`` (live or
+        deleted, by rid) whose metadata has any of the top-level ``keys``."""
+        if not keys:
+            return []
+        held = " OR ".join("json_type(metadata, ?) IS NOT NULL" for _ in keys)
+        rows = self.execute(
+            f"SELECT rid, id, metadata FROM traces WHERE rid > ? AND metadata != '{{}}' AND ({held}) "
+            "ORDER BY rid LIMIT ?",
+            [after, *(f'$."{key}"' for key in keys), limit])
+        return [(int(rid), str(tid), json.loads(meta)) for rid, tid, meta in rows]
+
     def max_rid(self) -> int:
         """The largest rid in use (0: no trace was ever stored)."""
         return int(self.execute("SELECT coalesce(max(rid), 0) FROM traces").get)

@@ -21,10 +21,18 @@ Import decisions:
 * Ids are kept unless ``new_ids=True``. A trace whose id already exists is skipped
   (importing a file twice is harmless). A live trace whose content hash matches a
   live trace of the same type, scope and scope_id *already in the brain* is skipped
-  and its id mapped onto that trace (edges and ``merged_into`` follow the mapping).
+  and its id mapped onto that trace (edges, ``merged_into`` and the ids in the engine's
+  metadata links, :data:`brainmem.import_stream.LINK_KEYS`, follow the mapping, as they
+  do with ``new_ids``). The brain's trace then lasts as long as the file's asks, as
+  for a repeated add (:func:`brainmem.model.outlasting`: pinned if it was, the later
+  expiry).
   Duplicates inside the file itself are kept, so a round trip is lossless.
 * A keyed live trace whose key is held by a different live value in the brain is a
-  conflict: :class:`InvalidInput`, nothing imported (same value: skipped, mapped).
+  conflict: :class:`InvalidInput`, nothing imported (same value: skipped, mapped);
+  unless the file's value has expired (invisible): it comes in soft-deleted, reason
+  "expired", as history.
+* A trace of the brain past its expiry is absent, as for an add or a put: it is
+  soft-deleted (reason "expired"), neither a duplicate nor a key's holder.
 * ``content_hash`` is recomputed from the content (it is derived data, so a
   hand-edited content stays consistent). Imported edge weights replace existing ones.
 """

@@ -28,7 +28,7 @@ from typing import Any
 
 from . import decay, graph, timeline, unmerge
 from .errors import InvalidInput, NotFound, QuotaExceeded, VersionConflict
-from .model import Trace, latest_expiry, merge_fields
+from .model import Trace, merge_fields, outlasting
 from .policy import Policy
 from .store import Filters, Store
 from .validate import INT64_MAX, build_trace, check_changes, check_choice, check_int
@@ -168,12 +168,7 @@ class Writer:
                 # said again, a fact lasts at least as long as this add asks: a repeat
                 # without a ttl must not vanish with the first one's, a pinned repeat is
                 # not pruned (never shortened, never unpinned)
-                longer = extended.get(existing.id, {})
-                expiry = longer.get("expires_at", existing.expires_at)
-                if latest_expiry([expiry, trace.expires_at]) != expiry:
-                    longer["expires_at"] = trace.expires_at
-                if trace.pinned and not existing.pinned:
-                    longer["pinned"] = True
+                longer = outlasting(existing, trace, extended.get(existing.id))
                 if longer:
                     extended[existing.id] = longer
                 result.append(AddResult(existing, False))

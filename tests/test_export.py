@@ -258,3 +258,93 @@ def test_export_and_backup_are_synced_to_disk_before_they_count(tmp_path: Path,
     assert (False, (out / "brain.jsonl").stat().st_ino) in export_synced  # the data, before the rename
     assert export_synced[-1] == (True, folder)                            # the folder, after it
     assert synced[-1] == (True, folder)
+
+
+def test_import_treats_an_expired_trace_in_the_brain_as_absent(mem_brain: Brain, clock) -> None:
+    """An imported memory was mapped onto the brain's expired copy of it (and so never
+    seen), and a key whose value in the brain had expired refused the import."""
+    with Brain(":memory:", clock=clock) as source:
+        source.add("one-time code 4821 was used")
+        source.put("session", "new token")
+        text = export_text(source)
+    mem_brain.add("one-time code 4821 was used", ttl=60)
+    mem_brain.put("session", "old token", ttl=60)
+    clock.advance(120)
+    deleted: list[str] = []
+    mem_brain.subscribe(lambda kind, payload: deleted.append(payload.get("reason")), kinds=["delete"])
+    report = mem_brain.import_jsonl(io.StringIO(text))
+    assert (report.imported, report.skipped, report.id_map) == (2, 0, {})
+    assert [h.trace.content for h in mem_brain.search("code 4821", reinforce=False)] == [
+        "one-time code 4821 was used"]
+    assert mem_brain.get_key("session").content == "new token"
+    assert deleted == ["expired", "expired"]  # as an add or a put would have swept them
+    assert mem_brain.stats()["expired"] == 0 and mem_brain.check()["ok"]
+
+
+def test_import_new_ids_keeps_merges_undoable(mem_brain: Brain, clock) -> None:
+    """With new ids, the merge records (``metadata``) still named the file's ids: unmerge
+    of an imported merge said "not the result of a merge", and its edges were lost."""
+    first = mem_brain.add("Dinner at pizza place friday", episode="e")
+    second = mem_brain.add("Dinner at the pizza place on friday", episode="e")
+    mem_brain.add("Paid the bill", episode="e")
+    merged = mem_brain.merge([first.id, second.id])
+    mem_brain.add("Carol watches comedy series on netflix")
+    mem_brain.add("Carol watches comedy series on netflix thanks")
+    mem_brain.put("user.city", "Lisbon")
+    mem_brain.put("user.city", "Porto")  # a snapshot naming the live value
+    clock.advance(86_400)
+    assert mem_brain.reflect().merged == 1
+    survivor = next(t for t in mem_brain.list(limit=100).items if "netflix" in t.title).id
+    text = export_text(mem_brain, include_deleted=True)
+    with Brain(":memory:", clock=clock) as other:
+        report = other.import_jsonl(io.StringIO(text), new_ids=True)
+        assert not any(old in export_text(other, include_deleted=True) for old in report.id_map)
+        undone = other.unmerge(report.id_map[merged.id])
+        assert sorted(undone["restored"]) == sorted(report.id_map[i] for i in (first.id, second.id))
+        assert other.unmerge(report.id_map[survivor])["by"] == "reflect"
+        assert other.check()["ok"]
+        again = export_text(other, include_deleted=True)
+    # the same as undoing them in the brain they came from, but for the ids
+    assert mem_brain.unmerge(merged.id)["edges_restored"] == undone["edges_restored"] > 0
+    mem_brain.unmerge(survivor)
+    mine = export_text(mem_brain, include_deleted=True)
+    for old, new in report.id_map.items():
+        mine = mine.replace(old, new)
+    assert sorted(mine.splitlines()) == sorted(again.splitlines())
+
+
+def test_import_onto_a_copy_keeps_the_memory_as_long_as_the_file_does(mem_brain: Brain, clock) -> None:
+    """A memory pinned (or kept forever) in the file, skipped because the brain held it
+    unpinned (or expiring), lost its pin (or vanished at the brain copy's expiry)."""
+    with Brain(":memory:", clock=clock) as source:
+        source.add("The user's passport number is X123", pinned=True)
+        source.add("The user is allergic to penicillin")
+        source.add("The user likes jazz", ttl=30)
+        text = export_text(source)
+    pinned = mem_brain.add("The user's passport number is X123")
+    lasting = mem_brain.add("The user is allergic to penicillin", ttl=60)
+    jazz = mem_brain.add("The user likes jazz")
+    report = mem_brain.import_jsonl(io.StringIO(text))
+    assert (report.imported, report.skipped) == (0, 3)
+    assert mem_brain.get(pinned.id).pinned
+    clock.advance(120)
+    assert mem_brain.get(lasting.id).expires_at is None
+    assert mem_brain.get(jazz.id).expires_at is None  # never shortened, as an add
+
+
+def test_import_of_an_expired_value_does_not_conflict_with_the_brain_key(mem_brain: Brain, clock) -> None:
+    """A value that had expired in the file (invisible there) refused the whole import
+    because the brain held its key with another value."""
+    with Brain(":memory:", clock=clock) as source:
+        source.put("session", "old token", ttl=60)
+        source.add("The user likes jazz")
+        clock.advance(120)
+        text = export_text(source)
+    mem_brain.put("session", "new token")
+    report = mem_brain.import_jsonl(io.StringIO(text))
+    assert report.imported == 2
+    assert mem_brain.get_key("session").content == "new token"
+    old = [t for t in mem_brain.read([json.loads(line)["trace"]["id"] for line in trace_lines(text)],
+                                     include_deleted=True).traces if t.key == "session"]
+    assert old and old[0].deleted_at is not None and old[0].metadata["deleted_reason"] == "expired"
+    assert mem_brain.check()["ok"]
