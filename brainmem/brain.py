@@ -155,11 +155,13 @@ class Brain(FacesMixin, AdminMixin):
     def restore(self, trace_id: str, *, now: TimeLike | None = None) -> Trace:
         """Bring a soft-deleted trace back to life (it keeps its id and history)."""
         at = self.now(now)
+        prepared = self._prepare_missing_vectors([self.get(trace_id, include_deleted=True)])
         with self._write_with_events() as evicted:  # a quota may evict to make room
             trace = self.get(trace_id, include_deleted=True)
             if trace.deleted_at is None:
                 return trace
             restored = self._writer.restore(trace, at)
+            self._write_vectors([restored], prepared)
         self._emit_deletes(evicted)
         self._emit("restore", {"id": trace_id, "trace": restored})
         return restored
@@ -196,9 +198,14 @@ class Brain(FacesMixin, AdminMixin):
         """
         check_ids([trace_id], "id")
         at = self.now(now)
+        with self._lock:  # the sources an unmerge brings back, embedded first if they have no vector
+            target = self._store.get(trace_id, include_deleted=True)
+            sources = [] if target is None else unmerge_mod.sources_of(self._store, target)
+        prepared = self._prepare_missing_vectors(sources)
         with self._write_with_events() as evicted:  # a quota may evict to make room
             result = unmerge_mod.unmerge(self._store, trace_id, at,
                                          lambda source: self._writer.before_insert(source, at))
+            self._write_vectors(self._store.get_many(result["restored"]), prepared)
         self._emit_deletes(evicted)
         for restored in result["restored"]:
             self._emit("restore", {"id": restored, "trace": self._store.get(restored)})

@@ -279,6 +279,16 @@ class BrainBase:
                 and len(t.encode("utf-8", "replace")) <= self.policy.max_content_bytes]
         return {} if self._vectors is None or not kept else self._vectors.prepare(kept)
 
+    def _prepare_missing_vectors(self, traces: Sequence[Trace]) -> dict[str, Any]:
+        """Vectors for those of ``traces`` that have none for their content (a trace deleted
+        before it was embedded, or imported deleted: a restore brings it back searchable
+        by meaning), computed before the write transaction as for an add."""
+        if self._vectors is None or not traces:
+            return {}
+        with self._lock:
+            lacking = self._vectors.lacking(traces)
+        return self._prepare_vectors([t.content for t in lacking])
+
     def _write_vectors(self, traces: Sequence[Trace], prepared: Mapping[str, Any]) -> None:
         if prepared and self._vectors is not None:
             self._vectors.write(traces, prepared)

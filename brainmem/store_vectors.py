@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
 
-from .store_base import Database
+from .store_base import Database, in_chunks
 
 #: A vector's row joined to its trace's current content hash.
 _CURRENT = ("LEFT JOIN vectors v ON v.rid = t.rid AND v.model = ? AND v.content_hash = t.content_hash "
@@ -30,6 +30,17 @@ class VectorTables(Database):
         return [(int(r), str(i), str(c), str(h)) for r, i, c, h in self.execute(
             f"SELECT t.rid, t.id, t.content, t.content_hash FROM traces t {_CURRENT} AND t.rid > ? "
             "ORDER BY t.rid LIMIT ?", (model, after, limit))]
+
+    def vectors_current(self, model: str, ids: Sequence[str]) -> set[str]:
+        """Which of the traces ``ids`` (live or not) have a vector of ``model`` for their
+        current content."""
+        found: set[str] = set()
+        for chunk in in_chunks(list(ids)):
+            found.update(str(i) for (i,) in self.execute(
+                f"SELECT t.id FROM traces t JOIN vectors v ON v.rid = t.rid AND v.model = ? "
+                f"AND v.content_hash = t.content_hash WHERE t.id IN ({', '.join('?' * len(chunk))})",
+                (model, *chunk)))
+        return found
 
     def vectors_missing_count(self, model: str) -> int:
         row = self.execute(f"SELECT count(*) FROM traces t {_CURRENT}", (model,)).fetchone()

@@ -210,6 +210,11 @@ class VectorIndex:
         with guard:
             return {"embedded": done, "missing": self.missing(), "error": error}
 
+    def lacking(self, traces: Sequence[Trace]) -> list[Trace]:
+        """Those of ``traces`` without a vector of this model for their current content."""
+        have = self.store.vectors_current(self.model_id, [t.id for t in traces])
+        return [t for t in traces if t.id not in have]
+
     def missing(self) -> int:
         """Live traces without a current vector of this model."""
         return self.store.vectors_missing_count(self.model_id)

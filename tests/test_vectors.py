@@ -536,3 +536,33 @@ def test_embed_reads_each_trace_once_not_once_per_batch(brain_factory, emb, tmp_
         brain_factory(path).add_many([f"note number {i}" for i in range(n)])  # no vectors
         steps[n] = _rows_read_by_backfill(brain_factory(path, embedder=emb))
     assert steps[400] < 2.5 * steps[200]  # linear in N (quadratic doubled it 4 times)
+
+
+def test_restore_and_unmerge_embed_a_trace_that_never_had_a_vector(brain_factory, tmp_path: Path) -> None:
+    """A trace deleted before it was embedded (here: imported deleted, which is never
+    embedded) came back from restore or unmerge with no vector: invisible to search by
+    meaning until the next backfill. It is embedded as it comes back; one that has its
+    vector is not embedded again."""
+    calls: list[list[str]] = []
+
+    def counted(texts: list[str], kind: str = "passage") -> np.ndarray:
+        calls.append(list(texts))
+        return _hashed(texts, kind)
+
+    plain = brain_factory(tmp_path / "plain.db")
+    lone = plain.add("the user's bike is a blue gravel bike")
+    pair = plain.merge([plain.add("the user swims on Mondays").id, plain.add("the user swims at seven").id])
+    plain.delete(lone.id)
+    plain.export(str(tmp_path / "e.jsonl"), include_deleted=True)
+    brain = brain_factory(tmp_path / "meaning.db", embedder=CallableEmbedder(counted, "hashed16", dimension=16))
+    brain.import_jsonl(str(tmp_path / "e.jsonl"))
+    calls.clear()
+    brain.restore(lone.id)
+    assert calls == [[lone.content]] and brain.stats()["embedder"]["missing"] == 0
+    brain.unmerge(pair.id)
+    assert sorted(calls[1]) == ["the user swims at seven", "the user swims on Mondays"]
+    assert brain.stats()["embedder"]["missing"] == 0
+    brain.delete(lone.id)
+    calls.clear()
+    brain.restore(lone.id)  # its vector is still there: not paid for again
+    assert calls == []
