@@ -16,6 +16,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+import clirun
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -653,14 +654,25 @@ def run_cli(*args: str, timeout: float = 30) -> subprocess.CompletedProcess[str]
                           timeout=timeout)
 
 
+def refused(*args: str) -> subprocess.CompletedProcess[str]:
+    """``brainmem ARGS`` in this process, for a command refused before it serves: were it
+    to serve instead, the test fails at once rather than hang (a subprocess run took ~1 s)."""
+    def serve(*_: Any, **__: Any) -> None:
+        raise AssertionError("the command went on to serve")
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr("brainmem.ui.serve", serve)
+        return clirun.run(*args)
+
+
 def test_cli_refuses_a_public_address_without_a_token(tmp_path: Path) -> None:
     path = tmp_path / "b.db"
     Brain(str(path)).close()
-    r = run_cli("ui", "--brain", str(path), "--host", "0.0.0.0")
+    r = refused("ui", "--brain", str(path), "--host", "0.0.0.0")
     assert r.returncode == 2 and "--token" in r.stderr and "Traceback" not in r.stderr
-    r = run_cli("ui", "--brain", str(path), "--host", "0.0.0.0", "--token", "short")
+    r = refused("ui", "--brain", str(path), "--host", "0.0.0.0", "--token", "short")
     assert r.returncode == 2 and "16 characters" in r.stderr
-    r = run_cli("ui", "--brain", str(tmp_path / "missing.db"), "--port", "0")
+    r = refused("ui", "--brain", str(tmp_path / "missing.db"), "--port", "0")
     assert r.returncode != 0 and r.stderr.startswith("brainmem: error:") and "Traceback" not in r.stderr
 
 
@@ -668,7 +680,7 @@ def test_cli_refuses_a_port_out_of_range_in_one_line(tmp_path: Path) -> None:
     path = tmp_path / "b.db"
     Brain(str(path)).close()
     for port in ("-1", "65536", "70000"):
-        r = run_cli("ui", "--brain", str(path), "--port", port)
+        r = refused("ui", "--brain", str(path), "--port", port)
         assert r.returncode == 2 and "Traceback" not in r.stderr, r.stderr
         assert r.stderr.startswith("brainmem: error:") and r.stderr.count("\n") == 1 and port in r.stderr
 
@@ -676,7 +688,7 @@ def test_cli_refuses_a_port_out_of_range_in_one_line(tmp_path: Path) -> None:
 def test_cli_refuses_a_missing_brain_as_reading_commands_do(tmp_path: Path) -> None:
     typo = tmp_path / "typo.db"
     for flags in ((), ("--write",)):
-        r = run_cli("ui", "--brain", str(typo), "--port", "0", *flags, timeout=20)
+        r = refused("ui", "--brain", str(typo), "--port", "0", *flags)
         assert r.returncode == 2, (flags, r.returncode, r.stdout, r.stderr)
         assert r.stderr.startswith("brainmem: error: no brain file at") and r.stderr.count("\n") == 1
         assert list(tmp_path.iterdir()) == []  # --write does not make an empty brain of a typo
