@@ -6,6 +6,7 @@ from __future__ import annotations
 import itertools
 import json
 import math
+import os
 import tempfile
 from datetime import datetime, timezone
 from pathlib import Path
@@ -15,7 +16,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from brainmem import Brain, InvalidInput, NotFound, VersionConflict
+from brainmem import Brain, InvalidInput, NotFound, ReadOnlyBrain, VersionConflict
 from brainmem.model import SCOPES, TYPES, content_hash, has_visible
 
 T0 = 1_767_225_600.0  # the fake clock's start (tests/conftest.py)
@@ -373,6 +374,50 @@ def test_purge_commits_a_chunk_at_a_time_each_leaving_a_consistent_brain(brain_f
     assert all(0 <= a - b <= 10 for a, b in zip(counts, counts[1:]))
     assert commits[-1] == len(everything) - 36 == brain.stats()["live"]
     assert brain.purge() == 0
+
+
+
+def _on_disk(path) -> int:
+    return sum(os.path.getsize(f"{path}{suffix}") for suffix in ("", "-wal") if os.path.exists(f"{path}{suffix}"))
+
+
+def test_vacuum_gives_the_space_of_purged_traces_back(brain_factory, tmp_path, clock):
+    """Nothing gave a purged brain's space back: the file kept its largest size forever."""
+    import io
+
+    path = tmp_path / "brain.db"
+    brain = brain_factory(path)
+    made = brain.add_many([{"content": f"note {i} " + "padding words here " * 30, "tags": [f"t{i % 7}"],
+                            "episode": f"e{i % 3}"} for i in range(600)])
+    brain.delete([t.id for t in made[:540]])
+    assert brain.purge() == 540
+    live = io.StringIO()
+    brain.export(live, include_deleted=True)
+    logical, on_disk = brain.stats()["file_bytes"], _on_disk(path)
+    report = brain.vacuum()
+    assert report["bytes_before"] == logical and report["bytes_after"] == brain.stats()["file_bytes"]
+    assert report["bytes_after"] < logical / 3
+    assert _on_disk(path) < on_disk / 3 and report["checkpointed"]
+    assert brain.check()["ok"]
+    again = io.StringIO()
+    brain.export(again, include_deleted=True)
+    assert again.getvalue() == live.getvalue()  # the same traces, fields and edges
+    assert [h.trace.id for h in brain.search("note 599")][:1] == [made[599].id]
+    brain.add("still writable")
+    with Brain(str(path), readonly=True) as reader:
+        assert reader.check()["ok"] and reader.stats()["live"] == 61
+
+
+def test_vacuum_is_refused_by_a_read_only_brain(brain_factory, tmp_path):
+    path = tmp_path / "brain.db"
+    with Brain(str(path)) as brain:
+        brain.delete([t.id for t in brain.add_many([f"note {i}" for i in range(50)])])
+        brain.purge()
+    before = path.read_bytes()
+    reader = brain_factory(path, readonly=True)
+    with pytest.raises(ReadOnlyBrain):
+        reader.vacuum()
+    assert path.read_bytes() == before
 
 
 # --- merge ------------------------------------------------------------------------------------
