@@ -214,9 +214,15 @@ class Brain(FacesMixin, AdminMixin):
         return result
 
     def purge(self, *, before: TimeLike | None = None) -> int:
-        """Physically remove soft-deleted traces (optionally only those deleted before a time)."""
-        with self._lock, self._store.write():
-            return self._store.purge(to_timestamp(before, "before"))
+        """Physically remove soft-deleted traces (optionally only those deleted before a time).
+
+        Commits ``Policy.reflect_chunk`` traces at a time, each chunk removed whole, on a
+        second connection (as ``reflect``): other writers, and this Brain's other
+        threads, wait at most for one chunk.
+        """
+        at = to_timestamp(before, "before")
+        with self._long_job_store() as store:
+            return store.purge(at, chunk=self.policy.reflect_chunk)
 
     # --- the agent loop: observe, context, history ---------------------------------
 

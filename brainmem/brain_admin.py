@@ -159,7 +159,21 @@ class AdminMixin(BrainBase):
             self._store.backup_to(target)
         return target
 
-    # --- maintenance: check and repair ---------------------------------------------
+    # --- maintenance: check, repair, vacuum ----------------------------------------
+
+    def vacuum(self) -> dict[str, Any]:
+        """Give the space of purged rows back: rewrite the file without its free pages.
+
+        ``purge`` frees pages inside the file but never shrinks it. This rewrites the
+        whole file (SQLite ``VACUUM``: seconds per 100 MB, holding the write lock all
+        along, so other writers wait; free disk space for a copy of the live data is
+        needed) and truncates the write-ahead log. Returns ``bytes_before``,
+        ``bytes_after`` and ``checkpointed`` (False: a reader on an older snapshot kept
+        the file at its size until a later checkpoint). A read-only brain raises
+        :class:`ReadOnlyBrain`.
+        """
+        with self._lock:
+            return self._store.vacuum()
 
     def check(self) -> dict[str, Any]:
         """Look for damage without writing; ``["ok"]`` is True when nothing is wrong.

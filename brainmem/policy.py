@@ -207,7 +207,8 @@ class Policy:
     #: pair the merge rule accepts, :mod:`brainmem.dedupe_blocks`); kept so saved policies load.
     merge_threshold: float = 0.95
     #: Reflect commits at most this many traces per write transaction (prune's deletes,
-    #: merge's groups, compaction, feedback rows) and reads 10x as many rows per page:
+    #: merge's groups, compaction, feedback rows) and reads 10x as many rows per page;
+    #: ``purge`` removes at most this many traces per write transaction:
     #: memory and the longest write-lock hold stay bounded at any brain size.
     reflect_chunk: int = 1000
     compact_age: float = 7 * DAY

@@ -2,14 +2,17 @@
 b-tree integrity and orphan rows.
 
 A mixin of :class:`~brainmem.store.Store`. Everything here reads, except
-``drop_orphans`` (one write transaction); the FTS5 checks and ``repair_index`` are
+``drop_orphans`` (one write transaction) and ``vacuum`` (a rewrite of the file); the FTS5 checks and ``repair_index`` are
 in :mod:`brainmem.store_index`, ``backup_to`` in :mod:`brainmem.store_base`.
 """
 
 from __future__ import annotations
 
+from typing import Any
+
 import apsw
 
+from .errors import InvalidInput, ReadOnlyBrain
 from .store_base import Database, translate_errors
 from .store_base import WriteBusy as WriteBusy  # re-exported: Brain catches it
 
@@ -58,6 +61,31 @@ class MaintenanceTables(Database):
             "indexed": self.execute("SELECT count(*) FROM traces_fts_docsize").get,
             "edges": self.execute("SELECT count(*) FROM edges").get,
         }
+
+    def vacuum(self) -> dict[str, Any]:
+        """Rewrite the file without its free pages (``VACUUM``), then checkpoint the
+        write-ahead log into it and truncate the log. Returns the sizes (page count x
+        page size) before and after, and whether the checkpoint completed (a reader still
+        on an older snapshot defers the shrinking of the file to a later checkpoint).
+
+        Holds the write lock for the whole rewrite and needs free disk space for a copy
+        of the live data (a temporary database and the log). Rowids are kept: every table
+        that others point to has an ``INTEGER PRIMARY KEY`` (or is ``WITHOUT ROWID``).
+        """
+        if self.readonly:
+            raise ReadOnlyBrain(f"{self.path} was opened read-only")
+        with translate_errors():
+            if self._depth or self.db.in_transaction:
+                raise InvalidInput("vacuum cannot run inside a transaction")
+            before = self._bytes()
+            self.db.execute("VACUUM")
+            self.tx_serial += 1  # nothing cached may outlive the rewrite
+            busy = self.db.execute("PRAGMA wal_checkpoint(TRUNCATE)").get
+            busy = busy[0] if isinstance(busy, tuple) else busy
+            return {"bytes_before": before, "bytes_after": self._bytes(), "checkpointed": not busy}
+
+    def _bytes(self) -> int:
+        return int(self.db.execute("PRAGMA page_count").get) * int(self.db.execute("PRAGMA page_size").get)
 
     def drop_orphans(self) -> dict[str, int]:
         """Delete orphan edges and tag rows; return how many of each went."""

@@ -72,7 +72,7 @@ def export_jsonl(store: Store, out: IO[str], *, include_deleted: bool, version: 
         out.write(_dumps({"brainmem": version, "schema": schema.SCHEMA_VERSION, "traces": traces,
                           "edges": edges, "include_deleted": include_deleted}) + "\n")
         for trace in store.iter_traces(include_deleted=include_deleted):
-            out.write(_dumps({"trace": trace.to_dict()}) + "\n")
+            out.write(_dumps({"trace": trace.as_fields()}) + "\n")  # no deep copy
         for row in store.iter_edges(include_deleted=include_deleted):
             out.write(_dumps({"edge": dict(zip(EDGE_FIELDS, row))}) + "\n")
     return {"traces": traces, "edges": edges}

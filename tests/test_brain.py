@@ -6,6 +6,7 @@ from __future__ import annotations
 import itertools
 import json
 import math
+import os
 import tempfile
 from datetime import datetime, timezone
 from pathlib import Path
@@ -15,7 +16,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from brainmem import Brain, InvalidInput, NotFound, VersionConflict
+from brainmem import Brain, InvalidInput, NotFound, ReadOnlyBrain, VersionConflict
 from brainmem.model import SCOPES, TYPES, content_hash, has_visible
 
 T0 = 1_767_225_600.0  # the fake clock's start (tests/conftest.py)
@@ -303,6 +304,120 @@ def test_purge_before_keeps_recent_deletions(mem_brain, clock):
     assert mem_brain.get(b.id, include_deleted=True).deleted_at is not None
     with pytest.raises(NotFound):
         mem_brain.get(a.id, include_deleted=True)
+
+
+
+def test_purge_commits_a_chunk_at_a_time_each_leaving_a_consistent_brain(brain_factory, tmp_path, clock,
+                                                                        monkeypatch):
+    """Purge was one write transaction: 200,000 deleted traces held the write lock 7.6 s
+    (a million would pass the 30 s busy timeout). It commits ``Policy.reflect_chunk``
+    traces at a time now, and each commit leaves every trace whole or wholly gone."""
+    import contextlib
+    import sys
+
+    from brainmem.policy import Policy
+    from brainmem.store_base import Database
+
+    sys.path.insert(0, str(Path(__file__).parent))
+    from _embedfakes import ConceptEmbedder
+
+    path = tmp_path / "brain.db"
+    brain = brain_factory(path, policy=Policy(reflect_chunk=10), embedder=ConceptEmbedder())
+    made = brain.add_many([{"content": f"the cat fact number {i}", "tags": ["t", f"n{i}"], "episode": "e"}
+                           for i in range(45)])
+    hits = brain.search("cat fact", limit=20)
+    brain.feedback(hits.retrieval_id, used=[h.trace.id for h in hits[:5]], ignored=[hits[5].trace.id])
+    brain.update(made[40].id, content="the cat fact revised")  # a soft-deleted snapshot, supersedes edge
+    doomed = [t.id for t in made[:35]]
+    for trace_id in doomed:
+        brain.delete(trace_id)
+    deleted = rows(brain) - brain.stats()["live"]
+    db = brain._store
+
+    def holdings(trace_id: str) -> tuple[int, ...]:
+        rid = db.execute("SELECT rid FROM traces WHERE id = ?", (trace_id,)).fetchone()
+        rid = rid[0] if rid else -1
+        return tuple(db.execute(sql, (arg,)).get for sql, arg in (
+            ("SELECT count(*) FROM traces WHERE id = ?", trace_id),
+            ("SELECT count(*) FROM trace_tags WHERE rid = ?", rid),
+            ("SELECT count(*) FROM vectors WHERE rid = ?", rid),
+            ("SELECT count(*) FROM edges WHERE src = ?1 OR dst = ?1", trace_id),
+            ("SELECT count(*) FROM feedback WHERE trace_id = ?", trace_id)))
+
+    everything = [i for (i,) in db.execute("SELECT id FROM traces")]
+    gone = {i for (i,) in db.execute("SELECT id FROM traces WHERE deleted_at IS NOT NULL")}
+    before = {i: holdings(i) for i in everything}
+    assert any(h[3] for h in before.values()) and any(h[4] for h in before.values())
+    commits: list[int] = []  # traces left after each outermost commit
+
+    real_write = Database.write
+
+    @contextlib.contextmanager
+    def watched(self, **kw):
+        outer = self._depth == 0
+        with real_write(self, **kw):
+            yield
+        if outer:
+            now = {i: holdings(i) for i in everything}
+            for i, held in now.items():  # a purged trace whole, or wholly gone; the rest kept
+                # (edges go with either end: check() finds none dangling)
+                whole = held[:3] + held[4:] == before[i][:3] + before[i][4:]
+                assert whole or (i in gone and held == (0, 0, 0, 0, 0)), (i, before[i], held)
+            commits.append(sum(h[0] for h in now.values()))
+            with Brain(str(path), readonly=True) as reader:
+                assert reader.check()["ok"]
+
+    monkeypatch.setattr(Database, "write", watched)
+    assert brain.purge() == deleted == 36
+    assert len(commits) >= 4  # 36 traces, 10 a commit
+    counts = [len(everything), *commits]
+    assert all(0 <= a - b <= 10 for a, b in zip(counts, counts[1:]))
+    assert commits[-1] == len(everything) - 36 == brain.stats()["live"]
+    assert brain.purge() == 0
+
+
+
+def _on_disk(path) -> int:
+    return sum(os.path.getsize(f"{path}{suffix}") for suffix in ("", "-wal") if os.path.exists(f"{path}{suffix}"))
+
+
+def test_vacuum_gives_the_space_of_purged_traces_back(brain_factory, tmp_path, clock):
+    """Nothing gave a purged brain's space back: the file kept its largest size forever."""
+    import io
+
+    path = tmp_path / "brain.db"
+    brain = brain_factory(path)
+    made = brain.add_many([{"content": f"note {i} " + "padding words here " * 30, "tags": [f"t{i % 7}"],
+                            "episode": f"e{i % 3}"} for i in range(600)])
+    brain.delete([t.id for t in made[:540]])
+    assert brain.purge() == 540
+    live = io.StringIO()
+    brain.export(live, include_deleted=True)
+    logical, on_disk = brain.stats()["file_bytes"], _on_disk(path)
+    report = brain.vacuum()
+    assert report["bytes_before"] == logical and report["bytes_after"] == brain.stats()["file_bytes"]
+    assert report["bytes_after"] < logical / 3
+    assert _on_disk(path) < on_disk / 3 and report["checkpointed"]
+    assert brain.check()["ok"]
+    again = io.StringIO()
+    brain.export(again, include_deleted=True)
+    assert again.getvalue() == live.getvalue()  # the same traces, fields and edges
+    assert [h.trace.id for h in brain.search("note 599")][:1] == [made[599].id]
+    brain.add("still writable")
+    with Brain(str(path), readonly=True) as reader:
+        assert reader.check()["ok"] and reader.stats()["live"] == 61
+
+
+def test_vacuum_is_refused_by_a_read_only_brain(brain_factory, tmp_path):
+    path = tmp_path / "brain.db"
+    with Brain(str(path)) as brain:
+        brain.delete([t.id for t in brain.add_many([f"note {i}" for i in range(50)])])
+        brain.purge()
+    before = path.read_bytes()
+    reader = brain_factory(path, readonly=True)
+    with pytest.raises(ReadOnlyBrain):
+        reader.vacuum()
+    assert path.read_bytes() == before
 
 
 # --- merge ------------------------------------------------------------------------------------

@@ -203,3 +203,20 @@ def test_purge_before_takes_unix_seconds_as_every_time_option_does(capsys: Any, 
     assert (code, err) == (0, "") and json.loads(out)["purged"] == 1
     with Brain(db) as brain:
         assert brain.read([old.id, new.id], include_deleted=True).missing == [old.id]
+
+
+def test_vacuum_command_shrinks_the_file_and_read_only_refuses(capsys: Any, db: str) -> None:
+    with Brain(db) as brain:
+        brain.delete([t.id for t in brain.add_many([f"note {i} " + "filler " * 50 for i in range(300)])][:290])
+        brain.purge()
+    code, out, err = run(capsys, "--readonly", "vacuum", "--brain", db)
+    assert code == 1 and out == "" and "read-only" in err and err.count("\n") == 1
+    code, out, err = run(capsys, "vacuum", "--json", "--brain", db)
+    report = json.loads(out)
+    assert (code, err) == (0, "") and report["bytes_after"] < report["bytes_before"] / 2
+    code, out, err = run(capsys, "vacuum", "--brain", db)
+    assert code == 0 and out.startswith("vacuumed: ") and out.count("\n") == 1
+    code, out, err = run(capsys, "vacuum", "--brain", db + ".typo")
+    assert code == 2 and "no brain file" in err
+    with Brain(db) as brain:
+        assert brain.check()["ok"] and brain.stats()["live"] == 10

@@ -348,3 +348,47 @@ def test_import_of_an_expired_value_does_not_conflict_with_the_brain_key(mem_bra
                                      include_deleted=True).traces if t.key == "session"]
     assert old and old[0].deleted_at is not None and old[0].metadata["deleted_reason"] == "expired"
     assert mem_brain.check()["ok"]
+json_values = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False, allow_infinity=False) | st.text(max_size=5),
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=5), inner, max_size=3),
+    max_leaves=12,
+)
+
+
+@settings(max_examples=50, deadline=None)
+@given(tags=st.lists(st.text(min_size=1, max_size=5), max_size=3),
+       metadata=st.dictionaries(st.text(max_size=5), json_values, max_size=4),
+       deleted=st.none() | st.floats(1e9, 2e9), merged=st.none() | st.just("mt_x"))
+def test_trace_fields_is_what_asdict_gives_without_copying(tags, metadata, deleted, merged) -> None:
+    """Export serialised each trace through ``dataclasses.asdict`` (a deep copy of every
+    field, ~70 % of an export's time); ``Trace.as_fields`` gives the same dict, uncopied."""
+    from dataclasses import asdict
+
+    from brainmem.model import Trace
+
+    trace = Trace(id="mt_1", content="c", content_hash="h", tags=tags, metadata=metadata,
+                  deleted_at=deleted, merged_into=merged, valid_from=1.5, cue="q")
+    view = trace.as_fields()
+    assert view == asdict(trace) and list(view) == list(asdict(trace))
+    assert view["metadata"] is trace.metadata and view["tags"] is trace.tags  # no copy
+
+
+def test_export_does_not_deep_copy_traces(mem_brain: Brain, clock, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every field of every trace (snapshots, deleted, nested metadata) is exported as
+    ``asdict`` would give it, without calling it."""
+    import dataclasses
+
+    from brainmem.model import Trace
+
+    populate(mem_brain, clock)
+    mem_brain.add("deep", metadata={"a": {"b": [1, {"c": None}], "d": 1.5}, "e": []})
+    expected = [json.dumps({"trace": dataclasses.asdict(t)}, ensure_ascii=False, sort_keys=True,
+                           separators=(",", ":"), allow_nan=False)
+                for t in mem_brain._store.iter_traces(include_deleted=True)]
+
+    def refuse(*_a, **_k):
+        raise AssertionError("export deep-copied a trace")
+
+    monkeypatch.setattr(dataclasses, "asdict", refuse)
+    monkeypatch.setattr(Trace, "to_dict", refuse)
+    assert trace_lines(export_text(mem_brain, include_deleted=True)) == expected

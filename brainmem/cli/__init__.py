@@ -46,7 +46,7 @@ DEFAULT_BRAIN = "brain.db"
 CREATING = frozenset({"init", "add", "put", "import", "call", "serve", "observe"})
 #: Commands that write: they never fall back to a read-only open.
 WRITING = CREATING | {"update", "delete", "restore", "merge", "unmerge", "purge", "pin", "unpin",
-                      "delete-key", "end-task", "reflect", "repair"}
+                      "delete-key", "end-task", "reflect", "repair", "vacuum"}
 COMMAND_MODULES = ("core", "engine", "faces", "admin", "maintenance", "bench", "serve", "ui", "embed", "agent")
 
 Handler = Callable[[argparse.Namespace], int | None]

@@ -1,4 +1,5 @@
-"""``brainmem check`` and ``brainmem repair``: find and fix damage in a brain file.
+"""``brainmem check``, ``brainmem repair`` and ``brainmem vacuum``: find and fix damage
+in a brain file, give the space of purged traces back.
 
 ``check`` opens the brain read-only and never writes; it exits 1 when it finds a
 problem, so scripts and cron jobs can alert on it. ``repair`` backs the file up
@@ -39,6 +40,16 @@ def register(commands: Any) -> None:
     add_json_flag(repair)
     repair.set_defaults(handler=_repair)
 
+    vacuum = commands.add_parser(
+        "vacuum", help="give the space of purged traces back: rewrite the file smaller",
+        description="purge frees space inside the file but never shrinks it. vacuum rewrites "
+                    "the whole file without its free pages (SQLite VACUUM) and truncates the "
+                    "write-ahead log. It holds the write lock for the whole rewrite (other "
+                    "writers wait) and needs free disk space for a copy of the live data.",
+    )
+    add_json_flag(vacuum)
+    vacuum.set_defaults(handler=_vacuum)
+
 
 def _check(args: argparse.Namespace) -> int:
     with open_brain(args, readonly=True) as brain:
@@ -71,6 +82,17 @@ def _repair(args: argparse.Namespace) -> int:
     print("after repair:")
     _print_report(result["after"])
     return 0 if result["ok"] else 1
+
+
+def _vacuum(args: argparse.Namespace) -> int:
+    with open_brain(args) as brain:
+        result = brain.vacuum()
+    if args.json:
+        print_json(result)
+    else:
+        later = "" if result["checkpointed"] else " (a reader is still open: the file shrinks at a later checkpoint)"
+        print(f"vacuumed: {result['bytes_before']:,} -> {result['bytes_after']:,} bytes{later}")
+    return 0
 
 
 def _print_report(report: dict[str, Any]) -> None:
