@@ -4,8 +4,8 @@ A fact is replaced, never deleted. Three ways lead to a replacement:
 
 * ``Brain.put(key, ...)`` overwrites a keyed value in place (same id); the earlier
   value is kept as a snapshot row (soft-deleted, ``merged_into`` the live trace,
-  joined by a ``supersedes`` edge) whose ``valid_until`` is the time of the put,
-  and the live trace's ``valid_from`` moves to that time. ``update`` of the content
+  joined by a ``supersedes`` edge) whose ``valid_until`` is the time of the put
+  (never before that value began), and the live trace's ``valid_from`` moves to that time. ``update`` of the content
   does the same (a correction is also "what was believed until then").
 * ``Brain.add(content, supersedes=[ids])`` stores a new fact and closes the older
   ones: each keeps its row, live and indexed, with ``valid_until`` = the new

@@ -388,16 +388,20 @@ class Writer:
                                    f"(type {kind}, scope {current.scope}/{current.scope_id!r})")
         if "content" in fields:
             if probe.content_hash != current.content_hash:
+                # the earlier content stays valid until now (timeline); a change timed before
+                # that content began (a clock set back, a value dated ahead) happens as it
+                # began, as a supersession does (timeline.close): no period ends before it starts
+                moment = max(at, timeline.began(current))
                 fields["content_hash"] = probe.content_hash
-                fields["valid_from"] = at  # the earlier content stays valid until now (timeline)
-                timeline.keep_snapshot(self.store, current, at, until=at)  # the old content
+                fields["valid_from"] = moment
+                timeline.keep_snapshot(self.store, current, moment, until=moment)  # the old content
         if "type" in fields or "importance" in fields:
             # re-derive stability so the new type's base applies, keeping reinforcement gained
             fields["stability"] = decay.rebase_stability(
                 current.stability, self.policy, (current.type, current.importance),
                 (fields.get("type", current.type), fields.get("importance", current.importance)))
         fields["version"] = current.version + 1
-        fields["updated_at"] = at
+        fields["updated_at"] = max(at, current.updated_at)
         self.store.update_fields(current.id, fields)
         updated = self.store.get(current.id, include_deleted=True)
         assert updated is not None

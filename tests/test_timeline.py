@@ -363,3 +363,17 @@ def test_history_of_a_key_put_many_times_is_the_newest_versions(file_brain: Brai
     assert [t.content for t in chain] == [f"build number {i} is green" for i in range(7, 12)]
     result = file_brain.call_tool("memory_history", {"id": current.id}, extra=["memory_history"])
     assert len(result["history"]) == 5 and result["history"][-1]["current"]
+
+
+def test_a_change_timed_before_the_value_began_keeps_history_in_order(file_brain: Brain,
+                                                                      clock: FakeClock) -> None:
+    # a value stored later than the clock says now (a message dated ahead, a clock set
+    # back) and then corrected: the correction happens no earlier than the value began,
+    # as a supersession does, so history stays oldest first and no period ends before it starts
+    first = file_brain.add("Sam lives in Berlin", created_at=T0 + DAY)
+    file_brain.update(first.id, content="Sam lives in Lisbon")
+    chain = file_brain.history(first.id)
+    assert [t.content.split()[-1] for t in chain] == ["Berlin", "Lisbon"]
+    assert chain[0].valid_until == chain[1].valid_from == T0 + DAY
+    assert all(t.updated_at >= t.created_at for t in chain)
+    assert file_brain.search("Sam lives", as_of=T0 + DAY + 1)[0].trace.content.endswith("Lisbon")
