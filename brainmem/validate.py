@@ -16,8 +16,9 @@ is a ``ttl`` whose expiry would be.
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Iterable, Mapping, Sequence
-from datetime import datetime, timezone
+from datetime import datetime, timedelta, timezone
 from typing import Any
 
 from .errors import InvalidInput
@@ -61,9 +62,13 @@ UPDATE_FIELDS = frozenset(
      "key", "task_id", "due_at", "cue"}
 )
 
-#: The unix seconds a ``datetime`` can show: 0001-01-01 to 9999-12-31 (UTC).
+#: The unix seconds a ``datetime`` can show: 0001-01-01 up to, not including, 10000-01-01 (UTC).
+_EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
 _MIN_TIME = datetime(1, 1, 1, tzinfo=timezone.utc).timestamp()
-_MAX_TIME = datetime(9999, 12, 31, 23, 59, 59, tzinfo=timezone.utc).timestamp()
+_END_TIME = (datetime(9999, 12, 31, tzinfo=timezone.utc) - _EPOCH + timedelta(days=1)).total_seconds()
+#: The last unix seconds before _END_TIME: a datetime in the last microseconds of 9999
+#: (23:59:59.999999) is rounded up to _END_TIME by a float, and is held as this instead.
+_LAST_TIME = math.nextafter(_END_TIME, 0.0)
 
 
 def _default(value: Any, default: str) -> Any:
@@ -246,6 +251,7 @@ def to_timestamp(value: TimeLike | None, what: str = "time") -> float | None:
         return None
     if isinstance(value, bool):
         raise InvalidInput(f"{what} must be a datetime, unix seconds or ISO-8601 string")
+    given = value
     if isinstance(value, str):
         try:
             value = datetime.fromisoformat(value.strip().replace("Z", "+00:00"))
@@ -254,13 +260,16 @@ def to_timestamp(value: TimeLike | None, what: str = "time") -> float | None:
     if isinstance(value, datetime):
         if value.tzinfo is None:
             value = value.replace(tzinfo=timezone.utc)
-        value = value.timestamp()
+        since_epoch = value - _EPOCH  # exact, where the float may round up into year 10000
+        value = since_epoch.total_seconds()
+        if value >= _END_TIME and since_epoch < timedelta(seconds=_END_TIME):
+            value = _LAST_TIME
     if isinstance(value, (int, float)):
         if isinstance(value, float) and not finite(value):
             raise InvalidInput(f"{what} must be finite")
-        if not _MIN_TIME <= value <= _MAX_TIME:
+        if not _MIN_TIME <= value < _END_TIME:
             # iso() (tools, CLI, reports) could not show it, and no memory is that far off
-            raise InvalidInput(f"{what} {value!r} is outside the years 1 to 9999")
+            raise InvalidInput(f"{what} {given!r} is outside the years 1 to 9999")
         return float(value)
     raise InvalidInput(f"{what} must be a datetime, unix seconds or ISO-8601 string")
 

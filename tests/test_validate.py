@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from datetime import datetime
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -36,6 +37,23 @@ def test_ttl_whose_expiry_passes_year_9999_is_refused(file_brain: Brain) -> None
     with pytest.raises(InvalidInput, match="expires_at"):
         file_brain.add_many([{"content": "y", "ttl": 60}], now=late)
     assert file_brain.list().items == []
+
+
+@pytest.mark.parametrize("end", ["9999-12-31T23:59:59.999Z", "9999-12-31T23:59:59.9999999Z",
+                                 datetime(9999, 12, 31, 23, 59, 59, 999999)], ids=repr)
+def test_a_time_in_the_last_second_of_9999_is_in_the_years_1_to_9999(file_brain: Brain, end) -> None:
+    # "the end of time" as other systems write it (.NET DateTime.MaxValue, SQL end dates)
+    trace = file_brain.add("valid until the end of time", expires_at=end)
+    assert 253402300799.0 < trace.expires_at < 253402300800.0
+    read = file_brain.call_tool("memory_read", {"ids": [trace.id]}, extra="all")
+    assert read["traces"][0]["expires_at"].startswith("9999-12-31T23:59:59.9")
+
+
+def test_a_time_outside_the_years_is_named_as_given(file_brain: Brain) -> None:
+    with pytest.raises(InvalidInput, match=r"as_of '0001-01-01T00:00:00\+05:00' is outside"):
+        file_brain.search("x", as_of="0001-01-01T00:00:00+05:00")  # 0000-12-31T19:00Z
+    with pytest.raises(InvalidInput, match="until 253402300800 is outside"):
+        file_brain.search("x", until=253402300800)
 
 
 def test_largest_ttl_round_trips_to_every_surface(file_brain: Brain) -> None:
