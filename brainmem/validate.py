@@ -71,6 +71,14 @@ _END_TIME = (datetime(9999, 12, 31, tzinfo=timezone.utc) - _EPOCH + timedelta(da
 _LAST_TIME = math.nextafter(_END_TIME, 0.0)
 
 
+def shown(value: Any) -> str:
+    """``repr(value)`` for an error message; an integer too long for Python to print
+    (over 4300 digits: ``repr`` raises ValueError) is shown by its size instead."""
+    if isinstance(value, int) and value.bit_length() > 10_000:
+        return f"an integer of about {int(value.bit_length() * math.log10(2))} digits"
+    return repr(value)
+
+
 def _default(value: Any, default: str) -> Any:
     """``default`` for a missing (None) argument; anything else, even "", is validated as given."""
     return default if value is None else value
@@ -99,7 +107,7 @@ def check_content(content: Any, max_bytes: int) -> str:
 
 def check_choice(value: Any, choices: tuple[str, ...], what: str) -> str:
     if value not in choices:
-        raise InvalidInput(f"unknown {what} {value!r}; expected one of {', '.join(choices)}")
+        raise InvalidInput(f"unknown {what} {shown(value)}; expected one of {', '.join(choices)}")
     return value  # type: ignore[no-any-return]
 
 
@@ -148,7 +156,7 @@ def check_int(value: Any, what: str, minimum: int, maximum: int | None = None) -
     if isinstance(value, bool) or not isinstance(value, int) or not minimum <= value <= top:
         too_big = isinstance(value, int) and value > top
         bounds = f"in [{minimum}, {top}]" if maximum is not None or too_big else f">= {minimum}"
-        raise InvalidInput(f"{what} must be an integer {bounds}, not {value!r}")
+        raise InvalidInput(f"{what} must be an integer {bounds}, not {shown(value)}")
     return value
 
 
@@ -175,7 +183,7 @@ def check_ids(value: Any, what: str) -> list[str]:
 
 def check_importance(value: Any) -> float:
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0.0 <= value <= 1.0:
-        raise InvalidInput(f"importance must be a number in [0, 1], not {value!r}")
+        raise InvalidInput(f"importance must be a number in [0, 1], not {shown(value)}")
     return float(value)
 
 
@@ -231,7 +239,7 @@ def check_seconds(value: Any, what: str) -> float:
         except ValueError:
             number = None
     if isinstance(number, bool) or not isinstance(number, (int, float)) or not finite(number) or number <= 0:
-        raise InvalidInput(f"{what} must be a positive number of seconds, not {value!r}")
+        raise InvalidInput(f"{what} must be a positive number of seconds, not {shown(value)}")
     return float(number)
 
 
@@ -241,7 +249,7 @@ def check_ttl(ttl: Any) -> float | None:
         return None
     if (isinstance(ttl, bool) or not isinstance(ttl, (int, float)) or not finite(ttl)
             or not 0 < ttl <= MAX_TTL):
-        raise InvalidInput(f"ttl must be a number of seconds in (0, {MAX_TTL}] (100 years), not {ttl!r}")
+        raise InvalidInput(f"ttl must be a number of seconds in (0, {MAX_TTL}] (100 years), not {shown(ttl)}")
     return float(ttl)
 
 
@@ -269,7 +277,7 @@ def to_timestamp(value: TimeLike | None, what: str = "time") -> float | None:
             raise InvalidInput(f"{what} must be finite")
         if not _MIN_TIME <= value < _END_TIME:
             # iso() (tools, CLI, reports) could not show it, and no memory is that far off
-            raise InvalidInput(f"{what} {given!r} is outside the years 1 to 9999")
+            raise InvalidInput(f"{what} {shown(given)} is outside the years 1 to 9999")
         return float(value)
     raise InvalidInput(f"{what} must be a datetime, unix seconds or ISO-8601 string")
 

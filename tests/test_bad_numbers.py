@@ -166,3 +166,17 @@ def _refused_by_import(tmp_path: Path, bad: Path, field: str) -> None:
         assert other.stats()["live"] == 0
     finally:
         other.close()
+
+
+@pytest.mark.parametrize("given", [{"since": 10**5000}, {"until": -(10**5000)}, {"limit": 10**5000}],
+                         ids=["since", "until", "limit"])
+def test_an_integer_too_long_to_print_is_invalid_input(file_brain: Brain, given: dict[str, Any]) -> None:
+    # Python refuses to turn an int of over 4300 digits into text: the error message did
+    # that and raised ValueError instead of naming the argument
+    with pytest.raises(InvalidInput, match=next(iter(given))):
+        file_brain.search("kettle", **given)
+    with pytest.raises(InvalidInput, match="ttl"):
+        file_brain.add("kettle", ttl=10**5000)
+    with pytest.raises(InvalidInput, match="importance"):
+        file_brain.add("kettle", importance=10**5000)
+    assert file_brain.stats()["live"] == 0
