@@ -47,3 +47,60 @@ def test_observe_counts_a_turn_another_thread_stored_meanwhile_as_a_duplicate(br
     observer.join(WAIT)
     (report,) = reports
     assert report.duplicates == [other.id] and report.stored == []
+
+
+class StatementGate:
+    """Makes the next search of a Brain wait inside an SQL statement (in FTS5's
+    ``content_counts`` function, which a search calls for each match) until released:
+    the connection is then busy in that thread. Install before the Brain opens."""
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        from brainmem import store_base
+
+        self.armed, self.inside, self.release = False, threading.Event(), threading.Event()
+        real = store_base.content_counts
+
+        def counts(*args: Any) -> Any:
+            if self.armed:
+                self.armed = False
+                self.inside.set()
+                assert self.release.wait(WAIT)
+            return real(*args)
+
+        monkeypatch.setattr(store_base, "content_counts", counts)
+
+    def search_in_thread(self, brain: Brain, query: str) -> tuple[threading.Thread, list[Any]]:
+        """A thread running ``brain.search(query)``, returned once it waits in the statement."""
+        out: list[Any] = []
+        self.armed = True
+        thread = threading.Thread(target=lambda: out.append(brain.search(query, reinforce=False)))
+        thread.start()
+        assert self.inside.wait(WAIT)
+        return thread, out
+
+
+def test_unmerge_tells_its_events_while_another_thread_reads(brain_factory: Callable[..., Brain],
+                                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    """unmerge read each restored trace for its "restore" event after it let the lock go:
+    while another thread's statement ran on the connection, that read failed with
+    apsw's ThreadingViolationError (the unmerge done, its other events lost)."""
+    gate = StatementGate(monkeypatch)
+    brain = brain_factory()
+    a, b = brain.add("the user owns a red bicycle"), brain.add("the user rides a red bicycle daily")
+    merged = brain.merge([a.id, b.id])
+    told: list[str] = []
+    searching: list[threading.Thread] = []
+
+    def on_restore(kind: str, payload: dict[str, Any]) -> None:
+        told.append(payload["trace"].id)
+        if len(told) == 1:  # another thread now runs a statement on the shared connection
+            searching.append(gate.search_in_thread(brain, "bicycle")[0])
+
+    brain.subscribe(on_restore, ["restore"])
+    try:
+        result = brain.unmerge(merged.id)
+    finally:
+        gate.release.set()
+        for thread in searching:
+            thread.join(WAIT)
+    assert sorted(told) == sorted(result["restored"]) == sorted([a.id, b.id])
