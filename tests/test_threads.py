@@ -104,3 +104,65 @@ def test_unmerge_tells_its_events_while_another_thread_reads(brain_factory: Call
         for thread in searching:
             thread.join(WAIT)
     assert sorted(told) == sorted(result["restored"]) == sorted([a.id, b.id])
+
+
+_RLOCK = threading.RLock
+
+
+class TellingLock:
+    """An RLock that says when a thread has to wait for it (``waited``)."""
+
+    def __init__(self) -> None:
+        self._lock, self.waited = _RLOCK(), threading.Event()
+
+    def acquire(self, blocking: bool = True, timeout: float = -1) -> bool:
+        if self._lock.acquire(blocking=False):
+            return True
+        if not blocking:
+            return False
+        self.waited.set()
+        return self._lock.acquire(timeout=timeout)
+
+    def release(self) -> None:
+        self._lock.release()
+
+    def __enter__(self) -> bool:
+        return self.acquire()
+
+    def __exit__(self, *exc: object) -> None:
+        self.release()
+
+
+def test_the_first_embedding_beside_another_threads_statement_keeps_its_vector(
+        brain_factory: Callable[..., Brain], monkeypatch: pytest.MonkeyPatch) -> None:
+    """Before any vector of its model was stored, an embedding read the stored dimension
+    from the connection without the Brain's lock: beside another thread's statement the
+    read failed (ThreadingViolationError), was taken for the provider's failure, and
+    the trace was stored without a vector (invisible to search by meaning)."""
+    gate = StatementGate(monkeypatch)
+    failing = [True]
+
+    def embed(texts: list[str]) -> np.ndarray:
+        if failing.pop() if failing else False:
+            raise RuntimeError("provider down")  # the first trace is stored without a vector
+        return _vectors(texts)
+
+    with monkeypatch.context() as m:  # the Brain's lock tells when a thread waits for it
+        m.setattr(threading, "RLock", TellingLock)
+        brain = brain_factory(embedder=CallableEmbedder(embed))
+    lock = brain._lock
+    assert isinstance(lock, TellingLock)
+    brain.add("the user owns a red bicycle")
+    searcher, _ = gate.search_in_thread(brain, "bicycle")  # waits in a statement, holding the lock
+    lock.waited.clear()
+    added: list[Any] = []
+    adder = threading.Thread(target=lambda: added.append(brain.add("the user rides a blue bicycle")))
+    adder.start()
+    try:
+        assert lock.waited.wait(WAIT)  # the add now waits for the lock
+    finally:
+        gate.release.set()
+        searcher.join(WAIT)
+        adder.join(WAIT)
+    assert len(added) == 1
+    assert brain.stats()["embedder"]["missing"] == 1  # only the trace stored while the provider was down
