@@ -166,3 +166,42 @@ def test_the_first_embedding_beside_another_threads_statement_keeps_its_vector(
         adder.join(WAIT)
     assert len(added) == 1
     assert brain.stats()["embedder"]["missing"] == 1  # only the trace stored while the provider was down
+
+
+def test_aclose_lets_the_calls_in_flight_finish(tmp_path: Any) -> None:
+    """AsyncBrain.aclose closed the Brain on a free worker of its pool at once: a call in
+    flight outside the Brain's lock (an add waiting for its embedding) then failed with
+    "this brain is closed" and its trace was lost, though aclose promised to close
+    after the calls in flight."""
+    import asyncio
+
+    from brainmem import AsyncBrain
+
+    embedding, closed = threading.Event(), threading.Event()
+
+    def embed(texts: list[str]) -> np.ndarray:
+        embedding.set()
+        closed.wait(0.3)  # until the brain is closed; it must not be while this call runs
+        return _vectors(texts)
+
+    async def main() -> str:
+        brain = AsyncBrain(str(tmp_path / "b.db"), embedder=CallableEmbedder(embed))
+        real_close = brain.brain.close
+
+        def close() -> None:
+            closed.set()
+            real_close()
+
+        brain.brain.close = close  # type: ignore[method-assign]
+        adding = asyncio.ensure_future(brain.add("the user owns a red bicycle"))
+        await asyncio.get_running_loop().run_in_executor(None, embedding.wait, WAIT)
+        await brain.aclose()
+        trace = await adding
+        assert closed.is_set()
+        with pytest.raises(Exception, match="closed"):
+            await brain.search("bicycle")
+        return str(trace.id)
+
+    trace_id = asyncio.run(main())
+    with Brain(str(tmp_path / "b.db")) as again:
+        assert again.get(trace_id).content == "the user owns a red bicycle"
