@@ -205,3 +205,27 @@ def test_aclose_lets_the_calls_in_flight_finish(tmp_path: Any) -> None:
     trace_id = asyncio.run(main())
     with Brain(str(tmp_path / "b.db")) as again:
         assert again.get(trace_id).content == "the user owns a red bicycle"
+
+
+@pytest.mark.parametrize("call", ["delete_key", "pin", "unpin"])
+def test_a_subscriber_waiting_for_another_thread_never_deadlocks(brain_factory: Callable[..., Brain],
+                                                                 call: str) -> None:
+    """delete_key, pin and unpin told subscribers while still holding the Brain's lock:
+    a subscriber handing work on the brain to another thread and waiting for it (a
+    server pushing the change to its clients) waited forever."""
+    brain = brain_factory()
+    trace = brain.put("city", "the user lives in Lisbon", pinned=call == "unpin")
+    done: list[str] = []
+
+    def on_event(kind: str, payload: dict[str, Any]) -> None:
+        reader = threading.Thread(target=lambda: done.append(brain.read([payload["id"]], include_deleted=True)
+                                                             .traces[0].id))
+        reader.start()
+        reader.join(2)
+
+    brain.subscribe(on_event, ["update", "delete"])
+    if call == "delete_key":
+        assert brain.delete_key("city") is True
+    else:
+        getattr(brain, call)(trace.id)
+    assert done == [trace.id]
