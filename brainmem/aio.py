@@ -24,7 +24,8 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from .brain import Brain
-from .errors import InvalidInput
+from .errors import BrainFileError, InvalidInput
+from .store_base import CLOSED
 
 #: Methods of Brain that AsyncBrain offers as coroutines (every public one but the
 #: context-manager protocol, which AsyncBrain replaces with ``async with``).
@@ -53,7 +54,11 @@ class AsyncBrain:
             @functools.wraps(method)
             async def call(*args: Any, **kwargs: Any) -> Any:
                 loop = asyncio.get_running_loop()
-                return await loop.run_in_executor(self._pool, functools.partial(method, *args, **kwargs))
+                try:
+                    future = loop.run_in_executor(self._pool, functools.partial(method, *args, **kwargs))
+                except RuntimeError:  # the pool is shut down: aclose was called
+                    raise BrainFileError(CLOSED) from None
+                return await future
 
             return call
         if name.startswith("_"):
@@ -66,8 +71,10 @@ class AsyncBrain:
     async def aclose(self) -> None:
         """Close the brain (after the calls in flight) and the thread pool."""
         loop = asyncio.get_running_loop()
-        await loop.run_in_executor(self._pool, self.brain.close)
-        self._pool.shutdown(wait=True)
+        # The pool first: a call in flight may be outside the Brain's lock (waiting for an
+        # embedding), and closing beside it would fail it; later calls are refused.
+        await loop.run_in_executor(None, functools.partial(self._pool.shutdown, wait=True))
+        await loop.run_in_executor(None, self.brain.close)
 
     async def __aenter__(self) -> AsyncBrain:
         return self

@@ -205,10 +205,13 @@ class Brain(FacesMixin, AdminMixin):
         with self._write_with_events() as evicted:  # a quota may evict to make room
             result = unmerge_mod.unmerge(self._store, trace_id, at,
                                          lambda source: self._writer.before_insert(source, at))
-            self._write_vectors(self._store.get_many(result["restored"]), prepared)
+            # read for the events here: once the lock is let go, another thread may be
+            # running a statement on the connection
+            restored = self._store.get_many(result["restored"])
+            self._write_vectors(restored, prepared)
         self._emit_deletes(evicted)
-        for restored in result["restored"]:
-            self._emit("restore", {"id": restored, "trace": self._store.get(restored)})
+        for trace in restored:
+            self._emit("restore", {"id": trace.id, "trace": trace})
         if result["merged_trace_deleted"]:
             self._emit("delete", {"id": trace_id, "reason": "unmerged"})
         return result

@@ -81,8 +81,8 @@ class BrainBase:
         self._file = os.path.abspath(self.path) if files.is_plain_file(self.path) else None
         self._identity = None if self._file is None else files.identity(self._file)
         self._compiler = QueryCompiler(self._store.db, self.policy.max_query_terms)
-        self._vectors = hybrid.open_index(self._store, embedder)
         self._lock = threading.RLock()
+        self._vectors = hybrid.open_index(self._store, embedder, self._lock)
         self._events = Events()
         #: what writes nested in a _write_then_tell would tell subscribers, told after its
         #: commit; only the thread running it holds its events (another thread's are its own)

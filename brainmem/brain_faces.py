@@ -93,7 +93,7 @@ class FacesMixin(BrainBase):
         check_key(key, self.policy.max_key_chars)
         scope_, scope_id_ = scope_of(scope, scope_id)
         at = self.now(now)
-        with self._lock:
+        with self._write_then_tell():  # the event after the lock is let go (a subscriber may wait on a thread)
             trace = self._store.find_key(key, scope_, scope_id_)
             if trace is None:
                 return False
@@ -166,7 +166,7 @@ class FacesMixin(BrainBase):
         return self._set_pinned(trace_id, False, now)
 
     def _set_pinned(self, trace_id: str, pinned: bool, now: TimeLike | None) -> Trace:
-        with self._lock:
+        with self._write_then_tell():  # the event after the lock is let go (a subscriber may wait on a thread)
             trace = self.get(trace_id, now=now)
             if trace.pinned == pinned:
                 return trace

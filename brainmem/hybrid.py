@@ -24,6 +24,7 @@ A provider that fails on the query leaves a lexical search, flagged on the resul
 from __future__ import annotations
 
 import logging
+from contextlib import AbstractContextManager
 from typing import Any
 
 import numpy as np
@@ -40,10 +41,12 @@ log = logging.getLogger("brainmem")
 __all__ = ["Dense", "embed_query", "open_index", "query_index", "resolve_embedder", "stats"]
 
 
-def open_index(store: Store, embedder: Any) -> VectorIndex | None:
-    """The brain's vector index for ``embedder`` (resolved, validated), or None."""
+def open_index(store: Store, embedder: Any,
+               lock: AbstractContextManager[Any] | None = None) -> VectorIndex | None:
+    """The brain's vector index for ``embedder`` (resolved, validated), or None; ``lock``:
+    the brain's (see :class:`~brainmem.vectors.VectorIndex`)."""
     resolved = resolve_embedder(embedder)
-    return None if resolved is None else VectorIndex(store, resolved)
+    return None if resolved is None else VectorIndex(store, resolved, lock)
 
 
 class Dense:

@@ -170,16 +170,13 @@ def observe(brain: Brain, messages: Any, *, episode: str | None = None, at: Time
                       "scope": scope, "scope_id": scope_id, "metadata": metadata,
                       "created_at": base if turn.at is None else turn.at,
                       "importance": 0.3 if turn.role == "tool" else 0.5})
-    fresh: set[str] = set()
-    unsubscribe = brain.subscribe(lambda kind, payload: fresh.add(payload["id"]), ["add"])
-    try:
-        stored = brain.add_many(items, now=base) if items else []  # validated before writing
-    finally:
-        unsubscribe()
-    for trace in stored:  # a text repeated in this call is stored once, then a duplicate
-        new = trace.id in fresh
-        fresh.discard(trace.id)
-        (report.stored if new else report.duplicates).append(trace.id)
+    # validated before writing; each result says whether this call created its trace (a
+    # text repeated in this call is created once, then a duplicate), whatever other
+    # threads add meanwhile
+    results = brain.add_many(items, now=base, report=True) if items else []
+    stored = [r.trace for r in results]
+    for r in results:
+        (report.stored if r.created else report.duplicates).append(r.trace.id)
     latest = max((t.created_at for t in stored), default=base)
     report.extraction = _extract(brain, turns, stored, report, latest, extract)
     return report

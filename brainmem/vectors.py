@@ -105,8 +105,11 @@ FILTER_FIRST = 20_000
 class VectorIndex:
     """The vectors of one brain for one embedder: write, backfill, nearest neighbours."""
 
-    def __init__(self, store: Store, embedder: Embedder) -> None:
+    def __init__(self, store: Store, embedder: Embedder,
+                 lock: AbstractContextManager[Any] | None = None) -> None:
         self.store = store
+        #: the brain's lock, taken by :meth:`embed` (called without it) to read the file
+        self._lock = lock if lock is not None else contextlib.nullcontext()
         self.embedder = embedder
         self.model_id = embedder.model_id
         self._key: Any = None
@@ -122,8 +125,9 @@ class VectorIndex:
 
     def embed(self, texts: Sequence[str], kind: str = "passage") -> np.ndarray:
         """Checked unit vectors; :class:`EmbedderError` for whatever went wrong in the
-        provider. Holds no lock and keeps no state of the call, so threads sharing a
-        brain may embed at once (each caller decides what a failure means)."""
+        provider. The provider is called without the brain's lock (taken only to read the
+        stored dimension) and no state of the call is kept, so threads sharing a brain
+        may embed at once (each caller decides what a failure means)."""
         texts = list(texts)
         try:
             return checked(self.embedder.embed(texts, kind), len(texts), self._dimension(), self.model_id)
@@ -139,7 +143,8 @@ class VectorIndex:
         beside the others and every search failed stacking them."""
         declared = getattr(self.embedder, "dimension", None)
         if self._stored_dim is None:
-            self._stored_dim = self.stored_dimension()
+            with self._lock:  # the connection is shared: never beside another thread's statement
+                self._stored_dim = self.stored_dimension()
         if self._stored_dim is None:
             return declared
         if declared is not None and declared != self._stored_dim:
