@@ -13,7 +13,7 @@ import os
 import re
 from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass, field, fields
-from datetime import datetime, timezone
+from datetime import date, datetime, timezone
 from typing import Any
 
 TYPES = ("episodic", "semantic", "procedural", "prospective", "working")
@@ -22,7 +22,7 @@ DEFAULT_TYPE = "episodic"
 DEFAULT_SCOPE = "user"
 DEFAULT_SCOPE_ID = ""
 
-TimeLike = datetime | float | int | str
+TimeLike = datetime | date | float | int | str
 
 
 @dataclass

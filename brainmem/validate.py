@@ -18,7 +18,7 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Iterable, Mapping, Sequence
-from datetime import datetime, timedelta, timezone
+from datetime import date, datetime, timedelta, timezone
 from typing import Any
 
 from .errors import InvalidInput
@@ -254,17 +254,20 @@ def check_ttl(ttl: Any) -> float | None:
 
 
 def to_timestamp(value: TimeLike | None, what: str = "time") -> float | None:
-    """UTC unix seconds from a datetime, number or ISO-8601 string, in the years 1 to 9999."""
+    """UTC unix seconds from a datetime (naive: UTC), a date (its midnight, UTC), unix
+    seconds or an ISO-8601 string, in the years 1 to 9999."""
     if value is None:
         return None
     if isinstance(value, bool):
         raise InvalidInput(f"{what} must be a datetime, unix seconds or ISO-8601 string")
     given = value
     if isinstance(value, str):
-        try:
-            value = datetime.fromisoformat(value.strip().replace("Z", "+00:00"))
+        try:  # RFC 3339 allows a lowercase z
+            value = datetime.fromisoformat(value.strip().replace("Z", "+00:00").replace("z", "+00:00"))
         except ValueError:
             raise InvalidInput(f"{what} {value!r} is not an ISO-8601 time") from None
+    elif isinstance(value, date) and not isinstance(value, datetime):  # a day: its midnight, UTC
+        value = datetime(value.year, value.month, value.day, tzinfo=timezone.utc)
     if isinstance(value, datetime):
         if value.tzinfo is None:
             value = value.replace(tzinfo=timezone.utc)

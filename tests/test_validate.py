@@ -156,3 +156,15 @@ def test_anything_add_accepts_round_trips_through_json_tools_and_export(item) ->
         again = target.read([trace.id], include_deleted=True).traces[0]
         assert (again.content, again.created_at, again.expires_at, again.due_at) == \
             (trace.content, trace.created_at, trace.expires_at, trace.due_at)
+
+
+def test_a_date_and_a_lowercase_z_are_times() -> None:
+    """``since=date(2026, 1, 15)`` was refused ("must be a datetime, unix seconds or
+    ISO-8601 string"), and so was RFC 3339's lowercase ``z``."""
+    import datetime as dt
+
+    from brainmem.validate import to_timestamp
+
+    midnight = dt.datetime(2026, 1, 15, tzinfo=dt.timezone.utc).timestamp()
+    assert to_timestamp(dt.date(2026, 1, 15), "since") == midnight
+    assert to_timestamp("2026-01-15t00:00:00z", "since") == midnight == to_timestamp("2026-01-15T00:00:00Z")
