@@ -297,6 +297,18 @@ def _v7_edge_kinds(db: apsw.Connection) -> None:
     )
 
 
+def _v8_feedback_trace(db: apsw.Connection) -> None:
+    """An index on ``feedback.trace_id``: purge deletes a trace's feedback by it.
+
+    Without it every purge chunk (``DELETE FROM feedback WHERE trace_id IN (...)``)
+    scanned the whole table, so the time grew with feedback rows times purged traces:
+    purging 20,000 traces spent 9.1 s in those deletes at a million feedback rows, 0.1 s
+    with the index. The other reads of ``feedback`` go by ``id`` (reflect's replay) or
+    ``retrieval_id`` (indexed since v2).
+    """
+    db.execute("CREATE INDEX feedback_trace ON feedback(trace_id);")
+
+
 #: The tokenizer of ``traces_fts`` (migrations v1 and v4 create it so), for an index that
 #: must tokenize as the brain does (``candidates.syntax_matches``).
 FTS_TOKENIZE = "porter unicode61 remove_diacritics 2"
@@ -304,6 +316,7 @@ FTS_TOKENIZE = "porter unicode61 remove_diacritics 2"
 #: Migration ``i`` takes a file from ``user_version == i`` to ``i + 1``.
 MIGRATIONS: list[Callable[[apsw.Connection], None]] = [
     _v1_traces, _v2_graph, _v3_faces, _v4_unsegmented, _v5_vectors, _v6_validity, _v7_edge_kinds,
+    _v8_feedback_trace,
 ]
 SCHEMA_VERSION = len(MIGRATIONS)
 

@@ -377,6 +377,33 @@ def test_purge_commits_a_chunk_at_a_time_each_leaving_a_consistent_brain(brain_f
 
 
 
+def test_purge_finds_the_feedback_of_purged_traces_by_index(file_brain, monkeypatch):
+    """Purge deleted feedback with ``trace_id IN (...)`` but nothing indexed ``trace_id``:
+    every chunk scanned the whole table (purging 20,000 traces spent 9.1 s there at a
+    million feedback rows). The statement purge runs now searches an index."""
+    from brainmem.store_base import Database
+
+    made = file_brain.add_many([f"the cat fact number {i}" for i in range(6)])
+    hits = file_brain.search("cat fact")
+    file_brain.feedback(hits.retrieval_id, used=[h.trace.id for h in hits])
+    doomed = [t.id for t in made[:3]]
+    file_brain.delete(doomed)
+    ran: list[tuple[str, tuple]] = []  # purge runs on a second connection: watch every one
+    real_execute = Database.execute
+    monkeypatch.setattr(Database, "execute", lambda self, sql, params=(): ran.append(
+        (sql, tuple(params))) or real_execute(self, sql, params))
+    assert file_brain.purge() == 3
+    monkeypatch.undo()
+    deletes = [(sql, b) for sql, b in ran if sql.startswith("DELETE FROM feedback")]
+    assert deletes
+    for sql, bindings in deletes:
+        plan = [r[3].replace("COVERING ", "")
+                for r in file_brain._store.execute(f"EXPLAIN QUERY PLAN {sql}", bindings)]
+        assert plan == ["SEARCH feedback USING INDEX feedback_trace (trace_id=?)"], plan
+    left = {r[0] for r in file_brain._store.execute("SELECT trace_id FROM feedback")}
+    assert left == {t.id for t in made[3:]}
+
+
 def _on_disk(path) -> int:
     return sum(os.path.getsize(f"{path}{suffix}") for suffix in ("", "-wal") if os.path.exists(f"{path}{suffix}"))
 

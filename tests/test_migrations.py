@@ -186,3 +186,28 @@ def test_upgrade_lists_the_edge_kinds_the_old_brain_holds(tmp_path: Path, versio
     build_old_brain(path, version)  # holds one episode_next edge
     with Brain(str(path)) as brain:
         assert brain._store.edge_kinds() == {"episode_next"}
+
+
+@pytest.mark.parametrize("version", range(1, schema.SCHEMA_VERSION))
+def test_upgraded_brain_ends_with_the_schema_of_a_fresh_one(tmp_path: Path, version: int) -> None:
+    path = tmp_path / f"v{version}.db"
+    build_old_brain(path, version)
+    Brain(str(path)).close()
+    Brain(str(tmp_path / "fresh.db")).close()
+    assert _tables(path) == _tables(tmp_path / "fresh.db")
+    assert "feedback_trace" in _tables(path)  # v8: purge finds a trace's feedback by index
+
+
+@pytest.mark.parametrize("version", range(2, schema.SCHEMA_VERSION))
+def test_upgrade_indexes_the_feedback_the_old_brain_holds(tmp_path: Path, version: int) -> None:
+    path = tmp_path / f"v{version}.db"
+    build_old_brain(path, version)  # holds one feedback row, on mt_a
+    with Brain(str(path), clock=lambda: T0 + 100) as brain:
+        db = brain._store
+        plan = [r[3].replace("COVERING ", "") for r in db.execute(
+            "EXPLAIN QUERY PLAN DELETE FROM feedback WHERE trace_id IN (?)", ("mt_a",))]
+        assert plan == ["SEARCH feedback USING INDEX feedback_trace (trace_id=?)"]
+        brain.delete("mt_a")
+        assert brain.purge() == 3  # mt_a and the two deleted notes
+        assert db.execute("SELECT count(*) FROM feedback").get == 0
+        assert brain.check()["ok"]
