@@ -52,12 +52,15 @@ class AdminMixin(BrainBase):
         with self._lock, self._store.read():
             return inspection.lineage(self._store, self.get(trace_id, include_deleted=True), limit)
 
-    def recalls(self, trace_id: str, limit: int = 50) -> list[dict[str, Any]]:
-        """The last ``limit`` recorded searches that returned the trace, newest first."""
+    def recalls(self, trace_id: str, limit: int = 50, *, within: int = 20_000) -> list[dict[str, Any]]:
+        """The last ``limit`` recorded searches that returned the trace, newest first,
+        looked for among the newest ``within`` searches recorded (each search's results
+        are read: the cost follows ``within``, not every search the brain ever made)."""
         check_text(trace_id, "trace id", allow_none=False)
         check_int(limit, "limit", 1, 10_000)
+        check_int(within, "within", 1, 10_000_000)
         with self._lock, self._store.read():
-            return inspection.recalls(self._store, trace_id, limit)
+            return inspection.recalls(self._store, trace_id, limit, within)
 
     def neighbourhood(self, ids: str | Sequence[str], depth: int = 1,
                       max_nodes: int = 60) -> dict[str, Any]:

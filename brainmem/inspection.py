@@ -76,15 +76,16 @@ def lineage(store: Store, trace: Trace, limit: int) -> dict[str, Any]:
     return {**shown, "totals": totals}
 
 
-def recalls(store: Store, trace_id: str, limit: int) -> list[dict[str, Any]]:
-    """The last ``limit`` recorded searches that returned ``trace_id``, newest first.
+def recalls(store: Store, trace_id: str, limit: int, within: int) -> list[dict[str, Any]]:
+    """The last ``limit`` recorded searches that returned ``trace_id``, newest first,
+    among the newest ``within`` searches recorded.
 
     Each: retrieval ``id``, ``query``, ``at``, the trace's ``rank`` (0 = best) and
     ``score``, and ``used`` (True/False when feedback was given, else None).
     """
     return [{"id": rid, "query": query, "at": at, "rank": rank, "score": score,
              "used": None if used is None else bool(used)}
-            for rid, query, at, rank, score, used in store.recalls_of(trace_id, limit)]
+            for rid, query, at, rank, score, used in store.recalls_of(trace_id, limit, within)]
 
 
 def neighbourhood(store: Store, seeds: Sequence[str], depth: int, max_nodes: int) -> dict[str, Any]:

@@ -961,3 +961,22 @@ def test_stats_count_expired_traces_awaiting_prune(file_brain: Brain, clock) -> 
     assert (file_brain.stats()["live"], file_brain.stats()["expired"]) == (3, 1)
     assert file_brain.reflect().expired == 1
     assert (file_brain.stats()["live"], file_brain.stats()["expired"]) == (2, 0)
+
+
+def test_recalls_look_among_the_newest_searches_only(file_brain: Brain, clock) -> None:
+    """recalls() read every search ever recorded (each one's results JSON) to find a
+    trace's: 0.5 s for a trace seldom recalled in a brain of 50,000 searches. It looks
+    among the newest ``within`` (20,000 by default)."""
+    cat = file_brain.add("the user's cat is called Miso")
+    file_brain.add("the user walks the dog at seven")
+    for _ in range(3):
+        clock.advance(60)
+        file_brain.search("cat Miso")
+    for _ in range(4):
+        clock.advance(60)
+        file_brain.search("dog walk")
+    assert len(file_brain.recalls(cat.id)) == 3
+    assert len(file_brain.recalls(cat.id, within=5)) == 1   # the 4 dog searches, then 1 of the cat's
+    assert file_brain.recalls(cat.id, within=4) == []
+    with pytest.raises(InvalidInput):
+        file_brain.recalls(cat.id, within=0)
