@@ -52,7 +52,8 @@ class AdminMixin(BrainBase):
         with self._lock, self._store.read():
             return inspection.lineage(self._store, self.get(trace_id, include_deleted=True), limit)
 
-    def recalls(self, trace_id: str, limit: int = 50, *, within: int = 20_000) -> list[dict[str, Any]]:
+    def recalls(self, trace_id: str, limit: int = 50, *, within: int = inspection.RECALL_WINDOW
+                ) -> list[dict[str, Any]]:
         """The last ``limit`` recorded searches that returned the trace, newest first,
         looked for among the newest ``within`` searches recorded (each search's results
         are read: the cost follows ``within``, not every search the brain ever made)."""

@@ -76,6 +76,10 @@ def lineage(store: Store, trace: Trace, limit: int) -> dict[str, Any]:
     return {**shown, "totals": totals}
 
 
+#: How many of the newest searches :meth:`Brain.recalls` looks among by default.
+RECALL_WINDOW = 20_000
+
+
 def recalls(store: Store, trace_id: str, limit: int, within: int) -> list[dict[str, Any]]:
     """The last ``limit`` recorded searches that returned ``trace_id``, newest first,
     among the newest ``within`` searches recorded.

@@ -13,6 +13,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from ..errors import InvalidInput, NotFound
+from ..inspection import RECALL_WINDOW
 from ..jsonview import jsonable
 from ..model import SCOPES, TYPES
 from ..tool_base import hit_view, trace_view
@@ -127,7 +128,8 @@ def trace(brain: Any, trace_id: str) -> dict[str, Any]:
     recalls = brain.recalls(t.id)
     _, crossing = retrievability_curve(t, now, threshold, [])
     return {"trace": view, "lineage": brain.lineage(t.id, LINEAGE_ITEMS),
-            "recalls": recalls, "prune_threshold": threshold, "reaches_threshold_at": crossing,
+            "recalls": recalls, "recall_window": RECALL_WINDOW,
+            "prune_threshold": threshold, "reaches_threshold_at": crossing,
             "now": now}
 
 
