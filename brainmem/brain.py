@@ -80,6 +80,8 @@ class Brain(FacesMixin, AdminMixin):
         Fields: ``type``, ``scope``, ``scope_id``, ``episode``, ``key``, ``tags``,
         ``importance``, ``pinned``, ``created_at`` (back-dating allowed),
         ``expires_at`` or ``ttl``, ``metadata``, ``task_id``, ``due_at``, ``cue``.
+        A ``due_at`` makes a reminder: the type is ``prospective`` when none is given
+        (another type is :class:`InvalidInput`).
         :meth:`add_result` takes the same and also says whether it deduplicated.
         ``supersedes``: ids of facts this one replaces (kept, closed; :mod:`brainmem.timeline`).
         """

@@ -34,7 +34,7 @@ from .tool_base import (
     hit_view,
     trace_view,
 )
-from .validate import LIMIT_MAX, MAX_CUE_CHARS, MAX_ID_CHARS
+from .validate import LIMIT_MAX, MAX_CUE_CHARS, MAX_ID_CHARS, REMINDER_TYPE, type_of
 
 if TYPE_CHECKING:  # the Toolbox sits above the tools it runs; imported for types only
     from .tools import Toolbox
@@ -44,9 +44,16 @@ if TYPE_CHECKING:  # the Toolbox sits above the tools it runs; imported for type
 
 
 def _add_schema(ctx: ToolContext | None) -> JSON:
+    # due_at makes a reminder: a context that may not write one is not offered it
+    reminders = ctx is None or REMINDER_TYPE in ctx.writable_types()
+    due_at = {"due_at": _str(
+        "Makes the memory a reminder (type prospective, its type when none is given; another "
+        "type is refused): when it is due, ISO-8601 (e.g. 2026-12-01T09:00:00Z); "
+        "`brainmem due` and Brain.due list it from then.", maxLength=64)} if reminders else {}
     return _obj({
         "content": _str("What to remember, as a short self-contained statement.", minLength=1),
-        "type": _type_prop(ctx, write=True, default=DEFAULT_TYPE),
+        "type": _type_prop(ctx, write=True, default=DEFAULT_TYPE,
+                           note=" With due_at and no type: prospective." if reminders else ""),
         **_scope_props(ctx, write=True),
         "tags": _TAGS,
         "importance": _IMPORTANCE,
@@ -57,9 +64,7 @@ def _add_schema(ctx: ToolContext | None) -> JSON:
         "key": _str("Optional name unique within the scope (fails if taken).", minLength=1,
                     maxLength=_POLICY.max_key_chars),
         "ttl": _TTL,
-        "due_at": _str("For a reminder (type prospective): when it is due, ISO-8601 "
-                       "(e.g. 2026-12-01T09:00:00Z); `brainmem due` and Brain.due list it from then.",
-                       maxLength=64),
+        **due_at,
         "cue": _str("For a reminder: the situation that should bring it back "
                     "(searched like its content).", maxLength=MAX_CUE_CHARS),
         "task_id": _str("For task scratch (type working): the task it belongs to; ending the "
@@ -74,7 +79,8 @@ def _add_schema(ctx: ToolContext | None) -> JSON:
 def _memory_add(box: Toolbox, args: dict[str, Any]) -> JSON:
     scope, scope_id = box.write_scope(args.pop("scope", None), args.pop("scope_id", None))
     if box.context is not None:
-        box.context.check_write(args.get("type") or DEFAULT_TYPE, scope or DEFAULT_SCOPE)
+        # the type the add gives (due_at without a type: a reminder), as Brain.add decides it
+        box.context.check_write(type_of(args.get("type"), args.get("due_at")), scope or DEFAULT_SCOPE)
     if scope is not None:
         args["scope"] = scope
     if scope_id is not None:

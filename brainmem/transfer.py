@@ -164,7 +164,7 @@ def trace_from_json(obj: Any, policy: Policy) -> Trace:
         raise InvalidInput("id must not be empty")
     created = _number(obj["created_at"], "created_at")
     built = build_trace({k: v for k, v in obj.items() if k not in _STATE_FIELDS}, created, policy,
-                        trace_id=trace_id)
+                        trace_id=trace_id, imported=True)
 
     def when(name: str, default: float | None) -> float | None:
         value = obj.get(name, default)

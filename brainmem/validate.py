@@ -324,6 +324,28 @@ def check_types(type_: Any) -> list[str] | None:
     return [check_choice(t, TYPES, "type") for t in ([type_] if isinstance(type_, str) else type_)]
 
 
+#: The type of a reminder: the one type a ``due_at`` belongs to (``Brain.due`` lists no other).
+REMINDER_TYPE = "prospective"
+
+
+def check_reminder(type_: str, due_at: Any) -> None:
+    """A due time belongs to a reminder: a ``due_at`` on another type is InvalidInput
+    (``due`` would never list it)."""
+    if due_at is not None and type_ != REMINDER_TYPE:
+        raise InvalidInput(f"due_at is for reminders (type {REMINDER_TYPE}), not {type_} memories: "
+                           f"give type {REMINDER_TYPE} (or no type), or no due_at")
+
+
+def type_of(type_: Any, due_at: Any, default: str = DEFAULT_TYPE) -> str:
+    """The type a new memory gets: ``type_`` as given (with ``due_at``, only a reminder's);
+    when omitted (None), a reminder's if ``due_at`` is given, else ``default``."""
+    if type_ is None:
+        return REMINDER_TYPE if due_at is not None else default
+    kind = check_choice(type_, TYPES, "type")
+    check_reminder(kind, due_at)
+    return kind
+
+
 def read_filters(policy: Policy, *, type: Any = None, scope: Any = None, scope_id: Any = None,
                  tags: Any = None, tags_mode: Any = "any", episode: Any = None, since: Any = None,
                  until: Any = None, now: float | None = None, scopes: Any = None,
@@ -349,12 +371,14 @@ def read_filters(policy: Policy, *, type: Any = None, scope: Any = None, scope_i
 
 
 def build_trace(item: Mapping[str, Any], now: float, policy: Policy, *,
-                trace_id: str | None = None) -> Trace:
+                trace_id: str | None = None, imported: bool = False) -> Trace:
     """Validate one trace's fields (:data:`ADD_FIELDS`) and build it, not yet stored.
 
     The one factory: ``add``, ``put``, ``update`` (which checks the fields it changes
     through it), ``merge``, reflect's merge and derive and import all make traces here.
     ``trace_id``: the id, already checked (import keeps the file's); default a new one.
+    A ``due_at`` makes a reminder (:func:`type_of`), except with ``imported``: an exported
+    trace comes back as it was, whatever its type.
     """
     if len(item) == 1 and "content" in item:
         # fast path (add_many of plain strings): every other field at its default
@@ -368,7 +392,9 @@ def build_trace(item: Mapping[str, Any], now: float, policy: Policy, *,
     if unknown:
         raise InvalidInput(f"unknown field(s): {', '.join(sorted(unknown))}")
     content = check_content(item.get("content"), policy.max_content_bytes)
-    type_ = check_choice(_default(item.get("type"), DEFAULT_TYPE), TYPES, "type")
+    due_at = to_timestamp(item.get("due_at"), "due_at")
+    type_ = (check_choice(_default(item.get("type"), DEFAULT_TYPE), TYPES, "type") if imported
+             else type_of(item.get("type"), due_at))
     scope, scope_id = scope_of(item.get("scope"), item.get("scope_id"))
     importance = check_importance(item.get("importance", 0.5))
     created = to_timestamp(item.get("created_at"), "created_at")
@@ -395,7 +421,7 @@ def build_trace(item: Mapping[str, Any], now: float, policy: Policy, *,
         expires_at=expiry(item.get("ttl"), item.get("expires_at"), now),
         metadata=check_metadata(item.get("metadata")),
         task_id=check_text(item.get("task_id"), "task_id", max_chars=MAX_ID_CHARS),
-        due_at=to_timestamp(item.get("due_at"), "due_at"),
+        due_at=due_at,
         cue=check_text(item.get("cue"), "cue", max_chars=MAX_CUE_CHARS),
     )
 

@@ -31,7 +31,7 @@ from .errors import InvalidInput, NotFound, QuotaExceeded, VersionConflict
 from .model import Trace, merge_fields, outlasting
 from .policy import Policy
 from .store import Filters, Store
-from .validate import INT64_MAX, build_trace, check_changes, check_choice, check_int
+from .validate import INT64_MAX, build_trace, check_changes, check_choice, check_int, check_reminder
 
 
 @dataclass(frozen=True)
@@ -371,6 +371,8 @@ class Writer:
         if expected_version is not None and check_int(expected_version, "expected_version", 0) != current.version:
             raise VersionConflict(current.id, expected_version, current.version)
         fields = check_changes(changes, self.policy)
+        if "type" in fields or "due_at" in fields:  # a due time stays a reminder's
+            check_reminder(fields.get("type", current.type), fields.get("due_at", current.due_at))
         key = fields.get("key", current.key)
         if key is not None and key != current.key:
             other = self.key_holder(key, current.scope, current.scope_id, at)

@@ -162,3 +162,19 @@ def test_backup_into_a_missing_folder_names_the_target(capsys, tmp_path: Path) -
     assert len(err.strip().splitlines()) == 1 and "backup" in err and str(target) in err
     assert "brain file" not in err
     assert not target.parent.exists()
+
+
+def test_add_with_a_due_time_is_a_reminder(capsys, tmp_path: Path) -> None:
+    # Before: `brainmem add "call the bank" --due-at ...` stored an episodic memory that
+    # `brainmem due` never listed.
+    db = tmp_path / "b.db"
+    code, out, err = run(capsys, db, "--create", "add", "call the bank", "--due-at", "2026-01-01T09:00:00Z",
+                         "--json")
+    assert code == 0, err
+    assert json.loads(out)["type"] == "prospective"
+    code, out, _ = run(capsys, db, "due", "--now", "2026-01-02", "--json")
+    assert [r["content"] for r in json.loads(out)] == ["call the bank"]
+    code, out, err = run(capsys, db, "add", "the bank called", "--type", "episodic", "--due-at", "2026-01-01")
+    assert code == 2 and out == "" and "due_at is for reminders" in err and err.count("\n") == 1
+    with Brain(str(db)) as brain:
+        assert brain.stats()["live"] == 1

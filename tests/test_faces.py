@@ -3,6 +3,7 @@ subscriptions, TTL, pinning, quotas, optimistic concurrency, working and prospec
 
 from __future__ import annotations
 
+import json
 from dataclasses import replace
 from typing import Any
 
@@ -592,13 +593,59 @@ def test_due_returns_reminders_oldest_due_first(mem_brain: Brain, clock) -> None
     later = mem_brain.add("call the dentist", type="prospective", due_at=clock.now + 100)
     sooner = mem_brain.add("renew passport", type="prospective", due_at=clock.now + 50)
     mem_brain.add("someday maybe", type="prospective", cue="vacation")
-    mem_brain.add("not a reminder", due_at=clock.now + 10)  # wrong type
     assert mem_brain.due() == []
     assert [t.id for t in mem_brain.due(clock.now + 60)] == [sooner.id]
     assert [t.id for t in mem_brain.due(clock.now + 200)] == [sooner.id, later.id]
     assert [t.id for t in mem_brain.due(clock.now + 200, limit=1)] == [sooner.id]
     mem_brain.delete(sooner.id)
     assert [t.id for t in mem_brain.due(clock.now + 200)] == [later.id]
+
+
+def test_due_at_without_a_type_makes_a_reminder_and_with_another_type_is_refused(
+        file_brain: Brain, clock) -> None:
+    # Before: add("call the bank", due_at=...) stored an episodic memory that due() never
+    # listed, and said nothing; a due time means a reminder.
+    bank = file_brain.add("call the bank", due_at=clock.now + 10)
+    assert (bank.type, bank.due_at) == ("prospective", clock.now + 10)
+    [vet] = file_brain.add_many([{"content": "book the vet", "due_at": clock.now + 20}])
+    assert vet.type == "prospective"
+    assert [t.id for t in file_brain.due(clock.now + 30)] == [bank.id, vet.id]
+    # an explicit type that is not a reminder's is a contradiction: refused, nothing written
+    with pytest.raises(InvalidInput, match="due_at is for reminders"):
+        file_brain.add("the bank called", type="episodic", due_at=clock.now + 10)
+    with pytest.raises(InvalidInput, match=r"item 1: due_at is for reminders"):
+        file_brain.add_many(["fine", {"content": "a fact", "type": "semantic", "due_at": clock.now}])
+    # an update may not leave a memory with a due time that due() would never list
+    note = file_brain.add("the bank is open till five")
+    with pytest.raises(InvalidInput, match="due_at is for reminders"):
+        file_brain.update(note.id, due_at=clock.now + 10)
+    with pytest.raises(InvalidInput, match="due_at is for reminders"):
+        file_brain.update(bank.id, type="episodic")
+    assert file_brain.stats()["live"] == 3
+    assert file_brain.get(note.id).due_at is None and file_brain.get(bank.id).type == "prospective"
+    # what a consistent update asks for is done
+    done = file_brain.update(bank.id, type="episodic", due_at=None)
+    assert (done.type, done.due_at) == ("episodic", None)
+    assert file_brain.update(note.id, type="prospective", due_at=clock.now + 5).due_at == clock.now + 5
+
+
+def test_import_keeps_a_due_time_on_a_memory_that_is_not_a_reminder(brain_factory, tmp_path,
+                                                                      clock) -> None:
+    # a brain may already hold such traces (written before due_at made a reminder): they
+    # must still export and import as they are
+    source = brain_factory(tmp_path / "a.db")
+    bank = source.add("call the bank", due_at=clock.now + 10)
+    dump = tmp_path / "dump.jsonl"
+    source.export(str(dump))
+    lines = [json.loads(line) for line in dump.read_text().splitlines()]
+    [record] = [line["trace"] for line in lines if "trace" in line]
+    assert record["type"] == "prospective"
+    record["type"] = "episodic"
+    dump.write_text("".join(json.dumps(line) + "\n" for line in lines))
+    target = brain_factory(tmp_path / "b.db")
+    target.import_jsonl(str(dump))
+    trace = target.get(bank.id)
+    assert (trace.type, trace.due_at) == ("episodic", clock.now + 10)
 
 
 def test_search_finds_prospective_trace_by_cue(mem_brain: Brain) -> None:

@@ -386,6 +386,29 @@ def test_a_context_that_cannot_write_the_default_type_requires_one(brain: Brain)
     assert "error" not in events_only.call("memory_add", {"content": "an event"})
 
 
+def test_memory_add_with_due_at_is_a_reminder_and_a_context_without_reminders_refuses_it(
+        brain_factory, clock) -> None:
+    # Before: due_at without type stored an episodic memory due() never listed.
+    brain = brain_factory()
+    added = brain.call_tool("memory_add", {"content": "call the bank", "due_at": "2026-01-01T09:00:00Z"})
+    assert brain.get(added["trace_id"]).type == "prospective"
+    refused = brain.call_tool("memory_add", {"content": "the bank called", "type": "semantic",
+                                             "due_at": "2026-01-01T09:00:00Z"})
+    assert refused["error"]["type"] == "InvalidInput" and "due_at is for reminders" in refused["error"]["message"]
+    # a context that may not write reminders neither offers due_at nor takes it
+    no_reminders = Toolbox(brain, ToolContext(user_id="u1", allowed_types=["episodic", "semantic"]))
+    assert "due_at" not in no_reminders.schema("memory_add")["properties"]
+    refused = no_reminders.call("memory_add", {"content": "call mum", "due_at": "2026-01-01T09:00:00Z"})
+    assert refused["error"]["type"] == "InvalidInput" and "due_at" in refused["error"]["message"]
+    assert "due_at" in Toolbox(brain, ToolContext(user_id="u1")).schema("memory_add")["properties"]
+    # a context that may write reminders only: due_at stands for the type
+    reminders = Toolbox(brain, ToolContext(user_id="u1", allowed_types=["prospective"]))
+    made = reminders.call("memory_add", {"content": "call dad", "type": "prospective",
+                                         "due_at": "2026-01-01T09:00:00Z"})
+    assert brain.get(made["trace_id"]).type == "prospective"
+    assert brain.stats()["live"] == 2
+
+
 def test_memory_search_takes_since_and_until_as_brain_search_does(brain_factory, clock) -> None:
     """Brain.search and the CLI took since/until; the memory_search tool had no way to."""
     brain = brain_factory()

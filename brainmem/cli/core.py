@@ -47,7 +47,8 @@ def register(commands: Any) -> None:
     p.add_argument("--created-at", metavar="TIME",
                    help="when it happened (ISO-8601 or unix seconds; default: now)")
     p.add_argument("--due-at", metavar="TIME",
-                   help="a reminder's due time (ISO-8601 or unix seconds); use with --type prospective")
+                   help="a reminder's due time (ISO-8601 or unix seconds): makes it a reminder "
+                        "(type prospective; another --type is refused)")
     p.add_argument("--cue", metavar="TEXT", help="a reminder's cue: the situation that recalls it")
     p.add_argument("--task", metavar="ID", dest="task_id",
                    help="the task this scratch belongs to (see end-task); use with --type working")
