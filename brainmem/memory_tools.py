@@ -165,7 +165,8 @@ def _search_schema(ctx: ToolContext | None) -> JSON:
         "as_of": _str("Search what was believed at this time (ISO-8601) instead of now.",
                       maxLength=64),
         "since": _str("Only memories created at or after this time (ISO-8601).", maxLength=64),
-        "until": _str("Only memories created at or before this time (ISO-8601).", maxLength=64),
+        "until": _str("Only memories created at or before this time (ISO-8601; a day "
+                      "such as 2026-01-15 includes that whole day, UTC).", maxLength=64),
     }, ["query"])
 
 

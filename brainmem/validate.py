@@ -10,7 +10,8 @@ Times: every time on a :class:`~brainmem.model.Trace` is UTC unix seconds. The A
 accepts a timezone-aware ``datetime`` (a naive one is taken as UTC), unix seconds or
 an ISO-8601 string wherever it takes a time (:func:`to_timestamp`); a time outside
 the years 1 to 9999 (what ISO-8601 text can show) is :class:`InvalidInput`, and so
-is a ``ttl`` whose expiry would be.
+is a ``ttl`` whose expiry would be. A day (no time part) is its midnight, UTC, except as
+a read's ``until``: up to and including that day.
 """
 
 from __future__ import annotations
@@ -253,21 +254,33 @@ def check_ttl(ttl: Any) -> float | None:
     return float(ttl)
 
 
-def to_timestamp(value: TimeLike | None, what: str = "time") -> float | None:
+def to_timestamp(value: TimeLike | None, what: str = "time", *, end_of_day: bool = False) -> float | None:
     """UTC unix seconds from a datetime (naive: UTC), a date (its midnight, UTC), unix
-    seconds or an ISO-8601 string, in the years 1 to 9999."""
+    seconds or an ISO-8601 string, in the years 1 to 9999.
+
+    A day (a ``date``, or a string with no time part such as ``2026-01-15``) is its
+    midnight, UTC; with ``end_of_day`` (``until``: up to and including that day) its
+    last instant before the next midnight instead."""
     if value is None:
         return None
     if isinstance(value, bool):
         raise InvalidInput(f"{what} must be a datetime, unix seconds or ISO-8601 string")
     given = value
     if isinstance(value, str):
-        try:  # RFC 3339 allows a lowercase z
-            value = datetime.fromisoformat(value.strip().replace("Z", "+00:00").replace("z", "+00:00"))
+        text = value.strip()
+        try:
+            value = date.fromisoformat(text)  # a day, no time part
         except ValueError:
-            raise InvalidInput(f"{what} {value!r} is not an ISO-8601 time") from None
-    elif isinstance(value, date) and not isinstance(value, datetime):  # a day: its midnight, UTC
-        value = datetime(value.year, value.month, value.day, tzinfo=timezone.utc)
+            try:  # RFC 3339 allows a lowercase z
+                value = datetime.fromisoformat(text.replace("Z", "+00:00").replace("z", "+00:00"))
+            except ValueError:
+                raise InvalidInput(f"{what} {value!r} is not an ISO-8601 time") from None
+    if isinstance(value, date) and not isinstance(value, datetime):  # a day: its midnight, UTC
+        midnight = datetime(value.year, value.month, value.day, tzinfo=timezone.utc)
+        if end_of_day:  # the float before the next midnight (9999-12-31: _LAST_TIME)
+            value = math.nextafter((midnight - _EPOCH + timedelta(days=1)).total_seconds(), 0.0)
+        else:
+            value = midnight
     if isinstance(value, datetime):
         if value.tzinfo is None:
             value = value.replace(tzinfo=timezone.utc)
@@ -354,7 +367,8 @@ def read_filters(policy: Policy, *, type: Any = None, scope: Any = None, scope_i
     if scope is not None:
         check_choice(scope, SCOPES, "scope")
     check_choice(tags_mode, ("any", "all"), "tags mode")
-    start, end = to_timestamp(since, "since"), to_timestamp(until, "until")
+    # a day as until is up to and including it; as since, from its start
+    start, end = to_timestamp(since, "since"), to_timestamp(until, "until", end_of_day=True)
     if start is not None and end is not None and start > end:
         # swapped arguments, not a question: an empty window would answer "no memories"
         raise InvalidInput(f"since ({iso(start)}) is after until ({iso(end)})")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import math
 from datetime import datetime
 
@@ -168,3 +169,37 @@ def test_a_date_and_a_lowercase_z_are_times() -> None:
     midnight = dt.datetime(2026, 1, 15, tzinfo=dt.timezone.utc).timestamp()
     assert to_timestamp(dt.date(2026, 1, 15), "since") == midnight
     assert to_timestamp("2026-01-15t00:00:00z", "since") == midnight == to_timestamp("2026-01-15T00:00:00Z")
+
+
+def test_a_date_only_until_includes_that_whole_day(file_brain: Brain, tmp_path, capsys) -> None:
+    # Before: until="2026-01-15" meant 2026-01-15T00:00Z, so everything later on the 15th
+    # was left out; a day as until means up to and including that day (UTC).
+    from datetime import date
+
+    from brainmem.cli import main
+
+    made = {name: file_brain.add(f"kettle {name}", created_at=when).id for name, when in (
+        ("before", "2026-01-14T12:00:00Z"), ("morning", "2026-01-15T08:00:00Z"),
+        ("late", "2026-01-15T23:59:59.999Z"), ("after", "2026-01-16T00:00:00Z"))}
+    day = {made["before"], made["morning"], made["late"]}
+
+    def found(**window: object) -> set[str]:
+        return {h.trace.id for h in file_brain.search("kettle", limit=10, reinforce=False, **window)}
+
+    assert found(until="2026-01-15") == day
+    assert found(until=date(2026, 1, 15)) == day
+    assert {i.id for i in file_brain.list(until="2026-01-15").items} == day
+    assert found(since="2026-01-15", until="2026-01-15") == {made["morning"], made["late"]}
+    # a full datetime keeps its exact meaning; since with a date is still the day's start
+    assert found(until="2026-01-15T00:00:00Z") == {made["before"]}
+    assert found(until=datetime(2026, 1, 15)) == {made["before"]}
+    assert found(since="2026-01-16") == {made["after"]}
+    with pytest.raises(InvalidInput, match="since"):
+        file_brain.search("kettle", since="2026-01-16", until="2026-01-15")
+    assert found(until="9999-12-31") == set(made.values())  # the last day there is
+    result = file_brain.call_tool("memory_search", {"query": "kettle", "until": "2026-01-15"})
+    assert {r["id"] for r in result["results"]} == day
+    db = str(tmp_path / "brain.db")
+    file_brain.close()
+    assert main(["--brain", db, "list", "--until", "2026-01-15", "--json"]) == 0
+    assert {i["id"] for i in json.loads(capsys.readouterr().out)["items"]} == day

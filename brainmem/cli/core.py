@@ -66,7 +66,7 @@ def register(commands: Any) -> None:
     p.add_argument("--explain", action="store_true", help="show each ranking factor")
     p.add_argument("--as-of", metavar="TIME", help="what was believed at TIME (ISO-8601 or unix seconds)")
     p.add_argument("--since", metavar="TIME", help="only traces created at or after TIME")
-    p.add_argument("--until", metavar="TIME", help="only traces created at or before TIME")
+    p.add_argument("--until", metavar="TIME", help="only traces created at or before TIME (a day: through its end, UTC)")
     p.add_argument("--now", metavar="TIME",
                    help="search as of TIME: what is current then, and what 'yesterday' means")
     p.add_argument("--no-reinforce", action="store_true",

@@ -79,7 +79,7 @@ def register(commands: Any) -> None:
     listing.add_argument("--episode", metavar="ID")
     listing.add_argument("--task", metavar="ID", help="only traces of this task")
     listing.add_argument("--since", metavar="TIME", help="created at or after TIME")
-    listing.add_argument("--until", metavar="TIME", help="created at or before TIME")
+    listing.add_argument("--until", metavar="TIME", help="created at or before TIME (a day: through its end, UTC)")
     listing.add_argument("-n", "--limit", type=int, default=50, metavar="N", help=f"at most N (1 to {LIMIT_MAX})")
     listing.add_argument("--offset", type=int, default=0, metavar="N", help="skip the first N")
     add_json_flag(listing)
