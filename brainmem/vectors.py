@@ -211,7 +211,8 @@ class VectorIndex:
                  lock: AbstractContextManager[Any] | None = None) -> dict[str, Any]:
         """Embed live traces without a current vector for this model; one transaction per batch.
 
-        Stops at the first provider failure (reported, nothing half-written). ``lock``
+        Stops at the first provider failure (reported, nothing half-written); the vectors
+        of the calls that answered before it are stored. ``lock``
         (the brain's) is held while a batch is read and while it is written, never while
         the provider embeds it, so threads sharing the brain keep going meanwhile. Each
         batch starts after the last one's traces, so the table is walked once; a trace
@@ -225,16 +226,22 @@ class VectorIndex:
                 todo = self.store.vectors_missing(self.model_id, n, after)
             if not todo:
                 break
-            try:
-                vectors = self.embed([c for _, _, c, _ in todo])
+            parts: list[np.ndarray] = []
+            try:  # one provider call at a time: what came back before a failure is kept
+                for part in self.embed_steps([c for _, _, c, _ in todo]):
+                    parts.append(part)
             except EmbedderError as e:
                 error = str(e)
+            todo = todo[:sum(len(p) for p in parts)]
+            if todo:
+                vectors = np.concatenate(parts)
+                stub = [Trace(id=i, content=c, content_hash=h) for _, i, c, h in todo]
+                with guard, self.store.write():
+                    self.write(stub, {h: v for (_, _, _, h), v in zip(todo, vectors)})
+                done += len(todo)
+                after = todo[-1][0]
+            if error is not None:
                 break
-            stub = [Trace(id=i, content=c, content_hash=h) for _, i, c, h in todo]
-            with guard, self.store.write():
-                self.write(stub, {h: v for (_, _, _, h), v in zip(todo, vectors)})
-            done += len(todo)
-            after = todo[-1][0]
         with guard:
             return {"embedded": done, "missing": self.missing(), "error": error}
 

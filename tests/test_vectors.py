@@ -596,3 +596,25 @@ def test_an_embedder_gets_at_most_its_batch_size_of_texts_a_call(tmp_path) -> No
         sizes.clear()
         assert contents(brain.search("which pet", reinforce=False))
         assert sizes == [1]
+
+
+def test_a_provider_dying_halfway_through_embed_keeps_what_it_answered(tmp_path, capsys) -> None:
+    """brain.embed() read 256 traces and gave them to the provider in calls of its
+    batch_size; a failure at the third call threw away the two answered before it (paid
+    for, on a hosted API): "0 embedded", and the re-run asked for them again."""
+    class Dying(ConceptEmbedder):
+        def embed(self, texts: list[str], kind: str = "passage") -> np.ndarray:
+            if self.calls == 2:
+                self.mode = "fail"
+            return super().embed(texts, kind)
+
+    path = str(tmp_path / "d.db")
+    with Brain(path) as brain:
+        brain.add_many([f"my cat number {i} likes pizza" for i in range(7)])
+    dying = Dying("dying")
+    dying.batch_size = 2
+    with Brain(path, embedder=dying) as brain:
+        assert brain.embed() == {"model": "dying", "embedded": 4, "missing": 3, "error": "provider down"}
+        dying.mode, dying.calls = "ok", 0
+        assert brain.embed() == {"model": "dying", "embedded": 3, "missing": 0, "error": None}
+        assert dying.calls == 2  # only the three still missing
