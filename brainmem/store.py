@@ -533,8 +533,6 @@ class Store(IndexTables, EdgeTables, LogTables, InspectTables, VectorTables, Mai
         deleted = self.execute("SELECT count(*) FROM traces WHERE deleted_at IS NOT NULL").get
         edges = self.edge_counts()
         retrievals = self.execute("SELECT count(*) FROM retrievals").get
-        page_size = self.db.pragma("page_size")
-        pages = self.db.pragma("page_count")
         return {
             "path": self.path,
             "schema_version": self.db.pragma("user_version"),
@@ -546,7 +544,7 @@ class Store(IndexTables, EdgeTables, LogTables, InspectTables, VectorTables, Mai
             "edges": sum(edges.values()),
             "edges_by_kind": edges,
             "retrievals": retrievals,
-            "file_bytes": page_size * pages,
+            "file_bytes": self.file_bytes(),
         }
 
     # --- consolidation: reflect's steps, lease and log -------------------------

@@ -77,14 +77,15 @@ class MaintenanceTables(Database):
         with translate_errors():
             if self._depth or self.db.in_transaction:
                 raise InvalidInput("vacuum cannot run inside a transaction")
-            before = self._bytes()
+            before = self.file_bytes()
             self.db.execute("VACUUM")
             self.tx_serial += 1  # nothing cached may outlive the rewrite
             busy = self.db.execute("PRAGMA wal_checkpoint(TRUNCATE)").get
             busy = busy[0] if isinstance(busy, tuple) else busy
-            return {"bytes_before": before, "bytes_after": self._bytes(), "checkpointed": not busy}
+            return {"bytes_before": before, "bytes_after": self.file_bytes(), "checkpointed": not busy}
 
-    def _bytes(self) -> int:
+    def file_bytes(self) -> int:
+        """The file's size as SQLite sees it: page count x page size (``stats``, ``vacuum``)."""
         return int(self.db.execute("PRAGMA page_count").get) * int(self.db.execute("PRAGMA page_size").get)
 
     def drop_orphans(self) -> dict[str, int]:

@@ -87,8 +87,9 @@ def at_time(store: Store, compiler: QueryCompiler, policy: Policy, phrases: Sequ
     docstring): each goes before the first hit it outscores lexically, taking that
     hit's score (the last hit's after them all; alone, its BM25 over the best one's).
     ``syntax``: the query's FTS5 expression, which a snapshot must also match."""
+    ranked = {h.trace.id for h in hits}
     snaps = [s for s in store.snapshots_valid_at(filters, as_of, policy.search_budget)
-             if s.merged_into not in {h.trace.id for h in hits}]
+             if s.merged_into not in ranked]
     if snaps and syntax is not None:
         snaps = [s for s, ok in zip(snaps, lexical.syntax_matches(syntax, snaps)) if ok]
     if not snaps:

@@ -107,6 +107,16 @@ class Writer:
             return None
         return holder
 
+    def live_duplicate(self, content_hash: str, type: str, scope: str, scope_id: str, at: float,
+                       other_than: str | None = None) -> Trace | None:
+        """The live trace with this content in this type and scope (other than the trace
+        ``other_than``); an expired one counts as absent (soft-deleted, reason "expired"),
+        as :meth:`key_holder` treats a key's holder."""
+        twin = self.store.find_duplicate(content_hash, type, scope, scope_id, other_than=other_than)
+        if twin is not None and self.expire(twin, at):
+            return None
+        return twin
+
     def expire(self, trace: Trace, at: float) -> bool:
         """Soft-delete ``trace`` (reason "expired") if it has expired at ``at``; True if so.
         An expired trace is absent to every read, so a write treats it as absent too."""
@@ -333,8 +343,8 @@ class Writer:
         ``Policy.quota`` as an add does (refused, or room made by eviction)."""
         if trace.key is not None and self.key_holder(trace.key, trace.scope, trace.scope_id, at):
             raise InvalidInput(f"cannot restore {trace.id}: key {trace.key!r} is taken by a live trace")
-        duplicate = self.store.find_duplicate(trace.content_hash, trace.type, trace.scope, trace.scope_id)
-        if duplicate is not None and not self.expire(duplicate, at):
+        duplicate = self.live_duplicate(trace.content_hash, trace.type, trace.scope, trace.scope_id, at)
+        if duplicate is not None:
             raise InvalidInput(f"cannot restore {trace.id}: its content is live as {duplicate.id}")
         self.before_insert(trace, at)
         self.store.update_fields(trace.id, {"deleted_at": None, "merged_into": None, "updated_at": at,
@@ -383,9 +393,9 @@ class Writer:
         if key is None and (probe.content_hash, kind, key) != (current.content_hash, current.type, current.key):
             # the dedup rule of add: one live unkeyed trace per content, type and scope (a
             # keyed value may repeat content, as put of a new key may); an expired twin is absent
-            twin = self.store.find_duplicate(probe.content_hash, kind, current.scope, current.scope_id,
-                                             other_than=current.id)
-            if twin is not None and not self.expire(twin, at):
+            twin = self.live_duplicate(probe.content_hash, kind, current.scope, current.scope_id, at,
+                                       other_than=current.id)
+            if twin is not None:
                 raise InvalidInput(f"cannot update {current.id}: the same content is live as {twin.id} "
                                    f"(type {kind}, scope {current.scope}/{current.scope_id!r})")
         if "content" in fields:
@@ -445,9 +455,9 @@ class Writer:
             if trace.id not in promote:
                 self.soft_delete(trace, at, "archived", archived=True)
                 continue
-            twin = None if trace.key is not None else self.store.find_duplicate(
-                trace.content_hash, "episodic", trace.scope, trace.scope_id, other_than=trace.id)
-            if twin is not None and not self.expire(twin, at):
+            twin = None if trace.key is not None else self.live_duplicate(
+                trace.content_hash, "episodic", trace.scope, trace.scope_id, at, other_than=trace.id)
+            if twin is not None:
                 self.soft_delete(trace, at, "archived", archived=True)
                 self.reinforce([twin], at)
                 promoted.append(twin.id)
