@@ -632,6 +632,20 @@ def test_foreign_host_and_cross_site_posts_are_refused(rw: TestClient, built: An
     assert r.status_code == 303
 
 
+def test_no_page_can_be_framed_by_another_site(rw: TestClient, built: Any) -> None:
+    """Clickjacking: a page of another site framing /log could get a click on "Run reflect
+    now" (or a trace's Delete) past the Origin check, the form being the inspector's own."""
+    _, ids = built
+    responses = [rw.get("/"), rw.get("/log"), rw.get(f"/trace/{ids['cat']}"), rw.get("/api/overview"),
+                 rw.get("/static/style.css"), rw.get("/no/such/page"), rw.get("/", headers={"host": "evil.example"}),
+                 rw.post(f"/trace/{ids['cat']}/pin")]
+    for r in responses:
+        assert r.headers["x-frame-options"] == "DENY", r.url
+        assert "frame-ancestors 'none'" in r.headers["content-security-policy"], r.url
+        assert r.headers["x-content-type-options"] == "nosniff", r.url
+    assert responses[0].headers["content-type"] == "text/html; charset=utf-8"
+
+
 def test_token_is_required_when_set(built: Any, clock: Any) -> None:
     path, _ = built
     token = "s3cret-token-of-some-length"

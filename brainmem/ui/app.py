@@ -40,6 +40,11 @@ MAX_QUERY_STRING = 8192
 MAX_QUERY_CHARS = 4096
 LOOPBACK_NAMES = frozenset({"127.0.0.1", "localhost", "[::1]", "::1"})
 TOKEN_COOKIE = "brainmem_token"
+#: Sent with every response: no other site may frame a page (a framed "Run reflect now"
+#: or Delete button would take a click past the cross-site POST check), and no body is
+#: sniffed into another type.
+SECURITY_HEADERS = ((b"x-frame-options", b"DENY"), (b"content-security-policy", b"frame-ancestors 'none'"),
+                    (b"x-content-type-options", b"nosniff"))
 #: HTTP status per error class (first match in order wins).
 STATUS: tuple[tuple[type[BaseException], int], ...] = (
     (NotFound, 404), (VersionConflict, 409), (QuotaExceeded, 409), (ReadOnlyBrain, 403), (InvalidInput, 400),
@@ -199,7 +204,8 @@ def error_response(request: Any, exc: BaseException) -> Any:
 
 
 class Guard:
-    """ASGI middleware: size, host, token, same-origin POST and brain-file checks."""
+    """ASGI middleware: size, host, token, same-origin POST and brain-file checks; it adds
+    :data:`SECURITY_HEADERS` to every response."""
 
     def __init__(self, app: Any, state: UiState) -> None:
         self.app = app
@@ -212,6 +218,7 @@ class Guard:
         from starlette.requests import Request
         from starlette.responses import RedirectResponse
 
+        send = _secured(send)
         request = Request(scope)
         try:
             problem = self.check(request)
@@ -264,6 +271,16 @@ class Guard:
         if auth.lower().startswith("bearer "):
             given.append(auth[7:].strip())
         return any(g is not None and hmac.compare_digest(g.encode(), token.encode()) for g in given)
+
+
+def _secured(send: Any) -> Any:
+    """``send`` adding :data:`SECURITY_HEADERS` to the response's start."""
+    async def secured(message: dict[str, Any]) -> None:
+        if message["type"] == "http.response.start":
+            message = {**message, "headers": [*message.get("headers", []), *SECURITY_HEADERS]}
+        await send(message)
+
+    return secured
 
 
 class _WithApp:
