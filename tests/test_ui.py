@@ -575,6 +575,42 @@ def test_write_mode_edit_with_expected_version(rw: TestClient, built: Any) -> No
     assert rw.post(f"/api/trace/{tid}", content=b"{not json").status_code == 400
 
 
+def browser_form(page: str) -> dict[str, str]:
+    """The edit form's fields as a browser submits them untouched: the textarea's first
+    newline dropped (HTML parsing), its line breaks sent as CRLF, entities decoded."""
+    import html
+
+    textarea = re.search(r'<textarea name="content"[^>]*>(.*?)</textarea>', page, re.S)
+    assert textarea is not None
+    content = html.unescape(textarea.group(1))
+    content = content[1:] if content.startswith("\n") else content
+    fields = {name: html.unescape(value) for name, value in
+              re.findall(r'<input (?:type="hidden" )?name="(expected_version|tags)" value="([^"]*)"', page)}
+    return {**fields, "content": content.replace("\r\n", "\n").replace("\n", "\r\n")}
+
+
+def test_saving_the_edit_form_changes_only_what_was_edited(tmp_path: Path, clock: Any) -> None:
+    """A browser sends a textarea's line breaks as CRLF and drops its first newline, and
+    the tags come back as the comma-joined text: an untouched field must stay as it was."""
+    path = tmp_path / "b.db"
+    with Brain(str(path), clock=clock) as brain:
+        tid = brain.add("\nline one\nline two", tags=["a,b", "plain"]).id
+    ui = client(path, clock, write=True)
+    form = browser_form(ui.get(f"/trace/{tid}").text)
+    assert form["expected_version"] == "1"
+    r = ui.post(f"/trace/{tid}/edit", data={**form, "tags": form["tags"] + ", new"})
+    assert r.status_code == 303
+    shown = ui.get(f"/api/trace/{tid}").json()["trace"]
+    assert shown["content"] == "\nline one\nline two" and shown["tags"] == ["a", "b", "plain", "new"]
+    with Brain(str(path), clock=clock) as brain:
+        brain.update(tid, tags=["a,b", "plain"])
+    form = browser_form(ui.get(f"/trace/{tid}").text)
+    r = ui.post(f"/trace/{tid}/edit", data={**form, "content": form["content"] + "\r\nline three"})
+    assert r.status_code == 303
+    shown = ui.get(f"/api/trace/{tid}").json()["trace"]
+    assert shown["content"] == "\nline one\nline two\nline three" and shown["tags"] == ["a,b", "plain"]
+
+
 def test_write_mode_reflect_with_progress(rw: TestClient, built: Any) -> None:
     assert rw.get("/api/reflect").json()["running"] is False
     r = rw.post("/reflect")

@@ -62,7 +62,7 @@ def trace(request: Any) -> Any:
     times = [r["at"] for r in data["recalls"]]
     curve, _ = svg.retrievability_curve(t, brain.now(), data["prune_threshold"], times)
     return _render(request, "trace.html", data=data, t=data["trace"], curve=Markup(curve),
-                   tags=", ".join(data["trace"]["tags"]), page="trace",
+                   tags=actions.tags_text(data["trace"]["tags"]), page="trace",
                    can_unmerge=actions.can_unmerge(request.app.state.ui))
 
 
@@ -100,10 +100,12 @@ async def action(request: Any) -> Any:
         result = await run_in_threadpool(actions.unmerge, state, trace_id)
         done = f"Unmerged: {len(result['restored'])} trace(s) restored."
     elif name == "edit":
-        changes = {"expected_version": form.get("expected_version"),
-                   "content": form.get("content"), "tags": actions.parse_tags(str(form.get("tags") or ""))}
-        if not isinstance(changes["content"], str):
+        content, tags = form.get("content"), form.get("tags")
+        if not isinstance(content, str):
             raise InvalidInput("the edit form needs the content")
+        changes = await run_in_threadpool(actions.form_changes, state, trace_id, content,
+                                          tags if isinstance(tags, str) else None)
+        changes["expected_version"] = form.get("expected_version")
         result = await run_in_threadpool(actions.edit, state, trace_id, changes)
         done = f"Saved as version {result['version']}."
     else:
