@@ -342,6 +342,75 @@ def test_the_log_lists_runs_without_their_merged_texts(tmp_path: Path, clock: An
     assert len(ui.get("/api/log/1").json()["run"]["report"]["merges"]) == 30
 
 
+ODD_ID = "notes/2026 #1?a=b&c=d é"
+
+
+def import_with_id(path: Path, trace_id: str, content: str, tmp_path: Path) -> None:
+    """A trace whose id is ``trace_id``, as an import from another system may bring (ids are
+    kept on import, any text)."""
+    import json
+
+    source, dump = tmp_path / "source.db", tmp_path / "dump.jsonl"
+    with Brain(str(source)) as other:
+        other.add(content, tags=["imported"])
+        other.export(str(dump))
+    lines = [json.loads(line) for line in dump.read_text().splitlines()]
+    for line in lines:
+        if "trace" in line:
+            line["trace"]["id"] = trace_id
+    dump.write_text("".join(json.dumps(line) + "\n" for line in lines))
+    with Brain(str(path)) as brain:
+        assert brain.import_jsonl(str(dump)).imported == 1
+
+
+def crawl(ui: TestClient, start: list[str], limit: int = 400) -> dict[str, int]:
+    """The status of every inspector link reachable from ``start`` (hrefs as a browser
+    resolves them: entities decoded, a fragment cut off)."""
+    import html
+
+    seen: dict[str, int] = {}
+    todo = list(start)
+    while todo and len(seen) < limit:
+        url = todo.pop()
+        if url in seen:
+            continue
+        r = ui.get(url)
+        seen[url] = r.status_code
+        if "text/html" not in r.headers.get("content-type", ""):
+            continue
+        for href in re.findall(r'href="([^"]*)"', r.text):
+            link = html.unescape(href).split("#", 1)[0]
+            if link.startswith(BASE):
+                link = link[len(BASE):]
+            if link.startswith("/") and not link.startswith("//") and link not in seen:
+                todo.append(link)
+    return seen
+
+
+def test_every_link_works_even_for_an_id_with_url_characters(built: Any, clock: Any, tmp_path: Path) -> None:
+    path, ids = built
+    import_with_id(path, ODD_ID, "an imported note about zebras", tmp_path)
+    ui = client(path, clock, write=True)
+    seen = crawl(ui, ["/", "/search?q=zebras", "/search?tag=imported", "/search?q=editor&limit=3"])
+    broken = {url: status for url, status in seen.items() if status != 200}
+    assert not broken
+    trace_pages = [url for url in seen if url.startswith("/trace/")]
+    assert len(trace_pages) >= len(ids)
+    odd = [url for url in trace_pages if "zebras" in ui.get(url).text]
+    assert len(odd) == 1
+    assert ui.get("/api" + odd[0]).json()["trace"]["id"] == ODD_ID
+    r = ui.post(odd[0] + "/pin")
+    assert r.status_code == 303 and ui.get(r.headers["location"]).status_code == 200
+    assert ui.get("/api" + odd[0]).json()["trace"]["pinned"] is True
+    assert ui.get(f"/graph?id={quote_all(ODD_ID)}").status_code == 200
+
+
+def quote_all(text: str) -> str:
+    from urllib.parse import quote
+
+    return quote(text, safe="")
+
+
 def test_static_assets_are_served(ro: TestClient) -> None:
     assert ro.get("/static/style.css").status_code == 200
     assert "fetch(" in ro.get("/static/reflect.js").text

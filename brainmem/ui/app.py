@@ -124,7 +124,7 @@ def create_app(brain: Any, *, write: bool = False, token: str | None = None,
     from starlette.routing import Mount
     from starlette.staticfiles import StaticFiles
 
-    from . import api, pages
+    from . import api, pages, svg
 
     if write and brain.readonly:
         raise InvalidInput("--write needs the brain opened read-write")
@@ -133,6 +133,7 @@ def create_app(brain: Any, *, write: bool = False, token: str | None = None,
     env = Environment(loader=FileSystemLoader(HERE / "templates"),
                       autoescape=select_autoescape(default=True, default_for_string=True))
     env.filters["show"] = show
+    env.filters["trace_href"] = svg.trace_href
     if write:
         from ..brain import Brain
 

@@ -110,7 +110,7 @@ async def action(request: Any) -> Any:
         done = f"Saved as version {result['version']}."
     else:
         raise InvalidInput(f"unknown action {name[:40]!r}")
-    return _back(f"/trace/{quote(trace_id)}", done)
+    return _back(svg.trace_href(trace_id), done)
 
 
 async def reflect(request: Any) -> Any:
@@ -126,8 +126,8 @@ def routes() -> list[Any]:
     return [
         Route("/", overview),
         Route("/search", search),
-        Route("/trace/{id}", trace),
-        Route("/trace/{id}/{action}", action, methods=["POST"]),
+        Route("/trace/{id:path}/{action}", action, methods=["POST"]),  # the id quoted whole
+        Route("/trace/{id:path}", trace),
         Route("/graph", graph),
         Route("/log", log),
         Route("/log/{run:int}", run),
