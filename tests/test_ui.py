@@ -765,6 +765,21 @@ def test_token_is_required_when_set(built: Any, clock: Any) -> None:
     assert ui.get("/", headers={"host": "brain.example:8765"}).status_code == 200
 
 
+def test_the_token_link_lands_on_the_page_it_names(built: Any, clock: Any, tmp_path: Path) -> None:
+    """The redirect that trades ``?token=`` for the cookie keeps the address as sent (a
+    quoted id stays quoted) and stays on the inspector."""
+    path, _ = built
+    import_with_id(path, ODD_ID, "an imported note about zebras", tmp_path)
+    token = "s3cret-token-of-some-length"
+    ui = client(path, clock, token=token)
+    page = "/trace/" + quote_all(ODD_ID)
+    r = ui.get(f"{page}?token={token}&x=%26")
+    assert r.status_code == 303 and r.headers["location"] == page + "?x=%26"
+    assert "zebras" in ui.get(r.headers["location"]).text
+    r = ui.get(f"{BASE}//evil.example/?token={token}")
+    assert r.status_code == 303 and not r.headers["location"].startswith("//")
+
+
 # --- the command ---------------------------------------------------------------------------
 
 

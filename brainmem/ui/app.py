@@ -233,9 +233,12 @@ class Guard:
         if token and request.query_params.get("token") == token:
             # exchange the link's token for a cookie, and drop it from the address bar
             rest = [(k, v) for k, v in request.query_params.multi_items() if k != "token"]
-            from urllib.parse import urlencode
+            from urllib.parse import quote, urlencode
 
-            target = request.url.path + (f"?{urlencode(rest)}" if rest else "")
+            # the path as sent (a quoted id stays quoted), on this site ("//host" is another)
+            raw = scope.get("raw_path") or request.url.path.encode()
+            path = "/" + quote(raw.split(b"?", 1)[0], safe="/%:@!$&'()*+,;=-._~").lstrip("/")
+            target = path + (f"?{urlencode(rest)}" if rest else "")
             response = RedirectResponse(target, status_code=303)
             response.set_cookie(TOKEN_COOKIE, token, httponly=True, samesite="strict")
             await response(scope, receive, send)
