@@ -810,6 +810,19 @@ def test_cli_refuses_a_public_address_without_a_token(tmp_path: Path) -> None:
     assert r.returncode != 0 and r.stderr.startswith("brainmem: error:") and "Traceback" not in r.stderr
 
 
+def test_loopback_is_an_address_not_a_name_that_starts_like_one(built: Any, clock: Any, tmp_path: Path) -> None:
+    """Any 127.x address (or ::1) is loopback, served without a token and answered; a
+    name that only starts with "127." may resolve anywhere, so it needs the token."""
+    path, _ = built
+    ui = client(path, clock)
+    for host in ("127.0.0.2:8765", "127.1.2.3", "[::1]:8765", "localhost"):
+        assert ui.get("/", headers={"host": host}).status_code == 200, host
+    for host in ("127.0.0.1.evil.example:8765", "127.evil.example", "evil.example"):
+        assert ui.get("/", headers={"host": host}).status_code == 400, host
+    r = refused("ui", "--brain", str(path), "--host", "127.evil.example")
+    assert r.returncode == 2 and "--token" in r.stderr and "Traceback" not in r.stderr
+
+
 def test_cli_refuses_a_port_out_of_range_in_one_line(tmp_path: Path) -> None:
     path = tmp_path / "b.db"
     Brain(str(path)).close()

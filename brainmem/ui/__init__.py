@@ -11,6 +11,7 @@ shape) under :mod:`.pages` (HTML via Jinja2 templates and :mod:`.svg`) and
 
 from __future__ import annotations
 
+import ipaddress
 import socket
 import sys
 from typing import Any
@@ -23,7 +24,14 @@ BUSY_TIMEOUT = 2.0
 
 
 def is_loopback(host: str) -> bool:
-    return host in ("127.0.0.1", "localhost", "::1") or host.startswith("127.")
+    """``localhost`` or a loopback address (127.0.0.0/8, ``::1``, bracketed or not); a
+    name that only starts with "127." is not: it may resolve anywhere."""
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.removeprefix("[").removesuffix("]")).is_loopback
+    except ValueError:
+        return False
 
 
 def check_host(host: str, token: str | None) -> None:

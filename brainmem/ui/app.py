@@ -30,6 +30,7 @@ from ..errors import (
     StorageError,
     VersionConflict,
 )
+from . import is_loopback
 
 log = logging.getLogger("brainmem.ui")
 
@@ -38,7 +39,6 @@ HERE = Path(__file__).parent
 MAX_QUERY_STRING = 8192
 #: Longest search text, as the memory_search tool's schema (maxLength 4096).
 MAX_QUERY_CHARS = 4096
-LOOPBACK_NAMES = frozenset({"127.0.0.1", "localhost", "[::1]", "::1"})
 TOKEN_COOKIE = "brainmem_token"
 #: Sent with every response: no other site may frame a page (a framed "Run reflect now"
 #: or Delete button would take a click past the cross-site POST check), and no body is
@@ -249,9 +249,9 @@ class Guard:
         if len(request.scope.get("query_string", b"")) > MAX_QUERY_STRING:
             return UiError(414, f"The address is too long (more than {MAX_QUERY_STRING} bytes of query).")
         host = _hostname(request.headers.get("host") or "")
-        if self.state.token is None and host not in LOOPBACK_NAMES:
+        if self.state.token is None and not is_loopback(host):
             return UiError(400, f"Unexpected Host header {host!r}: the inspector answers to "
-                                "127.0.0.1 or localhost only.")
+                                "localhost or a loopback address only.")
         if self.state.token is not None and not self.authorised(request):
             return UiError(401, "This inspector needs its token: open the link printed when it "
                                 "started (it ends in ?token=...).")
