@@ -207,6 +207,23 @@ def test_search_with_words_pages_by_offset(ro: TestClient) -> None:
     assert r.status_code == 400 and "1000" in r.json()["error"]["message"]
 
 
+def test_the_search_page_links_its_next_and_previous_hits(ro: TestClient) -> None:
+    import html
+
+    whole = ro.get("/api/search", params={"q": "editor dark mode", "limit": "4"}).json()["results"]
+    first = ro.get("/search", params={"q": "editor dark mode", "limit": "2"}).text
+    assert 'id="previous"' not in first
+    link = re.search(r'href="([^"]*)" id="next"', first)
+    assert link is not None
+    second = ro.get(html.unescape(link.group(1)).removeprefix(BASE)).text
+    assert re.findall(r'class="trace-link">([^<]*)<', second) == [r["id"] for r in whole[2:4]]
+    assert '<ol class="hits" id="hits" start="3">' in second  # ranks 3 and 4, not 1 and 2
+    back = re.search(r'href="([^"]*)" id="previous"', second)
+    assert back is not None and "offset=0" in html.unescape(back.group(1))
+    last = ro.get("/search", params={"q": "editor", "limit": "100", "offset": "900"}).text
+    assert 'id="next"' not in last  # a search reaches its best 1000
+
+
 def test_search_is_a_pure_read_even_in_write_mode(rw: TestClient, built: Any) -> None:
     path, _ = built
     before = Brain(str(path), readonly=True).stats()["retrievals"]

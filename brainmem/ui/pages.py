@@ -13,6 +13,7 @@ from markupsafe import Markup
 from ..errors import InvalidInput
 from ..jsonview import jsonable
 from ..model import SCOPES, TYPES
+from ..validate import LIMIT_MAX
 from . import actions, svg, views
 
 
@@ -52,7 +53,14 @@ def search(request: Any) -> Any:
     scale = {"bm25": best_bm25, "episode": best_episode}
     for r in data["results"]:
         r["bars"] = Markup(svg.bars([(k, v, scale.get(k, 1.0)) for k, v in r["explain"].items()]))
-    return _render(request, "search.html", data=data, args=args, page="search")
+    offset, limit = args["offset"], args["limit"]
+    pager = {}  # a search's pages: slices of its best LIMIT_MAX hits
+    if data["query"] and offset:
+        pager["previous"] = str(request.url.include_query_params(offset=max(offset - limit, 0)))
+    if data["query"] and len(data["results"]) == limit and offset + limit < LIMIT_MAX:
+        pager["next"] = str(request.url.include_query_params(
+            offset=offset + limit, limit=min(limit, LIMIT_MAX - offset - limit)))
+    return _render(request, "search.html", data=data, args=args, pager=pager, page="search")
 
 
 def trace(request: Any) -> Any:
