@@ -840,6 +840,25 @@ def test_loopback_is_an_address_not_a_name_that_starts_like_one(built: Any, cloc
     assert r.returncode == 2 and "--token" in r.stderr and "Traceback" not in r.stderr
 
 
+def test_the_printed_link_carries_a_token_of_any_characters(built: Any, clock: Any) -> None:
+    """A token from a password generator may hold ``+``, ``&``, ``#`` or ``%``: the link
+    printed at start must still let the browser in."""
+    import uvicorn
+
+    path, _ = built
+    token = "a+b&c#d%e f/g?h=long-enough"
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(uvicorn.Server, "run", lambda self, sockets=None: None)  # print, then stop
+        r = clirun.run("ui", "--brain", str(path), "--port", "0", "--token", token)
+    assert r.returncode == 0, r.stderr
+    link = re.search(r"at http://127\.0\.0\.1:\d+(/\S*)", r.stdout)
+    assert link is not None, r.stdout
+    ui = client(path, clock, token=token)
+    opened = ui.get(link.group(1))
+    assert opened.status_code == 303 and opened.headers["location"] == "/"
+    assert ui.get("/").status_code == 200  # the cookie now carries the token
+
+
 def test_cli_refuses_a_port_out_of_range_in_one_line(tmp_path: Path) -> None:
     path = tmp_path / "b.db"
     Brain(str(path)).close()

@@ -15,6 +15,7 @@ import ipaddress
 import socket
 import sys
 from typing import Any
+from urllib.parse import quote
 
 from ..errors import InvalidInput
 
@@ -96,7 +97,7 @@ def serve(path: str, *, host: str = "127.0.0.1", port: int = DEFAULT_PORT, write
         sock = listen(host, port)
         bound = sock.getsockname()[1]
         shown = f"[{host}]" if sock.family == socket.AF_INET6 else host
-        url = f"http://{shown}:{bound}/" + (f"?token={token}" if token else "")
+        url = f"http://{shown}:{bound}/" + (f"?token={quote(token, safe='')}" if token else "")
         mode = "read-write" if write else "read-only"
         print(f"brainmem ui: serving {path} ({mode}) at {url}  (Ctrl-C to stop)", flush=True)
         server = uvicorn.Server(uvicorn.Config(app, log_level="warning", lifespan="on"))
