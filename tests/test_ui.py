@@ -782,6 +782,26 @@ def test_token_is_required_when_set(built: Any, clock: Any) -> None:
     assert ui.get("/", headers={"host": "brain.example:8765"}).status_code == 200
 
 
+def test_two_inspectors_with_tokens_on_one_host_keep_their_own_cookies(built: Any, clock: Any) -> None:
+    """A browser sends a host's cookies to every port of it: the second inspector's
+    cookie must not replace the first one's (a 401 in the first tab)."""
+    path, _ = built
+    first = client(path, clock, token="first-token-0123456789")
+    second = TestClient(create_app(Brain(str(path), readonly=True, clock=clock), token="second-token-0123456789"),
+                        base_url="http://127.0.0.1:8766", follow_redirects=False)
+    from http.cookies import SimpleCookie
+
+    browser: dict[str, str] = {}  # one jar for the host, whatever the port
+    for ui, token in ((first, "first-token-0123456789"), (second, "second-token-0123456789")):
+        r = ui.get(f"/?token={token}")
+        assert r.status_code == 303
+        browser.update({k: m.value for k, m in SimpleCookie(r.headers["set-cookie"]).items()})
+        ui.cookies.clear()
+    sent = {"cookie": "; ".join(f"{k}={v}" for k, v in browser.items())}
+    assert second.get("/", headers=sent).status_code == 200
+    assert first.get("/", headers=sent).status_code == 200
+
+
 def test_the_token_link_lands_on_the_page_it_names(built: Any, clock: Any, tmp_path: Path) -> None:
     """The redirect that trades ``?token=`` for the cookie keeps the address as sent (a
     quoted id stays quoted) and stays on the inspector."""

@@ -39,6 +39,8 @@ HERE = Path(__file__).parent
 MAX_QUERY_STRING = 8192
 #: Longest search text, as the memory_search tool's schema (maxLength 4096).
 MAX_QUERY_CHARS = 4096
+#: The token cookie's name, with the server's port appended: a browser sends a host's
+#: cookies to all its ports, so two inspectors on one host would replace each other's.
 TOKEN_COOKIE = "brainmem_token"
 #: Sent with every response: no other site may frame a page (a framed "Run reflect now"
 #: or Delete button would take a click past the cross-site POST check), and no body is
@@ -240,7 +242,7 @@ class Guard:
             path = "/" + quote(raw.split(b"?", 1)[0], safe="/%:@!$&'()*+,;=-._~").lstrip("/")
             target = path + (f"?{urlencode(rest)}" if rest else "")
             response = RedirectResponse(target, status_code=303)
-            response.set_cookie(TOKEN_COOKIE, token, httponly=True, samesite="strict")
+            response.set_cookie(_cookie_name(scope), token, httponly=True, samesite="strict")
             await response(scope, receive, send)
             return
         await self.app(scope, receive, send)
@@ -270,11 +272,17 @@ class Guard:
 
     def authorised(self, request: Any) -> bool:
         token = self.state.token or ""
-        given = [request.query_params.get("token"), request.cookies.get(TOKEN_COOKIE)]
+        given = [request.query_params.get("token"), request.cookies.get(_cookie_name(request.scope))]
         auth = request.headers.get("authorization") or ""
         if auth.lower().startswith("bearer "):
             given.append(auth[7:].strip())
         return any(g is not None and hmac.compare_digest(g.encode(), token.encode()) for g in given)
+
+
+def _cookie_name(scope: dict[str, Any]) -> str:
+    """:data:`TOKEN_COOKIE` and the port this server listens on."""
+    server = scope.get("server") or ("", "")
+    return f"{TOKEN_COOKIE}_{server[1]}"
 
 
 def _secured(send: Any) -> Any:
