@@ -311,6 +311,26 @@ def test_log_pages_link_runs_to_traces(ro: TestClient, built: Any) -> None:
     assert {ids["editor"], ids["font"]} <= {x for e in latest["strengthened"] for x in (e["src"], e["dst"])}
 
 
+def test_the_log_pages_through_runs_past_its_first_page(ro: TestClient, monkeypatch: Any) -> None:
+    """An agent reflecting hourly passes a page of runs in days: the older ones stay listed."""
+    import html
+
+    from brainmem.ui import views
+
+    monkeypatch.setattr(views, "LOG_LIMIT", 3)
+    first = ro.get("/log").text
+    assert re.findall(r'href="/log/(\d+)"', first) == ["4", "3", "2"] and 'id="newer"' not in first
+    older = re.search(r'href="([^"]*)" id="older"', first)
+    assert older is not None
+    second = ro.get(html.unescape(older.group(1)).removeprefix(BASE)).text
+    assert re.findall(r'href="/log/(\d+)"', second) == ["1"] and 'id="older"' not in second
+    assert 'id="newer"' in second
+    data = ro.get("/api/log", params={"offset": "3"}).json()
+    assert [run["id"] for run in data["runs"]] == [1] and data["truncated"] is False
+    assert ro.get("/api/log").json()["truncated"] is True
+    assert ro.get("/api/log", params={"offset": "-1"}).status_code == 400
+
+
 def test_a_run_page_shows_a_page_of_each_change_and_finds_any_run(tmp_path: Path, clock: Any,
                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
     """A reflect run's page listed every trace it merged, pruned and changed and the

@@ -44,7 +44,7 @@ def graph(request: Any) -> Any:
 
 
 def log(request: Any) -> Any:
-    return _json(views.log(_brain(request)))
+    return _json(views.log(_brain(request), request.query_params))
 
 
 def run(request: Any) -> Any:

@@ -81,8 +81,14 @@ def graph(request: Any) -> Any:
 
 
 def log(request: Any) -> Any:
-    data = views.log(request.app.state.ui.brain)
-    return _render(request, "log.html", data=data, job=request.app.state.ui.reflect.view(), page="log")
+    data = views.log(request.app.state.ui.brain, request.query_params)
+    pager = {}
+    if data["offset"]:
+        pager["newer"] = str(request.url.include_query_params(offset=max(data["offset"] - views.LOG_LIMIT, 0)))
+    if data["truncated"]:
+        pager["older"] = str(request.url.include_query_params(offset=data["offset"] + views.LOG_LIMIT))
+    return _render(request, "log.html", data=data, job=request.app.state.ui.reflect.view(), pager=pager,
+                   page="log")
 
 
 def run(request: Any) -> Any:

@@ -30,7 +30,7 @@ MEANING_FACTORS = ("vector", "vector_share")
 CHECK_AUTO_TRACES = 20_000
 #: Most hits one search shows (as memory_search's limit).
 MAX_LIMIT = 100
-#: Most reflect runs listed.
+#: Reflect runs listed a page.
 LOG_LIMIT = 200
 #: Most traces (and edges) of each kind a reflect run's page lists, and merges its report shows.
 RUN_ITEMS = 200
@@ -165,8 +165,12 @@ def _run_view(run: Mapping[str, Any]) -> dict[str, Any]:
             "report": report}
 
 
-def log(brain: Any) -> dict[str, Any]:
-    return {"runs": [_run_view(r) for r in brain.reflect_log(LOG_LIMIT, merges=False)]}
+def log(brain: Any, params: Any = None) -> dict[str, Any]:
+    """A page of :data:`LOG_LIMIT` runs, newest first, from ``offset``; ``truncated``
+    when older runs follow."""
+    offset = _int(params or {}, "offset", 0, 0, 10_000_000)
+    runs = brain.reflect_log(LOG_LIMIT + 1, offset=offset, merges=False)
+    return {"runs": [_run_view(r) for r in runs[:LOG_LIMIT]], "offset": offset, "truncated": len(runs) > LOG_LIMIT}
 
 
 def run(brain: Any, run_id: int) -> dict[str, Any]:
