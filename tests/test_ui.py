@@ -278,6 +278,24 @@ def test_a_trace_page_shows_the_newest_of_a_long_lineage(tmp_path: Path, clock: 
     assert page.count("build number") < 15 and "the newest 5 of 11; 6 older not shown" in page
 
 
+def test_a_trace_page_says_when_it_shows_only_the_newest_recalls(tmp_path: Path, clock: Any,
+                                                               monkeypatch: Any) -> None:
+    from brainmem.ui import views
+
+    monkeypatch.setattr(views, "RECALLS_SHOWN", 3)
+    path = tmp_path / "b.db"
+    with Brain(str(path), clock=clock) as brain:
+        tid = brain.add("The user's favourite tea is sencha").id
+        for query in ("tea", "sencha", "favourite tea", "tea sencha"):
+            brain.search(query)
+            clock.advance(60)
+    ui = client(path, clock)
+    data = ui.get(f"/api/trace/{tid}").json()
+    assert [r["query"] for r in data["recalls"]] == ["tea sencha", "favourite tea", "sencha"]
+    assert data["recalls_more"] is True
+    assert 'id="recalls-more"' in ui.get(f"/trace/{tid}").text
+
+
 def test_graph_page_shows_weighted_edges_and_clusters(ro: TestClient, built: Any) -> None:
     _, ids = built
     r = ro.get("/graph", params={"id": ids["editor"]})

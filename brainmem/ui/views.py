@@ -36,6 +36,8 @@ LOG_LIMIT = 200
 RUN_ITEMS = 200
 #: Most traces of each kind of lineage a trace's page lists (the newest).
 LINEAGE_ITEMS = 200
+#: Most recalls a trace's page lists (the newest; ``recalls_more`` says there are more).
+RECALLS_SHOWN = 50
 
 
 def _int(params: Mapping[str, str], name: str, default: int, low: int, high: int) -> int:
@@ -125,10 +127,11 @@ def trace(brain: Any, trace_id: str) -> dict[str, Any]:
                 deleted_at=t.deleted_at, merged_into=t.merged_into)
     threshold = brain.policy.prune_threshold
 
-    recalls = brain.recalls(t.id)
+    recalls = brain.recalls(t.id, RECALLS_SHOWN + 1)
     _, crossing = retrievability_curve(t, now, threshold, [])
     return {"trace": view, "lineage": brain.lineage(t.id, LINEAGE_ITEMS),
-            "recalls": recalls, "recall_window": RECALL_WINDOW,
+            "recalls": recalls[:RECALLS_SHOWN], "recalls_more": len(recalls) > RECALLS_SHOWN,
+            "recall_window": RECALL_WINDOW,
             "prune_threshold": threshold, "reaches_threshold_at": crossing,
             "now": now}
 
