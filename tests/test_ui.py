@@ -820,6 +820,20 @@ def test_token_is_required_when_set(built: Any, clock: Any) -> None:
     assert ui.get("/", headers={"host": "brain.example:8765"}).status_code == 200
 
 
+def test_a_post_carrying_the_token_in_its_address_is_done(built: Any, clock: Any) -> None:
+    """Only a page load trades ``?token=`` for the cookie (a 303): a POST so redirected
+    would be turned into a GET by the client, and the edit never made."""
+    path, ids = built
+    token = "s3cret-token-of-some-length"
+    ui = TestClient(create_app(Brain(str(path), clock=clock), write=True, token=token), base_url=BASE,
+                    follow_redirects=False)
+    r = ui.post(f"/api/trace/{ids['cat']}/pin?token={token}")
+    assert r.status_code == 200 and r.json()["pinned"] is True
+    r = ui.post(f"/trace/{ids['cat']}/unpin?token={token}")
+    assert r.status_code == 303 and "Unpinned" in r.headers["location"]
+    assert ui.get(f"/api/trace/{ids['cat']}?token={token}").status_code == 303  # a page load
+
+
 def test_two_inspectors_with_tokens_on_one_host_keep_their_own_cookies(built: Any, clock: Any) -> None:
     """A browser sends a host's cookies to every port of it: the second inspector's
     cookie must not replace the first one's (a 401 in the first tab)."""

@@ -232,8 +232,9 @@ class Guard:
             await response(scope, receive, send)
             return
         token = self.state.token
-        if token and request.query_params.get("token") == token:
-            # exchange the link's token for a cookie, and drop it from the address bar
+        if token and request.method in ("GET", "HEAD") and request.query_params.get("token") == token:
+            # exchange the link's token for a cookie, and drop it from the address bar (a
+            # page load only: a client follows a 303 with a GET, so a POST would be lost)
             rest = [(k, v) for k, v in request.query_params.multi_items() if k != "token"]
             from urllib.parse import quote, urlencode
 
