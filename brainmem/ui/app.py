@@ -13,6 +13,7 @@ import contextlib
 import hmac
 import json
 import logging
+import os
 import threading
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
@@ -92,6 +93,20 @@ class UiState:
     writer: Any
     token: str | None
     reflect: ReflectJob = field(default_factory=ReflectJob)
+    #: Signs the notices the write forms redirect with (:meth:`notice_sig`).
+    secret: bytes = field(default_factory=lambda: os.urandom(16))
+
+    def notice_sig(self, message: str) -> str:
+        """The signature a notice's ``?msg=`` carries: a page shows only its own notices,
+        not the words of a crafted link."""
+        return hmac.new(self.secret, message.encode("utf-8", "surrogatepass"), "sha256").hexdigest()[:32]
+
+    def notice(self, params: Any) -> str | None:
+        """The signed notice of a page's query (``msg``, ``sig``), else None."""
+        message, sig = params.get("msg"), params.get("sig") or ""
+        if message is None or not hmac.compare_digest(sig.encode(), self.notice_sig(message).encode()):
+            return None
+        return str(message)
 
     @property
     def write(self) -> bool:

@@ -25,15 +25,17 @@ def _render(request: Any, template: str, status: int = 200, **context: Any) -> A
     ui = request.app.state.ui
     shown = {k: v if isinstance(v, Markup) else jsonable(v) for k, v in context.items()}
     html = env.get_template(template).render(
-        ui=ui, request=request, message=request.query_params.get("msg"), types=TYPES,
+        ui=ui, request=request, message=ui.notice(request.query_params), types=TYPES,
         scopes=SCOPES, **shown)
     return HTMLResponse(html, status_code=status)
 
 
-def _back(path: str, message: str) -> Any:
+def _back(request: Any, path: str, message: str) -> Any:
+    """Back to ``path`` with ``message`` as its notice (signed: see ``UiState.notice``)."""
     from starlette.responses import RedirectResponse
 
-    return RedirectResponse(f"{path}?msg={quote(message)}", status_code=303)
+    sig = request.app.state.ui.notice_sig(message)
+    return RedirectResponse(f"{path}?msg={quote(message)}&sig={sig}", status_code=303)
 
 
 def overview(request: Any) -> Any:
@@ -124,14 +126,14 @@ async def action(request: Any) -> Any:
         done = f"Saved as version {result['version']}."
     else:
         raise InvalidInput(f"unknown action {name[:40]!r}")
-    return _back(svg.trace_href(trace_id), done)
+    return _back(request, svg.trace_href(trace_id), done)
 
 
 async def reflect(request: Any) -> Any:
     from starlette.concurrency import run_in_threadpool
 
     await run_in_threadpool(actions.start_reflect, request.app.state.ui)
-    return _back("/log", "Reflect started.")
+    return _back(request, "/log", "Reflect started.")
 
 
 def routes() -> list[Any]:
