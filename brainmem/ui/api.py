@@ -44,7 +44,7 @@ def graph(request: Any) -> Any:
 
 
 def log(request: Any) -> Any:
-    return _json(views.log(_brain(request)))
+    return _json(views.log(_brain(request), request.query_params))
 
 
 def run(request: Any) -> Any:
@@ -95,9 +95,9 @@ def routes() -> list[Any]:
     return [
         Route("/api/overview", overview),
         Route("/api/search", search),
-        Route("/api/trace/{id}", trace),
-        Route("/api/trace/{id}", edit, methods=["POST"]),
-        Route("/api/trace/{id}/{action}", action, methods=["POST"]),
+        Route("/api/trace/{id:path}/{action}", action, methods=["POST"]),  # the id quoted whole
+        Route("/api/trace/{id:path}", trace),
+        Route("/api/trace/{id:path}", edit, methods=["POST"]),
         Route("/api/graph", graph),
         Route("/api/log", log),
         Route("/api/log/{run:int}", run),

@@ -13,6 +13,7 @@ import contextlib
 import hmac
 import json
 import logging
+import os
 import threading
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
@@ -30,6 +31,7 @@ from ..errors import (
     StorageError,
     VersionConflict,
 )
+from . import is_loopback
 
 log = logging.getLogger("brainmem.ui")
 
@@ -38,8 +40,14 @@ HERE = Path(__file__).parent
 MAX_QUERY_STRING = 8192
 #: Longest search text, as the memory_search tool's schema (maxLength 4096).
 MAX_QUERY_CHARS = 4096
-LOOPBACK_NAMES = frozenset({"127.0.0.1", "localhost", "[::1]", "::1"})
+#: The token cookie's name, with the server's port appended: a browser sends a host's
+#: cookies to all its ports, so two inspectors on one host would replace each other's.
 TOKEN_COOKIE = "brainmem_token"
+#: Sent with every response: no other site may frame a page (a framed "Run reflect now"
+#: or Delete button would take a click past the cross-site POST check), and no body is
+#: sniffed into another type.
+SECURITY_HEADERS = ((b"x-frame-options", b"DENY"), (b"content-security-policy", b"frame-ancestors 'none'"),
+                    (b"x-content-type-options", b"nosniff"))
 #: HTTP status per error class (first match in order wins).
 STATUS: tuple[tuple[type[BaseException], int], ...] = (
     (NotFound, 404), (VersionConflict, 409), (QuotaExceeded, 409), (ReadOnlyBrain, 403), (InvalidInput, 400),
@@ -85,6 +93,20 @@ class UiState:
     writer: Any
     token: str | None
     reflect: ReflectJob = field(default_factory=ReflectJob)
+    #: Signs the notices the write forms redirect with (:meth:`notice_sig`).
+    secret: bytes = field(default_factory=lambda: os.urandom(16))
+
+    def notice_sig(self, message: str) -> str:
+        """The signature a notice's ``?msg=`` carries: a page shows only its own notices,
+        not the words of a crafted link."""
+        return hmac.new(self.secret, message.encode("utf-8", "surrogatepass"), "sha256").hexdigest()[:32]
+
+    def notice(self, params: Any) -> str | None:
+        """The signed notice of a page's query (``msg``, ``sig``), else None."""
+        message, sig = params.get("msg"), params.get("sig") or ""
+        if message is None or not hmac.compare_digest(sig.encode(), self.notice_sig(message).encode()):
+            return None
+        return str(message)
 
     @property
     def write(self) -> bool:
@@ -119,7 +141,7 @@ def create_app(brain: Any, *, write: bool = False, token: str | None = None,
     from starlette.routing import Mount
     from starlette.staticfiles import StaticFiles
 
-    from . import api, pages
+    from . import api, pages, svg
 
     if write and brain.readonly:
         raise InvalidInput("--write needs the brain opened read-write")
@@ -128,6 +150,7 @@ def create_app(brain: Any, *, write: bool = False, token: str | None = None,
     env = Environment(loader=FileSystemLoader(HERE / "templates"),
                       autoescape=select_autoescape(default=True, default_for_string=True))
     env.filters["show"] = show
+    env.filters["trace_href"] = svg.trace_href
     if write:
         from ..brain import Brain
 
@@ -199,7 +222,8 @@ def error_response(request: Any, exc: BaseException) -> Any:
 
 
 class Guard:
-    """ASGI middleware: size, host, token, same-origin POST and brain-file checks."""
+    """ASGI middleware: size, host, token, same-origin POST and brain-file checks; it adds
+    :data:`SECURITY_HEADERS` to every response."""
 
     def __init__(self, app: Any, state: UiState) -> None:
         self.app = app
@@ -212,6 +236,7 @@ class Guard:
         from starlette.requests import Request
         from starlette.responses import RedirectResponse
 
+        send = _secured(send)
         request = Request(scope)
         try:
             problem = self.check(request)
@@ -222,14 +247,18 @@ class Guard:
             await response(scope, receive, send)
             return
         token = self.state.token
-        if token and request.query_params.get("token") == token:
-            # exchange the link's token for a cookie, and drop it from the address bar
+        if token and request.method in ("GET", "HEAD") and request.query_params.get("token") == token:
+            # exchange the link's token for a cookie, and drop it from the address bar (a
+            # page load only: a client follows a 303 with a GET, so a POST would be lost)
             rest = [(k, v) for k, v in request.query_params.multi_items() if k != "token"]
-            from urllib.parse import urlencode
+            from urllib.parse import quote, urlencode
 
-            target = request.url.path + (f"?{urlencode(rest)}" if rest else "")
+            # the path as sent (a quoted id stays quoted), on this site ("//host" is another)
+            raw = scope.get("raw_path") or request.url.path.encode()
+            path = "/" + quote(raw.split(b"?", 1)[0], safe="/%:@!$&'()*+,;=-._~").lstrip("/")
+            target = path + (f"?{urlencode(rest)}" if rest else "")
             response = RedirectResponse(target, status_code=303)
-            response.set_cookie(TOKEN_COOKIE, token, httponly=True, samesite="strict")
+            response.set_cookie(_cookie_name(scope), token, httponly=True, samesite="strict")
             await response(scope, receive, send)
             return
         await self.app(scope, receive, send)
@@ -238,9 +267,9 @@ class Guard:
         if len(request.scope.get("query_string", b"")) > MAX_QUERY_STRING:
             return UiError(414, f"The address is too long (more than {MAX_QUERY_STRING} bytes of query).")
         host = _hostname(request.headers.get("host") or "")
-        if self.state.token is None and host not in LOOPBACK_NAMES:
+        if self.state.token is None and not is_loopback(host):
             return UiError(400, f"Unexpected Host header {host!r}: the inspector answers to "
-                                "127.0.0.1 or localhost only.")
+                                "localhost or a loopback address only.")
         if self.state.token is not None and not self.authorised(request):
             return UiError(401, "This inspector needs its token: open the link printed when it "
                                 "started (it ends in ?token=...).")
@@ -259,11 +288,27 @@ class Guard:
 
     def authorised(self, request: Any) -> bool:
         token = self.state.token or ""
-        given = [request.query_params.get("token"), request.cookies.get(TOKEN_COOKIE)]
+        given = [request.query_params.get("token"), request.cookies.get(_cookie_name(request.scope))]
         auth = request.headers.get("authorization") or ""
         if auth.lower().startswith("bearer "):
             given.append(auth[7:].strip())
         return any(g is not None and hmac.compare_digest(g.encode(), token.encode()) for g in given)
+
+
+def _cookie_name(scope: dict[str, Any]) -> str:
+    """:data:`TOKEN_COOKIE` and the port this server listens on."""
+    server = scope.get("server") or ("", "")
+    return f"{TOKEN_COOKIE}_{server[1]}"
+
+
+def _secured(send: Any) -> Any:
+    """``send`` adding :data:`SECURITY_HEADERS` to the response's start."""
+    async def secured(message: dict[str, Any]) -> None:
+        if message["type"] == "http.response.start":
+            message = {**message, "headers": [*message.get("headers", []), *SECURITY_HEADERS]}
+        await send(message)
+
+    return secured
 
 
 class _WithApp:

@@ -13,6 +13,7 @@ from markupsafe import Markup
 from ..errors import InvalidInput
 from ..jsonview import jsonable
 from ..model import SCOPES, TYPES
+from ..validate import LIMIT_MAX
 from . import actions, svg, views
 
 
@@ -24,15 +25,17 @@ def _render(request: Any, template: str, status: int = 200, **context: Any) -> A
     ui = request.app.state.ui
     shown = {k: v if isinstance(v, Markup) else jsonable(v) for k, v in context.items()}
     html = env.get_template(template).render(
-        ui=ui, request=request, message=request.query_params.get("msg"), types=TYPES,
+        ui=ui, request=request, message=ui.notice(request.query_params), types=TYPES,
         scopes=SCOPES, **shown)
     return HTMLResponse(html, status_code=status)
 
 
-def _back(path: str, message: str) -> Any:
+def _back(request: Any, path: str, message: str) -> Any:
+    """Back to ``path`` with ``message`` as its notice (signed: see ``UiState.notice``)."""
     from starlette.responses import RedirectResponse
 
-    return RedirectResponse(f"{path}?msg={quote(message)}", status_code=303)
+    sig = request.app.state.ui.notice_sig(message)
+    return RedirectResponse(f"{path}?msg={quote(message)}&sig={sig}", status_code=303)
 
 
 def overview(request: Any) -> Any:
@@ -52,7 +55,14 @@ def search(request: Any) -> Any:
     scale = {"bm25": best_bm25, "episode": best_episode}
     for r in data["results"]:
         r["bars"] = Markup(svg.bars([(k, v, scale.get(k, 1.0)) for k, v in r["explain"].items()]))
-    return _render(request, "search.html", data=data, args=args, page="search")
+    offset, limit = args["offset"], args["limit"]
+    pager = {}  # a search's pages: slices of its best LIMIT_MAX hits
+    if data["query"] and offset:
+        pager["previous"] = str(request.url.include_query_params(offset=max(offset - limit, 0)))
+    if data["query"] and len(data["results"]) == limit and offset + limit < LIMIT_MAX:
+        pager["next"] = str(request.url.include_query_params(
+            offset=offset + limit, limit=min(limit, LIMIT_MAX - offset - limit)))
+    return _render(request, "search.html", data=data, args=args, pager=pager, page="search")
 
 
 def trace(request: Any) -> Any:
@@ -62,7 +72,7 @@ def trace(request: Any) -> Any:
     times = [r["at"] for r in data["recalls"]]
     curve, _ = svg.retrievability_curve(t, brain.now(), data["prune_threshold"], times)
     return _render(request, "trace.html", data=data, t=data["trace"], curve=Markup(curve),
-                   tags=", ".join(data["trace"]["tags"]), page="trace",
+                   tags=actions.tags_text(data["trace"]["tags"]), page="trace",
                    can_unmerge=actions.can_unmerge(request.app.state.ui))
 
 
@@ -73,8 +83,14 @@ def graph(request: Any) -> Any:
 
 
 def log(request: Any) -> Any:
-    data = views.log(request.app.state.ui.brain)
-    return _render(request, "log.html", data=data, job=request.app.state.ui.reflect.view(), page="log")
+    data = views.log(request.app.state.ui.brain, request.query_params)
+    pager = {}
+    if data["offset"]:
+        pager["newer"] = str(request.url.include_query_params(offset=max(data["offset"] - views.LOG_LIMIT, 0)))
+    if data["truncated"]:
+        pager["older"] = str(request.url.include_query_params(offset=data["offset"] + views.LOG_LIMIT))
+    return _render(request, "log.html", data=data, job=request.app.state.ui.reflect.view(), pager=pager,
+                   page="log")
 
 
 def run(request: Any) -> Any:
@@ -100,22 +116,24 @@ async def action(request: Any) -> Any:
         result = await run_in_threadpool(actions.unmerge, state, trace_id)
         done = f"Unmerged: {len(result['restored'])} trace(s) restored."
     elif name == "edit":
-        changes = {"expected_version": form.get("expected_version"),
-                   "content": form.get("content"), "tags": actions.parse_tags(str(form.get("tags") or ""))}
-        if not isinstance(changes["content"], str):
+        content, tags = form.get("content"), form.get("tags")
+        if not isinstance(content, str):
             raise InvalidInput("the edit form needs the content")
+        changes = await run_in_threadpool(actions.form_changes, state, trace_id, content,
+                                          tags if isinstance(tags, str) else None)
+        changes["expected_version"] = form.get("expected_version")
         result = await run_in_threadpool(actions.edit, state, trace_id, changes)
         done = f"Saved as version {result['version']}."
     else:
         raise InvalidInput(f"unknown action {name[:40]!r}")
-    return _back(f"/trace/{quote(trace_id)}", done)
+    return _back(request, svg.trace_href(trace_id), done)
 
 
 async def reflect(request: Any) -> Any:
     from starlette.concurrency import run_in_threadpool
 
     await run_in_threadpool(actions.start_reflect, request.app.state.ui)
-    return _back("/log", "Reflect started.")
+    return _back(request, "/log", "Reflect started.")
 
 
 def routes() -> list[Any]:
@@ -124,8 +142,8 @@ def routes() -> list[Any]:
     return [
         Route("/", overview),
         Route("/search", search),
-        Route("/trace/{id}", trace),
-        Route("/trace/{id}/{action}", action, methods=["POST"]),
+        Route("/trace/{id:path}/{action}", action, methods=["POST"]),  # the id quoted whole
+        Route("/trace/{id:path}", trace),
         Route("/graph", graph),
         Route("/log", log),
         Route("/log/{run:int}", run),

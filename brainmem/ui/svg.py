@@ -11,6 +11,7 @@ from collections.abc import Sequence
 from datetime import datetime, timezone
 from html import escape
 from typing import Any
+from urllib.parse import quote
 
 from ..model import iso
 
@@ -23,6 +24,12 @@ EDGE_COLOURS = {"co_activated": "#444", "episode_next": "#999", "derived_from": 
 
 def esc(text: Any) -> str:
     return escape(str(text), quote=True)
+
+
+def trace_href(trace_id: Any) -> str:
+    """The address of a trace's page, the id quoted whole: an imported id may hold
+    ``/``, ``#``, ``?`` or spaces."""
+    return "/trace/" + quote(str(trace_id), safe="")
 
 
 def _num(x: float) -> str:
@@ -219,7 +226,7 @@ def graph(view: dict[str, Any], centre: Sequence[str], width: int = 760, height:
         colour = "#56B4E9" if n.get("derived") else TYPE_COLOURS.get(n.get("type") or "", "#888")
         ring = " centre" if n["id"] in centre else ""
         parts.append(
-            f'<a href="/trace/{esc(n["id"])}" class="node{ring}" data-id="{esc(n["id"])}">'
+            f'<a href="{esc(trace_href(n["id"]))}" class="node{ring}" data-id="{esc(n["id"])}">'
             f'<circle cx="{_num(cx)}" cy="{_num(cy)}" r="{9 if ring else 7}" fill="{colour}">'
             f'<title>{esc(n["title"])}</title></circle>'
             f'<text x="{_num(cx + 11)}" y="{_num(cy + 4)}" class="nl">{esc(n["title"][:34])}</text></a>'

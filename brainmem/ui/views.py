@@ -30,12 +30,14 @@ MEANING_FACTORS = ("vector", "vector_share")
 CHECK_AUTO_TRACES = 20_000
 #: Most hits one search shows (as memory_search's limit).
 MAX_LIMIT = 100
-#: Most reflect runs listed.
+#: Reflect runs listed a page.
 LOG_LIMIT = 200
 #: Most traces (and edges) of each kind a reflect run's page lists, and merges its report shows.
 RUN_ITEMS = 200
 #: Most traces of each kind of lineage a trace's page lists (the newest).
 LINEAGE_ITEMS = 200
+#: Most recalls a trace's page lists (the newest; ``recalls_more`` says there are more).
+RECALLS_SHOWN = 50
 
 
 def _int(params: Mapping[str, str], name: str, default: int, low: int, high: int) -> int:
@@ -125,10 +127,11 @@ def trace(brain: Any, trace_id: str) -> dict[str, Any]:
                 deleted_at=t.deleted_at, merged_into=t.merged_into)
     threshold = brain.policy.prune_threshold
 
-    recalls = brain.recalls(t.id)
+    recalls = brain.recalls(t.id, RECALLS_SHOWN + 1)
     _, crossing = retrievability_curve(t, now, threshold, [])
     return {"trace": view, "lineage": brain.lineage(t.id, LINEAGE_ITEMS),
-            "recalls": recalls, "recall_window": RECALL_WINDOW,
+            "recalls": recalls[:RECALLS_SHOWN], "recalls_more": len(recalls) > RECALLS_SHOWN,
+            "recall_window": RECALL_WINDOW,
             "prune_threshold": threshold, "reaches_threshold_at": crossing,
             "now": now}
 
@@ -165,8 +168,12 @@ def _run_view(run: Mapping[str, Any]) -> dict[str, Any]:
             "report": report}
 
 
-def log(brain: Any) -> dict[str, Any]:
-    return {"runs": [_run_view(r) for r in brain.reflect_log(LOG_LIMIT, merges=False)]}
+def log(brain: Any, params: Any = None) -> dict[str, Any]:
+    """A page of :data:`LOG_LIMIT` runs, newest first, from ``offset``; ``truncated``
+    when older runs follow."""
+    offset = _int(params or {}, "offset", 0, 0, 10_000_000)
+    runs = brain.reflect_log(LOG_LIMIT + 1, offset=offset, merges=False)
+    return {"runs": [_run_view(r) for r in runs[:LOG_LIMIT]], "offset": offset, "truncated": len(runs) > LOG_LIMIT}
 
 
 def run(brain: Any, run_id: int) -> dict[str, Any]:

@@ -1,4 +1,5 @@
-// Progress of a reflect started from this page: polls /api/reflect until it is done.
+// Progress of a reflect started from this page: polls /api/reflect until it is done,
+// then reloads the log (which shows the last reflect's result).
 (function () {
   var box = document.getElementById("progress");
   if (!box || box.dataset.running !== "yes") return;
@@ -11,9 +12,8 @@
           bar.max = job.total || 1; bar.value = job.done;
           box.appendChild(bar);
           setTimeout(poll, 300);
-        } else {
-          window.location.href = "/log?msg=" + encodeURIComponent(
-            job.error ? "Reflect failed: " + job.error : "Reflect finished.");
+        } else {  // the log shows how the last reflect ended, its error if it failed
+          window.location.href = "/log";
         }
       }).catch(function () { setTimeout(poll, 1000); });
   }
