@@ -130,6 +130,22 @@ def test_batch_is_validated_before_it_runs(tmp_path: Path) -> None:
         store.put(("ok",), "t", {"v": 1}, ttl=5)
 
 
+@pytest.mark.parametrize("value", [
+    {"when": __import__("datetime").datetime(2026, 1, 1)}, {1: "a", "b": 2}, {"x": float("nan")},
+    {"s": {1, 2}}, {"t": (1, 2)}, ["not", "a", "dict"],
+])
+def test_a_value_json_cannot_keep_is_refused_before_the_batch_runs(tmp_path: Path, value: Any) -> None:
+    # a datetime, a set, mixed keys: a bare TypeError from json.dumps, after the batch's
+    # earlier puts were written; a tuple came back as a list
+    from langgraph.store.base import PutOp
+
+    brain = Brain(str(tmp_path / "b.db"))
+    store = BrainStore(brain)
+    with pytest.raises(InvalidInput, match="value"):
+        store.batch([PutOp(("ok",), "first", {"v": 1}), PutOp(("ok",), "k", value)])
+    assert brain.stats()["live"] == 0
+
+
 def test_async_variants(tmp_path: Path) -> None:
     store = BrainStore(Brain(str(tmp_path / "b.db")))
 

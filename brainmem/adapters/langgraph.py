@@ -15,7 +15,9 @@ Mapping (decisions):
   and ``("x", "a")`` + ``"b"`` are both ``lg:x.a.b``): refused, never overwritten.
 * ``put`` is ``Brain.put``: an overwritten item keeps its trace id and the old
   value as history (``Brain.history``); ``value=None`` deletes (soft).
-* The value is kept whole in ``metadata["langgraph"]``; the searchable content is
+* The value is kept whole in ``metadata["langgraph"]``, so it must be JSON that comes
+  back as given (string keys, lists, finite numbers; else ``InvalidInput``, checked
+  with the batch's other ops before any runs); the searchable content is
   the text of the fields named by ``index`` (per put, or the store's ``index``
   fields), else the value as JSON. ``index=False`` stores the key as content.
 * ``search(prefix, query=...)`` is a brain search confined to the key prefix
@@ -31,7 +33,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from datetime import datetime, timezone
 from typing import Any
 
@@ -50,6 +52,7 @@ from langgraph.store.base import (
 
 from ..errors import InvalidInput, NotFound
 from ..model import Trace
+from ..validate import check_metadata
 
 PREFIX = "lg:"
 #: Most candidates one filtered or paged search looks at.
@@ -78,6 +81,17 @@ def _matches(value: dict[str, Any], filter: dict[str, Any] | None) -> bool:
             except TypeError:  # e.g. None > 3: not a match
                 return False
     return True
+
+
+def _check_value(value: Any) -> None:
+    """A put's value: a dict that JSON keeps as given (it is stored in the trace's metadata)."""
+    if not isinstance(value, dict):
+        raise InvalidInput(f"a store value must be a dict, not {type(value).__name__}")
+    try:
+        check_metadata(value)
+    except InvalidInput as exc:
+        raise InvalidInput(f"a store value must be JSON (string keys, lists, finite numbers): "
+                           f"{exc}") from None
 
 
 class BrainStore(BaseStore):
@@ -113,7 +127,7 @@ class BrainStore(BaseStore):
                                  f"brain key, over Policy.max_key_chars ({limit})")
         return full
 
-    def _content(self, key: str, value: dict[str, Any], index: Any) -> str:
+    def _content(self, key: str, value: Mapping[str, Any], index: Any) -> str:
         if index is False:
             return key
         fields = index if isinstance(index, list) else self.index_fields
@@ -156,6 +170,8 @@ class BrainStore(BaseStore):
             if isinstance(op, (GetOp, PutOp)):
                 brain_key = self._key(op.namespace, op.key)
                 if isinstance(op, PutOp):
+                    if op.value is not None:
+                        _check_value(op.value)
                     item = (tuple(op.namespace), op.key)
                     holder = claims[brain_key] if brain_key in claims else self._holder(brain_key)
                     if op.value is not None and holder not in (None, item):
@@ -198,8 +214,6 @@ class BrainStore(BaseStore):
             if self._holder(key) == (tuple(op.namespace), op.key):  # never another item's
                 self.brain.delete_key(key, scope=self.scope, scope_id=self.scope_id)
             return None
-        if not isinstance(op.value, dict):
-            raise InvalidInput(f"a store value must be a dict, not {type(op.value).__name__}")
         data = {"namespace": list(op.namespace), "key": op.key, "value": op.value}
         self.brain.put(key, self._content(op.key, op.value, op.index), scope=self.scope,
                        scope_id=self.scope_id, metadata={"langgraph": data})
