@@ -42,16 +42,24 @@ def _observe_offered(box: Toolbox) -> bool:
     return needed <= set(box.context.writable_types())
 
 
+def observe_scope(box: Toolbox, scope: str | None = None,
+                  scope_id: str | None = None) -> tuple[str | None, str | None]:
+    """The (scope, scope_id) an observe for ``box`` writes to; InvalidInput when its context
+    may not write what observe stores (episodic turns; semantic facts when there is an LLM)."""
+    scope, scope_id = box.write_scope(scope, scope_id)
+    if box.context is not None:
+        box.context.check_write("episodic", scope or "user")
+        if box.brain.llm is not None:
+            box.context.check_write("semantic", scope or "user")
+    return scope, scope_id
+
+
 @_tool("memory_observe",
        "Store a conversation: each user/assistant/tool turn becomes a memory of its episode; "
        "with an LLM configured, durable facts and preferences are extracted too.",
        _observe_schema, extra=True, offered=_observe_offered)
 def _memory_observe(box: Toolbox, args: dict[str, Any]) -> JSON:
-    scope, scope_id = box.write_scope(args.get("scope"), args.get("scope_id"))
-    if box.context is not None:
-        box.context.check_write("episodic", scope or "user")
-        if box.brain.llm is not None:
-            box.context.check_write("semantic", scope or "user")
+    scope, scope_id = observe_scope(box, args.get("scope"), args.get("scope_id"))
     report = box.brain.observe(args["messages"], episode=args.get("episode"), scope=scope,
                                scope_id=scope_id)
     return {"episode": report.episode, "stored": report.stored, "duplicates": report.duplicates,

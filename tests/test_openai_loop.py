@@ -75,3 +75,29 @@ def test_loop_offers_the_tools_and_stops_at_max_rounds(tmp_path: Path) -> None:
         run_with_memory(brain, client, "stub", "hi")
     with pytest.raises(InvalidInput):
         run_with_memory(brain, client, "stub", [], max_rounds=0)
+
+
+def test_observed_turns_go_to_the_tool_contexts_scope(tmp_path: Path) -> None:
+    # with context=ToolContext(user_id="alice") the turns were stored in the default scope
+    # (user/''): alice's own memory_search never found them, and every other reader did
+    def answer(body: dict[str, Any]) -> dict[str, Any]:
+        return {"role": "assistant", "content": "Noted, you like oolong."}
+
+    import openai
+
+    brain = Brain(str(tmp_path / "b.db"), clock=lambda: T0)
+    alice = {"user_id": "alice"}
+    with stub_server(answer) as url:
+        client = openai.OpenAI(base_url=url, api_key="k", max_retries=0)
+        result = run_with_memory(brain, client, "stub", [{"role": "user", "content": "I like oolong tea"}],
+                                 context=alice, observe=True)
+    assert result.observed is not None and len(result.observed.stored) == 2
+    assert {(t.scope, t.scope_id) for t in brain.read(result.observed.stored).traces} == {("user", "alice")}
+    found = brain.call_tool("memory_search", {"query": "oolong"}, context=alice)["results"]
+    assert {h["id"] for h in found} == set(result.observed.stored)
+    with stub_server(answer) as url:  # a context that may not write episodic turns: nothing is stored
+        client = openai.OpenAI(base_url=url, api_key="k", max_retries=0)
+        with pytest.raises(InvalidInput, match="episodic"):
+            run_with_memory(brain, client, "stub", [{"role": "user", "content": "I like sencha"}],
+                            context={"user_id": "bo", "allowed_types": ["semantic"]}, observe=True)
+    assert brain.stats()["live"] == 2

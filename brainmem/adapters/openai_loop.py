@@ -17,7 +17,9 @@ Works with any OpenAI-compatible endpoint (``OpenAI(base_url=...)``). Decisions:
 * ``max_rounds`` bounds the model calls (default 8); reaching it stops the loop
   with ``stopped == "max_rounds"`` and no final text.
 * ``observe=True`` stores the new turns of the conversation (user and assistant
-  text, not the tool plumbing) with :meth:`Brain.observe` after the answer.
+  text, not the tool plumbing) with :meth:`Brain.observe` after the answer, in the
+  scope the tools write to for ``context`` (a context that may not write them is
+  ``InvalidInput`` before the first model call).
 * ``messages`` is not modified; ``result.messages`` is the whole transcript.
 """
 
@@ -28,7 +30,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..agent_tools import observe_scope
 from ..errors import InvalidInput
+from ..tools import Toolbox
 from ..validate import check_int
 
 
@@ -62,7 +66,10 @@ def run_with_memory(brain: Any, client: Any, model: str, messages: Sequence[Mapp
     check_int(max_rounds, "max_rounds", 1, 1000)
     if isinstance(messages, (str, Mapping)) or not isinstance(messages, Sequence):
         raise InvalidInput("messages must be a list of chat messages")
-    tools = brain.tools(context, extra)
+    box = Toolbox(brain, context, extra)
+    tools = box.specs()
+    # the turns go where the tools write for this context (checked before any model call)
+    where = observe_scope(box) if observe else (None, None)
     offered = {t["function"]["name"] for t in tools}
     transcript = [dict(m) for m in messages]
     start = len(transcript)
@@ -96,5 +103,5 @@ def run_with_memory(brain: Any, client: Any, model: str, messages: Sequence[Mapp
             if m.get("role") == "assistant" and isinstance(m.get("content"), str) and m["content"].strip()]
         turns = [{"role": m["role"], "content": m["content"]} for m in said]
         if turns:
-            result.observed = brain.observe(turns, episode=episode)
+            result.observed = brain.observe(turns, episode=episode, scope=where[0], scope_id=where[1])
     return result
