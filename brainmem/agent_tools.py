@@ -78,12 +78,15 @@ def _context_schema(ctx: ToolContext | None) -> JSON:
 
 @_tool("memory_context",
        "Get a prompt-ready block of memory: pinned core facts, then the memories most relevant "
-       "to the query, each line with its id and date, within a token budget.",
+       "to the query, each line with its id and date, within a token budget ('text'; 'items' "
+       "gives each line's id, section, date, score and tokens).",
        _context_schema, extra=True)
 def _memory_context(box: Toolbox, args: dict[str, Any]) -> JSON:
     where = box.read_scopes(args.get("scope"), args.get("scope_id"))
     block = box.brain.context(args.get("query"), budget=args.get("budget", 1000), **where)
-    return {"text": block.text, "items": block.items, "tokens": block.tokens,
+    # each memory's content once, in the text: the items say which lines are which
+    items = [{k: v for k, v in item.items() if k != "content"} for item in block.items]
+    return {"text": block.text, "items": items, "tokens": block.tokens,
             "budget": block.budget, "tokenizer": block.tokenizer, "omitted": block.omitted,
             "retrieval_id": block.retrieval_id}
 
