@@ -146,6 +146,21 @@ def test_a_value_json_cannot_keep_is_refused_before_the_batch_runs(tmp_path: Pat
     assert brain.stats()["live"] == 0
 
 
+def test_a_value_too_big_to_search_is_refused_before_the_batch_runs(tmp_path: Path) -> None:
+    # the searchable text over Policy.max_content_bytes was refused by Brain.put as the op
+    # ran ("content is ... bytes"), after the batch's earlier puts were written
+    from langgraph.store.base import PutOp
+
+    brain = Brain(str(tmp_path / "b.db"))
+    store = BrainStore(brain)
+    big = {"text": "word " * 20_000}
+    with pytest.raises(InvalidInput, match="searchable text of the value"):
+        store.batch([PutOp(("ok",), "first", {"v": 1}), PutOp(("ok",), "big", big)])
+    assert brain.stats()["live"] == 0
+    store.put(("ok",), "big", {**big, "title": "notes"}, index=["title"])  # a short index field fits
+    assert store.get(("ok",), "big").value["text"] == big["text"]
+
+
 def test_async_variants(tmp_path: Path) -> None:
     store = BrainStore(Brain(str(tmp_path / "b.db")))
 

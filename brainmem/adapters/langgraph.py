@@ -19,7 +19,8 @@ Mapping (decisions):
   back as given (string keys, lists, finite numbers; else ``InvalidInput``, checked
   with the batch's other ops before any runs); the searchable content is
   the text of the fields named by ``index`` (per put, or the store's ``index``
-  fields), else the value as JSON. ``index=False`` stores the key as content.
+  fields), else the value as JSON (a text over ``Policy.max_content_bytes`` is
+  ``InvalidInput``, before the batch runs). ``index=False`` stores the key as content.
 * ``search(prefix, query=...)`` is a brain search confined to the key prefix
   (BM25 + the brain's ranking; ``score`` is the brain's score); without a query,
   items newest first. ``filter`` supports exact values and ``$eq``/``$ne``/
@@ -52,7 +53,7 @@ from langgraph.store.base import (
 
 from ..errors import InvalidInput, NotFound
 from ..model import Trace
-from ..validate import check_metadata
+from ..validate import check_content, check_metadata
 
 PREFIX = "lg:"
 #: Most candidates one filtered or paged search looks at.
@@ -139,6 +140,14 @@ class BrainStore(BaseStore):
                 return text
         return json.dumps(value, ensure_ascii=False, sort_keys=True)
 
+    def _check_text(self, text: str) -> None:
+        """The searchable text of a put is a trace's content (e.g. within Policy.max_content_bytes)."""
+        try:
+            check_content(text, self.brain.policy.max_content_bytes)
+        except InvalidInput as exc:
+            raise InvalidInput(f"the searchable text of the value (its index= fields, else the value "
+                               f"as JSON) does not fit a memory: {exc}") from None
+
     @staticmethod
     def _stored(trace: Trace) -> dict[str, Any] | None:
         data = trace.metadata.get("langgraph")
@@ -172,6 +181,7 @@ class BrainStore(BaseStore):
                 if isinstance(op, PutOp):
                     if op.value is not None:
                         _check_value(op.value)
+                        self._check_text(self._content(op.key, op.value, op.index))
                     item = (tuple(op.namespace), op.key)
                     holder = claims[brain_key] if brain_key in claims else self._holder(brain_key)
                     if op.value is not None and holder not in (None, item):
