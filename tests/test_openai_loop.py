@@ -101,3 +101,23 @@ def test_observed_turns_go_to_the_tool_contexts_scope(tmp_path: Path) -> None:
             run_with_memory(brain, client, "stub", [{"role": "user", "content": "I like sencha"}],
                             context={"user_id": "bo", "allowed_types": ["semantic"]}, observe=True)
     assert brain.stats()["live"] == 2
+
+
+@pytest.mark.parametrize("messages", [["hi"], [None], [{"role": "user", "content": "hi"}, 42]])
+def test_a_message_that_is_not_an_object_is_invalid_input(tmp_path: Path, messages: list[Any]) -> None:
+    # dict("hi") raised a bare ValueError ("dictionary update sequence element..."), dict(None)
+    # a TypeError; the model was never asked either way
+    asked: list[dict[str, Any]] = []
+    brain = Brain(str(tmp_path / "b.db"))
+    import openai
+
+    with stub_server(lambda body: asked.append(body) or {"role": "assistant", "content": "ok"}) as url:
+        client = openai.OpenAI(base_url=url, api_key="k", max_retries=0)
+        with pytest.raises(InvalidInput, match="message"):
+            run_with_memory(brain, client, "stub", messages)
+        # a message object of the client (a previous answer) is taken as its dict
+        answer = client.chat.completions.create(model="stub", messages=[{"role": "user", "content": "hi"}])
+        result = run_with_memory(brain, client, "stub", [{"role": "user", "content": "hi"},
+                                                         answer.choices[0].message])
+    assert result.content == "ok" and result.messages[1] == {"role": "assistant", "content": "ok"}
+    assert len(asked) == 2 and brain.stats()["live"] == 0

@@ -49,9 +49,11 @@ class LoopResult:
 
 
 def _as_dict(message: Any) -> dict[str, Any]:
-    """An assistant message (the client's pydantic object or a dict) as a plain dict."""
+    """A chat message (a dict, or the client's pydantic object) as a plain dict."""
     if isinstance(message, Mapping):
         return dict(message)
+    if not callable(getattr(message, "model_dump", None)):
+        raise InvalidInput(f"a chat message must be an object (a dict), not {type(message).__name__}")
     data: dict[str, Any] = message.model_dump(exclude_none=True)
     data.setdefault("content", None)
     return data
@@ -71,7 +73,7 @@ def run_with_memory(brain: Any, client: Any, model: str, messages: Sequence[Mapp
     # the turns go where the tools write for this context (checked before any model call)
     where = observe_scope(box) if observe else (None, None)
     offered = {t["function"]["name"] for t in tools}
-    transcript = [dict(m) for m in messages]
+    transcript = [_as_dict(m) for m in messages]
     start = len(transcript)
     result = LoopResult(None, transcript)
     while True:
