@@ -75,6 +75,17 @@ def test_query_search_ranks_by_the_brain(stores: tuple[BrainStore, InMemoryStore
     assert ours.search(("docs",), query="green tea") == []
 
 
+def test_a_query_search_of_no_items_is_empty_as_without_a_query(
+        stores: tuple[BrainStore, InMemoryStore]) -> None:
+    # limit=0 (or offset + limit <= 0) asked the brain for 0 hits: InvalidInput with a query,
+    # [] without one and in LangGraph's own store
+    ours, ref = stores
+    for kwargs in [{"limit": 0}, {"limit": 0, "offset": 2}, {"limit": 1, "offset": -1}]:
+        assert ours.search(("users",), query="drinks", **kwargs) == [], kwargs
+        assert ref.search(("users",), query="drinks", **kwargs) == [], kwargs
+        assert ours.search(("users",), **kwargs) == [], kwargs
+
+
 @pytest.mark.parametrize(("namespace", "key"), [
     (("a.b",), "k"), ((), "k"), (("ok",), ""), (("x" * 300,), "k"), (("ok", ""), "k"),
 ])

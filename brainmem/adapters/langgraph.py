@@ -233,9 +233,12 @@ class BrainStore(BaseStore):
         prefix = tuple(op.namespace_prefix)
         key_prefix = self._prefix(prefix)
         want = op.offset + op.limit
+        if op.limit <= 0:  # an empty page: nothing searched, nothing recalled
+            return []
         scan = want if not op.filter else MAX_SCAN
         if op.query:
-            hits = self.brain.search(op.query, min(scan, MAX_SCAN), scope=self.scope,
+            # at least one hit asked for (a negative offset can make want 0), as without a query
+            hits = self.brain.search(op.query, min(max(scan, 1), MAX_SCAN), scope=self.scope,
                                      scope_id=self.scope_id, key_prefix=key_prefix)
             found = [(h.trace, h.score) for h in hits]
         else:
