@@ -86,6 +86,24 @@ def test_a_query_search_of_no_items_is_empty_as_without_a_query(
         assert ours.search(("users",), **kwargs) == [], kwargs
 
 
+def test_an_unknown_filter_operator_is_refused_not_matched_as_a_value(
+        stores: tuple[BrainStore, InMemoryStore]) -> None:
+    # {"rank": {"$in": [1, 2]}} was compared as the exact value {"$in": [1, 2]}: silently no
+    # item; LangGraph's own store refuses an operator it does not support
+    from langgraph.store.base import PutOp, SearchOp
+
+    ours, ref = stores
+    for filt in [{"rank": {"$in": [1, 2]}}, {"rank": {"$gt": 1, "$foo": 2}}]:
+        with pytest.raises(ValueError):
+            ref.search(("users",), filter=filt)
+        with pytest.raises(InvalidInput, match=r"\$in|\$foo"):
+            ours.search(("users",), filter=filt)
+    with pytest.raises(InvalidInput):  # refused with the batch's other checks: nothing written
+        ours.batch([PutOp(("new",), "k", {"rank": 1}), SearchOp(("users",), {"rank": {"$in": [1]}})])
+    assert ours.get(("new",), "k") is None
+    assert len(ours.search(("users",), filter={"rank": {"$gt": 1, "$lte": 3}})) == 2
+
+
 @pytest.mark.parametrize(("namespace", "key"), [
     (("a.b",), "k"), ((), "k"), (("ok",), ""), (("x" * 300,), "k"), (("ok", ""), "k"),
 ])

@@ -25,7 +25,8 @@ Mapping (decisions):
   (BM25 + the brain's ranking; ``score`` is the brain's score); without a query,
   items newest first. ``filter`` supports exact values and ``$eq``/``$ne``/
   ``$gt``/``$gte``/``$lt``/``$lte`` on top-level value fields, applied to up to
-  ``MAX_SCAN`` candidates.
+  ``MAX_SCAN`` candidates; another ``$`` operator is ``InvalidInput`` (LangGraph's own
+  store refuses it too), not a value to equal.
 * TTLs are not supported (``supports_ttl = False``; LangGraph then refuses ``ttl``).
 * ``abatch`` runs ``batch`` in a worker thread.
 """
@@ -70,11 +71,27 @@ def _time(ts: float) -> datetime:
     return datetime.fromtimestamp(ts, tz=timezone.utc)
 
 
+def _operators(want: Any) -> bool:
+    """Whether a filter's condition is a dict of operators (any key starting with "$", as
+    LangGraph reads it) rather than a value to equal."""
+    return isinstance(want, dict) and any(isinstance(k, str) and k.startswith("$") for k in want)
+
+
+def _check_filter(filter: dict[str, Any] | None) -> None:
+    """Every operator of a search filter is one :data:`_OPS` supports (else InvalidInput)."""
+    if filter is not None and not isinstance(filter, dict):
+        raise InvalidInput(f"a search filter must be a dict, not {type(filter).__name__}")
+    for field, want in (filter or {}).items():
+        unknown = sorted(str(k) for k in want if k not in _OPS) if _operators(want) else []
+        if unknown:
+            raise InvalidInput(f"filter on {field!r}: unsupported operator(s) {', '.join(unknown)}; "
+                               f"supported: {', '.join(_OPS)}")
+
+
 def _matches(value: dict[str, Any], filter: dict[str, Any] | None) -> bool:
     for field, want in (filter or {}).items():
         have = value.get(field)
-        conditions = want.items() if isinstance(want, dict) and want and all(
-            k in _OPS for k in want) else [("$eq", want)]
+        conditions = want.items() if _operators(want) else [("$eq", want)]
         for op, operand in conditions:
             try:
                 if not _OPS[op](have, operand):
@@ -192,6 +209,7 @@ class BrainStore(BaseStore):
                         claims[brain_key] = item if op.value is not None else None
             elif isinstance(op, SearchOp):
                 self._prefix(op.namespace_prefix)
+                _check_filter(op.filter)
             elif not isinstance(op, ListNamespacesOp):
                 raise InvalidInput(f"unknown store operation {type(op).__name__}")
         return [self._run(op) for op in ops]
