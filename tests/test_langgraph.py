@@ -104,6 +104,20 @@ def test_an_unknown_filter_operator_is_refused_not_matched_as_a_value(
     assert len(ours.search(("users",), filter={"rank": {"$gt": 1, "$lte": 3}})) == 2
 
 
+def test_a_nested_filter_matches_as_in_langgraphs_stores(tmp_path: Path) -> None:
+    # {"meta": {"lang": "en"}} was compared to the whole of value["meta"]: an item whose meta
+    # held any other field was silently left out; LangGraph's stores match what it contains
+    ours, ref = BrainStore(Brain(str(tmp_path / "b.db"))), InMemoryStore()
+    for store in (ours, ref):
+        store.put(("docs",), "a", {"meta": {"lang": "en", "pages": 3}, "tags": ["x", "y"]})
+        store.put(("docs",), "b", {"meta": {"lang": "pt", "pages": 9}, "tags": ["x"]})
+    for filt in [{"meta": {"lang": "en"}}, {"meta": {"pages": {"$gt": 5}}}, {"meta": {"lang": "en", "pages": 3}},
+                 {"meta": {"lang": "fr"}}, {"tags": ["x"]}, {"meta": {}}, {"meta": "en"}]:
+        assert _view(ours.search(("docs",), filter=filt)) == _view(ref.search(("docs",), filter=filt)), filt
+    with pytest.raises(InvalidInput, match=r"\$in"):
+        ours.search(("docs",), filter={"meta": {"lang": {"$in": ["en"]}}})
+
+
 @pytest.mark.parametrize(("namespace", "key"), [
     (("a.b",), "k"), ((), "k"), (("ok",), ""), (("x" * 300,), "k"), (("ok", ""), "k"),
 ])

@@ -23,8 +23,9 @@ Mapping (decisions):
   ``InvalidInput``, before the batch runs). ``index=False`` stores the key as content.
 * ``search(prefix, query=...)`` is a brain search confined to the key prefix
   (BM25 + the brain's ranking; ``score`` is the brain's score); without a query,
-  items newest first. ``filter`` supports exact values and ``$eq``/``$ne``/
-  ``$gt``/``$gte``/``$lt``/``$lte`` on top-level value fields, applied to up to
+  items newest first. ``filter`` supports values (a dict matches a field's dict that
+  holds what it names, recursively, as LangGraph's stores do) and ``$eq``/``$ne``/
+  ``$gt``/``$gte``/``$lt``/``$lte`` on value fields, applied to up to
   ``MAX_SCAN`` candidates; another ``$`` operator is ``InvalidInput`` (LangGraph's own
   store refuses it too), not a value to equal.
 * TTLs are not supported (``supports_ttl = False``; LangGraph then refuses ``ttl``).
@@ -78,27 +79,43 @@ def _operators(want: Any) -> bool:
 
 
 def _check_filter(filter: dict[str, Any] | None) -> None:
-    """Every operator of a search filter is one :data:`_OPS` supports (else InvalidInput)."""
+    """Every operator of a search filter, at any depth, is one :data:`_OPS` supports
+    (else InvalidInput)."""
     if filter is not None and not isinstance(filter, dict):
         raise InvalidInput(f"a search filter must be a dict, not {type(filter).__name__}")
+
+    def check(field: str, want: Any) -> None:
+        if _operators(want):
+            unknown = sorted(str(k) for k in want if k not in _OPS)
+            if unknown:
+                raise InvalidInput(f"filter on {field!r}: unsupported operator(s) {', '.join(unknown)}; "
+                                   f"supported: {', '.join(_OPS)}")
+        elif isinstance(want, dict):
+            for name, inner in want.items():
+                check(f"{field}.{name}", inner)
+
     for field, want in (filter or {}).items():
-        unknown = sorted(str(k) for k in want if k not in _OPS) if _operators(want) else []
-        if unknown:
-            raise InvalidInput(f"filter on {field!r}: unsupported operator(s) {', '.join(unknown)}; "
-                               f"supported: {', '.join(_OPS)}")
+        check(str(field), want)
 
 
-def _matches(value: dict[str, Any], filter: dict[str, Any] | None) -> bool:
-    for field, want in (filter or {}).items():
-        have = value.get(field)
-        conditions = want.items() if _operators(want) else [("$eq", want)]
-        for op, operand in conditions:
+def _compare(have: Any, want: Any) -> bool:
+    """Whether a value field matches a filter's condition, as LangGraph's stores read it:
+    operators, a dict that the field's dict contains (recursively), else equality."""
+    if _operators(want):
+        for op, operand in want.items():
             try:
                 if not _OPS[op](have, operand):
                     return False
             except TypeError:  # e.g. None > 3: not a match
                 return False
-    return True
+        return True
+    if isinstance(want, dict):
+        return isinstance(have, dict) and all(_compare(have.get(k), v) for k, v in want.items())
+    return bool(have == want)
+
+
+def _matches(value: dict[str, Any], filter: dict[str, Any] | None) -> bool:
+    return all(_compare(value.get(field), want) for field, want in (filter or {}).items())
 
 
 def _check_value(value: Any) -> None:
