@@ -46,6 +46,8 @@ def test_loop_dispatches_tool_calls(tmp_path: Path) -> None:
     assert [c["name"] for c in result.calls] == ["memory_add", "memory_search", "memory_search", "shell_exec"]
     assert result.calls[2]["result"]["error"]["type"] == "InvalidInput"
     assert "unknown tool" in result.calls[3]["result"]["error"]["message"]
+    # the model is told which tools it has, so it can correct the call
+    assert "available: memory_add, memory_update" in result.calls[3]["result"]["error"]["message"]
     assert [m["role"] for m in result.messages] == ["user", "assistant", "tool", "assistant", "tool",
                                                     "tool", "tool", "assistant"]
     assert brain.search("green tea", type="semantic")[0].trace.content == "The user likes green tea"

@@ -1,5 +1,5 @@
 """A ready OpenAI function-calling loop: the model gets ``brain.tools()``, its tool
-calls are run with ``brain.call_tool`` and sent back, until it answers in text.
+calls are run by the same tools (``Brain.call_tool``) and sent back, until it answers in text.
 
     from openai import OpenAI
     from brainmem.adapters.openai_loop import run_with_memory
@@ -13,7 +13,8 @@ Works with any OpenAI-compatible endpoint (``OpenAI(base_url=...)``). Decisions:
 * Tool results go back as ``{"role": "tool", "tool_call_id", "content": JSON}``;
   a bad call comes back as the tools' error dict, so the model can correct itself.
 * Calls to a tool this loop did not offer are answered with an ``InvalidInput``
-  error dict, not run (``extra`` decides what is offered and accepted).
+  error dict naming the tools it has, not run (``extra`` decides what is offered
+  and accepted).
 * ``max_rounds`` bounds the model calls (default 8); reaching it stops the loop
   with ``stopped == "max_rounds"`` and no final text.
 * ``observe=True`` stores the new turns of the conversation (user and assistant
@@ -72,7 +73,6 @@ def run_with_memory(brain: Any, client: Any, model: str, messages: Sequence[Mapp
     tools = box.specs()
     # the turns go where the tools write for this context (checked before any model call)
     where = observe_scope(box) if observe else (None, None)
-    offered = {t["function"]["name"] for t in tools}
     transcript = [_as_dict(m) for m in messages]
     start = len(transcript)
     result = LoopResult(None, transcript)
@@ -92,10 +92,8 @@ def run_with_memory(brain: Any, client: Any, model: str, messages: Sequence[Mapp
         for call in calls:
             function = call["function"]
             name, arguments = function["name"], function.get("arguments") or "{}"
-            if name in offered:
-                output = brain.call_tool(name, arguments, context=context, extra=extra)
-            else:
-                output = {"error": {"type": "InvalidInput", "message": f"unknown tool {name!r}"}}
+            # a tool this loop did not offer is refused there, naming the tools it has
+            output = box.call(name, arguments)
             result.calls.append({"name": name, "arguments": arguments, "result": output})
             transcript.append({"role": "tool", "tool_call_id": call["id"],
                                "content": json.dumps(output, ensure_ascii=False)})
