@@ -118,6 +118,27 @@ def test_a_nested_filter_matches_as_in_langgraphs_stores(tmp_path: Path) -> None
         ours.search(("docs",), filter={"meta": {"lang": {"$in": ["en"]}}})
 
 
+def test_paging_and_filters_reach_past_the_scan_limit(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # without a query, only the newest MAX_SCAN (1,000) items were looked at: offset=1000 was
+    # an empty page and a filter matching only older items found nothing, silently
+    from langgraph.store.base import PutOp
+
+    import brainmem.adapters.langgraph as adapter
+
+    monkeypatch.setattr(adapter, "MAX_SCAN", 200)  # one page: the same limit, 5x fewer puts
+    ours, ref = BrainStore(Brain(str(tmp_path / "b.db"))), InMemoryStore()
+    for store in (ours, ref):
+        store.batch([PutOp(("d",), f"k{i}", {"n": i}) for i in range(210)])
+    def keys(**kwargs: Any) -> list[str]:
+        return [i.key for i in ours.search(("d",), **kwargs)]
+
+    assert keys(offset=205, limit=10) == ["k4", "k3", "k2", "k1", "k0"]  # newest first
+    assert keys(offset=195, limit=10) == [f"k{i}" for i in range(14, 4, -1)]
+    assert keys(filter={"n": {"$lt": 3}}) == ["k2", "k1", "k0"]
+    assert _view(ours.search(("d",), filter={"n": {"$lt": 3}})) == _view(ref.search(("d",), filter={"n": {"$lt": 3}}))
+    assert keys(filter={"n": {"$lt": 3}}, offset=1) == ["k1", "k0"]
+
+
 @pytest.mark.parametrize(("namespace", "key"), [
     (("a.b",), "k"), ((), "k"), (("ok",), ""), (("x" * 300,), "k"), (("ok", ""), "k"),
 ])

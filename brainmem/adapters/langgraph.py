@@ -25,9 +25,10 @@ Mapping (decisions):
   (BM25 + the brain's ranking; ``score`` is the brain's score); without a query,
   items newest first. ``filter`` supports values (a dict matches a field's dict that
   holds what it names, recursively, as LangGraph's stores do) and ``$eq``/``$ne``/
-  ``$gt``/``$gte``/``$lt``/``$lte`` on value fields, applied to up to
-  ``MAX_SCAN`` candidates; another ``$`` operator is ``InvalidInput`` (LangGraph's own
-  store refuses it too), not a value to equal.
+  ``$gt``/``$gte``/``$lt``/``$lte`` on value fields, applied to every item of the
+  prefix (without a query) or to the best ``MAX_SCAN`` hits (with one); another ``$``
+  operator is ``InvalidInput`` (LangGraph's own store refuses it too), not a value to
+  equal. Without a query, ``offset`` reaches every item.
 * TTLs are not supported (``supports_ttl = False``; LangGraph then refuses ``ttl``).
 * ``abatch`` runs ``batch`` in a worker thread.
 """
@@ -58,8 +59,10 @@ from ..model import Trace
 from ..validate import check_content, check_metadata
 
 PREFIX = "lg:"
-#: Most candidates one filtered or paged search looks at.
+#: Most hits a search with a query ranks (the brain's search limit), filtered or not.
 MAX_SCAN = 1000
+#: Items read per page by a search without a query and by list_namespaces.
+PAGE = 200
 _OPS = {"$eq": lambda a, b: a == b, "$ne": lambda a, b: a != b, "$gt": lambda a, b: a > b,
         "$gte": lambda a, b: a >= b, "$lt": lambda a, b: a < b, "$lte": lambda a, b: a <= b}
 
@@ -270,29 +273,31 @@ class BrainStore(BaseStore):
         want = op.offset + op.limit
         if op.limit <= 0:  # an empty page: nothing searched, nothing recalled
             return []
-        scan = want if not op.filter else MAX_SCAN
-        if op.query:
-            # at least one hit asked for (a negative offset can make want 0), as without a query
-            hits = self.brain.search(op.query, min(max(scan, 1), MAX_SCAN), scope=self.scope,
-                                     scope_id=self.scope_id, key_prefix=key_prefix)
-            found = [(h.trace, h.score) for h in hits]
-        else:
-            found = []
-            offset = 0
-            while len(found) < min(scan, MAX_SCAN):
-                page = self.brain.list(scope=self.scope, scope_id=self.scope_id, key_prefix=key_prefix,
-                                       limit=200, offset=offset)
-                found += [(t, None) for t in self.brain.read([i.id for i in page.items]).traces]
-                if not page.truncated:
-                    break
-                offset += 200
-        out = []
-        for trace, score in found:
+        out: list[SearchItem] = []
+
+        def take(trace: Trace, score: float | None) -> None:
             data = self._stored(trace)
             if data is None or tuple(data["namespace"])[: len(prefix)] != prefix:
-                continue
+                return  # another item's brain key (a key with a "."), not under this prefix
             if _matches(data["value"], op.filter):
                 out.append(self._item(trace, SearchItem, score=score))
+
+        if op.query:
+            scan = want if not op.filter else MAX_SCAN
+            # at least one hit asked for (a negative offset can make want 0), as without a query
+            for hit in self.brain.search(op.query, min(max(scan, 1), MAX_SCAN), scope=self.scope,
+                                         scope_id=self.scope_id, key_prefix=key_prefix):
+                take(hit.trace, hit.score)
+        else:  # newest first, page by page until the page asked for is full: every item is reachable
+            offset = 0
+            while len(out) < want:
+                page = self.brain.list(scope=self.scope, scope_id=self.scope_id, key_prefix=key_prefix,
+                                       limit=PAGE, offset=offset)
+                for trace in self.brain.read([i.id for i in page.items]).traces:
+                    take(trace, None)
+                if not page.truncated:
+                    break
+                offset += PAGE
         return out[op.offset: want]
 
     def _namespaces(self, op: ListNamespacesOp) -> list[tuple[str, ...]]:
@@ -300,14 +305,14 @@ class BrainStore(BaseStore):
         offset = 0
         while True:
             page = self.brain.list(scope=self.scope, scope_id=self.scope_id, key_prefix=PREFIX,
-                                   limit=200, offset=offset)
+                                   limit=PAGE, offset=offset)
             for trace in self.brain.read([i.id for i in page.items]).traces:
                 data = self._stored(trace)
                 if data is not None:
                     names.add(tuple(data["namespace"]))
             if not page.truncated:
                 break
-            offset += 200
+            offset += PAGE
 
         def fits(ns: tuple[str, ...]) -> bool:
             for cond in op.match_conditions or ():
