@@ -139,6 +139,23 @@ def test_paging_and_filters_reach_past_the_scan_limit(tmp_path: Path, monkeypatc
     assert keys(filter={"n": {"$lt": 3}}, offset=1) == ["k1", "k0"]
 
 
+def test_the_store_takes_langgraphs_index_config(tmp_path: Path) -> None:
+    # BrainStore(brain, index={"fields": [...]}), LangGraph's IndexConfig as InMemoryStore takes
+    # it, was read as the field names "dims", "embed", "fields": the fields did nothing
+    brain = Brain(str(tmp_path / "b.db"))
+    store = BrainStore(brain, index={"dims": 3, "embed": lambda texts: [[0.0] * 3 for _ in texts],
+                                     "fields": ["title"]})
+    store.put(("docs",), "a", {"title": "Green tea notes", "body": "coffee " * 5})
+    assert brain.get_key("lg:docs.a", scope="user", scope_id="langgraph").content == "Green tea notes"
+    assert [i.key for i in store.search(("docs",), query="tea")] == ["a"]
+    assert store.search(("docs",), query="coffee") == []
+    whole = BrainStore(brain, scope_id="whole", index={"dims": 3, "embed": lambda texts: []})  # fields: "$"
+    whole.put(("docs",), "a", {"title": "Green tea notes", "body": "coffee"})
+    assert [i.key for i in whole.search(("docs",), query="coffee")] == ["a"]
+    with pytest.raises(InvalidInput, match="index"):
+        BrainStore(brain, index="title")
+
+
 @pytest.mark.parametrize(("namespace", "key"), [
     (("a.b",), "k"), ((), "k"), (("ok",), ""), (("x" * 300,), "k"), (("ok", ""), "k"),
 ])

@@ -18,8 +18,9 @@ Mapping (decisions):
 * The value is kept whole in ``metadata["langgraph"]``, so it must be JSON that comes
   back as given (string keys, lists, finite numbers; else ``InvalidInput``, checked
   with the batch's other ops before any runs); the searchable content is
-  the text of the fields named by ``index`` (per put, or the store's ``index``
-  fields), else the value as JSON (a text over ``Policy.max_content_bytes`` is
+  the text of the fields named by ``index`` (per put, or the store's ``index``:
+  field names or LangGraph's ``IndexConfig``, whose ``fields`` it reads), else the
+  value as JSON (a text over ``Policy.max_content_bytes`` is
   ``InvalidInput``, before the batch runs). ``index=False`` stores the key as content.
 * ``search(prefix, query=...)`` is a brain search confined to the key prefix
   (BM25 + the brain's ranking; ``score`` is the brain's score); without a query,
@@ -132,17 +133,31 @@ def _check_value(value: Any) -> None:
                            f"{exc}") from None
 
 
+def _index_fields(index: Any) -> list[str] | None:
+    """The store's ``index``: field names, or LangGraph's ``IndexConfig`` (its ``fields``,
+    default ``["$"]``: the whole value; the brain embeds with its own embedder)."""
+    if isinstance(index, Mapping):
+        index = index.get("fields")
+    if index is None:
+        return None
+    if isinstance(index, str) or not isinstance(index, list | tuple) or not all(
+            isinstance(f, str) for f in index):
+        raise InvalidInput("index must be a list of value field names or LangGraph's IndexConfig "
+                           f"(a dict with 'fields'), not {index!r}")
+    return list(index) or None
+
+
 class BrainStore(BaseStore):
     """A LangGraph store whose items are brain traces (see the module docstring)."""
 
     supports_ttl = False
 
     def __init__(self, brain: Any, *, scope: str = "user", scope_id: str = "langgraph",
-                 index: list[str] | None = None) -> None:
+                 index: list[str] | Mapping[str, Any] | None = None) -> None:
         self.brain = brain
         self.scope = scope
         self.scope_id = scope_id
-        self.index_fields = list(index) if index else None
+        self.index_fields = _index_fields(index)
 
     # --- mapping ------------------------------------------------------------------
 
