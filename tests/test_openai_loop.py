@@ -123,3 +123,23 @@ def test_a_message_that_is_not_an_object_is_invalid_input(tmp_path: Path, messag
                                                          answer.choices[0].message])
     assert result.content == "ok" and result.messages[1] == {"role": "assistant", "content": "ok"}
     assert len(asked) == 2 and brain.stats()["live"] == 0
+
+
+def test_a_tool_call_without_a_name_is_answered_not_a_crash(tmp_path: Path) -> None:
+    # a sloppy model's call with "name": null (dropped by the client's model_dump) ended the
+    # loop with a KeyError; it is answered like any unknown tool and the loop goes on
+    def respond(body: dict[str, Any]) -> dict[str, Any]:
+        if any(m["role"] == "tool" for m in body["messages"]):
+            return {"role": "assistant", "content": "sorry"}
+        return {"role": "assistant", "content": None, "tool_calls": [
+            {"id": "c1", "type": "function", "function": {"name": None, "arguments": "{}"}}]}
+
+    import openai
+
+    brain = Brain(str(tmp_path / "b.db"))
+    with stub_server(respond) as url:
+        client = openai.OpenAI(base_url=url, api_key="k", max_retries=0)
+        result = run_with_memory(brain, client, "stub", [{"role": "user", "content": "hi"}])
+    assert result.content == "sorry" and result.calls[0]["name"] is None
+    assert "unknown tool" in result.calls[0]["result"]["error"]["message"]
+    assert brain.stats()["live"] == 0

@@ -90,12 +90,13 @@ def run_with_memory(brain: Any, client: Any, model: str, messages: Sequence[Mapp
             result.content = message.get("content")
             break
         for call in calls:
-            function = call["function"]
-            name, arguments = function["name"], function.get("arguments") or "{}"
+            # a sloppy model's call may lack a name (null, dropped by model_dump) or arguments
+            function = call.get("function") or {}
+            name, arguments = function.get("name"), function.get("arguments") or "{}"
             # a tool this loop did not offer is refused there, naming the tools it has
             output = box.call(name, arguments)
             result.calls.append({"name": name, "arguments": arguments, "result": output})
-            transcript.append({"role": "tool", "tool_call_id": call["id"],
+            transcript.append({"role": "tool", "tool_call_id": call.get("id"),
                                "content": json.dumps(output, ensure_ascii=False)})
     if observe:
         said = [m for m in transcript[:start] if m.get("role") == "user"][-1:] + [
