@@ -42,16 +42,24 @@ def _observe_offered(box: Toolbox) -> bool:
     return needed <= set(box.context.writable_types())
 
 
+def observe_scope(box: Toolbox, scope: str | None = None,
+                  scope_id: str | None = None) -> tuple[str | None, str | None]:
+    """The (scope, scope_id) an observe for ``box`` writes to; InvalidInput when its context
+    may not write what observe stores (episodic turns; semantic facts when there is an LLM)."""
+    scope, scope_id = box.write_scope(scope, scope_id)
+    if box.context is not None:
+        box.context.check_write("episodic", scope or "user")
+        if box.brain.llm is not None:
+            box.context.check_write("semantic", scope or "user")
+    return scope, scope_id
+
+
 @_tool("memory_observe",
        "Store a conversation: each user/assistant/tool turn becomes a memory of its episode; "
        "with an LLM configured, durable facts and preferences are extracted too.",
        _observe_schema, extra=True, offered=_observe_offered)
 def _memory_observe(box: Toolbox, args: dict[str, Any]) -> JSON:
-    scope, scope_id = box.write_scope(args.get("scope"), args.get("scope_id"))
-    if box.context is not None:
-        box.context.check_write("episodic", scope or "user")
-        if box.brain.llm is not None:
-            box.context.check_write("semantic", scope or "user")
+    scope, scope_id = observe_scope(box, args.get("scope"), args.get("scope_id"))
     report = box.brain.observe(args["messages"], episode=args.get("episode"), scope=scope,
                                scope_id=scope_id)
     return {"episode": report.episode, "stored": report.stored, "duplicates": report.duplicates,
@@ -70,12 +78,15 @@ def _context_schema(ctx: ToolContext | None) -> JSON:
 
 @_tool("memory_context",
        "Get a prompt-ready block of memory: pinned core facts, then the memories most relevant "
-       "to the query, each line with its id and date, within a token budget.",
+       "to the query, each line with its id and date, within a token budget ('text'; 'items' "
+       "gives each line's id, section, date, score and tokens).",
        _context_schema, extra=True)
 def _memory_context(box: Toolbox, args: dict[str, Any]) -> JSON:
     where = box.read_scopes(args.get("scope"), args.get("scope_id"))
     block = box.brain.context(args.get("query"), budget=args.get("budget", 1000), **where)
-    return {"text": block.text, "items": block.items, "tokens": block.tokens,
+    # each memory's content once, in the text: the items say which lines are which
+    items = [{k: v for k, v in item.items() if k != "content"} for item in block.items]
+    return {"text": block.text, "items": items, "tokens": block.tokens,
             "budget": block.budget, "tokenizer": block.tokenizer, "omitted": block.omitted,
             "retrieval_id": block.retrieval_id}
 

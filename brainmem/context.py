@@ -10,9 +10,11 @@ feedback on it, and its date)::
 
 * Core facts are the pinned traces current now (newest first): what the agent
   should always see, like a core-memory block. Relevant memories are the hits of
-  ``search(query)`` not already shown. The memories the block holds, and only
-  they, count as recalled: reinforced and recorded as one retrieval
-  (``retrieval_id`` takes feedback on them); hits left out for the budget are not. Superseded facts are left out, as in search.
+  ``search(query)`` not already shown. The hits the block holds (in either
+  section), and only they, count as recalled: reinforced and recorded as one
+  retrieval (``retrieval_id`` takes feedback on them); hits left out for the budget
+  are not, nor are pinned facts that are not hits (shown, not recalled). Superseded
+  facts are left out, as in search.
 * The budget is in tokens, lines are added whole in order while they fit (a line
   that does not fit is left out and counted in ``omitted``; a later, shorter one
   may still fit). Section headers count too.

@@ -13,7 +13,9 @@ Decisions:
   which and why. ``content`` may be a list of parts: the text parts are joined.
 * Re-observing adds nothing twice: a turn whose text is already stored in the
   scope is the existing trace (the engine's dedup), and when no turn is new,
-  extraction does not run again.
+  extraction does not run again -- unless it failed on some of them: the turns of
+  a failed extraction carry ``metadata["extraction_failed"]``, and observing them
+  again retries it (the mark is removed once it succeeds).
 * The default episode is ``obs_`` + a hash of the first stored turn, so the same
   conversation observed twice lands in the same episode.
 * Turns are validated all at once and written in one transaction before any LLM
@@ -52,6 +54,8 @@ MAX_MESSAGES = 1000
 KNOWN_FACTS = 20
 #: Longest conversation text sent to the extractor, in characters (the latest turns win).
 MAX_PROMPT_CHARS = 24_000
+#: Metadata key on the turns an extraction failed on: observing them again retries it.
+FAILED_MARK = "extraction_failed"
 
 EXTRACT_PROMPT = (
     "You maintain an AI agent's long-term memory. From the conversation below, extract the "
@@ -182,6 +186,16 @@ def observe(brain: Brain, messages: Any, *, episode: str | None = None, at: Time
     return report
 
 
+def _mark_failed(brain: Brain, traces: list[Trace], failed: bool) -> None:
+    """Set (or clear) :data:`FAILED_MARK` on turns; best effort (a turn deleted meanwhile)."""
+    for trace in traces:
+        metadata = {k: v for k, v in trace.metadata.items() if k != FAILED_MARK}
+        try:
+            brain.update(trace.id, metadata={**metadata, FAILED_MARK: True} if failed else metadata)
+        except BrainmemError:
+            pass
+
+
 def _extract(brain: Brain, turns: list[_Turn], stored: list[Trace], report: ObserveReport,
              at: float, wanted: bool) -> dict[str, Any]:
     model = llm_mod.describe(brain.llm)
@@ -189,7 +203,9 @@ def _extract(brain: Brain, turns: list[_Turn], stored: list[Trace], report: Obse
         return {"ran": False, "ok": None, "reason": "extraction not asked for", "model": model}
     if brain.llm is None:
         return {"ran": False, "ok": None, "reason": "no LLM configured", "model": None}
-    if not report.stored:
+    new = set(report.stored)
+    retried = [t for t in stored if t.id not in new and t.metadata.get(FAILED_MARK)]
+    if not new and not retried:
         return {"ran": False, "ok": None, "reason": "no new turns", "model": model}
     first = stored[0]
     known = _known_facts(brain, turns, first)
@@ -199,7 +215,10 @@ def _extract(brain: Brain, turns: list[_Turn], stored: list[Trace], report: Obse
         facts = _parse_reply(reply, len(turns), {t.id for t in known})
         _write_facts(brain, facts, turns, stored, known, at, report)
     except BrainmemError as exc:  # LLMError, an unusable reply, a fact the brain refused
+        # observing these turns again retries (a duplicate turn alone would not)
+        _mark_failed(brain, [t for t in stored if t.id in new], True)
         return {"ran": True, "ok": False, "error": str(exc), "model": model}
+    _mark_failed(brain, retried, False)
     return {"ran": True, "ok": True, "model": model}
 
 

@@ -3,6 +3,7 @@ also confined by a ToolContext."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 from conftest import T0, FakeClock
@@ -59,3 +60,18 @@ def test_observe_is_not_offered_to_a_context_that_may_not_write_what_it_stores(t
     both = {"user_id": "u", "allowed_types": ["episodic", "semantic"]}
     assert "memory_observe" in [s["function"]["name"] for s in extracting.tools(context=both, extra="all")]
     assert brain.list(limit=10).items == []  # nothing was written
+
+
+def test_memory_context_sends_each_memory_once(tmp_path: Path) -> None:
+    # every memory's content came twice, in "text" and again in "items": a model asking for
+    # a block within budget=B got about 2B tokens of memory text
+    brain = Brain(str(tmp_path / "b.db"), clock=FakeClock())
+    said = [brain.add(f"The user's {what} is kept in the blue folder {n}", type="semantic").id
+            for n, what in enumerate(["passport", "visa", "ticket"])]
+    brain.pin(said[0])
+    block = brain.call_tool("memory_context", {"query": "folder", "budget": 200}, extra="all")
+    ids = [i["id"] for i in block["items"]]
+    assert ids[0] == said[0] and sorted(ids) == sorted(said) and all("content" not in i for i in block["items"])
+    as_sent = json.dumps(block, ensure_ascii=False)
+    assert all(as_sent.count(f"{what} is kept") == 1 for what in ("passport", "visa", "ticket"))
+    assert brain.context("folder", budget=200).items[0]["content"]  # the Python API keeps it

@@ -111,3 +111,15 @@ def test_only_what_the_block_holds_counts_as_recalled(tmp_path: Path, clock: Fak
     assert brain.context("trip plan", budget=1).retrieval_id is None  # nothing shown, nothing recalled
     assert sorted(brain.get(i).access_count for i in ids) == [0, 0, 0, 0, 0, 1]
     brain.close()
+
+
+def test_pinned_facts_that_are_not_hits_are_shown_not_recalled(brain: Brain) -> None:
+    # the README said every line's id takes feedback on block.retrieval_id: a pinned
+    # fact that is not a hit of the query is shown but was never part of the retrieval
+    block = brain.context("flight to Tokyo", budget=500)
+    core = next(i["id"] for i in block.items if i["section"] == "core")
+    hit = next(i["id"] for i in block.items if i["section"] == "relevant")
+    assert block.retrieval_id is not None and brain.get(core).access_count == 0
+    with pytest.raises(InvalidInput, match="was not returned"):
+        brain.feedback(block.retrieval_id, used=[core])
+    assert brain.feedback(block.retrieval_id, used=[hit]) == 1

@@ -75,6 +75,87 @@ def test_query_search_ranks_by_the_brain(stores: tuple[BrainStore, InMemoryStore
     assert ours.search(("docs",), query="green tea") == []
 
 
+def test_a_query_search_of_no_items_is_empty_as_without_a_query(
+        stores: tuple[BrainStore, InMemoryStore]) -> None:
+    # limit=0 (or offset + limit <= 0) asked the brain for 0 hits: InvalidInput with a query,
+    # [] without one and in LangGraph's own store
+    ours, ref = stores
+    for kwargs in [{"limit": 0}, {"limit": 0, "offset": 2}, {"limit": 1, "offset": -1}]:
+        assert ours.search(("users",), query="drinks", **kwargs) == [], kwargs
+        assert ref.search(("users",), query="drinks", **kwargs) == [], kwargs
+        assert ours.search(("users",), **kwargs) == [], kwargs
+
+
+def test_an_unknown_filter_operator_is_refused_not_matched_as_a_value(
+        stores: tuple[BrainStore, InMemoryStore]) -> None:
+    # {"rank": {"$in": [1, 2]}} was compared as the exact value {"$in": [1, 2]}: silently no
+    # item; LangGraph's own store refuses an operator it does not support
+    from langgraph.store.base import PutOp, SearchOp
+
+    ours, ref = stores
+    for filt in [{"rank": {"$in": [1, 2]}}, {"rank": {"$gt": 1, "$foo": 2}}]:
+        with pytest.raises(ValueError):
+            ref.search(("users",), filter=filt)
+        with pytest.raises(InvalidInput, match=r"\$in|\$foo"):
+            ours.search(("users",), filter=filt)
+    with pytest.raises(InvalidInput):  # refused with the batch's other checks: nothing written
+        ours.batch([PutOp(("new",), "k", {"rank": 1}), SearchOp(("users",), {"rank": {"$in": [1]}})])
+    assert ours.get(("new",), "k") is None
+    assert len(ours.search(("users",), filter={"rank": {"$gt": 1, "$lte": 3}})) == 2
+
+
+def test_a_nested_filter_matches_as_in_langgraphs_stores(tmp_path: Path) -> None:
+    # {"meta": {"lang": "en"}} was compared to the whole of value["meta"]: an item whose meta
+    # held any other field was silently left out; LangGraph's stores match what it contains
+    ours, ref = BrainStore(Brain(str(tmp_path / "b.db"))), InMemoryStore()
+    for store in (ours, ref):
+        store.put(("docs",), "a", {"meta": {"lang": "en", "pages": 3}, "tags": ["x", "y"]})
+        store.put(("docs",), "b", {"meta": {"lang": "pt", "pages": 9}, "tags": ["x"]})
+    for filt in [{"meta": {"lang": "en"}}, {"meta": {"pages": {"$gt": 5}}}, {"meta": {"lang": "en", "pages": 3}},
+                 {"meta": {"lang": "fr"}}, {"tags": ["x"]}, {"meta": {}}, {"meta": "en"}]:
+        assert _view(ours.search(("docs",), filter=filt)) == _view(ref.search(("docs",), filter=filt)), filt
+    with pytest.raises(InvalidInput, match=r"\$in"):
+        ours.search(("docs",), filter={"meta": {"lang": {"$in": ["en"]}}})
+
+
+def test_paging_and_filters_reach_past_the_scan_limit(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # without a query, only the newest MAX_SCAN (1,000) items were looked at: offset=1000 was
+    # an empty page and a filter matching only older items found nothing, silently
+    from langgraph.store.base import PutOp
+
+    import brainmem.adapters.langgraph as adapter
+
+    monkeypatch.setattr(adapter, "MAX_SCAN", 200)  # one page: the same limit, 5x fewer puts
+    ours, ref = BrainStore(Brain(str(tmp_path / "b.db"))), InMemoryStore()
+    for store in (ours, ref):
+        store.batch([PutOp(("d",), f"k{i}", {"n": i}) for i in range(210)])
+    def keys(**kwargs: Any) -> list[str]:
+        return [i.key for i in ours.search(("d",), **kwargs)]
+
+    assert keys(offset=205, limit=10) == ["k4", "k3", "k2", "k1", "k0"]  # newest first
+    assert keys(offset=195, limit=10) == [f"k{i}" for i in range(14, 4, -1)]
+    assert keys(filter={"n": {"$lt": 3}}) == ["k2", "k1", "k0"]
+    assert _view(ours.search(("d",), filter={"n": {"$lt": 3}})) == _view(ref.search(("d",), filter={"n": {"$lt": 3}}))
+    assert keys(filter={"n": {"$lt": 3}}, offset=1) == ["k1", "k0"]
+
+
+def test_the_store_takes_langgraphs_index_config(tmp_path: Path) -> None:
+    # BrainStore(brain, index={"fields": [...]}), LangGraph's IndexConfig as InMemoryStore takes
+    # it, was read as the field names "dims", "embed", "fields": the fields did nothing
+    brain = Brain(str(tmp_path / "b.db"))
+    store = BrainStore(brain, index={"dims": 3, "embed": lambda texts: [[0.0] * 3 for _ in texts],
+                                     "fields": ["title"]})
+    store.put(("docs",), "a", {"title": "Green tea notes", "body": "coffee " * 5})
+    assert brain.get_key("lg:docs.a", scope="user", scope_id="langgraph").content == "Green tea notes"
+    assert [i.key for i in store.search(("docs",), query="tea")] == ["a"]
+    assert store.search(("docs",), query="coffee") == []
+    whole = BrainStore(brain, scope_id="whole", index={"dims": 3, "embed": lambda texts: []})  # fields: "$"
+    whole.put(("docs",), "a", {"title": "Green tea notes", "body": "coffee"})
+    assert [i.key for i in whole.search(("docs",), query="coffee")] == ["a"]
+    with pytest.raises(InvalidInput, match="index"):
+        BrainStore(brain, index="title")
+
+
 @pytest.mark.parametrize(("namespace", "key"), [
     (("a.b",), "k"), ((), "k"), (("ok",), ""), (("x" * 300,), "k"), (("ok", ""), "k"),
 ])
@@ -128,6 +209,37 @@ def test_batch_is_validated_before_it_runs(tmp_path: Path) -> None:
     assert store.batch([PutOp(("ok",), "k", {"v": 1}), GetOp(("ok",), "k")])[1].value == {"v": 1}
     with pytest.raises(NotImplementedError):
         store.put(("ok",), "t", {"v": 1}, ttl=5)
+
+
+@pytest.mark.parametrize("value", [
+    {"when": __import__("datetime").datetime(2026, 1, 1)}, {1: "a", "b": 2}, {"x": float("nan")},
+    {"s": {1, 2}}, {"t": (1, 2)}, ["not", "a", "dict"],
+])
+def test_a_value_json_cannot_keep_is_refused_before_the_batch_runs(tmp_path: Path, value: Any) -> None:
+    # a datetime, a set, mixed keys: a bare TypeError from json.dumps, after the batch's
+    # earlier puts were written; a tuple came back as a list
+    from langgraph.store.base import PutOp
+
+    brain = Brain(str(tmp_path / "b.db"))
+    store = BrainStore(brain)
+    with pytest.raises(InvalidInput, match="value"):
+        store.batch([PutOp(("ok",), "first", {"v": 1}), PutOp(("ok",), "k", value)])
+    assert brain.stats()["live"] == 0
+
+
+def test_a_value_too_big_to_search_is_refused_before_the_batch_runs(tmp_path: Path) -> None:
+    # the searchable text over Policy.max_content_bytes was refused by Brain.put as the op
+    # ran ("content is ... bytes"), after the batch's earlier puts were written
+    from langgraph.store.base import PutOp
+
+    brain = Brain(str(tmp_path / "b.db"))
+    store = BrainStore(brain)
+    big = {"text": "word " * 20_000}
+    with pytest.raises(InvalidInput, match="searchable text of the value"):
+        store.batch([PutOp(("ok",), "first", {"v": 1}), PutOp(("ok",), "big", big)])
+    assert brain.stats()["live"] == 0
+    store.put(("ok",), "big", {**big, "title": "notes"}, index=["title"])  # a short index field fits
+    assert store.get(("ok",), "big").value["text"] == big["text"]
 
 
 def test_async_variants(tmp_path: Path) -> None:

@@ -109,6 +109,32 @@ def test_failing_llm_keeps_turns_and_reports(tmp_path: Path, failure: Any) -> No
     assert report.episode.startswith("obs_")
 
 
+def test_observing_again_retries_a_failed_extraction_once(tmp_path: Path) -> None:
+    # the turns of a failed extraction were stored, so observing the conversation again
+    # (what `brainmem observe` exiting 1 invites) found "no new turns": its facts were
+    # never extracted
+    asked: list[int] = []
+    state = {"fail": True}
+
+    def respond(body: dict[str, Any]) -> Any:
+        asked.append(1)
+        return 500 if state["fail"] else _extractor(body)
+
+    with stub_server(respond) as url:
+        brain = Brain(str(tmp_path / "b.db"), clock=lambda: T0, llm=LLM(base_url=url, model="m"))
+        failed = brain.observe(CONVERSATION, episode="chat-1")
+        assert failed.extraction["ok"] is False and failed.facts == [] and len(failed.stored) == 4
+        state["fail"] = False
+        calls = len(asked)
+        again = brain.observe(CONVERSATION, episode="chat-1")
+        assert again.stored == [] and again.duplicates == failed.stored
+        assert again.extraction["ok"] is True and len(again.facts) == 2 and len(asked) == calls + 1
+        third = brain.observe(CONVERSATION, episode="chat-1")  # done now: not again
+        assert third.extraction["reason"] == "no new turns" and len(asked) == calls + 1
+    assert all("extraction_failed" not in t.metadata for t in brain.read(failed.stored).traces)
+    assert brain.stats()["live"] == 4 + 2
+
+
 _values = st.one_of(st.none(), st.booleans(), st.integers(), st.text(max_size=20),
                     st.lists(st.dictionaries(st.sampled_from(["type", "text"]),
                                              st.one_of(st.text(max_size=10), st.integers()),

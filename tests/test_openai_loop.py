@@ -46,6 +46,8 @@ def test_loop_dispatches_tool_calls(tmp_path: Path) -> None:
     assert [c["name"] for c in result.calls] == ["memory_add", "memory_search", "memory_search", "shell_exec"]
     assert result.calls[2]["result"]["error"]["type"] == "InvalidInput"
     assert "unknown tool" in result.calls[3]["result"]["error"]["message"]
+    # the model is told which tools it has, so it can correct the call
+    assert "available: memory_add, memory_update" in result.calls[3]["result"]["error"]["message"]
     assert [m["role"] for m in result.messages] == ["user", "assistant", "tool", "assistant", "tool",
                                                     "tool", "tool", "assistant"]
     assert brain.search("green tea", type="semantic")[0].trace.content == "The user likes green tea"
@@ -75,3 +77,69 @@ def test_loop_offers_the_tools_and_stops_at_max_rounds(tmp_path: Path) -> None:
         run_with_memory(brain, client, "stub", "hi")
     with pytest.raises(InvalidInput):
         run_with_memory(brain, client, "stub", [], max_rounds=0)
+
+
+def test_observed_turns_go_to_the_tool_contexts_scope(tmp_path: Path) -> None:
+    # with context=ToolContext(user_id="alice") the turns were stored in the default scope
+    # (user/''): alice's own memory_search never found them, and every other reader did
+    def answer(body: dict[str, Any]) -> dict[str, Any]:
+        return {"role": "assistant", "content": "Noted, you like oolong."}
+
+    import openai
+
+    brain = Brain(str(tmp_path / "b.db"), clock=lambda: T0)
+    alice = {"user_id": "alice"}
+    with stub_server(answer) as url:
+        client = openai.OpenAI(base_url=url, api_key="k", max_retries=0)
+        result = run_with_memory(brain, client, "stub", [{"role": "user", "content": "I like oolong tea"}],
+                                 context=alice, observe=True)
+    assert result.observed is not None and len(result.observed.stored) == 2
+    assert {(t.scope, t.scope_id) for t in brain.read(result.observed.stored).traces} == {("user", "alice")}
+    found = brain.call_tool("memory_search", {"query": "oolong"}, context=alice)["results"]
+    assert {h["id"] for h in found} == set(result.observed.stored)
+    with stub_server(answer) as url:  # a context that may not write episodic turns: nothing is stored
+        client = openai.OpenAI(base_url=url, api_key="k", max_retries=0)
+        with pytest.raises(InvalidInput, match="episodic"):
+            run_with_memory(brain, client, "stub", [{"role": "user", "content": "I like sencha"}],
+                            context={"user_id": "bo", "allowed_types": ["semantic"]}, observe=True)
+    assert brain.stats()["live"] == 2
+
+
+@pytest.mark.parametrize("messages", [["hi"], [None], [{"role": "user", "content": "hi"}, 42]])
+def test_a_message_that_is_not_an_object_is_invalid_input(tmp_path: Path, messages: list[Any]) -> None:
+    # dict("hi") raised a bare ValueError ("dictionary update sequence element..."), dict(None)
+    # a TypeError; the model was never asked either way
+    asked: list[dict[str, Any]] = []
+    brain = Brain(str(tmp_path / "b.db"))
+    import openai
+
+    with stub_server(lambda body: asked.append(body) or {"role": "assistant", "content": "ok"}) as url:
+        client = openai.OpenAI(base_url=url, api_key="k", max_retries=0)
+        with pytest.raises(InvalidInput, match="message"):
+            run_with_memory(brain, client, "stub", messages)
+        # a message object of the client (a previous answer) is taken as its dict
+        answer = client.chat.completions.create(model="stub", messages=[{"role": "user", "content": "hi"}])
+        result = run_with_memory(brain, client, "stub", [{"role": "user", "content": "hi"},
+                                                         answer.choices[0].message])
+    assert result.content == "ok" and result.messages[1] == {"role": "assistant", "content": "ok"}
+    assert len(asked) == 2 and brain.stats()["live"] == 0
+
+
+def test_a_tool_call_without_a_name_is_answered_not_a_crash(tmp_path: Path) -> None:
+    # a sloppy model's call with "name": null (dropped by the client's model_dump) ended the
+    # loop with a KeyError; it is answered like any unknown tool and the loop goes on
+    def respond(body: dict[str, Any]) -> dict[str, Any]:
+        if any(m["role"] == "tool" for m in body["messages"]):
+            return {"role": "assistant", "content": "sorry"}
+        return {"role": "assistant", "content": None, "tool_calls": [
+            {"id": "c1", "type": "function", "function": {"name": None, "arguments": "{}"}}]}
+
+    import openai
+
+    brain = Brain(str(tmp_path / "b.db"))
+    with stub_server(respond) as url:
+        client = openai.OpenAI(base_url=url, api_key="k", max_retries=0)
+        result = run_with_memory(brain, client, "stub", [{"role": "user", "content": "hi"}])
+    assert result.content == "sorry" and result.calls[0]["name"] is None
+    assert "unknown tool" in result.calls[0]["result"]["error"]["message"]
+    assert brain.stats()["live"] == 0

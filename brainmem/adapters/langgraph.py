@@ -15,14 +15,21 @@ Mapping (decisions):
   and ``("x", "a")`` + ``"b"`` are both ``lg:x.a.b``): refused, never overwritten.
 * ``put`` is ``Brain.put``: an overwritten item keeps its trace id and the old
   value as history (``Brain.history``); ``value=None`` deletes (soft).
-* The value is kept whole in ``metadata["langgraph"]``; the searchable content is
-  the text of the fields named by ``index`` (per put, or the store's ``index``
-  fields), else the value as JSON. ``index=False`` stores the key as content.
+* The value is kept whole in ``metadata["langgraph"]``, so it must be JSON that comes
+  back as given (string keys, lists, finite numbers; else ``InvalidInput``, checked
+  with the batch's other ops before any runs); the searchable content is
+  the text of the fields named by ``index`` (per put, or the store's ``index``:
+  field names or LangGraph's ``IndexConfig``, whose ``fields`` it reads), else the
+  value as JSON (a text over ``Policy.max_content_bytes`` is
+  ``InvalidInput``, before the batch runs). ``index=False`` stores the key as content.
 * ``search(prefix, query=...)`` is a brain search confined to the key prefix
   (BM25 + the brain's ranking; ``score`` is the brain's score); without a query,
-  items newest first. ``filter`` supports exact values and ``$eq``/``$ne``/
-  ``$gt``/``$gte``/``$lt``/``$lte`` on top-level value fields, applied to up to
-  ``MAX_SCAN`` candidates.
+  items newest first. ``filter`` supports values (a dict matches a field's dict that
+  holds what it names, recursively, as LangGraph's stores do) and ``$eq``/``$ne``/
+  ``$gt``/``$gte``/``$lt``/``$lte`` on value fields, applied to every item of the
+  prefix (without a query) or to the best ``MAX_SCAN`` hits (with one); another ``$``
+  operator is ``InvalidInput`` (LangGraph's own store refuses it too), not a value to
+  equal. Without a query, ``offset`` reaches every item.
 * TTLs are not supported (``supports_ttl = False``; LangGraph then refuses ``ttl``).
 * ``abatch`` runs ``batch`` in a worker thread.
 """
@@ -31,7 +38,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from datetime import datetime, timezone
 from typing import Any
 
@@ -50,10 +57,13 @@ from langgraph.store.base import (
 
 from ..errors import InvalidInput, NotFound
 from ..model import Trace
+from ..validate import check_content, check_metadata
 
 PREFIX = "lg:"
-#: Most candidates one filtered or paged search looks at.
+#: Most hits a search with a query ranks (the brain's search limit), filtered or not.
 MAX_SCAN = 1000
+#: Items read per page by a search without a query and by list_namespaces.
+PAGE = 200
 _OPS = {"$eq": lambda a, b: a == b, "$ne": lambda a, b: a != b, "$gt": lambda a, b: a > b,
         "$gte": lambda a, b: a >= b, "$lt": lambda a, b: a < b, "$lte": lambda a, b: a <= b}
 
@@ -66,18 +76,75 @@ def _time(ts: float) -> datetime:
     return datetime.fromtimestamp(ts, tz=timezone.utc)
 
 
-def _matches(value: dict[str, Any], filter: dict[str, Any] | None) -> bool:
+def _operators(want: Any) -> bool:
+    """Whether a filter's condition is a dict of operators (any key starting with "$", as
+    LangGraph reads it) rather than a value to equal."""
+    return isinstance(want, dict) and any(isinstance(k, str) and k.startswith("$") for k in want)
+
+
+def _check_filter(filter: dict[str, Any] | None) -> None:
+    """Every operator of a search filter, at any depth, is one :data:`_OPS` supports
+    (else InvalidInput)."""
+    if filter is not None and not isinstance(filter, dict):
+        raise InvalidInput(f"a search filter must be a dict, not {type(filter).__name__}")
+
+    def check(field: str, want: Any) -> None:
+        if _operators(want):
+            unknown = sorted(str(k) for k in want if k not in _OPS)
+            if unknown:
+                raise InvalidInput(f"filter on {field!r}: unsupported operator(s) {', '.join(unknown)}; "
+                                   f"supported: {', '.join(_OPS)}")
+        elif isinstance(want, dict):
+            for name, inner in want.items():
+                check(f"{field}.{name}", inner)
+
     for field, want in (filter or {}).items():
-        have = value.get(field)
-        conditions = want.items() if isinstance(want, dict) and want and all(
-            k in _OPS for k in want) else [("$eq", want)]
-        for op, operand in conditions:
+        check(str(field), want)
+
+
+def _compare(have: Any, want: Any) -> bool:
+    """Whether a value field matches a filter's condition, as LangGraph's stores read it:
+    operators, a dict that the field's dict contains (recursively), else equality."""
+    if _operators(want):
+        for op, operand in want.items():
             try:
                 if not _OPS[op](have, operand):
                     return False
             except TypeError:  # e.g. None > 3: not a match
                 return False
-    return True
+        return True
+    if isinstance(want, dict):
+        return isinstance(have, dict) and all(_compare(have.get(k), v) for k, v in want.items())
+    return bool(have == want)
+
+
+def _matches(value: dict[str, Any], filter: dict[str, Any] | None) -> bool:
+    return all(_compare(value.get(field), want) for field, want in (filter or {}).items())
+
+
+def _check_value(value: Any) -> None:
+    """A put's value: a dict that JSON keeps as given (it is stored in the trace's metadata)."""
+    if not isinstance(value, dict):
+        raise InvalidInput(f"a store value must be a dict, not {type(value).__name__}")
+    try:
+        check_metadata(value)
+    except InvalidInput as exc:
+        raise InvalidInput(f"a store value must be JSON (string keys, lists, finite numbers): "
+                           f"{exc}") from None
+
+
+def _index_fields(index: Any) -> list[str] | None:
+    """The store's ``index``: field names, or LangGraph's ``IndexConfig`` (its ``fields``,
+    default ``["$"]``: the whole value; the brain embeds with its own embedder)."""
+    if isinstance(index, Mapping):
+        index = index.get("fields")
+    if index is None:
+        return None
+    if isinstance(index, str) or not isinstance(index, list | tuple) or not all(
+            isinstance(f, str) for f in index):
+        raise InvalidInput("index must be a list of value field names or LangGraph's IndexConfig "
+                           f"(a dict with 'fields'), not {index!r}")
+    return list(index) or None
 
 
 class BrainStore(BaseStore):
@@ -86,11 +153,11 @@ class BrainStore(BaseStore):
     supports_ttl = False
 
     def __init__(self, brain: Any, *, scope: str = "user", scope_id: str = "langgraph",
-                 index: list[str] | None = None) -> None:
+                 index: list[str] | Mapping[str, Any] | None = None) -> None:
         self.brain = brain
         self.scope = scope
         self.scope_id = scope_id
-        self.index_fields = list(index) if index else None
+        self.index_fields = _index_fields(index)
 
     # --- mapping ------------------------------------------------------------------
 
@@ -113,7 +180,7 @@ class BrainStore(BaseStore):
                                  f"brain key, over Policy.max_key_chars ({limit})")
         return full
 
-    def _content(self, key: str, value: dict[str, Any], index: Any) -> str:
+    def _content(self, key: str, value: Mapping[str, Any], index: Any) -> str:
         if index is False:
             return key
         fields = index if isinstance(index, list) else self.index_fields
@@ -124,6 +191,14 @@ class BrainStore(BaseStore):
             if text.strip():
                 return text
         return json.dumps(value, ensure_ascii=False, sort_keys=True)
+
+    def _check_text(self, text: str) -> None:
+        """The searchable text of a put is a trace's content (e.g. within Policy.max_content_bytes)."""
+        try:
+            check_content(text, self.brain.policy.max_content_bytes)
+        except InvalidInput as exc:
+            raise InvalidInput(f"the searchable text of the value (its index= fields, else the value "
+                               f"as JSON) does not fit a memory: {exc}") from None
 
     @staticmethod
     def _stored(trace: Trace) -> dict[str, Any] | None:
@@ -156,6 +231,9 @@ class BrainStore(BaseStore):
             if isinstance(op, (GetOp, PutOp)):
                 brain_key = self._key(op.namespace, op.key)
                 if isinstance(op, PutOp):
+                    if op.value is not None:
+                        _check_value(op.value)
+                        self._check_text(self._content(op.key, op.value, op.index))
                     item = (tuple(op.namespace), op.key)
                     holder = claims[brain_key] if brain_key in claims else self._holder(brain_key)
                     if op.value is not None and holder not in (None, item):
@@ -166,6 +244,7 @@ class BrainStore(BaseStore):
                         claims[brain_key] = item if op.value is not None else None
             elif isinstance(op, SearchOp):
                 self._prefix(op.namespace_prefix)
+                _check_filter(op.filter)
             elif not isinstance(op, ListNamespacesOp):
                 raise InvalidInput(f"unknown store operation {type(op).__name__}")
         return [self._run(op) for op in ops]
@@ -198,8 +277,6 @@ class BrainStore(BaseStore):
             if self._holder(key) == (tuple(op.namespace), op.key):  # never another item's
                 self.brain.delete_key(key, scope=self.scope, scope_id=self.scope_id)
             return None
-        if not isinstance(op.value, dict):
-            raise InvalidInput(f"a store value must be a dict, not {type(op.value).__name__}")
         data = {"namespace": list(op.namespace), "key": op.key, "value": op.value}
         self.brain.put(key, self._content(op.key, op.value, op.index), scope=self.scope,
                        scope_id=self.scope_id, metadata={"langgraph": data})
@@ -209,28 +286,33 @@ class BrainStore(BaseStore):
         prefix = tuple(op.namespace_prefix)
         key_prefix = self._prefix(prefix)
         want = op.offset + op.limit
-        scan = want if not op.filter else MAX_SCAN
-        if op.query:
-            hits = self.brain.search(op.query, min(scan, MAX_SCAN), scope=self.scope,
-                                     scope_id=self.scope_id, key_prefix=key_prefix)
-            found = [(h.trace, h.score) for h in hits]
-        else:
-            found = []
-            offset = 0
-            while len(found) < min(scan, MAX_SCAN):
-                page = self.brain.list(scope=self.scope, scope_id=self.scope_id, key_prefix=key_prefix,
-                                       limit=200, offset=offset)
-                found += [(t, None) for t in self.brain.read([i.id for i in page.items]).traces]
-                if not page.truncated:
-                    break
-                offset += 200
-        out = []
-        for trace, score in found:
+        if op.limit <= 0:  # an empty page: nothing searched, nothing recalled
+            return []
+        out: list[SearchItem] = []
+
+        def take(trace: Trace, score: float | None) -> None:
             data = self._stored(trace)
             if data is None or tuple(data["namespace"])[: len(prefix)] != prefix:
-                continue
+                return  # another item's brain key (a key with a "."), not under this prefix
             if _matches(data["value"], op.filter):
                 out.append(self._item(trace, SearchItem, score=score))
+
+        if op.query:
+            scan = want if not op.filter else MAX_SCAN
+            # at least one hit asked for (a negative offset can make want 0), as without a query
+            for hit in self.brain.search(op.query, min(max(scan, 1), MAX_SCAN), scope=self.scope,
+                                         scope_id=self.scope_id, key_prefix=key_prefix):
+                take(hit.trace, hit.score)
+        else:  # newest first, page by page until the page asked for is full: every item is reachable
+            offset = 0
+            while len(out) < want:
+                page = self.brain.list(scope=self.scope, scope_id=self.scope_id, key_prefix=key_prefix,
+                                       limit=PAGE, offset=offset)
+                for trace in self.brain.read([i.id for i in page.items]).traces:
+                    take(trace, None)
+                if not page.truncated:
+                    break
+                offset += PAGE
         return out[op.offset: want]
 
     def _namespaces(self, op: ListNamespacesOp) -> list[tuple[str, ...]]:
@@ -238,14 +320,14 @@ class BrainStore(BaseStore):
         offset = 0
         while True:
             page = self.brain.list(scope=self.scope, scope_id=self.scope_id, key_prefix=PREFIX,
-                                   limit=200, offset=offset)
+                                   limit=PAGE, offset=offset)
             for trace in self.brain.read([i.id for i in page.items]).traces:
                 data = self._stored(trace)
                 if data is not None:
                     names.add(tuple(data["namespace"]))
             if not page.truncated:
                 break
-            offset += 200
+            offset += PAGE
 
         def fits(ns: tuple[str, ...]) -> bool:
             for cond in op.match_conditions or ():

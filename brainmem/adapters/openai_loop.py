@@ -1,5 +1,5 @@
 """A ready OpenAI function-calling loop: the model gets ``brain.tools()``, its tool
-calls are run with ``brain.call_tool`` and sent back, until it answers in text.
+calls are run by the same tools (``Brain.call_tool``) and sent back, until it answers in text.
 
     from openai import OpenAI
     from brainmem.adapters.openai_loop import run_with_memory
@@ -13,11 +13,14 @@ Works with any OpenAI-compatible endpoint (``OpenAI(base_url=...)``). Decisions:
 * Tool results go back as ``{"role": "tool", "tool_call_id", "content": JSON}``;
   a bad call comes back as the tools' error dict, so the model can correct itself.
 * Calls to a tool this loop did not offer are answered with an ``InvalidInput``
-  error dict, not run (``extra`` decides what is offered and accepted).
+  error dict naming the tools it has, not run (``extra`` decides what is offered
+  and accepted).
 * ``max_rounds`` bounds the model calls (default 8); reaching it stops the loop
   with ``stopped == "max_rounds"`` and no final text.
 * ``observe=True`` stores the new turns of the conversation (user and assistant
-  text, not the tool plumbing) with :meth:`Brain.observe` after the answer.
+  text, not the tool plumbing) with :meth:`Brain.observe` after the answer, in the
+  scope the tools write to for ``context`` (a context that may not write them is
+  ``InvalidInput`` before the first model call).
 * ``messages`` is not modified; ``result.messages`` is the whole transcript.
 """
 
@@ -28,7 +31,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..agent_tools import observe_scope
 from ..errors import InvalidInput
+from ..tools import Toolbox
 from ..validate import check_int
 
 
@@ -45,9 +50,11 @@ class LoopResult:
 
 
 def _as_dict(message: Any) -> dict[str, Any]:
-    """An assistant message (the client's pydantic object or a dict) as a plain dict."""
+    """A chat message (a dict, or the client's pydantic object) as a plain dict."""
     if isinstance(message, Mapping):
         return dict(message)
+    if not callable(getattr(message, "model_dump", None)):
+        raise InvalidInput(f"a chat message must be an object (a dict), not {type(message).__name__}")
     data: dict[str, Any] = message.model_dump(exclude_none=True)
     data.setdefault("content", None)
     return data
@@ -62,9 +69,11 @@ def run_with_memory(brain: Any, client: Any, model: str, messages: Sequence[Mapp
     check_int(max_rounds, "max_rounds", 1, 1000)
     if isinstance(messages, (str, Mapping)) or not isinstance(messages, Sequence):
         raise InvalidInput("messages must be a list of chat messages")
-    tools = brain.tools(context, extra)
-    offered = {t["function"]["name"] for t in tools}
-    transcript = [dict(m) for m in messages]
+    box = Toolbox(brain, context, extra)
+    tools = box.specs()
+    # the turns go where the tools write for this context (checked before any model call)
+    where = observe_scope(box) if observe else (None, None)
+    transcript = [_as_dict(m) for m in messages]
     start = len(transcript)
     result = LoopResult(None, transcript)
     while True:
@@ -81,14 +90,13 @@ def run_with_memory(brain: Any, client: Any, model: str, messages: Sequence[Mapp
             result.content = message.get("content")
             break
         for call in calls:
-            function = call["function"]
-            name, arguments = function["name"], function.get("arguments") or "{}"
-            if name in offered:
-                output = brain.call_tool(name, arguments, context=context, extra=extra)
-            else:
-                output = {"error": {"type": "InvalidInput", "message": f"unknown tool {name!r}"}}
+            # a sloppy model's call may lack a name (null, dropped by model_dump) or arguments
+            function = call.get("function") or {}
+            name, arguments = function.get("name"), function.get("arguments") or "{}"
+            # a tool this loop did not offer is refused there, naming the tools it has
+            output = box.call(name, arguments)
             result.calls.append({"name": name, "arguments": arguments, "result": output})
-            transcript.append({"role": "tool", "tool_call_id": call["id"],
+            transcript.append({"role": "tool", "tool_call_id": call.get("id"),
                                "content": json.dumps(output, ensure_ascii=False)})
     if observe:
         said = [m for m in transcript[:start] if m.get("role") == "user"][-1:] + [
@@ -96,5 +104,5 @@ def run_with_memory(brain: Any, client: Any, model: str, messages: Sequence[Mapp
             if m.get("role") == "assistant" and isinstance(m.get("content"), str) and m["content"].strip()]
         turns = [{"role": m["role"], "content": m["content"]} for m in said]
         if turns:
-            result.observed = brain.observe(turns, episode=episode)
+            result.observed = brain.observe(turns, episode=episode, scope=where[0], scope_id=where[1])
     return result
