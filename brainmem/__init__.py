@@ -36,6 +36,7 @@ from .errors import (
     StorageError,
     VersionConflict,
 )
+from .llm import LLM, LLMError
 from .model import Hit, Trace
 from .policy import Policy
 from .rerank import (
@@ -69,6 +70,8 @@ __all__ = [
     "RerankerError",
     "reranker_from_env",
     "reranker_from_spec",
+    "LLM",
+    "LLMError",
     "Hit",
     "Hits",
     "Policy",

@@ -15,7 +15,9 @@ Every error the library raises on purpose derives from :class:`BrainmemError`::
     ├── StorageError          SQLite failed underneath (disk full, I/O error, locked too long)
     ├── EmbedderError         the embedding provider failed (brainmem.embed; writes keep the
     │                         trace for a later backfill, searches fall back to lexical)
-    └── RerankerError         the reranker failed (brainmem.rerank; searches keep their order)
+    ├── RerankerError         the reranker failed (brainmem.rerank; searches keep their order)
+    └── LLMError              the chat model failed or gave no usable reply (brainmem.llm;
+                              reflect's derive falls back to an extractive insight)
 
 Tools turn these into ``{"error": {"type": <class name>, "message": ...}}``; the CLI
 prints one line and exits 2 for :class:`InvalidInput` and its children, 1 otherwise.

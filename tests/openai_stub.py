@@ -1,5 +1,6 @@
 """A loopback OpenAI-compatible chat server for tests (the real ``openai`` client talks
-to it over HTTP). ``StubOpenAI.respond(body) -> message dict`` decides each reply."""
+to it over HTTP). ``StubOpenAI.respond(body) -> message dict`` decides each reply (a dict with
+``choices`` is sent as the whole reply, an int as an HTTP error status)."""
 
 from __future__ import annotations
 
@@ -22,6 +23,8 @@ class StubOpenAI(JSONHandler):
         message = type(self).respond(body)
         if isinstance(message, int):  # an HTTP error status
             return self._send(message, b'{"error": {"message": "stub failure"}}')
+        if "choices" in message:  # a whole reply, as a broken server might send it
+            return self._send(200, json.dumps(message).encode())
         finish = "tool_calls" if message.get("tool_calls") else "stop"
         reply = {"id": "x", "object": "chat.completion", "created": 0, "model": body["model"],
                  "choices": [{"index": 0, "finish_reason": finish, "message": message}],

@@ -143,3 +143,18 @@ def test_a_tool_call_without_a_name_is_answered_not_a_crash(tmp_path: Path) -> N
     assert result.content == "sorry" and result.calls[0]["name"] is None
     assert "unknown tool" in result.calls[0]["result"]["error"]["message"]
     assert brain.stats()["live"] == 0
+
+
+def test_a_reply_without_choices_is_an_llm_error(tmp_path: Path) -> None:
+    # an OpenAI-compatible server answering {"choices": []} (a filtered or truncated reply)
+    # ended the loop with a bare IndexError
+    import openai
+
+    from brainmem import LLMError
+
+    brain = Brain(str(tmp_path / "b.db"))
+    with stub_server(lambda body: {"id": "x", "object": "chat.completion", "created": 0,
+                                   "model": "stub", "choices": []}) as url:
+        client = openai.OpenAI(base_url=url, api_key="k", max_retries=0)
+        with pytest.raises(LLMError, match="no choices"):
+            run_with_memory(brain, client, "stub", [{"role": "user", "content": "hi"}])

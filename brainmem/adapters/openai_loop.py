@@ -21,6 +21,8 @@ Works with any OpenAI-compatible endpoint (``OpenAI(base_url=...)``). Decisions:
   text, not the tool plumbing) with :meth:`Brain.observe` after the answer, in the
   scope the tools write to for ``context`` (a context that may not write them is
   ``InvalidInput`` before the first model call).
+* A reply with no ``choices`` raises :class:`~brainmem.llm.LLMError`; errors of the
+  client itself (connection, status) are the ``openai`` package's own.
 * ``messages`` is not modified; ``result.messages`` is the whole transcript.
 """
 
@@ -33,6 +35,7 @@ from typing import Any
 
 from ..agent_tools import observe_scope
 from ..errors import InvalidInput
+from ..llm import LLMError
 from ..tools import Toolbox
 from ..validate import check_int
 
@@ -83,6 +86,8 @@ def run_with_memory(brain: Any, client: Any, model: str, messages: Sequence[Mapp
         result.rounds += 1
         response = client.chat.completions.create(model=model, messages=transcript, tools=tools,
                                                   **create_kwargs)
+        if not response.choices:  # a filtered or truncated reply of a compatible server
+            raise LLMError("the model returned no choices")
         message = _as_dict(response.choices[0].message)
         transcript.append(message)
         calls = message.get("tool_calls") or []
