@@ -23,6 +23,9 @@ from .errors import BrainFileError, InvalidInput, NotABrainFile, ReadOnlyBrain, 
 __all__ = ["SQLITE_HEADER", "is_plain_file", "open_connection"]
 
 SQLITE_HEADER = b"SQLite format 3\x00"
+#: What is read of a file before SQLite opens it: the 100-byte database header and the
+#: b-tree header of page 1 (``sqlite_schema``) after it, which tells an empty schema.
+HEAD_BYTES = 108
 
 
 def is_plain_file(path: str) -> bool:
@@ -92,7 +95,7 @@ def _check_file(path: str, readonly: bool) -> None:
         raise empty_file_error(path)
     try:
         with open(path, "rb") as handle:
-            head = handle.read(100)
+            head = handle.read(HEAD_BYTES)
     except OSError as exc:  # no permission to read it, an I/O error
         raise BrainFileError(f"cannot read the brain file {path}: {exc.strerror or exc}; "
                              "it was left unchanged") from exc
@@ -110,12 +113,20 @@ def _size(path: str) -> int:
         return 0
 
 
-def _check_header(path: str, head: bytes) -> None:
-    """Refuse truncated, foreign and too-new files from the 100-byte header alone.
+def schema_is_empty(head: bytes) -> bool:
+    """Whether page 1 as read in ``head`` (:data:`HEAD_BYTES`), the ``sqlite_schema``
+    table, holds no table, index, view or trigger: a leaf page (type 13) of 0 cells."""
+    return len(head) >= HEAD_BYTES and head[100] == 13 and head[103:105] == b"\0\0"
 
-    Opening a WAL-mode file creates ``-wal``/``-shm`` beside it, even read-only,
-    so what the header can tell is checked before SQLite opens anything. While a
-    non-empty -wal or a -journal exists the header may be stale: SQLite decides.
+
+def _check_header(path: str, head: bytes) -> None:
+    """Refuse truncated, foreign and too-new files from the header alone.
+
+    Opening a WAL-mode file creates ``-wal``/``-shm`` beside it, even read-only (and a
+    read-only connection leaves them there), so what the header can tell is checked
+    before SQLite opens anything: a database of another application is one whose
+    ``application_id`` is not ours, or is 0 with tables in its schema (page 1). While
+    a non-empty -wal or a -journal exists the header may be stale: SQLite decides.
     """
     if len(head) < 100:
         raise NotABrainFile(f"{path} is truncated ({len(head)} bytes, shorter than a SQLite "
@@ -133,7 +144,7 @@ def _check_header(path: str, head: bytes) -> None:
         )
     version = number(head[60:64], "big", signed=True)
     app_id = number(head[68:72], "big", signed=True)
-    if app_id not in (0, schema.APPLICATION_ID):
+    if app_id not in (0, schema.APPLICATION_ID) or (app_id == 0 and not schema_is_empty(head)):
         raise NotABrainFile(
             f"{path} is not a brainmem brain: a SQLite database of another application "
             f"(application_id {app_id:#x}); it was left unchanged"

@@ -105,6 +105,27 @@ def test_another_applications_sqlite_is_refused_unchanged(tmp_path: Path, app_id
         assert str(path) in message  # which file: with application_id 0 it once went unnamed
 
 
+def test_another_applications_wal_database_is_refused_leaving_no_wal_or_shm(tmp_path: Path) -> None:
+    # Before: a read-only open (`brainmem check`, Brain(readonly=True)) of a foreign
+    # database in WAL mode created other.sqlite-wal and other.sqlite-shm beside it and
+    # left them there: a read-only connection cannot remove them when it closes.
+    path = tmp_path / "other.sqlite"
+    with sqlite3.connect(path) as db:
+        db.execute("PRAGMA journal_mode = wal")
+        db.execute("CREATE TABLE traces (id TEXT, body TEXT)")  # our table name, not our shape
+        db.execute("INSERT INTO traces VALUES ('a', 'b')")
+    db.close()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["other.sqlite"]
+    for readonly in (True, False):
+        message = _refused(path, NotABrainFile, readonly)
+        assert "another application" in message and str(path) in message
+    before = _snapshot(tmp_path)
+    run = subprocess.run([sys.executable, "-m", "brainmem", "--brain", str(path), "check"],
+                         capture_output=True, text=True, timeout=60)
+    assert run.returncode == 1 and "another application" in run.stderr
+    assert _snapshot(tmp_path) == before
+
+
 def test_brain_from_a_newer_schema_is_refused_unchanged(tmp_path: Path) -> None:
     path = tmp_path / "future.db"
     _make_brain(path, 10)
