@@ -66,14 +66,26 @@ def move_into_place(tmp: str, path: str) -> None:
 
 
 def is_empty(path: str) -> bool:
-    """Whether ``path`` is a 0-byte file with no write-ahead log holding changes: no brain
-    (yet), which a read-write open makes a new one of, as SQLite does."""
-    return is_plain_file(path) and os.path.isfile(path) and _size(path) == 0 and _size(f"{path}-wal") == 0
+    """Whether ``path`` holds no brain (yet) nor anything else: a 0-byte file, or a SQLite
+    database with nothing in it (no table, application id or user version), and no
+    write-ahead log or journal holding changes. A read-write open makes a new brain of it."""
+    if not (is_plain_file(path) and os.path.isfile(path)) or _size(f"{path}-wal") or _size(f"{path}-journal"):
+        return False
+    if _size(path) == 0:
+        return True
+    try:
+        with open(path, "rb") as handle:
+            head = handle.read(HEAD_BYTES)
+    except OSError:
+        return False
+    return (head.startswith(SQLITE_HEADER) and head[60:64] == head[68:72] == b"\0\0\0\0"
+            and schema_is_empty(head))
 
 
 def empty_file_error(path: str) -> NotABrainFile:
-    """What opening an empty file without creating a brain in it says."""
-    return NotABrainFile(f"{path} is an empty file, not a brain; it was left unchanged (make it one "
+    """What opening an empty file (:func:`is_empty`) without creating a brain in it says."""
+    what = "an empty file" if _size(path) == 0 else "an empty SQLite database"
+    return NotABrainFile(f"{path} is {what}, not a brain; it was left unchanged (make it one "
                          f"with: brainmem --brain {path} init, or give --create)")
 
 
