@@ -309,6 +309,42 @@ def _v8_feedback_trace(db: apsw.Connection) -> None:
     db.execute("CREATE INDEX feedback_trace ON feedback(trace_id);")
 
 
+def _v9_old_snapshots_timed(db: apsw.Connection) -> None:
+    """Give the update snapshots kept before version 6 their validity (:mod:`brainmem.timeline`).
+
+    An ``update`` of the content (and ``put`` of a key) kept the old content as a
+    soft-deleted snapshot (``metadata.snapshot_of``, ``merged_into`` the live trace)
+    before version 6 too, but version 6 added ``valid_from``/``valid_until`` empty: every
+    version looked current since the trace's creation, so ``history`` could not order
+    them and ``search(as_of=T)`` answered T with the live value, never with a snapshot.
+    As the writes of today set them: a snapshot held from when the one before it was
+    replaced (that one's ``deleted_at``; the first, from the trace's creation) until it
+    was replaced itself (its own ``deleted_at``), and the live trace from its last
+    replacement. Only snapshots without ``valid_until`` are touched (those written since
+    version 6 have one); a missing ``supersedes`` edge (``history`` follows them) is added.
+    """
+    db.execute(
+        """
+        CREATE TEMP TABLE untimed AS
+            SELECT rid, id, merged_into AS live, deleted_at AS replaced FROM traces
+            WHERE merged_into IS NOT NULL AND deleted_at IS NOT NULL AND valid_until IS NULL
+              AND json_extract(metadata, '$.snapshot_of') IS NOT NULL;
+        CREATE INDEX temp.untimed_live ON untimed(live, replaced);
+        UPDATE traces SET valid_from = (SELECT max(replaced) FROM untimed WHERE live = traces.id)
+            WHERE valid_from IS NULL AND id IN (SELECT live FROM untimed);
+        UPDATE traces SET
+            valid_from = (SELECT max(p.replaced) FROM untimed p, untimed s
+                          WHERE s.rid = traces.rid AND p.live = s.live
+                            AND (p.replaced < s.replaced OR (p.replaced = s.replaced AND p.rid < s.rid))),
+            valid_until = deleted_at
+            WHERE rid IN (SELECT rid FROM untimed);
+        INSERT OR IGNORE INTO edges(src, dst, kind, weight, updated_at)
+            SELECT live, id, 'supersedes', 1.0, replaced FROM untimed;
+        DROP TABLE temp.untimed;
+        """
+    )
+
+
 #: The tokenizer of ``traces_fts`` (migrations v1 and v4 create it so), for an index that
 #: must tokenize as the brain does (``candidates.syntax_matches``).
 FTS_TOKENIZE = "porter unicode61 remove_diacritics 2"
@@ -316,7 +352,7 @@ FTS_TOKENIZE = "porter unicode61 remove_diacritics 2"
 #: Migration ``i`` takes a file from ``user_version == i`` to ``i + 1``.
 MIGRATIONS: list[Callable[[apsw.Connection], None]] = [
     _v1_traces, _v2_graph, _v3_faces, _v4_unsegmented, _v5_vectors, _v6_validity, _v7_edge_kinds,
-    _v8_feedback_trace,
+    _v8_feedback_trace, _v9_old_snapshots_timed,
 ]
 SCHEMA_VERSION = len(MIGRATIONS)
 

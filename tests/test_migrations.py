@@ -17,6 +17,7 @@ import pytest
 
 from brainmem import Brain, schema
 from brainmem.model import content_hash
+from brainmem.timeline import history_view
 
 T0 = 1_767_225_600.0
 #: Columns of ``traces`` in schema versions 1 and 2 (version 3 added task_id, due_at, cue).
@@ -198,7 +199,7 @@ def test_upgraded_brain_ends_with_the_schema_of_a_fresh_one(tmp_path: Path, vers
     assert "feedback_trace" in _tables(path)  # v8: purge finds a trace's feedback by index
 
 
-@pytest.mark.parametrize("version", range(2, schema.SCHEMA_VERSION))
+@pytest.mark.parametrize("version", range(2, 8))  # brains from before v8 added the index
 def test_upgrade_indexes_the_feedback_the_old_brain_holds(tmp_path: Path, version: int) -> None:
     path = tmp_path / f"v{version}.db"
     build_old_brain(path, version)  # holds one feedback row, on mt_a
@@ -210,4 +211,74 @@ def test_upgrade_indexes_the_feedback_the_old_brain_holds(tmp_path: Path, versio
         brain.delete("mt_a")
         assert brain.purge() == 3  # mt_a and the two deleted notes
         assert db.execute("SELECT count(*) FROM feedback").get == 0
+        assert brain.check()["ok"]
+
+
+def _add_pre_v6_update(path: Path, version: int) -> None:
+    """What an ``update`` (a ``put`` of a key, from version 3) of brainmem before schema 6
+    left: the live trace with the new content and the old content as a soft-deleted
+    snapshot pointing at it (``metadata.snapshot_of``) with a ``supersedes`` edge, but no
+    ``valid_from``/``valid_until`` (the columns did not exist)."""
+    db = apsw.Connection(str(path))
+    db.execute("BEGIN IMMEDIATE")
+    rows = [("mt_k", "The user lives in Lisbon", "city" if version >= 3 else None, None, None, 3, {}),
+            ("mt_k0", "The user lives in Porto", None, T0 + 40, "mt_k", 1,
+             {"snapshot_of": "mt_k", "snapshot_version": 1}),
+            ("mt_k1", "The user lives in Braga", None, T0 + 60, "mt_k", 2,
+             {"snapshot_of": "mt_k", "snapshot_version": 2})]
+    for tid, content, key, deleted, into, ver, metadata in rows:
+        values = {
+            "id": tid, "content": content, "content_hash": content_hash(content), "type": "semantic",
+            "scope": "user", "scope_id": "", "episode": None, "key": key, "tags": "[]",
+            "strength": 1.0, "stability": 86_400.0 * 30, "importance": 0.5, "pinned": 0,
+            "created_at": T0 + 30, "updated_at": deleted or T0 + 60, "last_accessed_at": T0 + 30,
+            "access_count": 0, "expires_at": None, "version": ver, "deleted_at": deleted,
+            "merged_into": into, "metadata": json.dumps(metadata),
+        }
+        db.execute(f"INSERT INTO traces ({', '.join(V1_COLUMNS)}) VALUES "
+                   f"({', '.join('?' * len(V1_COLUMNS))})", [values[c] for c in V1_COLUMNS])
+    if version >= 2:
+        db.execute("INSERT INTO edges VALUES ('mt_k', 'mt_k0', 'supersedes', 1.0, ?), "
+                   "('mt_k', 'mt_k1', 'supersedes', 1.0, ?)", (T0 + 40, T0 + 60))
+    db.execute("COMMIT")
+    db.close()
+
+
+def _timeline(brain: Brain, tid: str) -> tuple[list[tuple[str, float, float | None, bool]], list[list[str]]]:
+    """The history of ``tid`` and what ``as_of`` searches find at three moments, ids left out."""
+    chain = [(v["content"], v["valid_from"], v["valid_until"], v["current"])
+             for v in history_view(brain.history(tid))]
+    found = [[h.trace.content for h in brain.search("lives", as_of=T0 + at, reinforce=False)]
+             for at in (35, 50, 70)]
+    return chain, found
+
+
+@pytest.mark.parametrize(("version", "upgraded_to"), [(v, None) for v in range(1, 6)] + [(5, 8)])
+def test_an_update_made_before_schema_6_keeps_its_history_and_as_of(tmp_path: Path, version: int,
+                                                                    upgraded_to: int | None) -> None:
+    # Before: the snapshots an update or put kept before schema 6 got no valid_until and the
+    # live value no valid_from, so after the upgrade `history` put every version at the
+    # first one's time with none of them closed, and `search(as_of=...)` answered a time
+    # before the change with today's value and never with the one believed then.
+    path = tmp_path / f"v{version}.db"
+    build_old_brain(path, version)
+    _add_pre_v6_update(path, version)
+    if upgraded_to:  # a brain upgraded to 8 by an earlier brainmem, which left them untimed
+        db = apsw.Connection(str(path))
+        schema.migrate(db, upto=upgraded_to)
+        db.close()
+    clock = [T0 + 30]
+    with Brain(str(tmp_path / "today.db"), clock=lambda: clock[0]) as today:
+        tid = today.add("The user lives in Porto", type="semantic").id
+        clock[0] = T0 + 40
+        today.update(tid, content="The user lives in Braga")
+        clock[0] = T0 + 60
+        today.update(tid, content="The user lives in Lisbon")
+        expected = _timeline(today, tid)
+    assert expected == ([("The user lives in Porto", T0 + 30, T0 + 40, False),
+                         ("The user lives in Braga", T0 + 40, T0 + 60, False),
+                         ("The user lives in Lisbon", T0 + 60, None, True)],
+                        [["The user lives in Porto"], ["The user lives in Braga"], ["The user lives in Lisbon"]])
+    with Brain(str(path), clock=lambda: T0 + 100) as brain:
+        assert _timeline(brain, "mt_k") == expected
         assert brain.check()["ok"]
