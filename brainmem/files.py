@@ -65,11 +65,18 @@ def move_into_place(tmp: str, path: str) -> None:
         os.close(folder)
 
 
+def sidecar(path: str, suffix: str) -> str:
+    """The ``-wal``/``-shm``/``-journal`` file of the brain at ``path``: beside the file a
+    symlink points at, where SQLite puts it (it resolves the link), not beside the link."""
+    return os.path.realpath(path) + suffix
+
+
 def is_empty(path: str) -> bool:
     """Whether ``path`` holds no brain (yet) nor anything else: a 0-byte file, or a SQLite
     database with nothing in it (no table, application id or user version), and no
     write-ahead log or journal holding changes. A read-write open makes a new brain of it."""
-    if not (is_plain_file(path) and os.path.isfile(path)) or _size(f"{path}-wal") or _size(f"{path}-journal"):
+    if not (is_plain_file(path) and os.path.isfile(path)) or _size(sidecar(path, "-wal")) \
+            or _size(sidecar(path, "-journal")):
         return False
     if _size(path) == 0:
         return True
@@ -143,7 +150,7 @@ def _check_header(path: str, head: bytes) -> None:
     if len(head) < 100:
         raise NotABrainFile(f"{path} is truncated ({len(head)} bytes, shorter than a SQLite "
                             "header); it was left unchanged")
-    if any(_size(f"{path}{suffix}") > 0 for suffix in ("-wal", "-journal")):
+    if any(_size(sidecar(path, suffix)) > 0 for suffix in ("-wal", "-journal")):
         return
     number = int.from_bytes
     page_size = number(head[16:18], "big")
@@ -192,7 +199,7 @@ def _first_read(db: apsw.Connection, path: str, readonly: bool) -> apsw.Connecti
                 f"{path} is not writable (the file or its directory is read-only); "
                 "open it with readonly=True to search it"
             ) from exc
-        wal = f"{path}-wal"
+        wal = sidecar(path, "-wal")
         if os.path.exists(wal) and os.path.getsize(wal) > 0:
             raise ReadOnlyBrain(
                 f"{path} cannot be read here: its write-ahead log {wal} holds changes but "

@@ -93,6 +93,26 @@ def test_reading_commands_refuse_an_empty_sqlite_database_and_leave_it_unchanged
     assert run(capsys, "--brain", str(blank), "stats")[0] == 0
 
 
+def test_a_symlink_to_a_brain_whose_changes_are_still_in_its_wal_is_read_as_the_brain(
+        capsys: Any, tmp_path: Path) -> None:
+    # The write-ahead log lies beside the file a symlink points at (SQLite resolves the
+    # link), but the checks before opening looked for it beside the link: a new brain held
+    # open by a server (its schema and traces still in the -wal, the main file blank) was
+    # refused through the link as an empty database.
+    (tmp_path / "real").mkdir()
+    target, link = tmp_path / "real" / "agent.brain", tmp_path / "agent.brain"
+    link.symlink_to(target)
+    with Brain(str(target)) as server:
+        server.add("the user likes green tea")
+        assert Path(f"{target}-wal").stat().st_size > 0
+        code, out, err = run(capsys, "--brain", str(link), "search", "green tea")
+        assert code == 0 and "green tea" in out, err
+        assert run(capsys, "--brain", str(link), "check")[0] == 0
+        with Brain(str(link), readonly=True) as reader:
+            assert [h.trace.content for h in reader.search("tea", reinforce=False)] == ["the user likes green tea"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["agent.brain", "real"]
+
+
 def test_creating_commands_make_a_brain_of_an_empty_file(capsys: Any, tmp_path: Path) -> None:
     empty = tmp_path / "made.brain"
     empty.write_bytes(b"")  # e.g. from mkstemp
