@@ -377,6 +377,30 @@ def test_ensure_file_says_when_the_file_is_no_longer_the_brains(tmp_path: Path) 
         memory.ensure_file()  # no file of its own: never gone
 
 
+def test_reflect_and_purge_never_run_on_another_brain_put_in_the_files_place(tmp_path: Path) -> None:
+    # Before: reflect and purge open a second connection by path and checked only that a
+    # file was there, so after a backup was copied over the brain's path (or its symlink
+    # pointed elsewhere) they consolidated and purged that other brain, while this
+    # Brain's own writes still went to the old file.
+    path, link = tmp_path / "a.db", tmp_path / "agent.brain"
+    link.symlink_to(path)
+    brain = Brain(str(link))
+    try:
+        brain.add("the user likes green tea")
+        other = tmp_path / "b.db"
+        with Brain(str(other)) as b:
+            b.delete(b.add("a deleted note in the other brain").id)
+        link.unlink()
+        link.symlink_to(other)  # the link swapped while the brain is open
+        before = _snapshot(tmp_path)
+        for job in (brain.reflect, brain.purge):
+            with pytest.raises(BrainFileError, match="is gone"):
+                job()
+        assert _snapshot(tmp_path) == before
+    finally:
+        brain.close()
+
+
 def _file_size_limit(limit: int) -> Callable[[], None]:
     """A child's ``preexec_fn``: files it writes cannot grow past ``limit`` bytes (a disk
     that fills up), and going past fails the write with EFBIG instead of killing it."""
