@@ -1,8 +1,8 @@
 """The queries behind ``check()`` and ``repair()`` (:mod:`brainmem.maintenance`):
-b-tree integrity and orphan rows.
+b-tree integrity, orphan rows and dedup hashes.
 
 A mixin of :class:`~brainmem.store.Store`. Everything here reads, except
-``drop_orphans`` (one write transaction) and ``vacuum`` (a rewrite of the file); the FTS5 checks and ``repair_index`` are
+``drop_orphans`` and ``rehash`` (one write transaction each) and ``vacuum`` (a rewrite of the file); the FTS5 checks and ``repair_index`` are
 in :mod:`brainmem.store_index`, ``backup_to`` in :mod:`brainmem.store_base`.
 """
 
@@ -13,6 +13,7 @@ from typing import Any
 import apsw
 
 from .errors import InvalidInput, ReadOnlyBrain
+from .model import content_hash_by_blocks
 from .store_base import Database, translate_errors
 from .store_base import WriteBusy as WriteBusy  # re-exported: Brain catches it
 
@@ -53,6 +54,24 @@ class MaintenanceTables(Database):
             "edges": self.execute(f"SELECT count(*) {self._ORPHAN_EDGES}").get,
             "tags": self.execute(f"SELECT count(*) {self._ORPHAN_TAGS}").get,
         }
+
+    def stale_hashes(self) -> list[tuple[int, str]]:
+        """(rid, the right hash) of every trace whose ``content_hash`` is not that of its
+        content: text edited outside brainmem (the sqlite3 shell), which dedup would still
+        match by its old text. Reads every trace's content once, in one snapshot."""
+        with translate_errors(), self.read():
+            return [(rid, right) for rid, content, stored in
+                    self.db.execute("SELECT rid, content, content_hash FROM traces")
+                    if isinstance(content, str) and (right := content_hash_by_blocks(content)) != stored]
+
+    def rehash(self) -> int:
+        """Give each trace with a stale ``content_hash`` (:meth:`stale_hashes`) the hash of
+        its content; return how many were changed."""
+        with self.write():
+            stale = self.stale_hashes()
+            self.db.executemany("UPDATE traces SET content_hash = ? WHERE rid = ?",
+                                [(right, rid) for rid, right in stale])
+        return len(stale)
 
     def maintenance_counts(self) -> dict[str, int]:
         return {
