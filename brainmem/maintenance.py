@@ -12,6 +12,8 @@ What is checked (the SQL lives in :mod:`brainmem.store`, section "maintenance"):
 * ``hashes`` — traces whose dedup hash (``content_hash``) is not that of their
   content: text edited outside brainmem, which adding the old text again would
   still find as its duplicate.
+* ``tag_rows`` — traces whose tag filter rows (``trace_tags``) do not hold their
+  tags: tags edited outside brainmem, which ``tags=`` filters would not see.
 * ``unsafe_merges`` — past reflect merges whose two texts the merge rule of
   :mod:`brainmem.sameness` refuses (brains consolidated before the rule existed
   folded e.g. "likes cats, allergic to dogs" into its swap); each with both texts
@@ -19,8 +21,9 @@ What is checked (the SQL lives in :mod:`brainmem.store`, section "maintenance"):
 
 What repair does, in order: an online backup of the whole file (SQLite's backup
 API, a consistent snapshot even while other processes write), an FTS5
-``rebuild`` from the live traces, deletion of orphan edges and tag rows, and the
-hash of their content for traces whose dedup hash is stale.
+``rebuild`` from the live traces, deletion of orphan edges and tag rows, the
+hash of their content for traces whose dedup hash is stale, and the tag filter
+rows of traces whose tags were edited.
 With ``unmerge_unsafe`` (``brainmem repair --unmerge-unsafe``), repair then undoes
 every merge into a survivor that has an unsafe merge (:func:`brainmem.unmerge.unmerge`:
 all its sources come back; the safe ones merge again at the next reflect).
@@ -83,6 +86,10 @@ def check(store: Store) -> dict[str, Any]:
     if hashes:
         problems.append(f"hashes: {hashes} trace(s) whose dedup hash is not that of their content "
                         "(edited outside brainmem; brainmem repair recomputes it)")
+    tag_rows = run("tag_rows", store.stale_tags)
+    if tag_rows:
+        problems.append(f"tag_rows: {tag_rows} trace(s) whose tag filter does not hold their tags "
+                        "(edited outside brainmem; brainmem repair rebuilds it)")
     unsafe = run("unsafe_merges", lambda: unmerge.unsafe_merges(store))
     if unsafe:
         problems.append(f"merges: {len(unsafe)} past merge(s) joined texts that say different things "
@@ -117,13 +124,14 @@ def repair(store: Store, backup_to: str | None, now: float, unmerge_unsafe: bool
         backup = backup_to or default_backup_path(store.path, now)
         store.backup_to(backup)
     result: dict[str, Any] = {"backup": backup, "before": before, "fts_rebuilt": False,
-                              "dropped": {"edges": 0, "tags": 0}, "rehashed": 0, "unmerged": [],
+                              "dropped": {"edges": 0, "tags": 0}, "rehashed": 0, "retagged": 0, "unmerged": [],
                               "error": None}
     try:
         store.repair_index()
         result["fts_rebuilt"] = True
         result["dropped"] = store.drop_orphans()
         result["rehashed"] = store.rehash()
+        result["retagged"] = store.retag()
         if unmerge_unsafe:
             result["unmerged"] = _unmerge_unsafe(store, before.get("unsafe_merges") or [], now)
     except BrainmemError as exc:

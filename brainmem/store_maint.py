@@ -1,8 +1,8 @@
 """The queries behind ``check()`` and ``repair()`` (:mod:`brainmem.maintenance`):
-b-tree integrity, orphan rows and dedup hashes.
+b-tree integrity, orphan rows, dedup hashes and tag filter rows.
 
 A mixin of :class:`~brainmem.store.Store`. Everything here reads, except
-``drop_orphans`` and ``rehash`` (one write transaction each) and ``vacuum`` (a rewrite of the file); the FTS5 checks and ``repair_index`` are
+``drop_orphans``, ``rehash`` and ``retag`` (one write transaction each) and ``vacuum`` (a rewrite of the file); the FTS5 checks and ``repair_index`` are
 in :mod:`brainmem.store_index`, ``backup_to`` in :mod:`brainmem.store_base`.
 """
 
@@ -14,7 +14,7 @@ import apsw
 
 from .errors import InvalidInput, ReadOnlyBrain
 from .model import content_hash_by_blocks
-from .store_base import Database, translate_errors
+from .store_base import Database, in_chunks, translate_errors
 from .store_base import WriteBusy as WriteBusy  # re-exported: Brain catches it
 
 
@@ -72,6 +72,33 @@ class MaintenanceTables(Database):
             self.db.executemany("UPDATE traces SET content_hash = ? WHERE rid = ?",
                                 [(right, rid) for rid, right in stale])
         return len(stale)
+
+    #: Traces whose tag filter rows (``trace_tags``) are not their ``tags``: tags edited
+    #: outside brainmem (the sqlite3 shell), which the tag filters would not see.
+    _STALE_TAGS = (
+        "FROM traces t WHERE json_valid(t.tags) AND ("
+        "EXISTS (SELECT value FROM json_each(t.tags) WHERE type = 'text' "
+        "        EXCEPT SELECT tag FROM trace_tags g WHERE g.rid = t.rid) "
+        "OR EXISTS (SELECT tag FROM trace_tags g WHERE g.rid = t.rid "
+        "           EXCEPT SELECT value FROM json_each(t.tags) WHERE type = 'text'))"
+    )
+
+    def stale_tags(self) -> int:
+        """How many traces' tag filter rows do not hold their tags (:data:`_STALE_TAGS`)."""
+        return int(self.execute(f"SELECT count(*) {self._STALE_TAGS}").get)
+
+    def retag(self) -> int:
+        """Rebuild the tag filter rows of the traces :meth:`stale_tags` counts from their
+        tags; return how many were rebuilt."""
+        with self.write():
+            rids = [r[0] for r in self.execute(f"SELECT t.rid {self._STALE_TAGS}")]
+            for chunk in in_chunks(rids):
+                marks = ", ".join("?" * len(chunk))
+                self.execute(f"DELETE FROM trace_tags WHERE rid IN ({marks})", chunk)
+                self.execute("INSERT OR IGNORE INTO trace_tags(rid, tag) SELECT t.rid, j.value "
+                             f"FROM traces t, json_each(t.tags) j WHERE t.rid IN ({marks}) "
+                             "AND j.type = 'text'", chunk)
+        return len(rids)
 
     def maintenance_counts(self) -> dict[str, int]:
         return {

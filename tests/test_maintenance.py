@@ -51,7 +51,7 @@ def test_healthy_brain_checks_clean_without_writing(tmp_path: Path) -> None:
     assert report["integrity"] == [] and report["fts_integrity"] is None
     assert report["fts_sync"] == {"missing": 0, "extra": 0}
     assert report["orphans"] == {"edges": 0, "tags": 0}
-    assert report["hashes"] == 0
+    assert report["hashes"] == 0 and report["tag_rows"] == 0
     assert report["counts"] == {"traces": 30, "live": 30, "indexed": 30, "edges": 29}
     json.dumps(report)
 
@@ -110,6 +110,29 @@ def test_content_edited_with_the_sqlite3_module_is_reported_and_repair_rehashes_
         old = brain.add("memory 0 about lanterns number0")
         assert old.id != ids[0] and old.content == "memory 0 about lanterns number0"
 
+
+
+def test_tags_edited_with_the_sqlite3_module_are_reported_and_repair_refilters_them(tmp_path: Path) -> None:
+    # Before: tags changed outside brainmem showed on the trace but the tag filter (its
+    # trace_tags rows) still held the old ones, and check() said "ok": search(tags=[new])
+    # and list(tags=[new]) missed the trace, the old tag still found it.
+    import sqlite3
+
+    path = tmp_path / "brain.db"
+    ids = _healthy(path, 5)  # each tagged ["t"]
+    with sqlite3.connect(path) as db:
+        db.execute("""UPDATE traces SET tags = '["favourite"]' WHERE id = ?""", (ids[0],))
+    db.close()
+    with Brain(str(path)) as brain:
+        assert brain.get(ids[0]).tags == ["favourite"]
+        report = brain.check()
+        assert not report["ok"] and report["tag_rows"] == 1
+        assert report["problems"] == ["tag_rows: 1 trace(s) whose tag filter does not hold their tags "
+                                      "(edited outside brainmem; brainmem repair rebuilds it)"]
+        result = brain.repair(backup_to=str(tmp_path / "before.bak"))
+        assert result["ok"] and result["retagged"] == 1 and brain.check()["tag_rows"] == 0
+        assert [h.trace.id for h in brain.search("lanterns", tags=["favourite"], reinforce=False)] == [ids[0]]
+        assert ids[0] not in {h.trace.id for h in brain.search("lanterns", tags=["t"], reinforce=False)}
 
 
 def test_check_hashes_a_long_text_a_block_at_a_time_to_the_same_value() -> None:
