@@ -320,8 +320,9 @@ def _v9_old_snapshots_timed(db: apsw.Connection) -> None:
     As the writes of today set them: a snapshot held from when the one before it was
     replaced (that one's ``deleted_at``; the first, from the trace's creation) until it
     was replaced itself (its own ``deleted_at``), and the live trace from its last
-    replacement. Only snapshots without ``valid_until`` are touched (those written since
-    version 6 have one); a missing ``supersedes`` edge (``history`` follows them) is added.
+    replacement; a snapshot written since (it has a ``valid_until``) of such a trace
+    began at that replacement, not at the trace's creation. A missing ``supersedes``
+    edge (``history`` follows them) is added.
     """
     db.execute(
         """
@@ -332,6 +333,13 @@ def _v9_old_snapshots_timed(db: apsw.Connection) -> None:
         CREATE INDEX temp.untimed_live ON untimed(live, replaced);
         UPDATE traces SET valid_from = (SELECT max(replaced) FROM untimed WHERE live = traces.id)
             WHERE valid_from IS NULL AND id IN (SELECT live FROM untimed);
+        -- a later update (at version 6 to 8) began its snapshot where the live value
+        -- seemed to begin, its creation: it held from the last untimed replacement on
+        UPDATE traces SET valid_from = (SELECT max(replaced) FROM untimed WHERE live = traces.merged_into)
+            WHERE merged_into IN (SELECT live FROM untimed) AND valid_until IS NOT NULL
+              AND json_extract(metadata, '$.snapshot_of') IS NOT NULL
+              AND coalesce(valid_from, created_at) < (SELECT max(replaced) FROM untimed
+                                                      WHERE live = traces.merged_into);
         UPDATE traces SET
             valid_from = (SELECT max(p.replaced) FROM untimed p, untimed s
                           WHERE s.rid = traces.rid AND p.live = s.live

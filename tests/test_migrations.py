@@ -282,3 +282,36 @@ def test_an_update_made_before_schema_6_keeps_its_history_and_as_of(tmp_path: Pa
     with Brain(str(path), clock=lambda: T0 + 100) as brain:
         assert _timeline(brain, "mt_k") == expected
         assert brain.check()["ok"]
+
+
+def test_an_update_made_at_schema_8_after_older_ones_starts_where_they_end(tmp_path: Path) -> None:
+    # A brain upgraded to 8 by an earlier brainmem and updated again there: that update's
+    # snapshot began when the trace was created (the untimed live value's start), over the
+    # periods of the older snapshots, so two values answered an as_of search between them.
+    path = tmp_path / "v5.db"
+    build_old_brain(path, 5)
+    _add_pre_v6_update(path, 5)
+    db = apsw.Connection(str(path))
+    schema.migrate(db, upto=8)
+    db.execute("BEGIN IMMEDIATE")  # what an update at schema 8 wrote at T0 + 80
+    db.execute("INSERT INTO traces (id, content, content_hash, type, scope, scope_id, tags, strength, "
+               "stability, importance, created_at, updated_at, last_accessed_at, version, deleted_at, "
+               "merged_into, metadata, valid_from, valid_until) "
+               "SELECT 'mt_k2', content, content_hash, type, scope, scope_id, tags, strength, stability, "
+               "importance, created_at, updated_at, last_accessed_at, version, :at, id, "
+               "json_object('snapshot_of', id, 'snapshot_version', version), "
+               "coalesce(valid_from, created_at), :at FROM traces WHERE id = 'mt_k'", {"at": T0 + 80})
+    db.execute("UPDATE traces SET content = 'The user lives in Faro', content_hash = ?, version = 4, "
+               "updated_at = :at, valid_from = :at WHERE id = 'mt_k'".replace(":at", str(T0 + 80)),
+               (content_hash("The user lives in Faro"),))
+    db.execute("INSERT INTO edges VALUES ('mt_k', 'mt_k2', 'supersedes', 1.0, ?)", (T0 + 80,))
+    db.execute("COMMIT")
+    db.close()
+    with Brain(str(path), clock=lambda: T0 + 100) as brain:
+        chain = [(v["content"], v["valid_from"], v["valid_until"]) for v in history_view(brain.history("mt_k"))]
+        assert chain == [("The user lives in Porto", T0 + 30, T0 + 40), ("The user lives in Braga", T0 + 40, T0 + 60),
+                         ("The user lives in Lisbon", T0 + 60, T0 + 80), ("The user lives in Faro", T0 + 80, None)]
+        assert [[h.trace.content for h in brain.search("lives", as_of=T0 + at, reinforce=False)]
+                for at in (35, 50, 70, 90)] == [["The user lives in Porto"], ["The user lives in Braga"],
+                                                ["The user lives in Lisbon"], ["The user lives in Faro"]]
+        assert brain.check()["ok"]
