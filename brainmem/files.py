@@ -101,6 +101,9 @@ def _check_file(path: str, readonly: bool) -> None:
         return
     if os.path.isdir(path):
         raise BrainFileError(f"{path} is a directory, not a brain file")
+    if path.endswith(tuple(sep for sep in (os.sep, os.altsep) if sep)):  # SQLite would drop it
+        raise InvalidInput(f"{path} ends in {path[-1]!r}, so it names a folder, not a brain file; "
+                           f"give the file's path (e.g. {os.path.join(path, 'brain.db')})")
     if not os.path.exists(path):
         if readonly:
             raise BrainFileError(f"no brain file at {path} (read-only open does not create)")

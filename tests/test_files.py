@@ -149,6 +149,21 @@ def test_directory_and_missing_file(tmp_path: Path) -> None:
     assert list(tmp_path.iterdir()) == []
 
 
+def test_a_path_ending_in_a_slash_is_refused_not_made_a_file_without_it(tmp_path: Path) -> None:
+    # Before: Brain("newdir/") and `brainmem --brain newdir/ init` created a brain file named
+    # "newdir" and said "created newdir/"; every reading command then said there was "no
+    # brain file at newdir/".
+    for readonly in (False, True):
+        with pytest.raises(InvalidInput, match="ends in '/'.*a folder"):
+            Brain(str(tmp_path / "newdir") + "/", readonly=readonly)
+    run = subprocess.run([sys.executable, "-m", "brainmem", "--brain", str(tmp_path / "newdir") + "/", "init"],
+                         capture_output=True, text=True, timeout=60)
+    assert run.returncode == 2 and "ends in '/'" in run.stderr and run.stderr.count("\n") == 1
+    assert list(tmp_path.iterdir()) == []
+    with pytest.raises(BrainFileError, match="is a directory"):
+        Brain(str(tmp_path) + "/")  # an existing folder: as before
+
+
 def test_check_cli_on_a_foreign_file_exits_1_without_touching_it(tmp_path: Path) -> None:
     path = tmp_path / "noise.db"
     path.write_bytes(b"definitely not sqlite" * 100)
