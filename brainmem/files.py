@@ -198,10 +198,10 @@ def _first_read(db: apsw.Connection, path: str, readonly: bool) -> apsw.Connecti
     except (apsw.ReadOnlyError, apsw.CantOpenError) as exc:
         db.close()
         if not readonly:
-            raise ReadOnlyBrain(
+            raise ReadOnlyBrain(_unwritable_old(path) or (
                 f"{path} is not writable (the file or its directory is read-only); "
                 "open it with readonly=True to search it"
-            ) from exc
+            )) from exc
         wal = sidecar(path, "-wal")
         if os.path.exists(wal) and os.path.getsize(wal) > 0:
             raise ReadOnlyBrain(
@@ -213,11 +213,39 @@ def _first_read(db: apsw.Connection, path: str, readonly: bool) -> apsw.Connecti
         return apsw.Connection(uri, flags=apsw.SQLITE_OPEN_READONLY | apsw.SQLITE_OPEN_URI)
     if not readonly and db.readonly("main"):
         db.close()
-        raise ReadOnlyBrain(
+        raise ReadOnlyBrain(_unwritable_old(path) or (
             f"{path} is not writable (file permissions or a read-only file system); "
             "open it with readonly=True to search it"
-        )
+        ))
     return db
+
+def _writable(path: str) -> bool:
+    """Whether this process may write the brain file and its folder (its -wal and -shm)."""
+    real = os.path.realpath(path)
+    return os.access(real, os.W_OK) and os.access(os.path.dirname(real), os.W_OK)
+
+
+def _upgrade_elsewhere(path: str, version: int) -> str:
+    """What an old brain that cannot be written here is told: upgrading writes to it."""
+    return (f"{path} needs a schema upgrade (version {version} -> {schema.SCHEMA_VERSION}), which "
+            "writes to it, and it (or its folder) is not writable here; make it writable, or upgrade "
+            f"a copy: cp {path} COPY && brainmem --brain COPY init")
+
+
+def _unwritable_old(path: str) -> str | None:
+    """:func:`_upgrade_elsewhere` for a brain file of an older schema (by its header), else
+    None: a read-write open of it that cannot write must not send the user to a read-only
+    open, which refuses an old schema too."""
+    try:
+        with open(path, "rb") as handle:
+            head = handle.read(100)
+    except OSError:
+        return None
+    if len(head) < 100 or int.from_bytes(head[68:72], "big") != schema.APPLICATION_ID:
+        return None
+    version = int.from_bytes(head[60:64], "big", signed=True)
+    return _upgrade_elsewhere(path, version) if version < schema.SCHEMA_VERSION else None
+
 
 def _optimize(db: apsw.Connection) -> None:
     """bestpractice's ``PRAGMA optimize`` (ANALYZE where the statistics went stale), without
@@ -250,6 +278,7 @@ def open_connection(path: str, readonly: bool, busy_timeout_ms: int) -> apsw.Con
             raise NotABrainFile(f"{path} is not a usable brain file ({exc}); it was left unchanged") from exc
         if readonly and (blank or version < schema.SCHEMA_VERSION):
             raise BrainFileError(
+                _upgrade_elsewhere(path, version) if not _writable(path) else
                 f"{path} needs a schema upgrade (version {version} -> {schema.SCHEMA_VERSION}); "
                 f"open it once read-write to upgrade it in place (`brainmem --brain {path} init`, "
                 "or Brain(path) in Python)"

@@ -276,6 +276,28 @@ def test_readonly_file_in_a_writable_directory(locked_dir: Path) -> None:
     assert path.read_bytes() == before
 
 
+def test_an_old_brain_this_user_cannot_write_says_to_upgrade_a_copy(locked_dir: Path) -> None:
+    # Before: read-only, it said to open it read-write once to upgrade it (`brainmem init`),
+    # and read-write it said to open it read-only: each open sent the user to the other.
+    from test_migrations import build_old_brain
+
+    path = locked_dir / "old.db"
+    build_old_brain(path, 5)
+    path.chmod(0o444)
+    locked_dir.chmod(0o555)
+    before = _snapshot(locked_dir)
+    script = PROBE + """
+from brainmem.cli import main
+print("cli", main(["--brain", path, "search", "dark"]))
+"""
+    run = _unprivileged(script, str(locked_dir), str(path))
+    lines = [line for line in run.stdout.splitlines() if line.startswith(("readonly", "readwrite"))]
+    assert len(lines) == 2 and all("schema upgrade" in line and "copy" in line for line in lines), run.stdout
+    assert all("open it with readonly=True" not in line for line in lines), run.stdout
+    assert "cli 1" in run.stdout and "copy" in run.stderr and run.stderr.count("\n") == 1, run.stderr
+    assert _snapshot(locked_dir) == before
+
+
 def test_wal_with_changes_but_no_shm_in_a_readonly_directory_is_refused_clearly(
         tmp_path: Path, locked_dir: Path) -> None:
     live = tmp_path / "live.db"
