@@ -329,7 +329,7 @@ def _v9_old_snapshots_timed(db: apsw.Connection) -> None:
         CREATE TEMP TABLE untimed AS
             SELECT rid, id, merged_into AS live, deleted_at AS replaced FROM traces
             WHERE merged_into IS NOT NULL AND deleted_at IS NOT NULL AND valid_until IS NULL
-              AND json_extract(metadata, '$.snapshot_of') IS NOT NULL;
+              AND CASE WHEN json_valid(metadata) THEN metadata ->> '$.snapshot_of' END IS NOT NULL;
         CREATE INDEX temp.untimed_live ON untimed(live, replaced);
         UPDATE traces SET valid_from = (SELECT max(replaced) FROM untimed WHERE live = traces.id)
             WHERE valid_from IS NULL AND id IN (SELECT live FROM untimed);
@@ -337,7 +337,7 @@ def _v9_old_snapshots_timed(db: apsw.Connection) -> None:
         -- seemed to begin, its creation: it held from the last untimed replacement on
         UPDATE traces SET valid_from = (SELECT max(replaced) FROM untimed WHERE live = traces.merged_into)
             WHERE merged_into IN (SELECT live FROM untimed) AND valid_until IS NOT NULL
-              AND json_extract(metadata, '$.snapshot_of') IS NOT NULL
+              AND CASE WHEN json_valid(metadata) THEN metadata ->> '$.snapshot_of' END IS NOT NULL
               AND coalesce(valid_from, created_at) < (SELECT max(replaced) FROM untimed
                                                       WHERE live = traces.merged_into);
         UPDATE traces SET

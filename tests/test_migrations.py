@@ -315,3 +315,18 @@ def test_an_update_made_at_schema_8_after_older_ones_starts_where_they_end(tmp_p
                 for at in (35, 50, 70, 90)] == [["The user lives in Porto"], ["The user lives in Braga"],
                                                 ["The user lives in Lisbon"], ["The user lives in Faro"]]
         assert brain.check()["ok"]
+
+
+def test_an_old_brain_with_a_row_of_malformed_metadata_still_upgrades(tmp_path: Path) -> None:
+    # Migration 9 reads metadata as JSON; a row broken by hand (the sqlite3 shell) made it
+    # fail with "malformed JSON" on every open, and the brain could not be opened at all.
+    path = tmp_path / "v5.db"
+    build_old_brain(path, 5)
+    _add_pre_v6_update(path, 5)
+    db = apsw.Connection(str(path))
+    db.execute("UPDATE traces SET metadata = '{broken', merged_into = 'mt_a' WHERE id = 'mt_d'")  # merged
+    db.close()
+    with Brain(str(path), clock=lambda: T0 + 100) as brain:
+        assert brain.stats()["schema_version"] == schema.SCHEMA_VERSION
+        assert [h.trace.content for h in brain.search("lives", as_of=T0 + 50, reinforce=False)] == [
+            "The user lives in Braga"]
