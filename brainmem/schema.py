@@ -13,7 +13,7 @@ from collections.abc import Callable
 
 import apsw
 
-from .errors import NotABrainFile, SchemaTooNew
+from .errors import BrainFileError, NotABrainFile, SchemaTooNew
 from .scripts import GLOB
 
 #: 'BRMM' — marks a SQLite file as a brainmem brain.
@@ -406,6 +406,12 @@ def migrate(db: apsw.Connection, upto: int = SCHEMA_VERSION) -> int:
         db.pragma("application_id", APPLICATION_ID)
         db.pragma("user_version", max(version, upto))
         db.execute("COMMIT")
+    except (apsw.ConstraintError, apsw.SQLError) as exc:  # a step this file's data breaks
+        db.execute("ROLLBACK")
+        raise BrainFileError(
+            f"upgrading {db.filename or 'the brain'} from schema version {version} to {upto} failed "
+            f"({exc}); it was left at version {version} (report this with the message)"
+        ) from exc
     except BaseException:
         db.execute("ROLLBACK")
         raise

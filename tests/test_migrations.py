@@ -330,3 +330,25 @@ def test_an_old_brain_with_a_row_of_malformed_metadata_still_upgrades(tmp_path: 
         assert brain.stats()["schema_version"] == schema.SCHEMA_VERSION
         assert [h.trace.content for h in brain.search("lives", as_of=T0 + 50, reinforce=False)] == [
             "The user lives in Braga"]
+
+
+def test_an_upgrade_that_sqlite_refuses_is_a_clear_error_and_leaves_the_old_version(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    # Before: a migration step that SQLite refused (a constraint an old file breaks, a
+    # function it lacks) came out of Brain() and every CLI command as a raw apsw traceback.
+    from brainmem.cli import main
+    from brainmem.errors import BrainFileError
+
+    path = tmp_path / "v5.db"
+    build_old_brain(path, 5)
+
+    def refused(db: apsw.Connection) -> None:
+        db.execute("CREATE UNIQUE INDEX one_type ON traces(type)")  # two live episodic traces
+
+    monkeypatch.setattr(schema, "MIGRATIONS", [*schema.MIGRATIONS[:5], refused, *schema.MIGRATIONS[6:]])
+    with pytest.raises(BrainFileError, match=r"upgrading .* from schema version 5 to .* failed.*left at version 5"):
+        Brain(str(path))
+    assert main(["--brain", str(path), "stats"]) == 1
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "left at version 5" in err
+    assert _version(path) == 5
