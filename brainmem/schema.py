@@ -318,7 +318,7 @@ def _v9_old_snapshots_timed(db: apsw.Connection) -> None:
     version looked current since the trace's creation, so ``history`` could not order
     them and ``search(as_of=T)`` answered T with the live value, never with a snapshot.
     As the writes of today set them: a snapshot held from when the one before it was
-    replaced (that one's ``deleted_at``; the first, from the trace's creation) until it
+    replaced (that one's ``deleted_at``; the first, from the trace's ``created_at``) until it
     was replaced itself (its own ``deleted_at``), and the live trace from its last
     replacement; a snapshot written since (it has a ``valid_until``) of such a trace
     began at that replacement, not at the trace's creation. A missing ``supersedes``
@@ -341,9 +341,10 @@ def _v9_old_snapshots_timed(db: apsw.Connection) -> None:
               AND coalesce(valid_from, created_at) < (SELECT max(replaced) FROM untimed
                                                       WHERE live = traces.merged_into);
         UPDATE traces SET
-            valid_from = (SELECT max(p.replaced) FROM untimed p, untimed s
-                          WHERE s.rid = traces.rid AND p.live = s.live
-                            AND (p.replaced < s.replaced OR (p.replaced = s.replaced AND p.rid < s.rid))),
+            valid_from = coalesce((SELECT max(p.replaced) FROM untimed p, untimed s
+                                   WHERE s.rid = traces.rid AND p.live = s.live
+                                     AND (p.replaced < s.replaced OR (p.replaced = s.replaced AND p.rid < s.rid))),
+                                  created_at),
             valid_until = deleted_at
             WHERE rid IN (SELECT rid FROM untimed);
         INSERT OR IGNORE INTO edges(src, dst, kind, weight, updated_at)

@@ -282,6 +282,9 @@ def test_an_update_made_before_schema_6_keeps_its_history_and_as_of(tmp_path: Pa
     with Brain(str(path), clock=lambda: T0 + 100) as brain:
         assert _timeline(brain, "mt_k") == expected
         assert brain.check()["ok"]
+        # as exported too: a snapshot's valid_from is set, as today's writes set it
+        assert [brain.get(t, include_deleted=True).valid_from for t in ("mt_k0", "mt_k1", "mt_k")] == [
+            T0 + 30, T0 + 40, T0 + 60]
 
 
 def test_an_update_made_at_schema_8_after_older_ones_starts_where_they_end(tmp_path: Path) -> None:
