@@ -355,3 +355,66 @@ def test_an_upgrade_that_sqlite_refuses_is_a_clear_error_and_leaves_the_old_vers
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "left at version 5" in err
     assert _version(path) == 5
+
+
+def _downgrade(path: Path, version: int) -> None:
+    """Give a brain made today the shape of schema ``version`` (5 to 8) as that version's
+    code left it: 9 changed data only, 8 added an index, 7 the edge kinds, 6 the validity
+    columns (an update's snapshots had none)."""
+    db = apsw.Connection(str(path))
+    db.execute("BEGIN IMMEDIATE")
+    if version <= 7:
+        db.execute("DROP INDEX feedback_trace")
+    if version <= 6:
+        db.execute("DROP TRIGGER edges_kind_added; DROP TRIGGER edges_kind_changed; DROP TABLE edge_kinds")
+    if version <= 5:
+        db.execute("DROP INDEX traces_merged_into; ALTER TABLE traces DROP COLUMN valid_from; "
+                   "ALTER TABLE traces DROP COLUMN valid_until")
+    db.pragma("user_version", version)
+    db.execute("COMMIT")
+    db.close()
+
+
+@pytest.mark.parametrize("version", range(5, schema.SCHEMA_VERSION))
+def test_a_brain_of_every_kind_of_content_upgrades_to_what_a_brain_made_today_holds(
+        tmp_path: Path, version: int) -> None:
+    import io
+
+    clock = [T0]
+
+    def later(seconds: float) -> None:
+        clock[0] += seconds
+
+    today = tmp_path / "today.db"
+    with Brain(str(today), clock=lambda: clock[0]) as brain:
+        brain.add("The user prefers dark mode in every editor", tags=["pref"])
+        for city in ("Porto", "Braga", "Lisbon"):
+            later(10)
+            brain.put("city", f"The user lives in {city}")
+        later(5)
+        brain.add("water the plants", type="prospective", due_at=T0 + 1000, cue="plants")
+        cats = [brain.add(text).id for text in ("The user likes cats", "The user likes cats a lot")]
+        brain.merge(cats)
+        brain.add("Deployed billing on Tuesday", episode="e1")
+        brain.search("dark mode")
+        later(5)
+        brain.reflect()
+
+    def seen(path: Path) -> tuple[list[str], list[tuple[str, float, float | None]], list[list[str]]]:
+        with Brain(str(path), clock=lambda: T0 + 100) as brain:
+            out = io.StringIO()
+            brain.export(out, include_deleted=True)
+            key = brain.get_key("city")
+            assert key is not None and brain.check()["ok"]
+            chain = [(v["content"], v["valid_from"], v["valid_until"]) for v in history_view(brain.history(key.id))]
+            found = [[h.trace.id for h in brain.search(q, as_of=at, reinforce=False)]
+                     for q in ("lives", "cats", "plants") for at in (None, T0 + 15, T0 + 25)]
+            return sorted(out.getvalue().splitlines()[1:]), chain, found
+
+    expected = seen(today)
+    assert [c for c, *_ in expected[1]] == [f"The user lives in {c}" for c in ("Porto", "Braga", "Lisbon")]
+    old = tmp_path / f"v{version}.db"
+    old.write_bytes(today.read_bytes())
+    _downgrade(old, version)
+    assert _version(old) == version
+    assert seen(old) == expected
