@@ -1,8 +1,8 @@
 """The queries behind ``check()`` and ``repair()`` (:mod:`brainmem.maintenance`):
-b-tree integrity, orphan rows, dedup hashes and tag filter rows.
+b-tree integrity, orphan rows, dedup hashes, tag filter rows and unreadable JSON.
 
 A mixin of :class:`~brainmem.store.Store`. Everything here reads, except
-``drop_orphans``, ``rehash`` and ``retag`` (one write transaction each) and ``vacuum`` (a rewrite of the file); the FTS5 checks and ``repair_index`` are
+``drop_orphans``, ``rehash``, ``retag`` and ``fix_json`` (one write transaction each) and ``vacuum`` (a rewrite of the file); the FTS5 checks and ``repair_index`` are
 in :mod:`brainmem.store_index`, ``backup_to`` in :mod:`brainmem.store_base`.
 """
 
@@ -98,6 +98,35 @@ class MaintenanceTables(Database):
                 self.execute("INSERT OR IGNORE INTO trace_tags(rid, tag) SELECT t.rid, j.value "
                              f"FROM traces t, json_each(t.tags) j WHERE t.rid IN ({marks}) "
                              "AND j.type = 'text'", chunk)
+        return len(rids)
+
+    #: Traces whose tags are not a JSON array or metadata not a JSON object (edited
+    #: outside brainmem): reading them fails.
+    _BAD_JSON = (
+        "FROM traces WHERE (CASE WHEN json_valid(tags) THEN json_type(tags) END) IS NOT 'array' "
+        "OR (CASE WHEN json_valid(metadata) THEN json_type(metadata) END) IS NOT 'object'"
+    )
+
+    def bad_json(self) -> int:
+        """How many traces cannot be read for their tags or metadata (:data:`_BAD_JSON`)."""
+        return int(self.execute(f"SELECT count(*) {self._BAD_JSON}").get)
+
+    def fix_json(self) -> int:
+        """Make the traces :meth:`bad_json` counts readable: tags from their tag filter rows,
+        metadata ``{"unreadable_metadata": <the text as it was>}``. Returns how many."""
+        with self.write():
+            rids = [r[0] for r in self.execute(f"SELECT rid {self._BAD_JSON}")]
+            for chunk in in_chunks(rids):
+                marks = ", ".join("?" * len(chunk))
+                self.execute(
+                    "UPDATE traces SET tags = (SELECT coalesce(json_group_array(tag), '[]') FROM "
+                    "(SELECT tag FROM trace_tags g WHERE g.rid = traces.rid ORDER BY tag)) "
+                    f"WHERE rid IN ({marks}) AND "
+                    "(CASE WHEN json_valid(tags) THEN json_type(tags) END) IS NOT 'array'", chunk)
+                self.execute(
+                    "UPDATE traces SET metadata = json_object('unreadable_metadata', metadata) "
+                    f"WHERE rid IN ({marks}) AND "
+                    "(CASE WHEN json_valid(metadata) THEN json_type(metadata) END) IS NOT 'object'", chunk)
         return len(rids)
 
     def maintenance_counts(self) -> dict[str, int]:

@@ -51,7 +51,7 @@ def test_healthy_brain_checks_clean_without_writing(tmp_path: Path) -> None:
     assert report["integrity"] == [] and report["fts_integrity"] is None
     assert report["fts_sync"] == {"missing": 0, "extra": 0}
     assert report["orphans"] == {"edges": 0, "tags": 0}
-    assert report["hashes"] == 0 and report["tag_rows"] == 0
+    assert report["hashes"] == 0 and report["tag_rows"] == 0 and report["json"] == 0
     assert report["counts"] == {"traces": 30, "live": 30, "indexed": 30, "edges": 29}
     json.dumps(report)
 
@@ -133,6 +133,36 @@ def test_tags_edited_with_the_sqlite3_module_are_reported_and_repair_refilters_t
         assert result["ok"] and result["retagged"] == 1 and brain.check()["tag_rows"] == 0
         assert [h.trace.id for h in brain.search("lanterns", tags=["favourite"], reinforce=False)] == [ids[0]]
         assert ids[0] not in {h.trace.id for h in brain.search("lanterns", tags=["t"], reinforce=False)}
+
+
+def test_tags_or_metadata_broken_by_hand_are_a_clear_error_reported_and_repaired(tmp_path: Path) -> None:
+    # Before: one trace whose tags or metadata was no longer JSON (edited outside brainmem)
+    # made every search that met it, and get(), end in a raw JSONDecodeError (the tools said
+    # "InternalError"), while check() said "ok".
+    import sqlite3
+
+    from brainmem.errors import BrainFileError
+
+    path = tmp_path / "brain.db"
+    ids = _healthy(path, 5)
+    with sqlite3.connect(path) as db:
+        db.execute("UPDATE traces SET metadata = '{oops' WHERE id = ?", (ids[0],))
+        db.execute("UPDATE traces SET tags = 't' WHERE id = ?", (ids[1],))
+    db.close()
+    with Brain(str(path)) as brain:
+        with pytest.raises(BrainFileError, match=f"{ids[0]}.*brainmem repair"):
+            brain.search("lanterns", reinforce=False)
+        with pytest.raises(BrainFileError, match=ids[1]):
+            brain.get(ids[1])
+        assert brain.call_tool("memory_search", {"query": "lanterns"})["error"]["type"] == "BrainFileError"
+        report = brain.check()
+        assert not report["ok"] and report["json"] == 2
+        assert "json: 2 trace(s) whose tags or metadata is not JSON" in report["problems"][0]
+        result = brain.repair(backup_to=str(tmp_path / "before.bak"))
+        assert result["ok"] and result["json_fixed"] == 2
+        assert brain.get(ids[0]).metadata == {"unreadable_metadata": "{oops"}  # kept, not lost
+        assert brain.get(ids[1]).tags == ["t"]  # from its tag filter rows
+        assert len(brain.search("lanterns", tags=["t"], limit=10, reinforce=False)) == 5
 
 
 def test_check_hashes_a_long_text_a_block_at_a_time_to_the_same_value() -> None:

@@ -73,6 +73,8 @@ def _repair(args: argparse.Namespace) -> int:
     print(f"search index rebuilt: {'yes' if result['fts_rebuilt'] else 'no'}")
     dropped = result["dropped"]
     print(f"orphan edges dropped: {dropped['edges']}; orphan tag rows dropped: {dropped['tags']}")
+    if result["json_fixed"]:
+        print(f"traces with unreadable tags or metadata made readable: {result['json_fixed']}")
     if result["rehashed"]:
         print(f"dedup hashes recomputed: {result['rehashed']}")
     if result["retagged"]:
