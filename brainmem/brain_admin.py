@@ -186,8 +186,11 @@ class AdminMixin(BrainBase):
 
         Reports ``integrity`` (PRAGMA integrity_check), ``fts_integrity``, ``fts_sync``
         (live traces missing from the index, index rows of no live trace), ``orphans``
-        (edges/tag rows of traces that do not exist), ``unsafe_merges`` (past merges
-        the merge rule refuses), ``counts`` and readable
+        (edges/tag rows of traces that do not exist), ``hashes`` (traces whose dedup
+        hash is not their text's: edited outside brainmem), ``json`` (traces whose tags
+        or metadata is not JSON: the same), ``tag_rows`` (traces whose tag filter does
+        not hold their tags: the same), ``unsafe_merges`` (past
+        merges the merge rule refuses), ``counts`` and readable
         ``problems``. See :mod:`brainmem.maintenance`.
         """
         from . import maintenance
@@ -197,7 +200,9 @@ class AdminMixin(BrainBase):
 
     def repair(self, backup_to: str | None = None, *, unmerge_unsafe: bool = False) -> dict[str, Any]:
         """Back up the file (online backup, to ``backup_to`` or ``<path>.<time>.bak``),
-        rebuild the search index and drop orphan edges; with ``unmerge_unsafe``, undo
+        rebuild the search index, drop orphan edges and recompute stale dedup hashes
+        and tag filters (``rehashed``, ``retagged``), and make unreadable tags and
+        metadata readable (``json_fixed``); with ``unmerge_unsafe``, undo
         the past merges :meth:`check` reports as ``unsafe_merges``. Returns what was done
         and a fresh :meth:`check` under ``["after"]``."""
         from . import maintenance

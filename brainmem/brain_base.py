@@ -141,7 +141,10 @@ class BrainBase:
             with self._lock:
                 yield self._store
             return
-        if not os.path.isfile(self._file):  # never create a new, empty brain in its place
+        # never create a new, empty brain in its place, nor consolidate or purge another
+        # brain put there since (a backup copied over it, a symlink pointed elsewhere)
+        self.ensure_file()
+        if not os.path.isfile(self._file):
             raise BrainFileError(f"the brain file {self._file} is gone")
         store = Store(self._file, readonly=self.readonly, busy_timeout_ms=self._store.busy_timeout_ms)
         try:

@@ -23,6 +23,9 @@ from .errors import BrainFileError, InvalidInput, NotABrainFile, ReadOnlyBrain, 
 __all__ = ["SQLITE_HEADER", "is_plain_file", "open_connection"]
 
 SQLITE_HEADER = b"SQLite format 3\x00"
+#: What is read of a file before SQLite opens it: the 100-byte database header and the
+#: b-tree header of page 1 (``sqlite_schema``) after it, which tells an empty schema.
+HEAD_BYTES = 108
 
 
 def is_plain_file(path: str) -> bool:
@@ -62,15 +65,34 @@ def move_into_place(tmp: str, path: str) -> None:
         os.close(folder)
 
 
+def sidecar(path: str, suffix: str) -> str:
+    """The ``-wal``/``-shm``/``-journal`` file of the brain at ``path``: beside the file a
+    symlink points at, where SQLite puts it (it resolves the link), not beside the link."""
+    return os.path.realpath(path) + suffix
+
+
 def is_empty(path: str) -> bool:
-    """Whether ``path`` is a 0-byte file with no write-ahead log holding changes: no brain
-    (yet), which a read-write open makes a new one of, as SQLite does."""
-    return is_plain_file(path) and os.path.isfile(path) and _size(path) == 0 and _size(f"{path}-wal") == 0
+    """Whether ``path`` holds no brain (yet) nor anything else: a 0-byte file, or a SQLite
+    database with nothing in it (no table, application id or user version), and no
+    write-ahead log or journal holding changes. A read-write open makes a new brain of it."""
+    if not (is_plain_file(path) and os.path.isfile(path)) or _size(sidecar(path, "-wal")) \
+            or _size(sidecar(path, "-journal")):
+        return False
+    if _size(path) == 0:
+        return True
+    try:
+        with open(path, "rb") as handle:
+            head = handle.read(HEAD_BYTES)
+    except OSError:
+        return False
+    return (head.startswith(SQLITE_HEADER) and head[60:64] == head[68:72] == b"\0\0\0\0"
+            and schema_is_empty(head))
 
 
 def empty_file_error(path: str) -> NotABrainFile:
-    """What opening an empty file without creating a brain in it says."""
-    return NotABrainFile(f"{path} is an empty file, not a brain; it was left unchanged (make it one "
+    """What opening an empty file (:func:`is_empty`) without creating a brain in it says."""
+    what = "an empty file" if _size(path) == 0 else "an empty SQLite database"
+    return NotABrainFile(f"{path} is {what}, not a brain; it was left unchanged (make it one "
                          f"with: brainmem --brain {path} init, or give --create)")
 
 
@@ -79,6 +101,9 @@ def _check_file(path: str, readonly: bool) -> None:
         return
     if os.path.isdir(path):
         raise BrainFileError(f"{path} is a directory, not a brain file")
+    if path.endswith(tuple(sep for sep in (os.sep, os.altsep) if sep)):  # SQLite would drop it
+        raise InvalidInput(f"{path} ends in {path[-1]!r}, so it names a folder, not a brain file; "
+                           f"give the file's path (e.g. {os.path.join(path, 'brain.db')})")
     if not os.path.exists(path):
         if readonly:
             raise BrainFileError(f"no brain file at {path} (read-only open does not create)")
@@ -92,7 +117,7 @@ def _check_file(path: str, readonly: bool) -> None:
         raise empty_file_error(path)
     try:
         with open(path, "rb") as handle:
-            head = handle.read(100)
+            head = handle.read(HEAD_BYTES)
     except OSError as exc:  # no permission to read it, an I/O error
         raise BrainFileError(f"cannot read the brain file {path}: {exc.strerror or exc}; "
                              "it was left unchanged") from exc
@@ -110,17 +135,25 @@ def _size(path: str) -> int:
         return 0
 
 
-def _check_header(path: str, head: bytes) -> None:
-    """Refuse truncated, foreign and too-new files from the 100-byte header alone.
+def schema_is_empty(head: bytes) -> bool:
+    """Whether page 1 as read in ``head`` (:data:`HEAD_BYTES`), the ``sqlite_schema``
+    table, holds no table, index, view or trigger: a leaf page (type 13) of 0 cells."""
+    return len(head) >= HEAD_BYTES and head[100] == 13 and head[103:105] == b"\0\0"
 
-    Opening a WAL-mode file creates ``-wal``/``-shm`` beside it, even read-only,
-    so what the header can tell is checked before SQLite opens anything. While a
-    non-empty -wal or a -journal exists the header may be stale: SQLite decides.
+
+def _check_header(path: str, head: bytes) -> None:
+    """Refuse truncated, foreign and too-new files from the header alone.
+
+    Opening a WAL-mode file creates ``-wal``/``-shm`` beside it, even read-only (and a
+    read-only connection leaves them there), so what the header can tell is checked
+    before SQLite opens anything: a database of another application is one whose
+    ``application_id`` is not ours, or is 0 with tables in its schema (page 1). While
+    a non-empty -wal or a -journal exists the header may be stale: SQLite decides.
     """
     if len(head) < 100:
         raise NotABrainFile(f"{path} is truncated ({len(head)} bytes, shorter than a SQLite "
                             "header); it was left unchanged")
-    if any(_size(f"{path}{suffix}") > 0 for suffix in ("-wal", "-journal")):
+    if any(_size(sidecar(path, suffix)) > 0 for suffix in ("-wal", "-journal")):
         return
     number = int.from_bytes
     page_size = number(head[16:18], "big")
@@ -133,7 +166,7 @@ def _check_header(path: str, head: bytes) -> None:
         )
     version = number(head[60:64], "big", signed=True)
     app_id = number(head[68:72], "big", signed=True)
-    if app_id not in (0, schema.APPLICATION_ID):
+    if app_id not in (0, schema.APPLICATION_ID) or (app_id == 0 and not schema_is_empty(head)):
         raise NotABrainFile(
             f"{path} is not a brainmem brain: a SQLite database of another application "
             f"(application_id {app_id:#x}); it was left unchanged"
@@ -165,11 +198,11 @@ def _first_read(db: apsw.Connection, path: str, readonly: bool) -> apsw.Connecti
     except (apsw.ReadOnlyError, apsw.CantOpenError) as exc:
         db.close()
         if not readonly:
-            raise ReadOnlyBrain(
+            raise ReadOnlyBrain(_unwritable_old(path) or (
                 f"{path} is not writable (the file or its directory is read-only); "
                 "open it with readonly=True to search it"
-            ) from exc
-        wal = f"{path}-wal"
+            )) from exc
+        wal = sidecar(path, "-wal")
         if os.path.exists(wal) and os.path.getsize(wal) > 0:
             raise ReadOnlyBrain(
                 f"{path} cannot be read here: its write-ahead log {wal} holds changes but "
@@ -180,11 +213,39 @@ def _first_read(db: apsw.Connection, path: str, readonly: bool) -> apsw.Connecti
         return apsw.Connection(uri, flags=apsw.SQLITE_OPEN_READONLY | apsw.SQLITE_OPEN_URI)
     if not readonly and db.readonly("main"):
         db.close()
-        raise ReadOnlyBrain(
+        raise ReadOnlyBrain(_unwritable_old(path) or (
             f"{path} is not writable (file permissions or a read-only file system); "
             "open it with readonly=True to search it"
-        )
+        ))
     return db
+
+def _writable(path: str) -> bool:
+    """Whether this process may write the brain file and its folder (its -wal and -shm)."""
+    real = os.path.realpath(path)
+    return os.access(real, os.W_OK) and os.access(os.path.dirname(real), os.W_OK)
+
+
+def _upgrade_elsewhere(path: str, version: int) -> str:
+    """What an old brain that cannot be written here is told: upgrading writes to it."""
+    return (f"{path} needs a schema upgrade (version {version} -> {schema.SCHEMA_VERSION}), which "
+            "writes to it, and it (or its folder) is not writable here; make it writable, or upgrade "
+            f"a copy: cp {path} COPY && brainmem --brain COPY init")
+
+
+def _unwritable_old(path: str) -> str | None:
+    """:func:`_upgrade_elsewhere` for a brain file of an older schema (by its header), else
+    None: a read-write open of it that cannot write must not send the user to a read-only
+    open, which refuses an old schema too."""
+    try:
+        with open(path, "rb") as handle:
+            head = handle.read(100)
+    except OSError:
+        return None
+    if len(head) < 100 or int.from_bytes(head[68:72], "big") != schema.APPLICATION_ID:
+        return None
+    version = int.from_bytes(head[60:64], "big", signed=True)
+    return _upgrade_elsewhere(path, version) if version < schema.SCHEMA_VERSION else None
+
 
 def _optimize(db: apsw.Connection) -> None:
     """bestpractice's ``PRAGMA optimize`` (ANALYZE where the statistics went stale), without
@@ -217,6 +278,7 @@ def open_connection(path: str, readonly: bool, busy_timeout_ms: int) -> apsw.Con
             raise NotABrainFile(f"{path} is not a usable brain file ({exc}); it was left unchanged") from exc
         if readonly and (blank or version < schema.SCHEMA_VERSION):
             raise BrainFileError(
+                _upgrade_elsewhere(path, version) if not _writable(path) else
                 f"{path} needs a schema upgrade (version {version} -> {schema.SCHEMA_VERSION}); "
                 f"open it once read-write to upgrade it in place (`brainmem --brain {path} init`, "
                 "or Brain(path) in Python)"

@@ -9,14 +9,25 @@ What is checked (the SQL lives in :mod:`brainmem.store`, section "maintenance"):
   (``extra``): soft-deleted or vanished rows must not be searchable.
 * ``orphans`` — edges with an end that is no trace at all (not even a deleted
   one), and tag rows of vanished traces.
+* ``json`` — traces whose tags are not a JSON array or metadata not a JSON object
+  (edited outside brainmem): reading them (a search that meets them) fails.
+* ``hashes`` — traces whose dedup hash (``content_hash``) is not that of their
+  content: text edited outside brainmem, which adding the old text again would
+  still find as its duplicate.
+* ``tag_rows`` — traces whose tag filter rows (``trace_tags``) do not hold their
+  tags: tags edited outside brainmem, which ``tags=`` filters would not see.
 * ``unsafe_merges`` — past reflect merges whose two texts the merge rule of
   :mod:`brainmem.sameness` refuses (brains consolidated before the rule existed
   folded e.g. "likes cats, allergic to dogs" into its swap); each with both texts
   and the reason.
 
 What repair does, in order: an online backup of the whole file (SQLite's backup
-API, a consistent snapshot even while other processes write), an FTS5
-``rebuild`` from the live traces, and deletion of orphan edges and tag rows.
+API, a consistent snapshot even while other processes write), readable tags (from
+their tag filter rows) and metadata (the unreadable text kept under
+``unreadable_metadata``) for traces whose JSON is damaged, an FTS5 ``rebuild``
+from the live traces, deletion of orphan edges and tag rows, the hash of their
+content for traces whose dedup hash is stale, and the tag filter rows of traces
+whose tags were edited.
 With ``unmerge_unsafe`` (``brainmem repair --unmerge-unsafe``), repair then undoes
 every merge into a survivor that has an unsafe merge (:func:`brainmem.unmerge.unmerge`:
 all its sources come back; the safe ones merge again at the next reflect).
@@ -75,6 +86,18 @@ def check(store: Store) -> dict[str, Any]:
         found = run(name, fn)
         problems.extend(f"{name}: {found[key]} {meaning}" for key, meaning in meanings.items()
                         if found and found[key])
+    bad_json = run("json", store.bad_json)
+    if bad_json:
+        problems.append(f"json: {bad_json} trace(s) whose tags or metadata is not JSON (edited outside "
+                        "brainmem): reading them fails; brainmem repair makes them readable")
+    hashes = run("hashes", lambda: len(store.stale_hashes()))
+    if hashes:
+        problems.append(f"hashes: {hashes} trace(s) whose dedup hash is not that of their content "
+                        "(edited outside brainmem; brainmem repair recomputes it)")
+    tag_rows = run("tag_rows", store.stale_tags)
+    if tag_rows:
+        problems.append(f"tag_rows: {tag_rows} trace(s) whose tag filter does not hold their tags "
+                        "(edited outside brainmem; brainmem repair rebuilds it)")
     unsafe = run("unsafe_merges", lambda: unmerge.unsafe_merges(store))
     if unsafe:
         problems.append(f"merges: {len(unsafe)} past merge(s) joined texts that say different things "
@@ -109,11 +132,16 @@ def repair(store: Store, backup_to: str | None, now: float, unmerge_unsafe: bool
         backup = backup_to or default_backup_path(store.path, now)
         store.backup_to(backup)
     result: dict[str, Any] = {"backup": backup, "before": before, "fts_rebuilt": False,
-                              "dropped": {"edges": 0, "tags": 0}, "unmerged": [], "error": None}
+                              "dropped": {"edges": 0, "tags": 0}, "json_fixed": 0, "rehashed": 0, "retagged": 0,
+                              "unmerged": [],
+                              "error": None}
     try:
+        result["json_fixed"] = store.fix_json()  # first: the index rebuild reads the tags
         store.repair_index()
         result["fts_rebuilt"] = True
         result["dropped"] = store.drop_orphans()
+        result["rehashed"] = store.rehash()
+        result["retagged"] = store.retag()
         if unmerge_unsafe:
             result["unmerged"] = _unmerge_unsafe(store, before.get("unsafe_merges") or [], now)
     except BrainmemError as exc:

@@ -180,6 +180,23 @@ def content_hash(content: str) -> str:
     return hashlib.sha256(normalise_whitespace(content).encode("utf-8")).hexdigest()
 
 
+def content_hash_by_blocks(content: str, block: int = 4096) -> str:
+    """:func:`content_hash` of ``content``, normalised and hashed ``block`` characters at
+    a time: the same value, without holding a list of every word of a long text (~20
+    times its size) at once. For reading every trace's text (``check``)."""
+    digest = hashlib.sha256()
+    sep, carry = b"", ""
+    for start in range(0, len(content), block):
+        chunk = carry + content[start : start + block]
+        words = chunk.split()
+        # a word at the end of a block may go on in the next one
+        carry = words.pop() if words and not chunk[-1].isspace() and start + block < len(content) else ""
+        if words:
+            digest.update(sep + " ".join(words).encode("utf-8"))
+            sep = b" "
+    return digest.hexdigest()
+
+
 def iso(ts: float | None) -> str | None:
     """ISO-8601 UTC text for a timestamp (for tools and the CLI)."""
     if ts is None:

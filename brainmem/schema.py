@@ -13,7 +13,7 @@ from collections.abc import Callable
 
 import apsw
 
-from .errors import NotABrainFile, SchemaTooNew
+from .errors import BrainFileError, NotABrainFile, SchemaTooNew
 from .scripts import GLOB
 
 #: 'BRMM' — marks a SQLite file as a brainmem brain.
@@ -309,6 +309,51 @@ def _v8_feedback_trace(db: apsw.Connection) -> None:
     db.execute("CREATE INDEX feedback_trace ON feedback(trace_id);")
 
 
+def _v9_old_snapshots_timed(db: apsw.Connection) -> None:
+    """Give the update snapshots kept before version 6 their validity (:mod:`brainmem.timeline`).
+
+    An ``update`` of the content (and ``put`` of a key) kept the old content as a
+    soft-deleted snapshot (``metadata.snapshot_of``, ``merged_into`` the live trace)
+    before version 6 too, but version 6 added ``valid_from``/``valid_until`` empty: every
+    version looked current since the trace's creation, so ``history`` could not order
+    them and ``search(as_of=T)`` answered T with the live value, never with a snapshot.
+    As the writes of today set them: a snapshot held from when the one before it was
+    replaced (that one's ``deleted_at``; the first, from the trace's ``created_at``) until it
+    was replaced itself (its own ``deleted_at``), and the live trace from its last
+    replacement; a snapshot written since (it has a ``valid_until``) of such a trace
+    began at that replacement, not at the trace's creation. A missing ``supersedes``
+    edge (``history`` follows them) is added.
+    """
+    db.execute(
+        """
+        CREATE TEMP TABLE untimed AS
+            SELECT rid, id, merged_into AS live, deleted_at AS replaced FROM traces
+            WHERE merged_into IS NOT NULL AND deleted_at IS NOT NULL AND valid_until IS NULL
+              AND CASE WHEN json_valid(metadata) THEN metadata ->> '$.snapshot_of' END IS NOT NULL;
+        CREATE INDEX temp.untimed_live ON untimed(live, replaced);
+        UPDATE traces SET valid_from = (SELECT max(replaced) FROM untimed WHERE live = traces.id)
+            WHERE valid_from IS NULL AND id IN (SELECT live FROM untimed);
+        -- a later update (at version 6 to 8) began its snapshot where the live value
+        -- seemed to begin, its creation: it held from the last untimed replacement on
+        UPDATE traces SET valid_from = (SELECT max(replaced) FROM untimed WHERE live = traces.merged_into)
+            WHERE merged_into IN (SELECT live FROM untimed) AND valid_until IS NOT NULL
+              AND CASE WHEN json_valid(metadata) THEN metadata ->> '$.snapshot_of' END IS NOT NULL
+              AND coalesce(valid_from, created_at) < (SELECT max(replaced) FROM untimed
+                                                      WHERE live = traces.merged_into);
+        UPDATE traces SET
+            valid_from = coalesce((SELECT max(p.replaced) FROM untimed p, untimed s
+                                   WHERE s.rid = traces.rid AND p.live = s.live
+                                     AND (p.replaced < s.replaced OR (p.replaced = s.replaced AND p.rid < s.rid))),
+                                  created_at),
+            valid_until = deleted_at
+            WHERE rid IN (SELECT rid FROM untimed);
+        INSERT OR IGNORE INTO edges(src, dst, kind, weight, updated_at)
+            SELECT live, id, 'supersedes', 1.0, replaced FROM untimed;
+        DROP TABLE temp.untimed;
+        """
+    )
+
+
 #: The tokenizer of ``traces_fts`` (migrations v1 and v4 create it so), for an index that
 #: must tokenize as the brain does (``candidates.syntax_matches``).
 FTS_TOKENIZE = "porter unicode61 remove_diacritics 2"
@@ -316,7 +361,7 @@ FTS_TOKENIZE = "porter unicode61 remove_diacritics 2"
 #: Migration ``i`` takes a file from ``user_version == i`` to ``i + 1``.
 MIGRATIONS: list[Callable[[apsw.Connection], None]] = [
     _v1_traces, _v2_graph, _v3_faces, _v4_unsegmented, _v5_vectors, _v6_validity, _v7_edge_kinds,
-    _v8_feedback_trace,
+    _v8_feedback_trace, _v9_old_snapshots_timed,
 ]
 SCHEMA_VERSION = len(MIGRATIONS)
 
@@ -362,6 +407,12 @@ def migrate(db: apsw.Connection, upto: int = SCHEMA_VERSION) -> int:
         db.pragma("application_id", APPLICATION_ID)
         db.pragma("user_version", max(version, upto))
         db.execute("COMMIT")
+    except (apsw.ConstraintError, apsw.SQLError) as exc:  # a step this file's data breaks
+        db.execute("ROLLBACK")
+        raise BrainFileError(
+            f"upgrading {db.filename or 'the brain'} from schema version {version} to {upto} failed "
+            f"({exc}); it was left at version {version} (report this with the message)"
+        ) from exc
     except BaseException:
         db.execute("ROLLBACK")
         raise

@@ -24,6 +24,7 @@ import apsw
 
 from . import scripts
 from .errors import (
+    BrainFileError,
     InvalidInput,
     QueryError,
 )
@@ -57,20 +58,24 @@ _POSITIONAL = tuple(f.name for f in dataclass_fields(Trace)) == TRACE_COLUMNS
 
 
 def row_to_trace(row: Sequence[Any]) -> Trace:
-    if _POSITIONAL:  # search hot path: no dict of 25 names per row
-        values_ = list(row)
-        tags, metadata = values_[_TAGS_AT], values_[_METADATA_AT]
-        values_[_TAGS_AT] = [] if tags == "[]" else json.loads(tags)
-        values_[_METADATA_AT] = {} if metadata == "{}" else json.loads(metadata)
-        values_[_PINNED_AT] = bool(values_[_PINNED_AT])
-        return Trace(*values_)
-    values = dict(zip(TRACE_COLUMNS, row))
-    # most traces have no tags or metadata: skip the JSON parser for those (search hot path)
-    tags, metadata = values["tags"], values["metadata"]
-    values["tags"] = [] if tags == "[]" else json.loads(tags)
-    values["metadata"] = {} if metadata == "{}" else json.loads(metadata)
-    values["pinned"] = bool(values["pinned"])
-    return Trace(**values)
+    try:
+        if _POSITIONAL:  # search hot path: no dict of 25 names per row
+            values_ = list(row)
+            tags, metadata = values_[_TAGS_AT], values_[_METADATA_AT]
+            values_[_TAGS_AT] = [] if tags == "[]" else json.loads(tags)
+            values_[_METADATA_AT] = {} if metadata == "{}" else json.loads(metadata)
+            values_[_PINNED_AT] = bool(values_[_PINNED_AT])
+            return Trace(*values_)
+        values = dict(zip(TRACE_COLUMNS, row))
+        # most traces have no tags or metadata: skip the JSON parser for those (search hot path)
+        tags, metadata = values["tags"], values["metadata"]
+        values["tags"] = [] if tags == "[]" else json.loads(tags)
+        values["metadata"] = {} if metadata == "{}" else json.loads(metadata)
+        values["pinned"] = bool(values["pinned"])
+        return Trace(**values)
+    except (ValueError, TypeError) as exc:  # a row edited outside brainmem
+        raise BrainFileError(f"trace {row[0]} has tags or metadata that is not JSON ({exc}); "
+                             "brainmem check lists such traces, brainmem repair fixes them") from None
 
 
 def _column_value(name: str, value: Any) -> Any:

@@ -256,7 +256,11 @@ class Database:
                                            "nothing was written there, the brain is unchanged") from exc
             finally:
                 target.close()
-            files.move_into_place(tmp, path)
+            try:
+                files.move_into_place(tmp, path)
+            except (OSError, UnicodeError) as exc:  # e.g. "dir/": the copy cannot take that name
+                raise InvalidInput(f"cannot write the backup to {path}: "
+                                   f"{getattr(exc, 'strerror', None) or exc}") from None
         finally:
             for leftover in (tmp, f"{tmp}-journal"):
                 with contextlib.suppress(OSError):

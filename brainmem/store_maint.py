@@ -1,8 +1,8 @@
 """The queries behind ``check()`` and ``repair()`` (:mod:`brainmem.maintenance`):
-b-tree integrity and orphan rows.
+b-tree integrity, orphan rows, dedup hashes, tag filter rows and unreadable JSON.
 
 A mixin of :class:`~brainmem.store.Store`. Everything here reads, except
-``drop_orphans`` (one write transaction) and ``vacuum`` (a rewrite of the file); the FTS5 checks and ``repair_index`` are
+``drop_orphans``, ``rehash``, ``retag`` and ``fix_json`` (one write transaction each) and ``vacuum`` (a rewrite of the file); the FTS5 checks and ``repair_index`` are
 in :mod:`brainmem.store_index`, ``backup_to`` in :mod:`brainmem.store_base`.
 """
 
@@ -13,7 +13,8 @@ from typing import Any
 import apsw
 
 from .errors import InvalidInput, ReadOnlyBrain
-from .store_base import Database, translate_errors
+from .model import content_hash_by_blocks
+from .store_base import Database, in_chunks, translate_errors
 from .store_base import WriteBusy as WriteBusy  # re-exported: Brain catches it
 
 
@@ -53,6 +54,80 @@ class MaintenanceTables(Database):
             "edges": self.execute(f"SELECT count(*) {self._ORPHAN_EDGES}").get,
             "tags": self.execute(f"SELECT count(*) {self._ORPHAN_TAGS}").get,
         }
+
+    def stale_hashes(self) -> list[tuple[int, str]]:
+        """(rid, the right hash) of every trace whose ``content_hash`` is not that of its
+        content: text edited outside brainmem (the sqlite3 shell), which dedup would still
+        match by its old text. Reads every trace's content once, in one snapshot."""
+        with translate_errors(), self.read():
+            return [(rid, right) for rid, content, stored in
+                    self.db.execute("SELECT rid, content, content_hash FROM traces")
+                    if isinstance(content, str) and (right := content_hash_by_blocks(content)) != stored]
+
+    def rehash(self) -> int:
+        """Give each trace with a stale ``content_hash`` (:meth:`stale_hashes`) the hash of
+        its content; return how many were changed."""
+        with self.write():
+            stale = self.stale_hashes()
+            self.db.executemany("UPDATE traces SET content_hash = ? WHERE rid = ?",
+                                [(right, rid) for rid, right in stale])
+        return len(stale)
+
+    #: Traces whose tag filter rows (``trace_tags``) are not their ``tags``: tags edited
+    #: outside brainmem (the sqlite3 shell), which the tag filters would not see.
+    _STALE_TAGS = (
+        "FROM traces t WHERE json_valid(t.tags) AND ("
+        "EXISTS (SELECT value FROM json_each(t.tags) WHERE type = 'text' "
+        "        EXCEPT SELECT tag FROM trace_tags g WHERE g.rid = t.rid) "
+        "OR EXISTS (SELECT tag FROM trace_tags g WHERE g.rid = t.rid "
+        "           EXCEPT SELECT value FROM json_each(t.tags) WHERE type = 'text'))"
+    )
+
+    def stale_tags(self) -> int:
+        """How many traces' tag filter rows do not hold their tags (:data:`_STALE_TAGS`)."""
+        return int(self.execute(f"SELECT count(*) {self._STALE_TAGS}").get)
+
+    def retag(self) -> int:
+        """Rebuild the tag filter rows of the traces :meth:`stale_tags` counts from their
+        tags; return how many were rebuilt."""
+        with self.write():
+            rids = [r[0] for r in self.execute(f"SELECT t.rid {self._STALE_TAGS}")]
+            for chunk in in_chunks(rids):
+                marks = ", ".join("?" * len(chunk))
+                self.execute(f"DELETE FROM trace_tags WHERE rid IN ({marks})", chunk)
+                self.execute("INSERT OR IGNORE INTO trace_tags(rid, tag) SELECT t.rid, j.value "
+                             f"FROM traces t, json_each(t.tags) j WHERE t.rid IN ({marks}) "
+                             "AND j.type = 'text'", chunk)
+        return len(rids)
+
+    #: Traces whose tags are not a JSON array or metadata not a JSON object (edited
+    #: outside brainmem): reading them fails.
+    _BAD_JSON = (
+        "FROM traces WHERE (CASE WHEN json_valid(tags) THEN json_type(tags) END) IS NOT 'array' "
+        "OR (CASE WHEN json_valid(metadata) THEN json_type(metadata) END) IS NOT 'object'"
+    )
+
+    def bad_json(self) -> int:
+        """How many traces cannot be read for their tags or metadata (:data:`_BAD_JSON`)."""
+        return int(self.execute(f"SELECT count(*) {self._BAD_JSON}").get)
+
+    def fix_json(self) -> int:
+        """Make the traces :meth:`bad_json` counts readable: tags from their tag filter rows,
+        metadata ``{"unreadable_metadata": <the text as it was>}``. Returns how many."""
+        with self.write():
+            rids = [r[0] for r in self.execute(f"SELECT rid {self._BAD_JSON}")]
+            for chunk in in_chunks(rids):
+                marks = ", ".join("?" * len(chunk))
+                self.execute(
+                    "UPDATE traces SET tags = (SELECT coalesce(json_group_array(tag), '[]') FROM "
+                    "(SELECT tag FROM trace_tags g WHERE g.rid = traces.rid ORDER BY tag)) "
+                    f"WHERE rid IN ({marks}) AND "
+                    "(CASE WHEN json_valid(tags) THEN json_type(tags) END) IS NOT 'array'", chunk)
+                self.execute(
+                    "UPDATE traces SET metadata = json_object('unreadable_metadata', metadata) "
+                    f"WHERE rid IN ({marks}) AND "
+                    "(CASE WHEN json_valid(metadata) THEN json_type(metadata) END) IS NOT 'object'", chunk)
+        return len(rids)
 
     def maintenance_counts(self) -> dict[str, int]:
         return {

@@ -164,6 +164,21 @@ def test_backup_into_a_missing_folder_names_the_target(capsys, tmp_path: Path) -
     assert not target.parent.exists()
 
 
+def test_backup_to_a_path_ending_in_a_slash_is_refused_in_one_line(capsys, tmp_path: Path) -> None:
+    # Before: `brainmem backup newdir/` (and Brain.backup, `repair --backup`) wrote the copy,
+    # then failed to move it to "newdir/" with a NotADirectoryError traceback.
+    src = tmp_path / "a.db"
+    with Brain(str(src)) as brain:
+        brain.add("first memory")
+        with pytest.raises(InvalidInput, match="newdir/"):
+            brain.backup(str(tmp_path / "newdir") + "/")
+    code, out, err = run(capsys, src, "backup", str(tmp_path / "newdir") + "/")
+    assert code == 2 and out == "" and err.count("\n") == 1 and "newdir/" in err
+    code, out, err = run(capsys, src, "repair", "--backup", str(tmp_path / "newdir") + "/")
+    assert code == 2 and out == "" and err.count("\n") == 1 and "newdir/" in err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["a.db"]
+
+
 def test_add_with_a_due_time_is_a_reminder(capsys, tmp_path: Path) -> None:
     # Before: `brainmem add "call the bank" --due-at ...` stored an episodic memory that
     # `brainmem due` never listed.

@@ -64,6 +64,55 @@ def test_reading_commands_refuse_an_empty_file_and_leave_it_empty(capsys: Any, t
     assert [p.name for p in tmp_path.iterdir()] == ["emptied.brain"] and empty.read_bytes() == b""
 
 
+@pytest.mark.parametrize("argv", [["search", "hello"], ["stats"], ["export"], ["list"], ["check"]])
+@pytest.mark.parametrize("wal", [False, True])
+def test_reading_commands_refuse_an_empty_sqlite_database_and_leave_it_unchanged(
+        capsys: Any, tmp_path: Path, argv: list[str], wal: bool) -> None:
+    # Before: a valid SQLite file with nothing in it (`sqlite3 x.db VACUUM`, an application's
+    # database before its first table) was made a 160 KB brain by `stats`, `search` or
+    # `export`, which then answered "no matches"; `check` and Brain(readonly=True) said it
+    # "needs a schema upgrade (version 0 -> 8)", as if it were an old brain.
+    import sqlite3
+
+    blank = tmp_path / "blank.sqlite"
+    with sqlite3.connect(blank) as db:
+        db.execute(f"PRAGMA journal_mode = {'wal' if wal else 'delete'}")
+        db.execute("CREATE TABLE t (x)")
+        db.execute("DROP TABLE t")
+    db.close()
+    before = blank.read_bytes()
+    code, out, err = run(capsys, "--brain", str(blank), *argv)
+    assert code == 1 and out == "" and err.count("\n") == 1
+    assert "empty" in err and str(blank) in err and "schema upgrade" not in err and "init" in err
+    assert [p.name for p in tmp_path.iterdir()] == ["blank.sqlite"] and blank.read_bytes() == before
+    with pytest.raises(NotABrainFile, match="empty"):
+        Brain(str(blank), readonly=True)
+    assert [p.name for p in tmp_path.iterdir()] == ["blank.sqlite"] and blank.read_bytes() == before
+    code, out, _ = run(capsys, "--brain", str(blank), "init")  # what the message says to run
+    assert code == 0 and out.startswith("created")
+    assert run(capsys, "--brain", str(blank), "stats")[0] == 0
+
+
+def test_a_symlink_to_a_brain_whose_changes_are_still_in_its_wal_is_read_as_the_brain(
+        capsys: Any, tmp_path: Path) -> None:
+    # The write-ahead log lies beside the file a symlink points at (SQLite resolves the
+    # link), but the checks before opening looked for it beside the link: a new brain held
+    # open by a server (its schema and traces still in the -wal, the main file blank) was
+    # refused through the link as an empty database.
+    (tmp_path / "real").mkdir()
+    target, link = tmp_path / "real" / "agent.brain", tmp_path / "agent.brain"
+    link.symlink_to(target)
+    with Brain(str(target)) as server:
+        server.add("the user likes green tea")
+        assert Path(f"{target}-wal").stat().st_size > 0
+        code, out, err = run(capsys, "--brain", str(link), "search", "green tea")
+        assert code == 0 and "green tea" in out, err
+        assert run(capsys, "--brain", str(link), "check")[0] == 0
+        with Brain(str(link), readonly=True) as reader:
+            assert [h.trace.content for h in reader.search("tea", reinforce=False)] == ["the user likes green tea"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["agent.brain", "real"]
+
+
 def test_creating_commands_make_a_brain_of_an_empty_file(capsys: Any, tmp_path: Path) -> None:
     empty = tmp_path / "made.brain"
     empty.write_bytes(b"")  # e.g. from mkstemp

@@ -105,6 +105,27 @@ def test_another_applications_sqlite_is_refused_unchanged(tmp_path: Path, app_id
         assert str(path) in message  # which file: with application_id 0 it once went unnamed
 
 
+def test_another_applications_wal_database_is_refused_leaving_no_wal_or_shm(tmp_path: Path) -> None:
+    # Before: a read-only open (`brainmem check`, Brain(readonly=True)) of a foreign
+    # database in WAL mode created other.sqlite-wal and other.sqlite-shm beside it and
+    # left them there: a read-only connection cannot remove them when it closes.
+    path = tmp_path / "other.sqlite"
+    with sqlite3.connect(path) as db:
+        db.execute("PRAGMA journal_mode = wal")
+        db.execute("CREATE TABLE traces (id TEXT, body TEXT)")  # our table name, not our shape
+        db.execute("INSERT INTO traces VALUES ('a', 'b')")
+    db.close()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["other.sqlite"]
+    for readonly in (True, False):
+        message = _refused(path, NotABrainFile, readonly)
+        assert "another application" in message and str(path) in message
+    before = _snapshot(tmp_path)
+    run = subprocess.run([sys.executable, "-m", "brainmem", "--brain", str(path), "check"],
+                         capture_output=True, text=True, timeout=60)
+    assert run.returncode == 1 and "another application" in run.stderr
+    assert _snapshot(tmp_path) == before
+
+
 def test_brain_from_a_newer_schema_is_refused_unchanged(tmp_path: Path) -> None:
     path = tmp_path / "future.db"
     _make_brain(path, 10)
@@ -126,6 +147,21 @@ def test_directory_and_missing_file(tmp_path: Path) -> None:
     with pytest.raises(InvalidInput, match="folder .*nowhere does not exist"):
         Brain(str(tmp_path / "nowhere" / "a.db"))  # a mistyped path, not a broken brain
     assert list(tmp_path.iterdir()) == []
+
+
+def test_a_path_ending_in_a_slash_is_refused_not_made_a_file_without_it(tmp_path: Path) -> None:
+    # Before: Brain("newdir/") and `brainmem --brain newdir/ init` created a brain file named
+    # "newdir" and said "created newdir/"; every reading command then said there was "no
+    # brain file at newdir/".
+    for readonly in (False, True):
+        with pytest.raises(InvalidInput, match="ends in '/'.*a folder"):
+            Brain(str(tmp_path / "newdir") + "/", readonly=readonly)
+    run = subprocess.run([sys.executable, "-m", "brainmem", "--brain", str(tmp_path / "newdir") + "/", "init"],
+                         capture_output=True, text=True, timeout=60)
+    assert run.returncode == 2 and "ends in '/'" in run.stderr and run.stderr.count("\n") == 1
+    assert list(tmp_path.iterdir()) == []
+    with pytest.raises(BrainFileError, match="is a directory"):
+        Brain(str(tmp_path) + "/")  # an existing folder: as before
 
 
 def test_check_cli_on_a_foreign_file_exits_1_without_touching_it(tmp_path: Path) -> None:
@@ -238,6 +274,28 @@ def test_readonly_file_in_a_writable_directory(locked_dir: Path) -> None:
     assert "hits 5 ok True" in out, out
     assert "readwrite ReadOnlyBrain" in out and "not writable" in out, out
     assert path.read_bytes() == before
+
+
+def test_an_old_brain_this_user_cannot_write_says_to_upgrade_a_copy(locked_dir: Path) -> None:
+    # Before: read-only, it said to open it read-write once to upgrade it (`brainmem init`),
+    # and read-write it said to open it read-only: each open sent the user to the other.
+    from test_migrations import build_old_brain
+
+    path = locked_dir / "old.db"
+    build_old_brain(path, 5)
+    path.chmod(0o444)
+    locked_dir.chmod(0o555)
+    before = _snapshot(locked_dir)
+    script = PROBE + """
+from brainmem.cli import main
+print("cli", main(["--brain", path, "search", "dark"]))
+"""
+    run = _unprivileged(script, str(locked_dir), str(path))
+    lines = [line for line in run.stdout.splitlines() if line.startswith(("readonly", "readwrite"))]
+    assert len(lines) == 2 and all("schema upgrade" in line and "copy" in line for line in lines), run.stdout
+    assert all("open it with readonly=True" not in line for line in lines), run.stdout
+    assert "cli 1" in run.stdout and "copy" in run.stderr and run.stderr.count("\n") == 1, run.stderr
+    assert _snapshot(locked_dir) == before
 
 
 def test_wal_with_changes_but_no_shm_in_a_readonly_directory_is_refused_clearly(
@@ -354,6 +412,30 @@ def test_ensure_file_says_when_the_file_is_no_longer_the_brains(tmp_path: Path) 
         brain.close()
     with Brain(":memory:") as memory:
         memory.ensure_file()  # no file of its own: never gone
+
+
+def test_reflect_and_purge_never_run_on_another_brain_put_in_the_files_place(tmp_path: Path) -> None:
+    # Before: reflect and purge open a second connection by path and checked only that a
+    # file was there, so after a backup was copied over the brain's path (or its symlink
+    # pointed elsewhere) they consolidated and purged that other brain, while this
+    # Brain's own writes still went to the old file.
+    path, link = tmp_path / "a.db", tmp_path / "agent.brain"
+    link.symlink_to(path)
+    brain = Brain(str(link))
+    try:
+        brain.add("the user likes green tea")
+        other = tmp_path / "b.db"
+        with Brain(str(other)) as b:
+            b.delete(b.add("a deleted note in the other brain").id)
+        link.unlink()
+        link.symlink_to(other)  # the link swapped while the brain is open
+        before = _snapshot(tmp_path)
+        for job in (brain.reflect, brain.purge):
+            with pytest.raises(BrainFileError, match="is gone"):
+                job()
+        assert _snapshot(tmp_path) == before
+    finally:
+        brain.close()
 
 
 def _file_size_limit(limit: int) -> Callable[[], None]:

@@ -51,6 +51,7 @@ def test_healthy_brain_checks_clean_without_writing(tmp_path: Path) -> None:
     assert report["integrity"] == [] and report["fts_integrity"] is None
     assert report["fts_sync"] == {"missing": 0, "extra": 0}
     assert report["orphans"] == {"edges": 0, "tags": 0}
+    assert report["hashes"] == 0 and report["tag_rows"] == 0 and report["json"] == 0
     assert report["counts"] == {"traces": 30, "live": 30, "indexed": 30, "edges": 29}
     json.dumps(report)
 
@@ -83,6 +84,98 @@ def test_check_finds_each_kind_of_damage_and_repair_fixes_it(tmp_path: Path) -> 
     with Brain(str(backup), readonly=True) as old:  # the backup is the damaged state, as it was
         assert old.check()["fts_sync"] == {"missing": 1, "extra": 1}
         assert old.stats()["live"] == 30
+
+
+def test_content_edited_with_the_sqlite3_module_is_reported_and_repair_rehashes_it(tmp_path: Path) -> None:
+    # Before: a trace's text changed outside brainmem (the sqlite3 module, the sqlite3
+    # shell) kept the dedup hash of its old text and check() said "ok": adding the old text
+    # again returned the edited trace as its duplicate, and adding the new text made a twin.
+    import sqlite3
+
+    path = tmp_path / "brain.db"
+    ids = _healthy(path, 5)
+    with sqlite3.connect(path) as db:
+        db.execute("UPDATE traces SET content = 'the user likes black coffee' WHERE id = ?", (ids[0],))
+    db.close()
+    with Brain(str(path)) as brain:
+        assert brain.search("coffee", reinforce=False)[0].trace.id == ids[0]  # the index followed
+        report = brain.check()
+        assert not report["ok"] and report["hashes"] == 1
+        assert report["problems"] == ["hashes: 1 trace(s) whose dedup hash is not that of their content "
+                                      "(edited outside brainmem; brainmem repair recomputes it)"]
+        result = brain.repair(backup_to=str(tmp_path / "before.bak"))
+        assert result["ok"] and result["rehashed"] == 1 and brain.check()["hashes"] == 0
+        again = brain.add("the user likes black coffee")
+        assert again.id == ids[0]  # the edited trace is its own text's duplicate
+        old = brain.add("memory 0 about lanterns number0")
+        assert old.id != ids[0] and old.content == "memory 0 about lanterns number0"
+
+
+
+def test_tags_edited_with_the_sqlite3_module_are_reported_and_repair_refilters_them(tmp_path: Path) -> None:
+    # Before: tags changed outside brainmem showed on the trace but the tag filter (its
+    # trace_tags rows) still held the old ones, and check() said "ok": search(tags=[new])
+    # and list(tags=[new]) missed the trace, the old tag still found it.
+    import sqlite3
+
+    path = tmp_path / "brain.db"
+    ids = _healthy(path, 5)  # each tagged ["t"]
+    with sqlite3.connect(path) as db:
+        db.execute("""UPDATE traces SET tags = '["favourite"]' WHERE id = ?""", (ids[0],))
+    db.close()
+    with Brain(str(path)) as brain:
+        assert brain.get(ids[0]).tags == ["favourite"]
+        report = brain.check()
+        assert not report["ok"] and report["tag_rows"] == 1
+        assert report["problems"] == ["tag_rows: 1 trace(s) whose tag filter does not hold their tags "
+                                      "(edited outside brainmem; brainmem repair rebuilds it)"]
+        result = brain.repair(backup_to=str(tmp_path / "before.bak"))
+        assert result["ok"] and result["retagged"] == 1 and brain.check()["tag_rows"] == 0
+        assert [h.trace.id for h in brain.search("lanterns", tags=["favourite"], reinforce=False)] == [ids[0]]
+        assert ids[0] not in {h.trace.id for h in brain.search("lanterns", tags=["t"], reinforce=False)}
+
+
+def test_tags_or_metadata_broken_by_hand_are_a_clear_error_reported_and_repaired(tmp_path: Path) -> None:
+    # Before: one trace whose tags or metadata was no longer JSON (edited outside brainmem)
+    # made every search that met it, and get(), end in a raw JSONDecodeError (the tools said
+    # "InternalError"), while check() said "ok".
+    import sqlite3
+
+    from brainmem.errors import BrainFileError
+
+    path = tmp_path / "brain.db"
+    ids = _healthy(path, 5)
+    with sqlite3.connect(path) as db:
+        db.execute("UPDATE traces SET metadata = '{oops' WHERE id = ?", (ids[0],))
+        db.execute("UPDATE traces SET tags = 't' WHERE id = ?", (ids[1],))
+    db.close()
+    with Brain(str(path)) as brain:
+        with pytest.raises(BrainFileError, match=f"{ids[0]}.*brainmem repair"):
+            brain.search("lanterns", reinforce=False)
+        with pytest.raises(BrainFileError, match=ids[1]):
+            brain.get(ids[1])
+        assert brain.call_tool("memory_search", {"query": "lanterns"})["error"]["type"] == "BrainFileError"
+        report = brain.check()
+        assert not report["ok"] and report["json"] == 2
+        assert "json: 2 trace(s) whose tags or metadata is not JSON" in report["problems"][0]
+        result = brain.repair(backup_to=str(tmp_path / "before.bak"))
+        assert result["ok"] and result["json_fixed"] == 2
+        assert brain.get(ids[0]).metadata == {"unreadable_metadata": "{oops"}  # kept, not lost
+        assert brain.get(ids[1]).tags == ["t"]  # from its tag filter rows
+        assert len(brain.search("lanterns", tags=["t"], limit=10, reinforce=False)) == 5
+
+
+def test_check_hashes_a_long_text_a_block_at_a_time_to_the_same_value() -> None:
+    import random
+
+    from brainmem.model import content_hash, content_hash_by_blocks
+
+    rng = random.Random(7)
+    alphabet = ["a", "b", "東", " ", " ", "\n", "\t", "\u3000", "\xa0", "\x1c", "\r"]
+    for _ in range(3000):
+        text = "".join(rng.choices(alphabet, k=rng.randint(0, 40)))
+        for block in (1, 2, 3, 5, 4096):
+            assert content_hash_by_blocks(text, block) == content_hash(text), (text, block)
 
 
 def test_repair_backs_up_beside_the_brain_by_default(tmp_path: Path) -> None:

@@ -17,6 +17,7 @@ import pytest
 
 from brainmem import Brain, schema
 from brainmem.model import content_hash
+from brainmem.timeline import history_view
 
 T0 = 1_767_225_600.0
 #: Columns of ``traces`` in schema versions 1 and 2 (version 3 added task_id, due_at, cue).
@@ -198,7 +199,7 @@ def test_upgraded_brain_ends_with_the_schema_of_a_fresh_one(tmp_path: Path, vers
     assert "feedback_trace" in _tables(path)  # v8: purge finds a trace's feedback by index
 
 
-@pytest.mark.parametrize("version", range(2, schema.SCHEMA_VERSION))
+@pytest.mark.parametrize("version", range(2, 8))  # brains from before v8 added the index
 def test_upgrade_indexes_the_feedback_the_old_brain_holds(tmp_path: Path, version: int) -> None:
     path = tmp_path / f"v{version}.db"
     build_old_brain(path, version)  # holds one feedback row, on mt_a
@@ -211,3 +212,209 @@ def test_upgrade_indexes_the_feedback_the_old_brain_holds(tmp_path: Path, versio
         assert brain.purge() == 3  # mt_a and the two deleted notes
         assert db.execute("SELECT count(*) FROM feedback").get == 0
         assert brain.check()["ok"]
+
+
+def _add_pre_v6_update(path: Path, version: int) -> None:
+    """What an ``update`` (a ``put`` of a key, from version 3) of brainmem before schema 6
+    left: the live trace with the new content and the old content as a soft-deleted
+    snapshot pointing at it (``metadata.snapshot_of``) with a ``supersedes`` edge, but no
+    ``valid_from``/``valid_until`` (the columns did not exist)."""
+    db = apsw.Connection(str(path))
+    db.execute("BEGIN IMMEDIATE")
+    rows = [("mt_k", "The user lives in Lisbon", "city" if version >= 3 else None, None, None, 3, {}),
+            ("mt_k0", "The user lives in Porto", None, T0 + 40, "mt_k", 1,
+             {"snapshot_of": "mt_k", "snapshot_version": 1}),
+            ("mt_k1", "The user lives in Braga", None, T0 + 60, "mt_k", 2,
+             {"snapshot_of": "mt_k", "snapshot_version": 2})]
+    for tid, content, key, deleted, into, ver, metadata in rows:
+        values = {
+            "id": tid, "content": content, "content_hash": content_hash(content), "type": "semantic",
+            "scope": "user", "scope_id": "", "episode": None, "key": key, "tags": "[]",
+            "strength": 1.0, "stability": 86_400.0 * 30, "importance": 0.5, "pinned": 0,
+            "created_at": T0 + 30, "updated_at": deleted or T0 + 60, "last_accessed_at": T0 + 30,
+            "access_count": 0, "expires_at": None, "version": ver, "deleted_at": deleted,
+            "merged_into": into, "metadata": json.dumps(metadata),
+        }
+        db.execute(f"INSERT INTO traces ({', '.join(V1_COLUMNS)}) VALUES "
+                   f"({', '.join('?' * len(V1_COLUMNS))})", [values[c] for c in V1_COLUMNS])
+    if version >= 2:
+        db.execute("INSERT INTO edges VALUES ('mt_k', 'mt_k0', 'supersedes', 1.0, ?), "
+                   "('mt_k', 'mt_k1', 'supersedes', 1.0, ?)", (T0 + 40, T0 + 60))
+    db.execute("COMMIT")
+    db.close()
+
+
+def _timeline(brain: Brain, tid: str) -> tuple[list[tuple[str, float, float | None, bool]], list[list[str]]]:
+    """The history of ``tid`` and what ``as_of`` searches find at three moments, ids left out."""
+    chain = [(v["content"], v["valid_from"], v["valid_until"], v["current"])
+             for v in history_view(brain.history(tid))]
+    found = [[h.trace.content for h in brain.search("lives", as_of=T0 + at, reinforce=False)]
+             for at in (35, 50, 70)]
+    return chain, found
+
+
+@pytest.mark.parametrize(("version", "upgraded_to"), [(v, None) for v in range(1, 6)] + [(5, 8)])
+def test_an_update_made_before_schema_6_keeps_its_history_and_as_of(tmp_path: Path, version: int,
+                                                                    upgraded_to: int | None) -> None:
+    # Before: the snapshots an update or put kept before schema 6 got no valid_until and the
+    # live value no valid_from, so after the upgrade `history` put every version at the
+    # first one's time with none of them closed, and `search(as_of=...)` answered a time
+    # before the change with today's value and never with the one believed then.
+    path = tmp_path / f"v{version}.db"
+    build_old_brain(path, version)
+    _add_pre_v6_update(path, version)
+    if upgraded_to:  # a brain upgraded to 8 by an earlier brainmem, which left them untimed
+        db = apsw.Connection(str(path))
+        schema.migrate(db, upto=upgraded_to)
+        db.close()
+    clock = [T0 + 30]
+    with Brain(str(tmp_path / "today.db"), clock=lambda: clock[0]) as today:
+        tid = today.add("The user lives in Porto", type="semantic").id
+        clock[0] = T0 + 40
+        today.update(tid, content="The user lives in Braga")
+        clock[0] = T0 + 60
+        today.update(tid, content="The user lives in Lisbon")
+        expected = _timeline(today, tid)
+    assert expected == ([("The user lives in Porto", T0 + 30, T0 + 40, False),
+                         ("The user lives in Braga", T0 + 40, T0 + 60, False),
+                         ("The user lives in Lisbon", T0 + 60, None, True)],
+                        [["The user lives in Porto"], ["The user lives in Braga"], ["The user lives in Lisbon"]])
+    with Brain(str(path), clock=lambda: T0 + 100) as brain:
+        assert _timeline(brain, "mt_k") == expected
+        assert brain.check()["ok"]
+        # as exported too: a snapshot's valid_from is set, as today's writes set it
+        assert [brain.get(t, include_deleted=True).valid_from for t in ("mt_k0", "mt_k1", "mt_k")] == [
+            T0 + 30, T0 + 40, T0 + 60]
+
+
+def test_an_update_made_at_schema_8_after_older_ones_starts_where_they_end(tmp_path: Path) -> None:
+    # A brain upgraded to 8 by an earlier brainmem and updated again there: that update's
+    # snapshot began when the trace was created (the untimed live value's start), over the
+    # periods of the older snapshots, so two values answered an as_of search between them.
+    path = tmp_path / "v5.db"
+    build_old_brain(path, 5)
+    _add_pre_v6_update(path, 5)
+    db = apsw.Connection(str(path))
+    schema.migrate(db, upto=8)
+    db.execute("BEGIN IMMEDIATE")  # what an update at schema 8 wrote at T0 + 80
+    db.execute("INSERT INTO traces (id, content, content_hash, type, scope, scope_id, tags, strength, "
+               "stability, importance, created_at, updated_at, last_accessed_at, version, deleted_at, "
+               "merged_into, metadata, valid_from, valid_until) "
+               "SELECT 'mt_k2', content, content_hash, type, scope, scope_id, tags, strength, stability, "
+               "importance, created_at, updated_at, last_accessed_at, version, :at, id, "
+               "json_object('snapshot_of', id, 'snapshot_version', version), "
+               "coalesce(valid_from, created_at), :at FROM traces WHERE id = 'mt_k'", {"at": T0 + 80})
+    db.execute("UPDATE traces SET content = 'The user lives in Faro', content_hash = ?, version = 4, "
+               "updated_at = :at, valid_from = :at WHERE id = 'mt_k'".replace(":at", str(T0 + 80)),
+               (content_hash("The user lives in Faro"),))
+    db.execute("INSERT INTO edges VALUES ('mt_k', 'mt_k2', 'supersedes', 1.0, ?)", (T0 + 80,))
+    db.execute("COMMIT")
+    db.close()
+    with Brain(str(path), clock=lambda: T0 + 100) as brain:
+        chain = [(v["content"], v["valid_from"], v["valid_until"]) for v in history_view(brain.history("mt_k"))]
+        assert chain == [("The user lives in Porto", T0 + 30, T0 + 40), ("The user lives in Braga", T0 + 40, T0 + 60),
+                         ("The user lives in Lisbon", T0 + 60, T0 + 80), ("The user lives in Faro", T0 + 80, None)]
+        assert [[h.trace.content for h in brain.search("lives", as_of=T0 + at, reinforce=False)]
+                for at in (35, 50, 70, 90)] == [["The user lives in Porto"], ["The user lives in Braga"],
+                                                ["The user lives in Lisbon"], ["The user lives in Faro"]]
+        assert brain.check()["ok"]
+
+
+def test_an_old_brain_with_a_row_of_malformed_metadata_still_upgrades(tmp_path: Path) -> None:
+    # Migration 9 reads metadata as JSON; a row broken by hand (the sqlite3 shell) made it
+    # fail with "malformed JSON" on every open, and the brain could not be opened at all.
+    path = tmp_path / "v5.db"
+    build_old_brain(path, 5)
+    _add_pre_v6_update(path, 5)
+    db = apsw.Connection(str(path))
+    db.execute("UPDATE traces SET metadata = '{broken', merged_into = 'mt_a' WHERE id = 'mt_d'")  # merged
+    db.close()
+    with Brain(str(path), clock=lambda: T0 + 100) as brain:
+        assert brain.stats()["schema_version"] == schema.SCHEMA_VERSION
+        assert [h.trace.content for h in brain.search("lives", as_of=T0 + 50, reinforce=False)] == [
+            "The user lives in Braga"]
+
+
+def test_an_upgrade_that_sqlite_refuses_is_a_clear_error_and_leaves_the_old_version(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    # Before: a migration step that SQLite refused (a constraint an old file breaks, a
+    # function it lacks) came out of Brain() and every CLI command as a raw apsw traceback.
+    from brainmem.cli import main
+    from brainmem.errors import BrainFileError
+
+    path = tmp_path / "v5.db"
+    build_old_brain(path, 5)
+
+    def refused(db: apsw.Connection) -> None:
+        db.execute("CREATE UNIQUE INDEX one_type ON traces(type)")  # two live episodic traces
+
+    monkeypatch.setattr(schema, "MIGRATIONS", [*schema.MIGRATIONS[:5], refused, *schema.MIGRATIONS[6:]])
+    with pytest.raises(BrainFileError, match=r"upgrading .* from schema version 5 to .* failed.*left at version 5"):
+        Brain(str(path))
+    assert main(["--brain", str(path), "stats"]) == 1
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "left at version 5" in err
+    assert _version(path) == 5
+
+
+def _downgrade(path: Path, version: int) -> None:
+    """Give a brain made today the shape of schema ``version`` (5 to 8) as that version's
+    code left it: 9 changed data only, 8 added an index, 7 the edge kinds, 6 the validity
+    columns (an update's snapshots had none)."""
+    db = apsw.Connection(str(path))
+    db.execute("BEGIN IMMEDIATE")
+    if version <= 7:
+        db.execute("DROP INDEX feedback_trace")
+    if version <= 6:
+        db.execute("DROP TRIGGER edges_kind_added; DROP TRIGGER edges_kind_changed; DROP TABLE edge_kinds")
+    if version <= 5:
+        db.execute("DROP INDEX traces_merged_into; ALTER TABLE traces DROP COLUMN valid_from; "
+                   "ALTER TABLE traces DROP COLUMN valid_until")
+    db.pragma("user_version", version)
+    db.execute("COMMIT")
+    db.close()
+
+
+@pytest.mark.parametrize("version", range(5, schema.SCHEMA_VERSION))
+def test_a_brain_of_every_kind_of_content_upgrades_to_what_a_brain_made_today_holds(
+        tmp_path: Path, version: int) -> None:
+    import io
+
+    clock = [T0]
+
+    def later(seconds: float) -> None:
+        clock[0] += seconds
+
+    today = tmp_path / "today.db"
+    with Brain(str(today), clock=lambda: clock[0]) as brain:
+        brain.add("The user prefers dark mode in every editor", tags=["pref"])
+        for city in ("Porto", "Braga", "Lisbon"):
+            later(10)
+            brain.put("city", f"The user lives in {city}")
+        later(5)
+        brain.add("water the plants", type="prospective", due_at=T0 + 1000, cue="plants")
+        cats = [brain.add(text).id for text in ("The user likes cats", "The user likes cats a lot")]
+        brain.merge(cats)
+        brain.add("Deployed billing on Tuesday", episode="e1")
+        brain.search("dark mode")
+        later(5)
+        brain.reflect()
+
+    def seen(path: Path) -> tuple[list[str], list[tuple[str, float, float | None]], list[list[str]]]:
+        with Brain(str(path), clock=lambda: T0 + 100) as brain:
+            out = io.StringIO()
+            brain.export(out, include_deleted=True)
+            key = brain.get_key("city")
+            assert key is not None and brain.check()["ok"]
+            chain = [(v["content"], v["valid_from"], v["valid_until"]) for v in history_view(brain.history(key.id))]
+            found = [[h.trace.id for h in brain.search(q, as_of=at, reinforce=False)]
+                     for q in ("lives", "cats", "plants") for at in (None, T0 + 15, T0 + 25)]
+            return sorted(out.getvalue().splitlines()[1:]), chain, found
+
+    expected = seen(today)
+    assert [c for c, *_ in expected[1]] == [f"The user lives in {c}" for c in ("Porto", "Braga", "Lisbon")]
+    old = tmp_path / f"v{version}.db"
+    old.write_bytes(today.read_bytes())
+    _downgrade(old, version)
+    assert _version(old) == version
+    assert seen(old) == expected

@@ -159,9 +159,9 @@ def open_brain(args: argparse.Namespace, **kwargs: Any) -> Any:
 def check_brain_file(args: argparse.Namespace, path: str, readonly: bool) -> bool:
     """Apply the missing-file rules to ``path``: :class:`MissingBrain` unless the command
     creates brains (or ``--create`` was given, and the open is not read-only); an empty
-    file (0 bytes) is refused the same way (:class:`NotABrainFile`), not made a new brain. Returns
-    True when the file is missing and may be created (it is then removed if the command
-    fails)."""
+    file (0 bytes, or a SQLite database with nothing in it: :func:`files.is_empty`) is
+    refused the same way (:class:`NotABrainFile`), not made a new brain. Returns True when
+    the file is missing and may be created (it is then removed if the command fails)."""
     from .. import files
 
     creating = not readonly and (getattr(args, "create", False) or getattr(args, "command", None) in CREATING)

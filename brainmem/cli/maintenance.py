@@ -20,8 +20,8 @@ def register(commands: Any) -> None:
     check = commands.add_parser(
         "check", help="look for damage in the brain file (read-only; exit 1 if any)",
         description="Run SQLite's integrity check, FTS5's integrity check, the index/trace "
-                    "sync check and the orphan-edge check. Never writes. Exit 1 when a "
-                    "problem is found.",
+                    "sync check, the orphan-edge check and the dedup-hash and tag-filter checks "
+                    "(texts and tags edited outside brainmem). Never writes. Exit 1 when a problem is found.",
     )
     add_json_flag(check)
     check.set_defaults(handler=_check)
@@ -29,7 +29,8 @@ def register(commands: Any) -> None:
     repair = commands.add_parser(
         "repair", help="back up the brain, rebuild its search index, drop orphan edges",
         description="Back up the brain file first (online backup), then rebuild the FTS5 "
-                    "index from the live traces and delete edges whose ends do not exist. "
+                    "index from the live traces, delete edges whose ends do not exist and "
+                    "recompute the dedup hash and tag filter of traces edited outside brainmem. "
                     "Exit 1 when problems remain afterwards.",
     )
     repair.add_argument("--backup", metavar="PATH",
@@ -72,6 +73,12 @@ def _repair(args: argparse.Namespace) -> int:
     print(f"search index rebuilt: {'yes' if result['fts_rebuilt'] else 'no'}")
     dropped = result["dropped"]
     print(f"orphan edges dropped: {dropped['edges']}; orphan tag rows dropped: {dropped['tags']}")
+    if result["json_fixed"]:
+        print(f"traces with unreadable tags or metadata made readable: {result['json_fixed']}")
+    if result["rehashed"]:
+        print(f"dedup hashes recomputed: {result['rehashed']}")
+    if result["retagged"]:
+        print(f"tag filters rebuilt: {result['retagged']}")
     for done in result["unmerged"]:
         if done.get("error"):
             print(f"not unmerged: {done['id']}: {done['error']}")
