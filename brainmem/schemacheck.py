@@ -68,9 +68,19 @@ def json_type(value: Any) -> str:
 
 
 def short(value: Any) -> str:
-    """``repr(value)`` cut to 60 characters, for error messages."""
+    """``repr(value)`` cut to 60 characters, for error messages: control characters
+    escaped, a 100 KB value never dumped whole. An integer too long for Python to print
+    (over 4300 digits: ``repr`` raises ValueError) is shown by its size instead."""
+    if isinstance(value, int) and value.bit_length() > 10_000:
+        return f"an integer of about {int(value.bit_length() * math.log10(2))} digits"
     text = repr(value)
     return text if len(text) <= 60 else text[:57] + "..."
+
+
+def _name(key: str) -> str:
+    """An argument's name for a message: as typed, or :func:`short` when it is long or
+    holds control characters (an agent's garbage key must not fill or drive a terminal)."""
+    return key if key.isprintable() and len(key) <= 60 else short(key)
 
 
 def _check_number(value: Any, kind: str, schema: Mapping[str, Any], where: str) -> Any:
@@ -124,7 +134,8 @@ def _check_object(value: dict[Any, Any], schema: Mapping[str, Any], where: str) 
         unknown = sorted(k for k in value if k not in props)
         if unknown:
             known = ", ".join(props) or "none"
-            raise InvalidInput(f"unknown argument(s) {', '.join(unknown)} in {where}; expected: {known}")
+            raise InvalidInput(f"unknown argument(s) {', '.join(map(_name, unknown))} in {where}; "
+                               f"expected: {known}")
     missing = [k for k in schema.get("required", ()) if k not in value]
     if missing:
         raise InvalidInput(f"missing required argument(s) in {where}: {', '.join(missing)}")
