@@ -12,7 +12,9 @@ inside a number or is a symbol — emoji and other symbols (👍/👎, ``+``, ``
 are tokens; decimal point/comma, leading minus, currency signs, ``%``, time
 colons and date separators (``3.5``, ``-4``, ``$50``, ``12:30``, ``2024-05-01`` stay
 whole tokens); whitespace collapsed; trailing filler words (``please``, ``thanks``,
-``thank you``, ``ok``, ``lol``, …) dropped. Scripts written without spaces (CJK:
+``thank you``, ``ok``, ``lol``, …) dropped. A combining mark (a vowel or tone
+sign: Hindi दिन/दीन, Bengali মাছ/মোছ) is part of its word, never dropped as
+punctuation. Scripts written without spaces (CJK:
 Han, kana, Hangul) become one token per character, so they are compared per character.
 
 **Same meaning** (:func:`same`): the canonical token sequences are equal, or they
@@ -40,6 +42,7 @@ a misspelling-shaped difference in a long lower-case word in otherwise identical
 
 from __future__ import annotations
 
+import functools
 import re
 import unicodedata
 from collections.abc import Sequence
@@ -47,15 +50,34 @@ from collections.abc import Sequence
 from .model import INVISIBLE
 
 _CJK = re.compile("[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\uac00-\ud7af\u3005]")
-_TOKEN = re.compile(
-    # a number with its meaningful punctuation (minus, currency, decimal/thousand
-    # separators, time colons, date separators, percent), a word (inner apostrophes
-    # kept: "don't"), letters-and-digits, or any other single character
-    r"-?[$€£¥₹]?\d+(?:[.,:/\-]\d+)*%?"
-    r"|[^\W\d_]+(?:'[^\W\d_]+)*"
-    r"|\w+"
-    r"|\S"
-)
+_NUMBER = r"-?[$€£¥₹]?\d+(?:[.,:/\-]\d+)*%?"
+
+
+def _token_pattern(marks: str) -> re.Pattern[str]:
+    """A number with its meaningful punctuation (minus, currency, decimal/thousand
+    separators, time colons, date separators, percent), a word (inner apostrophes
+    kept: "don't"), letters-and-digits, or any other single character. ``marks``: the
+    combining marks a word may hold after its first character (ASCII text has none)."""
+    letter, alnum = r"[^\W\d_]", r"\w"
+    if marks:
+        letter, alnum = f"{letter}(?:{letter}|[{marks}])*", f"{alnum}(?:{alnum}|[{marks}])*"
+    else:
+        letter, alnum = f"{letter}+", f"{alnum}+"
+    return re.compile(f"{_NUMBER}|{letter}(?:'{letter})*|{alnum}|\\S")
+
+
+_TOKEN = _token_pattern("")
+
+
+@functools.cache
+def _token_with_marks() -> re.Pattern[str]:
+    """:func:`_token_pattern` with every combining mark (Unicode category M): a vowel or
+    tone sign is part of its word (Hindi दिन/दीन, Thai ไก่/ไก้ are different words; dropped
+    as punctuation, they read as one). Built for the first text that is not ASCII (~25 ms)."""
+    marks = "".join(chr(c) for c in range(0x300, 0x1F000) if unicodedata.category(chr(c))[0] == "M")
+    return _token_pattern(re.escape(marks))
+
+
 #: dropped from the end of a text, repeatedly ("thanks" after a fact adds nothing)
 FILLER = frozenset({
     "please", "pls", "plz", "thanks", "thx", "ty", "ok", "okay", "lol", "haha", "fyi",
@@ -91,7 +113,8 @@ def _is_symbol(char: str) -> bool:
 def tokens(text: str) -> list[tuple[str, bool]]:
     """(canonical token, written with a capital) pairs of ``text``, trailing filler dropped."""
     out: list[tuple[str, bool]] = []
-    for raw in _TOKEN.findall(clean(text)):
+    pattern = _TOKEN if text.isascii() else _token_with_marks()
+    for raw in pattern.findall(clean(text)):
         if len(raw) == 1 and not raw.isalnum() and not _is_symbol(raw):
             continue  # punctuation carries no fact; symbols (emoji, +, =, currency) do
         out.append((raw.casefold(), raw[0].isupper()))
