@@ -15,7 +15,8 @@ whole tokens); whitespace collapsed; trailing filler words (``please``, ``thanks
 ``thank you``, ``ok``, ``lol``, …) dropped. A combining mark (a vowel or tone
 sign: Hindi दिन/दीन, Bengali মাছ/মোছ) is part of its word, never dropped as
 punctuation. Scripts written without spaces (CJK:
-Han, kana, Hangul) become one token per character, so they are compared per character.
+Han, kana, Hangul; Thai, Lao, Myanmar, Khmer, each letter with its marks) become one
+token per character, so they are compared per character.
 
 **Same meaning** (:func:`same`): the canonical token sequences are equal, or they
 have the same length and differ at exactly one position where both tokens are
@@ -70,12 +71,26 @@ _TOKEN = _token_pattern("")
 
 
 @functools.cache
+def _marks() -> str:
+    """Every combining mark (Unicode category M), escaped for a regex character class.
+    Built for the first text that is not ASCII (~25 ms, once)."""
+    return re.escape("".join(chr(c) for c in range(0x300, 0x1F000) if unicodedata.category(chr(c))[0] == "M"))
+
+
+@functools.cache
 def _token_with_marks() -> re.Pattern[str]:
-    """:func:`_token_pattern` with every combining mark (Unicode category M): a vowel or
-    tone sign is part of its word (Hindi दिन/दीन, Thai ไก่/ไก้ are different words; dropped
-    as punctuation, they read as one). Built for the first text that is not ASCII (~25 ms)."""
-    marks = "".join(chr(c) for c in range(0x300, 0x1F000) if unicodedata.category(chr(c))[0] == "M")
-    return _token_pattern(re.escape(marks))
+    """:func:`_token_pattern` with every combining mark: a vowel or tone sign is part of
+    its word (Hindi दिन/दीन, Thai ไก่/ไก้ are different words; dropped as punctuation,
+    they read as one)."""
+    return _token_pattern(_marks())
+
+
+@functools.cache
+def _unspaced_letters() -> re.Pattern[str]:
+    """A letter of Thai, Lao, Myanmar or Khmer with its marks: these scripts are written
+    without spaces, so they are compared per character as CJK is (a whole sentence read
+    as one long word would let a "typo" turn ผมชอบนก, "I like birds", into ผมชอบนม, milk)."""
+    return re.compile(f"[\u0e00-\u0eff\u1000-\u109f\u1780-\u17ff][{_marks()}]*")
 
 
 #: dropped from the end of a text, repeatedly ("thanks" after a fact adds nothing)
@@ -102,6 +117,7 @@ def clean(text: str) -> str:
     text = INVISIBLE.sub("", text)  # removed before anything else
     # CJK is written without spaces: one token per character (spaces around each)
     text = _CJK.sub(r" \g<0> ", text)
+    text = _unspaced_letters().sub(r" \g<0> ", text)
     return text.replace("\u2019", "'").replace("\u2018", "'").replace("\u2212", "-")
 
 

@@ -282,3 +282,15 @@ def test_reflect_keeps_texts_differing_in_a_vowel_sign_apart(mem_brain: Brain) -
     a, b = mem_brain.add(MARK_NEGATIVES[1][0]), mem_brain.add(MARK_NEGATIVES[1][1])
     mem_brain.reflect()
     assert mem_brain.get(a.id, include_deleted=True).live and mem_brain.get(b.id, include_deleted=True).live
+
+
+@pytest.mark.parametrize(("a", "b"), [
+    ("ผมชอบนก", "ผมชอบนม"),  # Thai, no spaces: "I like birds" / "I like milk"
+    ("ฉันซื้อรถสีแดง", "ฉันซื้อรถสีแดด"),
+    ("ខ្ញុំចូលចិត្តឆ្មា", "ខ្ញុំចូលចិត្តឆ្កែ"),  # Khmer: cats / dogs
+])
+def test_a_letter_changed_in_text_without_spaces_is_a_different_text(a: str, b: str) -> None:
+    # Thai, Lao, Khmer and Myanmar are compared per character, as Chinese and Japanese are:
+    # a whole unspaced sentence is not one long word that a "typo" may change
+    assert not sameness.same(a, b)
+    assert sameness.same(a, a + " ok") and sameness.same(a, unicodedata.normalize("NFD", a))
