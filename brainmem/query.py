@@ -26,6 +26,7 @@ import apsw
 import apsw.fts5query as fq
 
 from .errors import QueryError
+from .scripts import composed
 
 #: Columns of ``traces_fts`` a column filter may name.
 FTS_COLUMNS = ("content", "tags", "cue")
@@ -116,7 +117,14 @@ class QueryCompiler:
         return stems
 
     def words(self, text: str) -> list[str]:
-        """Lower-cased words of ``text`` in order, as the index sees them."""
+        """Lower-cased words of ``text`` in order, as the index sees them (text typed
+        decomposed: those of its composed form, then its own that differ,
+        :func:`brainmem.scripts.composed`)."""
+        whole = composed(text)
+        found = self._words(whole)
+        return found if whole == text else list(dict.fromkeys(found + self._words(text)))
+
+    def _words(self, text: str) -> list[str]:
         data = text.encode("utf-8", "replace")
         tokens = self._tokenize(data, apsw.FTS5_TOKENIZE_QUERY, None, include_offsets=False)
         return [str(tok[0]) for tok in tokens]
@@ -135,6 +143,10 @@ class QueryCompiler:
         # Text that is not valid Unicode (lone surrogates) is searched by its words only.
         if _SYNTAX.search(text) and _encodable(text) and len(self.words(text)) <= 4 * self.max_terms:
             parsed = _parse_fts5(text)
+            whole = composed(text)
+            if parsed is not None and whole != text:  # typed decomposed: either form matches
+                other = _parse_fts5(whole)
+                parsed = parsed if other is None else fq.OR([other, parsed])
             found = tuple(self.terms(text))
             if parsed is not None and found:  # '""' parses but searches nothing: a QueryError
                 try:
