@@ -8,6 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import clirun
 import pytest
 
 from brainmem import Brain
@@ -178,3 +179,18 @@ def test_add_with_a_due_time_is_a_reminder(capsys, tmp_path: Path) -> None:
     assert code == 2 and out == "" and "due_at is for reminders" in err and err.count("\n") == 1
     with Brain(str(db)) as brain:
         assert brain.stats()["live"] == 1
+
+
+def test_tables_and_show_escape_control_characters_json_keeps_them(tmp_path: Path) -> None:
+    # a memory an agent stored from untrusted text must not drive the terminal of whoever
+    # reads it: a title-setting OSC, a colour, a C1 CSI are shown escaped; --json is exact
+    db = str(tmp_path / "brain.db")
+    content = "evil \x1b]0;pwned\x07 \x1b[31mred\x9b2J text\nsecond line"
+    added = clirun.run("--brain", db, "add", content, "--tag", "t\x1b[1m", "--json")
+    trace_id = json.loads(added.stdout)["id"]
+    for argv in (["search", "evil"], ["show", trace_id], ["recent"], ["list"]):
+        out = clirun.run("--brain", db, *argv).stdout
+        assert "evil" in out and not any(c in out for c in "\x1b\x07\x9b"), argv
+        assert "\\x1b" in out, argv
+    assert "second line" in clirun.run("--brain", db, "show", trace_id).stdout
+    assert json.loads(clirun.run("--brain", db, "show", trace_id, "--json").stdout)["content"] == content

@@ -34,6 +34,7 @@ import argparse
 import contextlib
 import importlib
 import os
+import re
 import sys
 from collections.abc import Callable, Sequence
 from typing import Any, NoReturn
@@ -277,9 +278,21 @@ def print_table(rows: Sequence[Sequence[Any]], headers: Sequence[str]) -> None:
         print("  ".join(c.ljust(w) for c, w in zip(row, widths)).rstrip())
 
 
+#: control characters (C0, DEL, C1) but newline and tab: what would drive a terminal
+_CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+
+
+def printable(text: str) -> str:
+    """``text`` for a terminal: control characters other than newline and tab escaped as
+    ``repr`` does (``\\x1b``), so stored text (an agent's memory of untrusted input)
+    cannot set the title, recolour or clear the screen of whoever reads it. ``--json``
+    and ``get-key`` print values exactly."""
+    return _CONTROL.sub(lambda m: repr(m.group())[1:-1], text)
+
+
 def _cell(value: Any, width: int = 60) -> str:
     text = "" if value is None else f"{value:.3f}" if isinstance(value, float) else str(value)
-    text = " ".join(text.split())
+    text = printable(" ".join(text.split()))
     return text if len(text) <= width else text[: width - 1] + "…"
 
 
