@@ -15,6 +15,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from .errors import InvalidInput
+from .errors import shown as short
 
 __all__ = ["json_type", "short", "validate"]
 
@@ -65,16 +66,6 @@ def json_type(value: Any) -> str:
         if _JSON_TYPES[name](value):
             return name
     return type(value).__name__
-
-
-def short(value: Any) -> str:
-    """``repr(value)`` cut to 60 characters, for error messages: control characters
-    escaped, a 100 KB value never dumped whole. An integer too long for Python to print
-    (over 4300 digits: ``repr`` raises ValueError) is shown by its size instead."""
-    if isinstance(value, int) and value.bit_length() > 10_000:
-        return f"an integer of about {int(value.bit_length() * math.log10(2))} digits"
-    text = repr(value)
-    return text if len(text) <= 60 else text[:57] + "..."
 
 
 def _name(key: str) -> str:

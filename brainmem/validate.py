@@ -22,7 +22,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from datetime import date, datetime, timedelta, timezone
 from typing import Any
 
-from .errors import InvalidInput
+from .errors import InvalidInput, shown
 from .model import (
     DEFAULT_SCOPE,
     DEFAULT_SCOPE_ID,
@@ -38,7 +38,6 @@ from .model import (
     new_id,
 )
 from .policy import Policy
-from .schemacheck import short as shown  # a bad value in a message: escaped, cut short
 from .store import Filters
 
 #: The one ``limit`` rule: an integer from 1 to LIMIT_MAX; more is InvalidInput, never
