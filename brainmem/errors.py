@@ -25,6 +25,9 @@ prints one line and exits 2 for :class:`InvalidInput` and its children, 1 otherw
 
 from __future__ import annotations
 
+import math
+from typing import Any
+
 
 class BrainmemError(Exception):
     """Base of every error brainmem raises on purpose."""
@@ -98,3 +101,13 @@ __all__ = [
     "ReadOnlyBrain",
     "StorageError",
 ]
+
+
+def shown(value: Any) -> str:
+    """A bad value in an error message: ``repr(value)`` (control characters escaped) cut to
+    60 characters, so 100 KB of garbage is never dumped whole. An integer too long for
+    Python to print (over 4300 digits: ``repr`` raises ValueError) is shown by its size."""
+    if isinstance(value, int) and value.bit_length() > 10_000:
+        return f"an integer of about {int(value.bit_length() * math.log10(2))} digits"
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."

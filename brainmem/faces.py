@@ -12,7 +12,7 @@ Decisions:
   never content-deduplicated: a key names a slot, and two slots may hold one value.
 * **Retention.** ``keep_lines``/``keep_chars`` trim the value being written to its last
   N lines / characters (lines first, then characters), for log-like values that are
-  rewritten with new text appended.
+  rewritten with new text appended. A line ends at ``\n`` only.
 * **Listing.** ``list`` returns metadata only (a title, the size in bytes), newest
   first; ``limit`` follows the one rule (:data:`brainmem.validate.LIMIT_MAX`) and
   ``truncated`` says that more traces matched. ``read`` then fetches full traces by id.
@@ -34,8 +34,10 @@ def retain(content: str, keep_lines: int | None, keep_chars: int | None) -> str:
     if not isinstance(content, str):  # check_content names the type later
         return content
     if keep_lines is not None:
-        lines = content.splitlines(keepends=True)
-        content = "".join(lines[-keep_lines:])
+        # a line ends at \n (\r\n too) only: str.splitlines also breaks at \r, form feeds,
+        # \x1c-\x1e, \x85 and U+2028, which a log record may hold inside it
+        end = "\n" if content.endswith("\n") else ""  # else an unfinished last line
+        content = "\n".join(content.removesuffix(end).split("\n")[-keep_lines:]) + end
     if keep_chars is not None and len(content) > keep_chars:
         content = content[-keep_chars:]
     return content

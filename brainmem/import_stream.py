@@ -130,6 +130,8 @@ def scan(lines: Iterable[str | bytes], policy: Policy, spill: Spill) -> Scanned:
             text = raw.decode("utf-8") if isinstance(raw, bytes) else raw
         except UnicodeDecodeError:
             raise InvalidInput(f"line {number}: not UTF-8 text") from None
+        if number == 1:  # a byte order mark (UTF-8 saved by a Windows editor) is not content
+            text = text.removeprefix("\ufeff")
         if not text.strip():
             continue
         try:

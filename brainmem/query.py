@@ -25,7 +25,9 @@ from dataclasses import dataclass
 import apsw
 import apsw.fts5query as fq
 
+from . import scripts
 from .errors import QueryError
+from .scripts import composed
 
 #: Columns of ``traces_fts`` a column filter may name.
 FTS_COLUMNS = ("content", "tags", "cue")
@@ -84,6 +86,11 @@ class CompiledQuery:
     syntax: bool  # True when the user's FTS5 syntax was used as given
     #: The words OR-joined in ``expression`` (terms plus irregular forms); empty for syntax.
     phrases: tuple[str, ...] = ()
+    #: FTS5 syntax only: the runs of text in scripts without spaces (:mod:`brainmem.scripts`)
+    #: the query asks for in content or cue, and those it excludes (under a ``NOT``), which
+    #: the search finds and drops by substring. None: the runs of the query's text.
+    unsegmented: tuple[str, ...] | None = None
+    excluded: tuple[str, ...] = ()
 
 
 class QueryCompiler:
@@ -116,7 +123,14 @@ class QueryCompiler:
         return stems
 
     def words(self, text: str) -> list[str]:
-        """Lower-cased words of ``text`` in order, as the index sees them."""
+        """Lower-cased words of ``text`` in order, as the index sees them (text typed
+        decomposed: those of its composed form, then its own that differ,
+        :func:`brainmem.scripts.composed`)."""
+        whole = composed(text)
+        found = self._words(whole)
+        return found if whole == text else list(dict.fromkeys(found + self._words(text)))
+
+    def _words(self, text: str) -> list[str]:
         data = text.encode("utf-8", "replace")
         tokens = self._tokenize(data, apsw.FTS5_TOKENIZE_QUERY, None, include_offsets=False)
         return [str(tok[0]) for tok in tokens]
@@ -135,10 +149,19 @@ class QueryCompiler:
         # Text that is not valid Unicode (lone surrogates) is searched by its words only.
         if _SYNTAX.search(text) and _encodable(text) and len(self.words(text)) <= 4 * self.max_terms:
             parsed = _parse_fts5(text)
+            whole = composed(text)
+            if parsed is not None and whole != text:  # typed decomposed: either form matches
+                other = _parse_fts5(whole)
+                parsed = parsed if other is None else fq.OR([other, parsed])
             found = tuple(self.terms(text))
             if parsed is not None and found:  # '""' parses but searches nothing: a QueryError
                 try:
-                    return CompiledQuery(fq.to_query_string(parsed), found, True)
+                    wanted: list[str] = []
+                    excluded: list[str] = []
+                    _syntax_runs(parsed, False, True, wanted, excluded)
+                    return CompiledQuery(fq.to_query_string(parsed), found, True,
+                                         unsegmented=tuple(dict.fromkeys(wanted)),
+                                         excluded=tuple(dict.fromkeys(excluded)))
                 except RecursionError:  # absurdly deep nesting: read it as words instead
                     pass
         terms = self.terms(text)
@@ -153,6 +176,32 @@ class QueryCompiler:
         phrases = [fq.PHRASE(t) for t in searched]
         expression = fq.to_query_string(fq.OR(phrases) if len(phrases) > 1 else phrases[0])
         return CompiledQuery(expression, tuple(terms), False, tuple(searched))
+
+
+def _syntax_runs(node: fq.QUERY, negated: bool, searched: bool, wanted: list[str],
+                 excluded: list[str]) -> None:
+    """Collect the runs of unsegmented-script text in ``node``'s phrases: into ``wanted``
+    when the query asks for them in content or cue, into ``excluded`` when a ``NOT``
+    excludes them there. A phrase under a column filter of ``tags`` only, or inside a
+    ``NOT``'s excluded side twice over, is neither: the trigram index holds content and cue."""
+    if isinstance(node, fq.PHRASE):
+        if searched and isinstance(node.phrase, str):
+            (excluded if negated else wanted).extend(scripts.runs(node.phrase))
+        if node.plus is not None:
+            _syntax_runs(node.plus, negated, searched, wanted, excluded)
+    elif isinstance(node, fq.NEAR):
+        for phrase in node.phrases:
+            _syntax_runs(phrase, negated, searched, wanted, excluded)
+    elif isinstance(node, fq.COLUMNFILTER):
+        columns = set(node.columns) if node.filter == "include" else set(FTS_COLUMNS) - set(node.columns)
+        _syntax_runs(node.query, negated, searched and bool(columns & {"content", "cue"}), wanted, excluded)
+    elif isinstance(node, fq.NOT):
+        _syntax_runs(node.match, negated, searched, wanted, excluded)
+        # excluded; inside an excluded side, neither asked for nor excluded ("a NOT (b NOT c)")
+        _syntax_runs(node.no_match, True, searched and not negated, wanted, excluded)
+    elif isinstance(node, (fq.AND, fq.OR)):
+        for query in node.queries:
+            _syntax_runs(query, negated, searched, wanted, excluded)
 
 
 def _encodable(text: str) -> bool:

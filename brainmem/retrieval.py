@@ -134,7 +134,8 @@ def _rank_pool(store: Store, compiler: QueryCompiler, policy: Policy, query: str
         compiled = compiler.compile(" ".join(compiled.terms) or query.replace('"', " "))
         candidates = store.search(compiled.expression, filters, size, policy.bm25_weights)
     exhausted = len(candidates) < size
-    unsegmented = scripts.runs(query)
+    # FTS5 syntax names its own runs (none under a NOT or a tags: filter)
+    unsegmented = scripts.runs(query) if compiled.unsegmented is None else list(compiled.unsegmented)
     if unsegmented:
         before = len(candidates)
         _add_unsegmented_candidates(store, filters, unsegmented, size, policy.search_budget, candidates)
@@ -151,6 +152,9 @@ def _rank_pool(store: Store, compiler: QueryCompiler, policy: Policy, query: str
         coverage = (_coverage(store, compiler, compiled.terms, candidates, policy.search_budget)
                     if policy.vector_lexical else None)
         dense.fuse(candidates, filters, coverage)
+    if compiled.excluded:  # "dark NOT 東京": the word index holds 東京タワー whole, not 東京
+        candidates[:] = [c for c in candidates if not any(
+            run in c[0].content or run in (c[0].cue or "") for run in compiled.excluded)]
     if not candidates:
         return [], True
     best = max(score for _, score in candidates) or 1.0

@@ -12,8 +12,11 @@ inside a number or is a symbol — emoji and other symbols (👍/👎, ``+``, ``
 are tokens; decimal point/comma, leading minus, currency signs, ``%``, time
 colons and date separators (``3.5``, ``-4``, ``$50``, ``12:30``, ``2024-05-01`` stay
 whole tokens); whitespace collapsed; trailing filler words (``please``, ``thanks``,
-``thank you``, ``ok``, ``lol``, …) dropped. Scripts written without spaces (CJK:
-Han, kana, Hangul) become one token per character, so they are compared per character.
+``thank you``, ``ok``, ``lol``, …) dropped. A combining mark (a vowel or tone
+sign: Hindi दिन/दीन, Bengali মাছ/মোছ) is part of its word, never dropped as
+punctuation. Scripts written without spaces (CJK:
+Han, kana, Hangul; Thai, Lao, Myanmar, Khmer, each letter with its marks) become one
+token per character, so they are compared per character.
 
 **Same meaning** (:func:`same`): the canonical token sequences are equal, or they
 have the same length and differ at exactly one position where both tokens are
@@ -40,6 +43,7 @@ a misspelling-shaped difference in a long lower-case word in otherwise identical
 
 from __future__ import annotations
 
+import functools
 import re
 import unicodedata
 from collections.abc import Sequence
@@ -47,15 +51,48 @@ from collections.abc import Sequence
 from .model import INVISIBLE
 
 _CJK = re.compile("[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\uac00-\ud7af\u3005]")
-_TOKEN = re.compile(
-    # a number with its meaningful punctuation (minus, currency, decimal/thousand
-    # separators, time colons, date separators, percent), a word (inner apostrophes
-    # kept: "don't"), letters-and-digits, or any other single character
-    r"-?[$€£¥₹]?\d+(?:[.,:/\-]\d+)*%?"
-    r"|[^\W\d_]+(?:'[^\W\d_]+)*"
-    r"|\w+"
-    r"|\S"
-)
+_NUMBER = r"-?[$€£¥₹]?\d+(?:[.,:/\-]\d+)*%?"
+
+
+def _token_pattern(marks: str) -> re.Pattern[str]:
+    """A number with its meaningful punctuation (minus, currency, decimal/thousand
+    separators, time colons, date separators, percent), a word (inner apostrophes
+    kept: "don't"), letters-and-digits, or any other single character. ``marks``: the
+    combining marks a word may hold after its first character (ASCII text has none)."""
+    letter, alnum = r"[^\W\d_]", r"\w"
+    if marks:
+        letter, alnum = f"{letter}(?:{letter}|[{marks}])*", f"{alnum}(?:{alnum}|[{marks}])*"
+    else:
+        letter, alnum = f"{letter}+", f"{alnum}+"
+    return re.compile(f"{_NUMBER}|{letter}(?:'{letter})*|{alnum}|\\S")
+
+
+_TOKEN = _token_pattern("")
+
+
+@functools.cache
+def _marks() -> str:
+    """Every combining mark (Unicode category M), escaped for a regex character class.
+    Built for the first text that is not ASCII (~25 ms, once)."""
+    return re.escape("".join(chr(c) for c in range(0x300, 0x1F000) if unicodedata.category(chr(c))[0] == "M"))
+
+
+@functools.cache
+def _token_with_marks() -> re.Pattern[str]:
+    """:func:`_token_pattern` with every combining mark: a vowel or tone sign is part of
+    its word (Hindi दिन/दीन, Thai ไก่/ไก้ are different words; dropped as punctuation,
+    they read as one)."""
+    return _token_pattern(_marks())
+
+
+@functools.cache
+def _unspaced_letters() -> re.Pattern[str]:
+    """A letter of Thai, Lao, Myanmar or Khmer with its marks: these scripts are written
+    without spaces, so they are compared per character as CJK is (a whole sentence read
+    as one long word would let a "typo" turn ผมชอบนก, "I like birds", into ผมชอบนม, milk)."""
+    return re.compile(f"[\u0e00-\u0eff\u1000-\u109f\u1780-\u17ff][{_marks()}]*")
+
+
 #: dropped from the end of a text, repeatedly ("thanks" after a fact adds nothing)
 FILLER = frozenset({
     "please", "pls", "plz", "thanks", "thx", "ty", "ok", "okay", "lol", "haha", "fyi",
@@ -80,6 +117,7 @@ def clean(text: str) -> str:
     text = INVISIBLE.sub("", text)  # removed before anything else
     # CJK is written without spaces: one token per character (spaces around each)
     text = _CJK.sub(r" \g<0> ", text)
+    text = _unspaced_letters().sub(r" \g<0> ", text)
     return text.replace("\u2019", "'").replace("\u2018", "'").replace("\u2212", "-")
 
 
@@ -91,7 +129,8 @@ def _is_symbol(char: str) -> bool:
 def tokens(text: str) -> list[tuple[str, bool]]:
     """(canonical token, written with a capital) pairs of ``text``, trailing filler dropped."""
     out: list[tuple[str, bool]] = []
-    for raw in _TOKEN.findall(clean(text)):
+    pattern = _TOKEN if text.isascii() else _token_with_marks()
+    for raw in pattern.findall(clean(text)):
         if len(raw) == 1 and not raw.isalnum() and not _is_symbol(raw):
             continue  # punctuation carries no fact; symbols (emoji, +, =, currency) do
         out.append((raw.casefold(), raw[0].isupper()))

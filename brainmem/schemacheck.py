@@ -15,6 +15,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from .errors import InvalidInput
+from .errors import shown as short
 
 __all__ = ["json_type", "short", "validate"]
 
@@ -67,10 +68,10 @@ def json_type(value: Any) -> str:
     return type(value).__name__
 
 
-def short(value: Any) -> str:
-    """``repr(value)`` cut to 60 characters, for error messages."""
-    text = repr(value)
-    return text if len(text) <= 60 else text[:57] + "..."
+def _name(key: str) -> str:
+    """An argument's name for a message: as typed, or :func:`short` when it is long or
+    holds control characters (an agent's garbage key must not fill or drive a terminal)."""
+    return key if key.isprintable() and len(key) <= 60 else short(key)
 
 
 def _check_number(value: Any, kind: str, schema: Mapping[str, Any], where: str) -> Any:
@@ -124,7 +125,8 @@ def _check_object(value: dict[Any, Any], schema: Mapping[str, Any], where: str) 
         unknown = sorted(k for k in value if k not in props)
         if unknown:
             known = ", ".join(props) or "none"
-            raise InvalidInput(f"unknown argument(s) {', '.join(unknown)} in {where}; expected: {known}")
+            raise InvalidInput(f"unknown argument(s) {', '.join(map(_name, unknown))} in {where}; "
+                               f"expected: {known}")
     missing = [k for k in schema.get("required", ()) if k not in value]
     if missing:
         raise InvalidInput(f"missing required argument(s) in {where}: {', '.join(missing)}")

@@ -13,6 +13,7 @@ The ranges are declared once here; the schema's triggers and view embed
 from __future__ import annotations
 
 import re
+import unicodedata
 
 #: (first, last) code points of scripts without word spaces (plus Hangul, whose words
 #: carry particles: 서울에서 "in Seoul" should be found by 서울).
@@ -34,9 +35,22 @@ GLOB = f"*[{_CLASS}]*"
 _RUN = re.compile(f"[{_CLASS}]+")
 
 
+def composed(text: str) -> str:
+    """``text`` in Unicode NFC, as text is almost always stored (ASCII is returned as is).
+
+    A query typed or pasted decomposed (NFD: macOS file names, some keyboards) is
+    searched in both forms, its own and this one: the index keeps a composed letter
+    whole (ガ, Ё, ά, 서) where the decomposed one splits or loses its mark (カ + ラス,
+    елка), so either form alone finds only the traces stored in it."""
+    return text if text.isascii() else unicodedata.normalize("NFC", text)
+
+
 def runs(text: str) -> list[str]:
-    """The distinct runs of unsegmented-script characters in ``text``, in order."""
-    return list(dict.fromkeys(_RUN.findall(text)))
+    """The distinct runs of unsegmented-script characters in ``text``, in order (those
+    of its :func:`composed` form first when it differs)."""
+    whole = composed(text)
+    found = _RUN.findall(whole) + (_RUN.findall(text) if whole != text else [])
+    return list(dict.fromkeys(found))
 
 
 def pieces(run: str) -> list[str]:

@@ -160,6 +160,10 @@ def parse(text: str, now: float, tz: tzinfo = timezone.utc) -> TemporalCues:
     today = datetime.fromtimestamp(now, tz=tz)
     windows: list[Window] = []
     taken: list[tuple[int, int]] = []
+    given = text
+    # the apostrophe phones and word processors type (U+2019): "New Year’s Eve" is
+    # "New Year's Eve" (one character for one: the spans still index ``given``)
+    text = text.replace("\u2019", "'")
     # the gates are exact for ASCII text; other text (case folding beyond ASCII) runs all
     low = text.lower() if text.isascii() else None
     for kind, pattern in _PATTERNS:
@@ -177,7 +181,7 @@ def parse(text: str, now: float, tz: tzinfo = timezone.utc) -> TemporalCues:
             if window is not None:
                 windows.append(window)
     if not taken:
-        return TemporalCues(windows, text)
+        return TemporalCues(windows, given)
     rest = text
     for s, e in sorted(taken, reverse=True):
         rest = rest[:s] + " " + " ".join(_kept_words(text[s:e])) + " " + rest[e:]

@@ -22,7 +22,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from datetime import date, datetime, timedelta, timezone
 from typing import Any
 
-from .errors import InvalidInput
+from .errors import InvalidInput, shown
 from .model import (
     DEFAULT_SCOPE,
     DEFAULT_SCOPE_ID,
@@ -70,14 +70,6 @@ _END_TIME = (datetime(9999, 12, 31, tzinfo=timezone.utc) - _EPOCH + timedelta(da
 #: The last unix seconds before _END_TIME: a datetime in the last microseconds of 9999
 #: (23:59:59.999999) is rounded up to _END_TIME by a float, and is held as this instead.
 _LAST_TIME = math.nextafter(_END_TIME, 0.0)
-
-
-def shown(value: Any) -> str:
-    """``repr(value)`` for an error message; an integer too long for Python to print
-    (over 4300 digits: ``repr`` raises ValueError) is shown by its size instead."""
-    if isinstance(value, int) and value.bit_length() > 10_000:
-        return f"an integer of about {int(value.bit_length() * math.log10(2))} digits"
-    return repr(value)
 
 
 def _default(value: Any, default: str) -> Any:
@@ -274,7 +266,7 @@ def to_timestamp(value: TimeLike | None, what: str = "time", *, end_of_day: bool
             try:  # RFC 3339 allows a lowercase z
                 value = datetime.fromisoformat(text.replace("Z", "+00:00").replace("z", "+00:00"))
             except ValueError:
-                raise InvalidInput(f"{what} {value!r} is not an ISO-8601 time") from None
+                raise InvalidInput(f"{what} {shown(value)} is not an ISO-8601 time") from None
     if isinstance(value, date) and not isinstance(value, datetime):  # a day: its midnight, UTC
         midnight = datetime(value.year, value.month, value.day, tzinfo=timezone.utc)
         if end_of_day:  # the float before the next midnight (9999-12-31: _LAST_TIME)
@@ -322,7 +314,7 @@ def scope_pairs(scopes: Any) -> list[tuple[str, str]]:
     pairs = []
     for pair in scopes:
         if isinstance(pair, (str, bytes)) or not isinstance(pair, Sequence) or len(pair) != 2:
-            raise InvalidInput(f"scopes must hold (scope, scope_id) pairs, not {pair!r}")
+            raise InvalidInput(f"scopes must hold (scope, scope_id) pairs, not {shown(pair)}")
         pairs.append((check_choice(pair[0], SCOPES, "scope"),
                       check_text(pair[1], "scope_id", max_chars=MAX_ID_CHARS, allow_none=False) or ""))
     return pairs
@@ -333,7 +325,7 @@ def check_types(type_: Any) -> list[str] | None:
     if type_ is None:
         return None
     if not isinstance(type_, str) and not isinstance(type_, Iterable):
-        raise InvalidInput(f"type must be a type or a list of types, not {type_!r}")
+        raise InvalidInput(f"type must be a type or a list of types, not {shown(type_)}")
     return [check_choice(t, TYPES, "type") for t in ([type_] if isinstance(type_, str) else type_)]
 
 

@@ -176,3 +176,19 @@ def test_context_now_shows_what_was_current_then(tmp_path: Path, capsys: pytest.
     # what was added later is not hidden)
     assert main(["context", "x", "--now", "soon", "--brain", db]) == 2
     assert len(capsys.readouterr().err.strip().splitlines()) == 1
+
+
+def test_observe_reads_a_chat_file_saved_with_a_byte_order_mark(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    # a Windows editor saves UTF-8 with a BOM: line 1 was "not valid JSON"
+    db = str(tmp_path / "b.db")
+    lines = "\ufeff" + "".join(json.dumps(m, ensure_ascii=False) + "\n" for m in TURNS)
+    path = tmp_path / "chat.jsonl"
+    path.write_text(lines, encoding="utf-8")
+    for source, stdin in ((str(path), ""), ("-", lines)):
+        monkeypatch.setattr("sys.stdin", io.StringIO(stdin))
+        code = main(["observe", source, "--json", "--brain", db])
+        out = capsys.readouterr()
+        assert code == 0, out.err
+        report = json.loads(out.out)
+        assert len(report["stored"]) + len(report["duplicates"]) == len(TURNS)

@@ -8,6 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import clirun
 import pytest
 
 from brainmem import Brain
@@ -193,3 +194,50 @@ def test_add_with_a_due_time_is_a_reminder(capsys, tmp_path: Path) -> None:
     assert code == 2 and out == "" and "due_at is for reminders" in err and err.count("\n") == 1
     with Brain(str(db)) as brain:
         assert brain.stats()["live"] == 1
+
+
+def test_tables_and_show_escape_control_characters_json_keeps_them(tmp_path: Path) -> None:
+    # a memory an agent stored from untrusted text must not drive the terminal of whoever
+    # reads it: a title-setting OSC, a colour, a C1 CSI are shown escaped; --json is exact
+    db = str(tmp_path / "brain.db")
+    content = "evil \x1b]0;pwned\x07 \x1b[31mred\x9b2J text\nsecond line"
+    added = clirun.run("--brain", db, "add", content, "--tag", "t\x1b[1m", "--json")
+    trace_id = json.loads(added.stdout)["id"]
+    for argv in (["search", "evil"], ["show", trace_id], ["recent"], ["list"]):
+        out = clirun.run("--brain", db, *argv).stdout
+        assert "evil" in out and not any(c in out for c in "\x1b\x07\x9b"), argv
+        assert "\\x1b" in out, argv
+    assert "second line" in clirun.run("--brain", db, "show", trace_id).stdout
+    assert json.loads(clirun.run("--brain", db, "show", trace_id, "--json").stdout)["content"] == content
+
+
+@pytest.mark.parametrize("encoding", ["ascii", "latin-1", "cp1252"])
+def test_output_on_a_stdout_that_cannot_encode_the_text_is_not_a_traceback(
+        tmp_path: Path, encoding: str) -> None:
+    # Windows with output redirected (cp1252), a C or Latin-1 locale: printing a memory in
+    # Japanese or with an emoji was a UnicodeEncodeError traceback. Tables now escape what
+    # the stream cannot show; --json and export stay exact (JSON escapes, UTF-8 lines).
+    import contextlib
+    import io
+
+    db = str(tmp_path / "brain.db")
+    content = "東京タワー 🎉 café"
+    trace_id = json.loads(clirun.run("--brain", db, "add", content, "--json").stdout)["id"]
+
+    def run(*argv: str) -> tuple[int, bytes]:
+        raw = io.BytesIO()
+        stream = io.TextIOWrapper(raw, encoding=encoding)
+        with contextlib.redirect_stdout(stream):
+            code = main(["--brain", db, *argv])
+        stream.flush()
+        return code, raw.getvalue()
+
+    for argv in (["search", "café"], ["show", trace_id], ["recent"], ["list"]):
+        code, out = run(*argv)
+        assert code == 0 and b"caf" in out, argv
+    code, out = run("search", "café", "--json")
+    assert code == 0 and json.loads(out.decode(encoding))["results"][0]["content"] == content
+    code, out = run("export")
+    assert code == 0
+    (trace_line,) = [line for line in out.decode("utf-8").splitlines() if content in line]
+    assert json.loads(trace_line)["trace"]["content"] == content

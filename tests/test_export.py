@@ -392,3 +392,19 @@ def test_export_does_not_deep_copy_traces(mem_brain: Brain, clock, monkeypatch: 
     monkeypatch.setattr(dataclasses, "asdict", refuse)
     monkeypatch.setattr(Trace, "to_dict", refuse)
     assert trace_lines(export_text(mem_brain, include_deleted=True)) == expected
+
+
+def test_an_export_saved_with_a_byte_order_mark_imports(brain_factory, tmp_path: Path) -> None:
+    # Windows editors (Notepad, Excel's CSV/UTF-8) save UTF-8 with a BOM: the export was
+    # refused ("Unexpected UTF-8 BOM (decode using utf-8-sig)") after a mere re-save
+    source = brain_factory(tmp_path / "a.db")
+    trace = source.add("東京 café 🎉")
+    text = io.StringIO()
+    source.export(text)
+    path = tmp_path / "bom.jsonl"
+    path.write_bytes(b"\xef\xbb\xbf" + text.getvalue().encode("utf-8"))
+    target = brain_factory(tmp_path / "b.db")
+    assert target.import_jsonl(path).imported == 1
+    assert target.get(trace.id).content == trace.content
+    other = brain_factory(tmp_path / "c.db")
+    assert other.import_jsonl(io.StringIO("\ufeff" + text.getvalue())).imported == 1

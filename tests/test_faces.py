@@ -690,3 +690,12 @@ def test_reflect_prunes_expired_and_weak_but_never_pinned(mem_brain: Brain, cloc
     assert mem_brain.get(pinned.id, now=later).pinned
     assert mem_brain.read([weak.id, expiring.id], now=later).missing == [weak.id, expiring.id]
     assert mem_brain.get(expiring.id, include_deleted=True).deleted_at is not None
+
+
+def test_keep_lines_counts_newlines_only(file_brain: Brain) -> None:
+    # a JSON Lines log may hold U+2028, a form feed or a lone \r inside a record
+    # (json.dumps(ensure_ascii=False) writes U+2028 raw): a line ends at \n, so keep_lines=2
+    # keeps the last two records whole, not the tail of the last one
+    records = ['{"n": 1}\n', '{"msg": "a\u2028b\x0cc\x1ed"}\r\n', '{"msg": "progress 10%\r20%\x85"}\n']
+    value = file_brain.put("log", "".join(records), keep_lines=2).content
+    assert value == "".join(records[1:])

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import unicodedata
+
 import apsw
 import pytest
 from hypothesis import example, given, settings
@@ -177,3 +179,31 @@ def test_compile_is_total(compiler, text):
         return
     assert isinstance(c.expression, str) and c.expression
     c.expression.encode("utf-8")  # bindable
+
+
+#: a word and a sentence holding it, in scripts whose composed letters the word index keeps
+#: whole (Greek tonos, Cyrillic Ё, Japanese dakuten, Hangul syllables; Latin's accents the
+#: index strips anyway)
+COMPOSED = [("Ελληνικά", "Μαθαίνω Ελληνικά κάθε μέρα"), ("Ёлка", "Ёлка стоит в углу"),
+            ("ガラス", "ガラス工芸が好きです"), ("서울", "서울에서 만나요"), ("Müller", "Herr Müller kam")]
+
+
+@pytest.mark.parametrize(("word", "content"), COMPOSED, ids=[w for w, _ in COMPOSED])
+def test_a_decomposed_query_finds_its_composed_word(file_brain: Brain, word: str, content: str) -> None:
+    # typed or pasted decomposed (NFD: macOS file names, some keyboards) the same word
+    # must find the trace stored composed (NFC), as the composed query does
+    trace = file_brain.add(unicodedata.normalize("NFC", content))
+    for form in ("NFC", "NFD"):
+        query = unicodedata.normalize(form, word)
+        assert [h.trace.id for h in file_brain.search(query, reinforce=False)] == [trace.id], form
+        assert file_brain.search(f'"{query}"', reinforce=False), form  # FTS5 syntax too
+
+
+@pytest.mark.parametrize(("word", "content"), COMPOSED[:-2] + COMPOSED[-1:], ids=repr)
+def test_a_decomposed_query_still_finds_its_decomposed_word(file_brain: Brain, word: str, content: str) -> None:
+    # (Hangul decomposed is conjoining jamo, outside the trigram index: 서울 finds 서울에서
+    # only composed)
+    trace = file_brain.add(unicodedata.normalize("NFD", content))
+    query = unicodedata.normalize("NFD", word)
+    assert [h.trace.id for h in file_brain.search(query, reinforce=False)] == [trace.id]
+    assert file_brain.search(f'"{query}"', reinforce=False)

@@ -260,3 +260,37 @@ def test_judge_agrees_with_same(texts: list[str], change: Any) -> None:
     """reflect's Judge (a fast path for case/whitespace copies, then the rule) is the rule."""
     texts = [texts[0], change(texts[1])]
     assert sameness.Judge(texts)(0, 1) == sameness.same(*texts)
+
+
+#: texts differing only in a vowel or tone sign (a combining mark): different words, so
+#: different facts ("today is a good day" / "... a poor ...", "I eat fish" / "I wipe")
+MARK_NEGATIVES = [
+    ("आज दिन अच्छा है", "आज दीन अच्छा है"),  # Hindi: din (day) / deen (poor)
+    ("আমি মাছ খাই", "আমি মোছ খাই"),  # Bengali: fish / wipe
+    ("ฉันกินไก่ทุกวัน", "ฉันกินไก้ทุกวัน"),  # Thai: tone marks
+    ("उसने पूरा खाना खाया", "उसने पुरा खाना खाया"),
+]
+
+
+@pytest.mark.parametrize(("a", "b"), MARK_NEGATIVES)
+def test_a_different_vowel_or_tone_sign_is_a_different_word(a: str, b: str) -> None:
+    assert not sameness.same(a, b) and sameness.why_not(a, b)
+    assert sameness.same(a, unicodedata.normalize("NFD", a))  # the same text stays the same
+
+
+def test_reflect_keeps_texts_differing_in_a_vowel_sign_apart(mem_brain: Brain) -> None:
+    a, b = mem_brain.add(MARK_NEGATIVES[1][0]), mem_brain.add(MARK_NEGATIVES[1][1])
+    mem_brain.reflect()
+    assert mem_brain.get(a.id, include_deleted=True).live and mem_brain.get(b.id, include_deleted=True).live
+
+
+@pytest.mark.parametrize(("a", "b"), [
+    ("ผมชอบนก", "ผมชอบนม"),  # Thai, no spaces: "I like birds" / "I like milk"
+    ("ฉันซื้อรถสีแดง", "ฉันซื้อรถสีแดด"),
+    ("ខ្ញុំចូលចិត្តឆ្មា", "ខ្ញុំចូលចិត្តឆ្កែ"),  # Khmer: cats / dogs
+])
+def test_a_letter_changed_in_text_without_spaces_is_a_different_text(a: str, b: str) -> None:
+    # Thai, Lao, Khmer and Myanmar are compared per character, as Chinese and Japanese are:
+    # a whole unspaced sentence is not one long word that a "typo" may change
+    assert not sameness.same(a, b)
+    assert sameness.same(a, a + " ok") and sameness.same(a, unicodedata.normalize("NFD", a))

@@ -159,3 +159,16 @@ def test_calendar_spans_follow_the_time_zone() -> None:
     (window,) = temporal.parse("yesterday", NOW, tokyo).windows
     assert window.start == datetime(2023, 5, 29, tzinfo=tokyo).timestamp() == utc_day(2023, 5, 28) + 15 * 3600
     assert window.end - window.start == DAY
+
+
+@pytest.mark.parametrize("phrase", [
+    "what did I do on New Year's Eve", "what did I buy for St. Patrick's Day",
+    "where did I go on Valentine's Day", "what did I do on new year's day",
+])
+def test_a_curly_apostrophe_is_the_same_cue(phrase: str) -> None:
+    # phones and word processors type ’ (U+2019): "New Year’s Eve" was read as "New Year"
+    # (January 1st), "St. Patrick’s Day" as no time at all, and "Eve"/"Day" left as topics
+    straight, curly = temporal.parse(phrase, NOW), temporal.parse(phrase.replace("'", "\u2019"), NOW)
+    assert straight.windows and [(w.start, w.end) for w in curly.windows] == \
+        [(w.start, w.end) for w in straight.windows]
+    assert curly.rest.split() == straight.rest.split() and curly.kept == straight.kept

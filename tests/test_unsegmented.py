@@ -134,3 +134,22 @@ def test_a_filter_finds_its_matches_however_many_others_match_more(tmp_path: Pat
             assert sorted(found) == sorted(t.id for t in rare)
             hits = brain.search("寿司", scope="user", reinforce=False)
             assert [h.trace.id for h in hits] == [user.id]
+
+
+def test_fts5_not_and_column_filters_hold_for_text_without_spaces(file_brain: Brain) -> None:
+    # the word index holds 東京タワー whole, so "dark NOT 東京" kept it, and the substring
+    # search put every trace holding 東京 back, first; a tags: filter found content
+    tower = file_brain.add("dark mode in 東京タワー")
+    home = file_brain.add("dark mode at home")
+    travel = file_brain.add("東京 travel")
+    tagged = file_brain.add("a tagged note", tags=["東京"])
+
+    def ids(query: str) -> set[str]:
+        return {h.trace.id for h in file_brain.search(query, reinforce=False)}
+
+    assert ids("dark NOT 東京") == ids("dark NOT タワー") == {home.id}
+    assert ids("tags:東京") == {tagged.id}
+    assert ids("content:東京") == {tower.id, travel.id}
+    assert ids('"東京"') == {tower.id, travel.id, tagged.id}
+    assert ids("dark NOT (home NOT 東京)") == {tower.id}
+    assert ids("dark NOT home") == {tower.id}

@@ -203,3 +203,31 @@ def test_a_date_only_until_includes_that_whole_day(file_brain: Brain, tmp_path, 
     file_brain.close()
     assert main(["--brain", db, "list", "--until", "2026-01-15", "--json"]) == 0
     assert {i["id"] for i in json.loads(capsys.readouterr().out)["items"]} == day
+
+
+#: a bad value as an agent or a pasted log might send it: a terminal escape and 100 KB
+HUGE_BAD = "\x1b[2J" + "z" * 100_000 + "\r\n"
+
+
+@pytest.mark.parametrize("call", [
+    lambda b: b.add("x", type=HUGE_BAD), lambda b: b.add("x", scope=HUGE_BAD),
+    lambda b: b.add("x", created_at=HUGE_BAD), lambda b: b.add("x", importance=HUGE_BAD),
+    lambda b: b.add("x", ttl=HUGE_BAD), lambda b: b.search("x", since=HUGE_BAD),
+    lambda b: b.list(type=[HUGE_BAD]), lambda b: b.list(tags=["a"], tags_mode=HUGE_BAD),
+    lambda b: b.search("x", scopes=[(HUGE_BAD,)]),
+], ids=["type", "scope", "created_at", "importance", "ttl", "since", "list type", "tags_mode", "scopes"])
+def test_an_error_message_shows_a_bad_value_cut_short_and_escaped(file_brain: Brain, call) -> None:
+    with pytest.raises(InvalidInput) as caught:
+        call(file_brain)
+    message = str(caught.value)
+    assert len(message) < 300 and "zzzz" in message
+    assert "\x1b" not in message and "\r" not in message and "\n" not in message
+    assert file_brain.list().items == []
+
+
+def test_an_unknown_tool_argument_is_named_cut_short_and_escaped(file_brain: Brain) -> None:
+    result = file_brain.call_tool("memory_add", {"content": "x", HUGE_BAD: 1})
+    message = result["error"]["message"]
+    assert result["error"]["type"] == "InvalidInput" and "unknown argument" in message
+    assert len(message) < 400 and "\x1b" not in message and "\r" not in message
+    assert file_brain.list().items == []

@@ -31,12 +31,15 @@ read-only mount, ``chattr +i``) opens it read-only by itself.
 from __future__ import annotations
 
 import argparse
+import codecs
 import contextlib
 import importlib
+import io
 import os
+import re
 import sys
-from collections.abc import Callable, Sequence
-from typing import Any, NoReturn
+from collections.abc import Callable, Iterator, Sequence
+from typing import IO, Any, NoReturn
 
 from ..errors import BrainmemError, InvalidInput, ReadOnlyBrain
 from ..model import SCOPES
@@ -212,12 +215,47 @@ def add_json_flag(parser: argparse.ArgumentParser) -> None:
 
 
 def print_json(value: Any) -> None:
-    """``value`` as JSON under the one convention (:mod:`brainmem.jsonview`)."""
+    """``value`` as JSON under the one convention (:mod:`brainmem.jsonview`); on a standard
+    output that cannot encode every character (:func:`writes_any_text`), non-ASCII text
+    as JSON escapes, so the JSON is still exact."""
     import json
 
     from ..jsonview import jsonable
 
-    print(json.dumps(jsonable(value), ensure_ascii=False, indent=2, default=str))
+    print(json.dumps(jsonable(value), ensure_ascii=not writes_any_text(sys.stdout), indent=2, default=str))
+
+
+def writes_any_text(stream: Any) -> bool:
+    """Whether ``stream`` can write every character: a UTF encoding (or GB 18030), or a
+    text buffer with no encoding. Redirected output on Windows (cp1252) or under a C or
+    Latin-1 locale cannot: a memory in Japanese or with an emoji was a traceback."""
+    encoding = getattr(stream, "encoding", None)
+    if not encoding:
+        return True
+    try:
+        name = codecs.lookup(encoding).name
+    except LookupError:
+        return False
+    return name.startswith("utf") or name == "gb18030"
+
+
+@contextlib.contextmanager
+def utf8_stdout() -> Iterator[IO[str]]:
+    """Standard output for a file format that is UTF-8 (the JSON Lines of ``export``),
+    whatever the terminal's encoding: its bytes through a UTF-8 writer when the stream
+    itself cannot write every character."""
+    stream = sys.stdout
+    raw = getattr(stream, "buffer", None)
+    if writes_any_text(stream) or raw is None:
+        yield stream
+        return
+    stream.flush()
+    utf8 = io.TextIOWrapper(raw, encoding="utf-8", newline="\n")
+    try:
+        yield utf8
+    finally:
+        utf8.flush()
+        utf8.detach()  # the caller's stdout keeps its buffer open
 
 
 def trace_json(trace: Any) -> dict[str, Any]:
@@ -277,9 +315,21 @@ def print_table(rows: Sequence[Sequence[Any]], headers: Sequence[str]) -> None:
         print("  ".join(c.ljust(w) for c, w in zip(row, widths)).rstrip())
 
 
+#: control characters (C0, DEL, C1) but newline and tab: what would drive a terminal
+_CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+
+
+def printable(text: str) -> str:
+    """``text`` for a terminal: control characters other than newline and tab escaped as
+    ``repr`` does (``\\x1b``), so stored text (an agent's memory of untrusted input)
+    cannot set the title, recolour or clear the screen of whoever reads it. ``--json``
+    and ``get-key`` print values exactly."""
+    return _CONTROL.sub(lambda m: repr(m.group())[1:-1], text)
+
+
 def _cell(value: Any, width: int = 60) -> str:
     text = "" if value is None else f"{value:.3f}" if isinstance(value, float) else str(value)
-    text = " ".join(text.split())
+    text = printable(" ".join(text.split()))
     return text if len(text) <= width else text[: width - 1] + "…"
 
 
@@ -303,6 +353,10 @@ class Progress:
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     _created.clear()
+    if not writes_any_text(sys.stdout) and isinstance(sys.stdout, io.TextIOWrapper):
+        # tables and plain values show what the stream cannot encode as escapes (\u6771)
+        # instead of a UnicodeEncodeError traceback; --json and export stay exact
+        sys.stdout.reconfigure(errors="backslashreplace")
     try:
         args = parser.parse_args(argv)
         handler: Handler = args.handler

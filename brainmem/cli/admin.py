@@ -8,7 +8,7 @@ import os
 import sys
 from typing import Any
 
-from . import add_json_flag, brain_path, open_brain, print_json
+from . import add_json_flag, brain_path, open_brain, print_json, utf8_stdout
 
 # --- transfer: export, import, backup ----------------------------------------
 
@@ -75,8 +75,11 @@ def _register_transfer(commands: Any) -> None:
 
 def _export(args: argparse.Namespace) -> int:
     with open_brain(args) as brain:
-        counts = brain.export(sys.stdout if args.path == "-" else args.path,
-                              include_deleted=args.include_deleted)
+        if args.path == "-":
+            with utf8_stdout() as out:  # JSON Lines are UTF-8, whatever the terminal's encoding
+                counts = brain.export(out, include_deleted=args.include_deleted)
+        else:
+            counts = brain.export(args.path, include_deleted=args.include_deleted)
     if args.path != "-":
         print(f"exported {counts['traces']} traces and {counts['edges']} edges to {args.path}",
               file=sys.stderr)

@@ -61,6 +61,7 @@ def _read_messages(name: str) -> list[Any]:
             raise InvalidInput(f"cannot read {name}: {exc.strerror or exc}") from None
         except UnicodeDecodeError:
             raise InvalidInput(f"{name} is not UTF-8 text") from None
+    text = text.removeprefix("\ufeff")  # a byte order mark (UTF-8 saved by a Windows editor)
     messages = []
     # newlines only: str.splitlines also breaks at U+2028, U+0085 ..., which JSON
     # text may hold raw (json.dumps(ensure_ascii=False) writes them so)

@@ -25,6 +25,7 @@ from . import (
     print_json,
     print_table,
     print_trace,
+    printable,
     stdin_if_dash,
     time_arg,
     trace_json,
@@ -200,7 +201,7 @@ def _print_trace(trace: Any) -> None:
     # times as ISO-8601 UTC, as --json and the list/recent tables show them
     for name, value in jsonable(trace_json(trace)).items():
         shown = json.dumps(value, ensure_ascii=False) if isinstance(value, dict | list) else value
-        print(f"{name + ':':<12} {shown}")
+        print(f"{name + ':':<12} {printable(str(shown))}")
 
 
 def cmd_add(args: argparse.Namespace) -> int:

@@ -49,7 +49,7 @@ def register(commands: Any) -> None:
     put.add_argument("--metadata", metavar="JSON", help="a JSON object")
     put.add_argument("--expected-version", type=int, metavar="N",
                      help="write only if the value is at version N (0: only if absent)")
-    put.add_argument("--keep-lines", type=int, metavar="N", help="keep only the last N lines")
+    put.add_argument("--keep-lines", type=int, metavar="N", help="keep only the last N lines (ending at \\n)")
     put.add_argument("--keep-chars", type=int, metavar="N", help="keep only the last N characters")
     add_json_flag(put)
     put.set_defaults(handler=_put)
