@@ -189,6 +189,23 @@ def _scope_props(ctx: ToolContext | None, write: bool, filter: bool = False) -> 
                       "description": f"Visibility; one of {', '.join(choices) or 'none'}."}}
 
 
+def policy_bounds(schema: JSON, policy: Policy) -> JSON:
+    """``schema`` with ``policy``'s tag and key bounds. The schemas are declared with the
+    default Policy's (``_TAGS``, the ``key`` strings); a brain with other bounds must
+    neither refuse through its tools what its API accepts nor advertise what it refuses."""
+    if (policy.max_tags, policy.max_tag_chars, policy.max_key_chars) == (
+            _POLICY.max_tags, _POLICY.max_tag_chars, _POLICY.max_key_chars):
+        return schema
+    properties = dict(schema.get("properties", {}))
+    for name, prop in properties.items():
+        if name == "tags":
+            properties[name] = {**prop, "maxItems": policy.max_tags,
+                                "items": {**prop["items"], "maxLength": policy.max_tag_chars}}
+        elif name in ("key", "key_prefix"):
+            properties[name] = {**prop, "maxLength": policy.max_key_chars}
+    return {**schema, "properties": properties}
+
+
 # --- the registry ------------------------------------------------------------------
 
 

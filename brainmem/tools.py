@@ -65,6 +65,7 @@ from .tool_base import (
     hit_view,
     is_bad_input,
     parse_arguments,
+    policy_bounds,
     trace_view,
 )
 
@@ -115,12 +116,13 @@ class Toolbox:
         return [
             {"type": "function",
              "function": {"name": n, "description": REGISTRY[n].description,
-                          "parameters": REGISTRY[n].schema(self.context)}}
+                          "parameters": self.schema(n)}}
             for n in self.names
         ]
 
     def schema(self, name: str) -> JSON:
-        return REGISTRY[name].schema(self.context)
+        """The JSON schema of tool ``name`` under this context, with the brain's bounds."""
+        return policy_bounds(REGISTRY[name].schema(self.context), self.brain.policy)
 
     # --- calling ---
 

@@ -425,3 +425,31 @@ def test_memory_search_takes_since_and_until_as_brain_search_does(brain_factory,
     assert ids(since=iso(cut)) == [new]
     assert ids(until=iso(cut)) == [old]
     assert brain.call_tool("memory_search", {"query": "marathon", "since": "soon"})["error"]["type"] == "InvalidInput"
+
+
+def test_schemas_advertise_the_brains_own_tag_and_key_bounds(tmp_path: Any) -> None:
+    # the schemas were declared with the default Policy's bounds, so a brain allowing longer
+    # keys or more tags had its tools refuse what its Python API accepts (and one allowing
+    # fewer advertised what it then refused)
+    from brainmem import Policy
+
+    roomy = Brain(str(tmp_path / "roomy.db"), policy=Policy(max_key_chars=1000, max_tags=100,
+                                                            max_tag_chars=300))
+    box = Toolbox(roomy, extra="all")
+    put = box.schema("memory_put")["properties"]
+    assert put["key"]["maxLength"] == 1000 and put["tags"]["maxItems"] == 100
+    assert put["tags"]["items"]["maxLength"] == 300
+    assert box.schema("memory_list")["properties"]["key_prefix"]["maxLength"] == 1000
+    key, tags = "k" * 500, [f"t{i}" for i in range(80)] + ["x" * 200]
+    stored = box.call("memory_put", {"key": key, "content": "v", "tags": tags})
+    assert "error" not in stored, stored
+    assert box.call("memory_get_key", {"key": key})["trace"]["content"] == "v"
+    assert "error" not in box.call("memory_add", {"content": "many tags", "tags": tags})
+
+    tight = Toolbox(Brain(str(tmp_path / "tight.db"), policy=Policy(max_tags=2)))
+    assert tight.schema("memory_add")["properties"]["tags"]["maxItems"] == 2
+    refused = tight.call("memory_add", {"content": "three tags", "tags": ["a", "b", "c"]})
+    assert refused["error"]["type"] == "InvalidInput"
+    # the default brain's schemas are the declared ones, unchanged
+    assert Toolbox(Brain(str(tmp_path / "plain.db"))).schema("memory_add") == \
+        REGISTRY["memory_add"].schema(None)
