@@ -6,7 +6,8 @@ and returns a :class:`ReflectReport`. Every step is idempotent: a second run at
 the same ``now`` changes nothing.
 
 1. :func:`prune` — soft-delete live unpinned traces whose R(now) is below
-   ``Policy.prune_threshold``, and expired traces (a TTL is explicit, so it wins over
+   ``Policy.prune_threshold`` (a superseded fact and a reminder with a ``due_at`` count as
+   pinned), and expired traces (a TTL is explicit, so it wins over
    a pin); with ``Policy.capacity`` set, evict the weakest unpinned traces of each
    scope/scope_id over capacity.
 2. :func:`merge` — near-duplicates (:mod:`brainmem.merge_step`): every pair the merge

@@ -555,10 +555,12 @@ class Store(IndexTables, EdgeTables, LogTables, InspectTables, VectorTables, Mai
         """Live traces with rid > ``after``, in rid order, at most ``limit``, as (rid, id, scope,
         scope_id, strength, stability, last_accessed_at, pinned, expires_at): the numbers
         prune needs, without loading contents. A superseded fact counts as pinned: it is
-        history, never searched (so never reinforced), and the timeline promises it is kept."""
+        history, never searched (so never reinforced), and the timeline promises it is kept.
+        So does a reminder (a ``due_at``): waiting for it, or ``due()`` listing it, never
+        reinforces it, and it is kept until the caller deletes it or clears its due time."""
         return list(self.execute(
             "SELECT rid, id, scope, scope_id, strength, stability, last_accessed_at, "
-            "pinned OR valid_until IS NOT NULL, expires_at FROM traces "
+            "pinned OR valid_until IS NOT NULL OR due_at IS NOT NULL, expires_at FROM traces "
             "WHERE rid > ? AND deleted_at IS NULL ORDER BY rid LIMIT ?", (after, limit),
         ))
 

@@ -80,6 +80,22 @@ def test_prune_after_expected_time_pinned_survive(brain: Brain, clock: Clock) ->
     assert brain.get(temp.id, include_deleted=True).deleted_at is not None
 
 
+def test_prune_keeps_a_reminder_until_it_is_done(brain: Brain, clock: Clock) -> None:
+    """A reminder is never reinforced by waiting (due() is a pure read): one due in four
+    years, or due long ago and not yet handled, must still be there for due()."""
+    later = brain.add("renew the passport", due_at=T0 + 4 * 365 * DAY, importance=0)
+    missed = brain.add("call the landlord back", due_at=T0 + DAY, importance=0)
+    plain = brain.add("a passing remark about the weather", importance=0)
+    at = T0 + 3.5 * 365 * DAY  # past ln(20) * 365 days: R of an untouched importance-0 trace < 0.05
+    report = brain.reflect(now=at)
+    assert report.pruned_weak == 1 and brain.get(plain.id, include_deleted=True).deleted_at == at
+    assert [t.id for t in brain.due(now=T0 + 4 * 365 * DAY)] == [missed.id, later.id]
+    done = brain.update(missed.id, type="episodic", due_at=None)  # handled: a plain memory now
+    assert brain.reflect(now=at + 3.5 * 365 * DAY).pruned_weak == 1
+    assert not brain.get(done.id, include_deleted=True).live
+    assert brain.get(later.id, now=at + 3.5 * 365 * DAY).live
+
+
 def test_capacity_evicts_weakest_unpinned_per_scope(tmp_path: Path, clock: Clock) -> None:
     with Brain(str(tmp_path / "cap.brain"), clock=clock, policy=replace(Policy(), capacity=2)) as b:
         old = b.add("oldest note", scope_id="u1")
