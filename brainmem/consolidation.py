@@ -45,8 +45,10 @@ the same ``now`` changes nothing.
    ``compact_min_retrievals`` times (``access_count``: search hits and repeated
    adds) become semantic; stability is rescaled to the semantic base keeping the
    reinforcement gained; provenance goes to ``metadata["compacted"]``. If the same
-   content is already live as semantic, the episode is merged into it. Compaction
-   never rewrites content, so it cannot state the opposite of its source.
+   content is already live as semantic, the episode is merged into it; when an episode
+   was relabelled, the merge step runs again, so one the merge rule finds the same as a
+   semantic trace (case, punctuation, a typo) is merged in this run, not the next.
+   Compaction never rewrites content, so it cannot state the opposite of its source.
 6. :func:`reindex` — FTS5 integrity check (rebuild only when it fails, reported),
    FTS5 ``optimize``, ``PRAGMA optimize``.
 
@@ -498,38 +500,47 @@ def _insight(policy: Policy, sources: Sequence[Trace], text: str, method: str, l
 def compact(ctx: _Run) -> None:
     store, policy, now = ctx.store, ctx.policy, ctx.now
     before, need, after = now - policy.compact_age, policy.compact_min_retrievals, 0
+    relabelled = 0
     while True:
         with store.read():
             page = store.compact_candidates(before, need, now, after=after, limit=policy.reflect_chunk)
         if not page:
-            return
+            break
         after = page[-1][0]
         ctx.keep()
         with store.write():  # re-checked inside the write: a page read may be stale
             for _rid, trace in store.compact_candidates(before, need, now, rids=[r for r, _ in page]):
-                _compact_one(ctx, trace)
+                relabelled += _compact_one(ctx, trace)
+    if relabelled:
+        # a relabelled episode may now say what a semantic trace says (the merge rule, not
+        # the same bytes): merge them in this run, or the next run would, and a second run
+        # right after this one must change nothing
+        merge_step.merge(store, policy, now, ctx.report, ctx.keep)
 
 
-def _compact_one(ctx: _Run, trace: Trace) -> None:
+def _compact_one(ctx: _Run, trace: Trace) -> int:
+    """Compact one episode; 1 when it was relabelled semantic, else 0."""
     store, policy, now, report = ctx.store, ctx.policy, ctx.now, ctx.report
     provenance = {"from": "episodic", "at": now, "access_count": trace.access_count,
                   "episode": trace.episode, "created_at": trace.created_at}
     twin = store.find_duplicate(trace.content_hash, "semantic", trace.scope, trace.scope_id)
     if twin is not None:
         if not merge_step.tags_fit(policy, twin, [trace]):
-            return  # the union of their tags would pass Policy.max_tags: kept as it is
+            return 0  # the union of their tags would pass Policy.max_tags: kept as it is
         absorb(store, policy, twin, [trace], now, by="compact")
-    else:
-        store.update_fields(trace.id, {
-            "type": "semantic",
-            "stability": decay.rebase_stability(trace.stability, policy,
-                                                ("episodic", trace.importance),
-                                                ("semantic", trace.importance)),
-            "metadata": {**trace.metadata, "compacted": provenance},
-            "version": trace.version + 1,
-            "updated_at": now,
-        })
+        report.compacted += 1
+        return 0
+    store.update_fields(trace.id, {
+        "type": "semantic",
+        "stability": decay.rebase_stability(trace.stability, policy,
+                                            ("episodic", trace.importance),
+                                            ("semantic", trace.importance)),
+        "metadata": {**trace.metadata, "compacted": provenance},
+        "version": trace.version + 1,
+        "updated_at": now,
+    })
     report.compacted += 1
+    return 1
 
 
 # --- 6. reindex -------------------------------------------------------------------------

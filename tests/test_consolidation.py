@@ -355,6 +355,29 @@ def test_compact_relabels_only_what_qualifies(brain: Brain, clock: Clock) -> Non
     assert brain.reflect().compacted == 0
 
 
+def test_a_compacted_episode_joins_its_semantic_near_duplicate_in_the_same_run(
+        brain: Brain, clock: Clock) -> None:
+    """Compact runs after merge: an episode it turns semantic next to a fact saying the same
+    (but for case and punctuation) was merged only by the next reflect, so a second run
+    right after the first changed the brain."""
+    fact = brain.add("The user drinks green tea every morning", type="semantic")
+    clock.now += 60  # the older one survives (both are recalled as often)
+    episode = brain.add("the user drinks green tea every morning!")
+    for _ in range(3):
+        brain.search("green tea", limit=5)
+    clock.now += 10 * DAY
+    first = brain.reflect()
+    assert (first.compacted, first.merged) == (1, 1)
+    assert brain.get(episode.id, include_deleted=True).merged_into == fact.id
+    assert first.merges[0]["loser_text"] == "the user drinks green tea every morning!"
+    assert brain.reflect_log()[0]["report"]["merged"] == 1
+    before = _snapshot(brain)
+    second = brain.reflect()
+    assert (second.merged, second.compacted) == (0, 0) and _snapshot(brain) == before
+    assert brain.unmerge(fact.id)  # still undoable
+    assert brain.get(episode.id).type == "semantic"
+
+
 # --- reindex ------------------------------------------------------------------------------
 
 
