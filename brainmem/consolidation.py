@@ -192,8 +192,12 @@ def run(
     clock: Callable[[], float] = time.time,
     llm: Any = None,
     progress: ProgressFn | None = None,
+    backfill: Callable[[], dict[str, Any]] | None = None,
 ) -> ReflectReport:
-    """Consolidate once at ``now`` under the lease; see the module docstring."""
+    """Consolidate once at ``now`` under the lease; see the module docstring.
+
+    ``backfill()`` (the brain's vector backfill, ``{"embedded", "missing", "error"}``) runs
+    after the six steps, still under the lease, so the run's log row holds what it did."""
     owner = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
     report = ReflectReport(now=now, llm=llm_mod.describe(llm))
     started, t0 = float(clock()), time.perf_counter()
@@ -233,6 +237,12 @@ def run(
                     f"reflect lost its lease to {holder} after step {name} "
                     "(a step ran longer than Policy.lease_seconds)"
                 )
+        if backfill is not None:  # reindex by meaning: vectors for traces without one
+            embedded = backfill()
+            report.embedded = int(embedded["embedded"])
+            if embedded.get("error"):
+                report.notes.append(f"embedding stopped: {embedded['error']} "
+                                    f"({embedded['missing']} trace(s) still without a vector)")
         if progress is not None:
             progress("done", len(STEPS), len(STEPS))
     except BaseException as exc:
