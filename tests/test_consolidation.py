@@ -612,3 +612,52 @@ def test_reflect_finds_its_file_after_a_chdir_and_never_creates_one(tmp_path: Pa
         with pytest.raises(BrainFileError):
             brain.reflect()
         assert not gone.exists()
+
+
+# --- property: nothing a merge folds away is lost -------------------------------------------
+
+RARE = ["quixotic", "zephyrine", "marmalade", "obsidian", "lanternfish", "sassafras", "gossamer",
+        "halcyon"]
+
+
+@pytest.mark.slow  # over 0.3 s: a property search over file brains
+def test_every_fact_stays_findable_and_every_merge_undoable(tmp_path_factory: pytest.TempPathFactory) -> None:
+    from hypothesis import given, settings
+    from hypothesis import strategies as st
+    from test_sameness import trivial_variant
+
+    # a typo or zero-width characters change the word itself: the survivor may not hold it
+    changes = ("upper", "title", "punct", "space", "filler", "nfd")
+
+    @settings(max_examples=10, deadline=None)
+    @given(st.lists(st.lists(st.sampled_from(["the", "user", "keeps", "a", "note", "about", "blue", "jars"]),
+                             min_size=2, max_size=5), min_size=1, max_size=4), st.data())
+    def check(frames: list[list[str]], data: st.DataObject) -> None:
+        clock = [T0]
+        texts: list[tuple[str, str]] = []  # (text, its rare word)
+        for n, frame in enumerate(frames):
+            words = [*frame, RARE[n]]
+            text, variant = trivial_variant(words, data, changes)
+            texts += [(text, RARE[n]), (variant, RARE[n])]
+            if data.draw(st.booleans()):  # the same frame with another rare word: a distinct fact
+                texts.append((" ".join([*frame, RARE[n + 4]]), RARE[n + 4]))
+        order = data.draw(st.permutations(texts))
+        with Brain(str(tmp_path_factory.mktemp("p") / "p.brain"), clock=lambda: clock[0]) as brain:
+            ids = []
+            for text, _ in order:
+                ids.append(brain.add(text, type=data.draw(st.sampled_from(["semantic", "episodic"]))).id)
+                clock[0] += 1
+            clock[0] += 30 * DAY
+            brain.reflect()
+            assert brain.reflect().merged == 0 and brain.check()["ok"]
+            for trace_id, (text, rare) in zip(ids, order):
+                trace = brain.get(trace_id, include_deleted=True)
+                assert trace.content.split() == text.split()  # (an add of the same words is one trace)
+                holder = trace.id if trace.live else trace.merged_into
+                assert brain.get(holder).live
+                assert holder in {h.trace.id for h in brain.search(rare, limit=10)}
+            for survivor in {brain.get(i, include_deleted=True).merged_into for i in ids} - {None}:
+                brain.unmerge(survivor)
+            assert all(t.live for t in brain.read(ids).traces) and brain.check()["ok"]
+
+    check()
