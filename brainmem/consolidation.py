@@ -45,7 +45,8 @@ the same ``now`` changes nothing.
    ``compact_min_retrievals`` times (``access_count``: search hits and repeated
    adds) become semantic; stability is rescaled to the semantic base keeping the
    reinforcement gained; provenance goes to ``metadata["compacted"]``. If the same
-   content is already live as semantic, the episode is merged into it; when an episode
+   content is already live as semantic, the episode is merged into it (counted in
+   ``merged`` too, and listed in ``merges`` with ``by: "compact"``); when an episode
    was relabelled, the merge step runs again, so one the merge rule finds the same as a
    semantic trace (case, punctuation, a typo) is merged in this run, not the next.
    Compaction never rewrites content, so it cannot state the opposite of its source.
@@ -537,7 +538,10 @@ def _compact_one(ctx: _Run, trace: Trace) -> int:
     if twin is not None:
         if not merge_step.tags_fit(policy, twin, [trace]):
             return 0  # the union of their tags would pass Policy.max_tags: kept as it is
-        absorb(store, policy, twin, [trace], now, by="compact")
+        # a merge like any other: logged with both texts (by "compact"), counted in merged
+        report.merges.extend(absorb(store, policy, twin, [trace], now, by="compact"))
+        report.merged += 1
+        report.merge_groups += 1
         report.compacted += 1
         return 0
     store.update_fields(trace.id, {

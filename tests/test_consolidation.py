@@ -378,6 +378,27 @@ def test_a_compacted_episode_joins_its_semantic_near_duplicate_in_the_same_run(
     assert brain.get(episode.id).type == "semantic"
 
 
+def test_an_episode_compacted_into_its_semantic_twin_is_a_logged_merge(brain: Brain, clock: Clock) -> None:
+    """README: the consolidation log lists both texts of every merge under report["merges"].
+    An episode compact folded into a semantic trace of the same content was a merge
+    (merged_into, undone by unmerge, "merged" on the inspector's run page) that the report
+    and the log left out."""
+    fact = brain.add("the user drinks oolong tea", type="semantic")
+    clock.now += 60
+    episode = brain.add("the user drinks oolong tea")
+    for _ in range(3):
+        brain.add("the user drinks oolong tea")  # repeated: recalled three times
+    clock.now += 10 * DAY
+    report = brain.reflect()
+    assert report.compacted == 1 and brain.get(episode.id, include_deleted=True).merged_into == fact.id
+    assert (report.merged, report.merge_groups) == (1, 1)
+    (entry,) = report.merges
+    assert (entry["survivor"], entry["loser"], entry["by"]) == (fact.id, episode.id, "compact")
+    assert brain.reflect_log()[0]["report"]["merges"] == report.merges
+    assert brain.reflect_changes(brain.reflect_log()[0])["totals"]["merged"] == report.merged
+    assert brain.reflect().merged == 0
+
+
 # --- reindex ------------------------------------------------------------------------------
 
 
