@@ -281,7 +281,7 @@ PRUNE_READ_FACTOR = 10
 def prune(ctx: _Run) -> None:
     store, policy, now, report = ctx.store, ctx.policy, ctx.now, ctx.report
     chunk = policy.reflect_chunk
-    doomed: list[tuple[str, float]] = []
+    doomed: list[tuple[str, float, bool]] = []  # (id, last access seen, expired)
     live: dict[tuple[str, str], int] = {}  # survivors and pinned per scope: capacity
     after = 0
     while True:
@@ -293,17 +293,15 @@ def prune(ctx: _Run) -> None:
         ctx.keep()
         for _rid, tid, scope, scope_id, strength, stability, last, pinned, expires in rows:
             if expires is not None and expires <= now:
-                report.expired += 1
-                doomed.append((tid, last))
+                doomed.append((tid, last, True))
             elif not pinned and decay.retrievability(strength, stability, last, now) < policy.prune_threshold:
-                report.pruned_weak += 1
-                doomed.append((tid, last))
+                doomed.append((tid, last, False))
             else:
                 live[(scope, scope_id)] = live.get((scope, scope_id), 0) + 1
             if len(doomed) >= chunk:
-                _delete(store, doomed, now)
+                _prune_doomed(store, doomed, now, report)
                 doomed = []
-    _delete(store, doomed, now)
+    _prune_doomed(store, doomed, now, report)
     if policy.capacity is not None:
         for (scope, scope_id), count in sorted(live.items()):
             if count > policy.capacity:
@@ -311,10 +309,25 @@ def prune(ctx: _Run) -> None:
     report.pruned = report.pruned_weak + report.expired + report.evicted
 
 
-def _delete(store: Store, doomed: Sequence[tuple[str, float]], now: float) -> None:
-    if doomed:
-        with store.write():
-            store.soft_delete_unchanged(doomed, now)
+def _prune_doomed(store: Store, doomed: Sequence[tuple[str, float, bool]], now: float,
+                  report: ReflectReport) -> None:
+    """Delete what prune chose, counting only what was deleted (a trace used since its page
+    was read is spared, and so not counted)."""
+    deleted = _delete(store, [(tid, last) for tid, last, _ in doomed], now)
+    for tid, _, expired in doomed:
+        if tid in deleted:
+            if expired:
+                report.expired += 1
+            else:
+                report.pruned_weak += 1
+
+
+def _delete(store: Store, doomed: Sequence[tuple[str, float]], now: float) -> set[str]:
+    """Soft-delete ``doomed`` (id, last access seen) unless used since; the ids deleted."""
+    if not doomed:
+        return set()
+    with store.write():
+        return store.soft_delete_unchanged(doomed, now)
 
 
 def _evict(ctx: _Run, scope: str, scope_id: str, over: int) -> None:
@@ -336,8 +349,8 @@ def _evict(ctx: _Run, scope: str, scope_id: str, over: int) -> None:
 
     chosen = heapq.nsmallest(over, scope_rows())
     for start in range(0, len(chosen), policy.reflect_chunk):
-        _delete(store, [(tid, last) for _, last, tid in chosen[start : start + policy.reflect_chunk]], now)
-    ctx.report.evicted += len(chosen)
+        ctx.report.evicted += len(_delete(
+            store, [(tid, last) for _, last, tid in chosen[start : start + policy.reflect_chunk]], now))
 
 
 # --- 2. merge ---------------------------------------------------------------------------

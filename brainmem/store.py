@@ -578,14 +578,16 @@ class Store(IndexTables, EdgeTables, LogTables, InspectTables, VectorTables, Mai
                 [*chunk, *params]))
         return out
 
-    def soft_delete_unchanged(self, seen: Sequence[tuple[str, float]], at: float) -> None:
+    def soft_delete_unchanged(self, seen: Sequence[tuple[str, float]], at: float) -> set[str]:
         """Soft-delete live traces whose ``last_accessed_at`` is still the one seen (prune
-        decides on a snapshot; a trace used since then is spared)."""
-        self.db.executemany(
-            "UPDATE traces SET deleted_at = ?, updated_at = ? "
-            "WHERE id = ? AND deleted_at IS NULL AND last_accessed_at = ?",
-            [(at, at, i, last) for i, last in seen],
-        )
+        decides on a snapshot; a trace used since then is spared); returns the ids deleted."""
+        deleted: set[str] = set()
+        for trace_id, last in seen:
+            deleted.update(str(r[0]) for r in self.execute(
+                "UPDATE traces SET deleted_at = ?, updated_at = ? "
+                "WHERE id = ? AND deleted_at IS NULL AND last_accessed_at = ? RETURNING id",
+                (at, at, trace_id, last)))
+        return deleted
 
     def soft_delete_many(self, ids: Sequence[str], at: float, merged_into: str | None = None) -> None:
         """Soft-delete live traces (optionally recording the survivor they merged into)."""

@@ -96,6 +96,29 @@ def test_prune_keeps_a_reminder_until_it_is_done(brain: Brain, clock: Clock) -> 
     assert brain.get(later.id, now=at + 3.5 * 365 * DAY).live
 
 
+def test_prune_counts_only_what_it_deleted(tmp_path: Path, clock: Clock) -> None:
+    """Prune spares a trace used between its read and its delete; the report counted it as
+    pruned all the same. A trigger stands in for a search that recalls the second trace
+    just as the first is deleted."""
+    with Brain(str(tmp_path / "p.brain"), clock=clock) as b:
+        first = b.add("a passing remark about the weather", importance=0)
+        second = b.add("another remark about the traffic", importance=0)
+        gone = b.add("a note that simply expires", ttl=60)
+        late = T0 + 4 * 365 * DAY
+        b._store.execute(
+            "CREATE TRIGGER recall_during_prune AFTER UPDATE OF deleted_at ON traces "
+            f"WHEN NEW.id = '{first.id}' BEGIN UPDATE traces SET last_accessed_at = {late} "
+            f"WHERE id IN ('{second.id}', '{gone.id}'); END")
+        report = b.reflect(now=late)
+        b._store.execute("DROP TRIGGER recall_during_prune")
+        assert not b.get(first.id, include_deleted=True).live
+        assert b.get(second.id, now=late).live  # spared: used since prune read it
+        assert b.get(gone.id, include_deleted=True).deleted_at is None  # (expired: still invisible)
+        assert (report.pruned, report.pruned_weak, report.expired) == (1, 1, 0)
+        assert b.reflect_log()[0]["report"]["pruned"] == 1
+        assert b.reflect(now=late).expired == 1
+
+
 def test_capacity_evicts_weakest_unpinned_per_scope(tmp_path: Path, clock: Clock) -> None:
     with Brain(str(tmp_path / "cap.brain"), clock=clock, policy=replace(Policy(), capacity=2)) as b:
         old = b.add("oldest note", scope_id="u1")
