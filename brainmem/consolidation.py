@@ -41,11 +41,13 @@ the same ``now`` changes nothing.
    drops negation, or names a number no source has
    (:func:`brainmem.sameness.contradiction`), is refused for the extractive summary,
    which copies source sentences verbatim and so cannot contradict them.
-5. :func:`compact` — episodic traces older than ``compact_age`` recalled at least
-   ``compact_min_retrievals`` times (``access_count``: search hits and repeated
-   adds) become semantic; stability is rescaled to the semantic base keeping the
+5. :func:`compact` — episodic traces (not keyed, not superseded) older than
+   ``compact_age`` recalled at least ``compact_min_retrievals`` times (``access_count``:
+   search hits and repeated adds) become semantic; stability is rescaled to the semantic base keeping the
    reinforcement gained; provenance goes to ``metadata["compacted"]``. If the same
-   content is already live as semantic, the episode is merged into it (counted in
+   content is already live as semantic, the episode is merged into it when the merge step
+   could merge the two (neither keyed, superseded nor derived; the same block), else kept
+   as it is (counted in
    ``merged`` too, and listed in ``merges`` with ``by: "compact"``); when an episode
    was relabelled, the merge step runs again, so one the merge rule finds the same as a
    semantic trace (case, punctuation, a typo) is merged in this run, not the next.
@@ -549,8 +551,15 @@ def _compact_one(ctx: _Run, trace: Trace) -> int:
                   "episode": trace.episode, "created_at": trace.created_at}
     twin = store.find_duplicate(trace.content_hash, "semantic", trace.scope, trace.scope_id)
     if twin is not None:
-        if not merge_step.tags_fit(policy, twin, [trace]):
-            return 0  # the union of their tags would pass Policy.max_tags: kept as it is
+        # folded only as reflect's merge would: a twin neither keyed (a key is the caller's
+        # name) nor superseded (history) nor derived, unexpired, in the same block, the
+        # union of tags within Policy.max_tags; else kept as it is (relabelled, it would be a
+        # second fact of one content, which restore and unmerge of that content refuse)
+        if not (merge_step.mergeable(twin)
+                and (twin.expires_at is None or twin.expires_at > now)
+                and merge_step.same_block(twin, trace, but_type=True)
+                and merge_step.tags_fit(policy, twin, [trace])):
+            return 0
         # a merge like any other: logged with both texts (by "compact"), counted in merged
         report.merges.extend(absorb(store, policy, twin, [trace], now, by="compact"))
         report.merged += 1

@@ -644,11 +644,13 @@ class Store(IndexTables, EdgeTables, LogTables, InspectTables, VectorTables, Mai
                            limit: int = -1, rids: Sequence[int] | None = None) -> list[tuple[int, Trace]]:
         """Live, unexpired episodic traces created before a time with enough recalls, as
         (rid, trace) with rid > ``after`` in rid order, at most ``limit`` (only ``rids``
-        when given: a page re-checked inside a write)."""
+        when given: a page re-checked inside a write). Not a keyed value (its type is the
+        caller's, as its name is) nor a superseded one (history)."""
         only = f"AND t.rid IN ({', '.join(str(int(r)) for r in rids)}) " if rids is not None else ""
         rows = self.execute(
             f"SELECT t.rid, {_SELECT} FROM traces t WHERE t.rid > ? {only}AND t.deleted_at IS NULL "
-            "AND t.type = 'episodic' AND t.created_at <= ? AND t.access_count >= ? "
+            "AND t.type = 'episodic' AND t.key IS NULL AND t.valid_until IS NULL "
+            "AND t.created_at <= ? AND t.access_count >= ? "
             "AND (t.expires_at IS NULL OR t.expires_at > ?) ORDER BY t.rid LIMIT ?",
             (after, created_before, min_access, now, limit),
         )

@@ -422,6 +422,42 @@ def test_an_episode_compacted_into_its_semantic_twin_is_a_logged_merge(brain: Br
     assert brain.reflect().merged == 0
 
 
+def test_compact_never_folds_an_episode_into_a_keyed_or_superseded_twin_nor_a_keyed_episode(
+        brain: Brain, clock: Clock) -> None:
+    """README: reflect never merges a keyed trace (a key is a name the caller chose) nor a
+    superseded fact. Compact's merge into a semantic trace of the same content did: an
+    episode folded into an old fact vanished from search, one folded into a key's value
+    vanished once the key was put again, and a keyed episode folded into a plain fact took
+    its key with it (get_key: NotFound)."""
+    old = brain.add("The user lives in Berlin", type="semantic")
+    brain.add("The user lives in Lisbon", type="semantic", supersedes=[old.id])
+    said = brain.add("The user lives in Berlin")  # in a conversation
+    key = brain.put("home.city", "Porto")
+    named = brain.add("Porto")
+    plain = brain.add("build passes on main", type="semantic")
+    keyed = brain.put("ci.status", "build passes on main", type="episodic")
+    for text in ("The user lives in Berlin", "Porto", "build passes on main"):
+        for _ in range(3):
+            brain.add(text)  # recalled: each episode (or the keyed one) qualifies for compact
+    clock.now += 10 * DAY
+    report = brain.reflect()
+    assert (report.compacted, report.merged) == (0, 0)
+    for episode in (said, named, keyed):
+        assert brain.get(episode.id).type == "episodic"  # kept as it is: live, its own
+    # nor does a keyed episode beside no twin at all change type: its type is the caller's
+    lone = brain.put("ci.last", "deploy went out at noon", type="episodic")
+    for _ in range(3):
+        brain.get_key("ci.last")
+    clock.now += 10 * DAY
+    assert brain.reflect().compacted == 0 and brain.get(lone.id).type == "episodic"
+    brain.put("home.city", "Faro")
+    assert said.id in {h.trace.id for h in brain.search("Berlin")}
+    assert named.id in {h.trace.id for h in brain.search("Porto")}
+    assert brain.get_key("ci.status").id == keyed.id and brain.get(plain.id).live
+    assert brain.get(key.id).content == "Faro"
+    assert brain.reflect().merged == 0
+
+
 # --- reindex ------------------------------------------------------------------------------
 
 
