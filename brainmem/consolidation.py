@@ -452,6 +452,7 @@ def derive(ctx: _Run) -> None:
         covered_by = graph.insight_sources(store)
     use_llm = ctx.llm is not None
     for cluster in found:
+        ctx.keep()  # an LLM may take seconds an insight: the lease must not lapse meanwhile
         members = set(cluster)
         if any(len(members & sources) >= policy.derive_cover * len(members)
                for sources in covered_by.values()):

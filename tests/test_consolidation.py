@@ -8,6 +8,7 @@ import subprocess
 import sys
 import textwrap
 import threading
+import time
 from dataclasses import replace
 from pathlib import Path
 
@@ -347,6 +348,31 @@ def test_cluster_produces_exactly_one_insight(brain: Brain, clock: Clock) -> Non
     _use_together(brain, "Miso cat", ids)  # more co-use of the same cluster: still covered
     assert brain.reflect().derived == 0
     assert brain._store.execute("SELECT count(*) FROM traces WHERE tags LIKE '%derived%'").get == 1
+
+
+def test_a_slow_llm_never_lets_the_lease_lapse_mid_derive(tmp_path: Path, clock: Clock) -> None:
+    """derive renewed the lease only between steps: insights written by a slow LLM (a local
+    model, 20 per run) could outlast Policy.lease_seconds, and a second reflect (cron) took
+    the lease over and consolidated alongside. The lease is now renewed per insight."""
+    path = str(tmp_path / "lease.brain")
+    policy = replace(Policy(), lease_seconds=0.05)
+    others: list[ReflectReport] = []
+
+    def slow_llm(texts: list[str]) -> str:  # each insight takes longer than the whole lease
+        with Brain(path, clock=clock, policy=policy) as other:
+            others.append(other.reflect())
+        clock.now += 1
+        time.sleep(0.02)
+        return f"The user keeps notes about {texts[0].split()[-1]}"
+
+    with Brain(path, clock=clock, policy=policy, llm=slow_llm) as brain:
+        for topic in ("Miso the cat", "the tomato garden", "the red bicycle"):
+            ids = [brain.add(f"{what} {topic}").id for what in ("a first note about", "a second note on",
+                                                               "one more line about")]
+            _use_together(brain, topic.split()[-1], ids)
+        report = brain.reflect()
+        assert report.status == "ok" and report.derived == 3
+    assert [o.status for o in others] == ["skipped"] * 3
 
 
 def test_episode_chain_alone_derives_nothing(brain: Brain) -> None:
