@@ -149,6 +149,13 @@ class ReflectReport:
     def skipped(self) -> bool:
         return self.status == "skipped"
 
+    def add_committed(self, part: ReflectReport) -> None:
+        """Add the counts of ``part``, kept for one write transaction, once it committed:
+        a transaction rolled back (a failed run) counts nothing in the run's report."""
+        for name in _COUNTED:
+            setattr(self, name, getattr(self, name) + getattr(part, name))
+        self.merges.extend(part.merges)
+
     def to_dict(self) -> dict[str, Any]:
         """Every field, JSON-serialisable (``now`` also as ISO-8601 text)."""
         data = asdict(self)
@@ -174,6 +181,10 @@ class ReflectReport:
         if self.derived_ids:
             result["derived_ids"] = list(self.derived_ids)
         return result
+
+
+#: the counts a step adds inside a write transaction (see ReflectReport.add_committed)
+_COUNTED = ("merged", "merge_groups", "compacted", "reinforced", "weakened", "edges_strengthened")
 
 
 @dataclass
@@ -379,13 +390,15 @@ def strengthen(ctx: _Run) -> None:
                 while cut and rows[cut - 1][1] == rows[-1][1]:
                     cut -= 1
                 rows = rows[:cut] or rows
-            _replay(ctx, rows)
+            part = ReflectReport(now=ctx.now)
+            _replay(ctx, rows, part)
             store.meta_set(WATERMARK_KEY, str(rows[-1][0]))
+        report.add_committed(part)
         report.feedback += len(rows)
 
 
-def _replay(ctx: _Run, rows: Sequence[tuple[int, int, str, int]]) -> None:
-    store, policy, now, report = ctx.store, ctx.policy, ctx.now, ctx.report
+def _replay(ctx: _Run, rows: Sequence[tuple[int, int, str, int]], report: ReflectReport) -> None:
+    store, policy, now = ctx.store, ctx.policy, ctx.now
     wanted = list(dict.fromkeys(r[2] for r in rows))
     live = {t.id: t for t in store.get_many(wanted, now=now)}
     live.update(_merged_targets(store, [i for i in wanted if i not in live], now))
@@ -535,9 +548,11 @@ def compact(ctx: _Run) -> None:
             break
         after = page[-1][0]
         ctx.keep()
+        part = ReflectReport(now=now)
         with store.write():  # re-checked inside the write: a page read may be stale
             for _rid, trace in store.compact_candidates(before, need, now, rids=[r for r, _ in page]):
-                relabelled += _compact_one(ctx, trace)
+                relabelled += _compact_one(ctx, trace, part)
+        ctx.report.add_committed(part)
     if relabelled:
         # a relabelled episode may now say what a semantic trace says (the merge rule, not
         # the same bytes): merge them in this run, or the next run would, and a second run
@@ -545,9 +560,9 @@ def compact(ctx: _Run) -> None:
         merge_step.merge(store, policy, now, ctx.report, ctx.keep)
 
 
-def _compact_one(ctx: _Run, trace: Trace) -> int:
-    """Compact one episode; 1 when it was relabelled semantic, else 0."""
-    store, policy, now, report = ctx.store, ctx.policy, ctx.now, ctx.report
+def _compact_one(ctx: _Run, trace: Trace, report: ReflectReport) -> int:
+    """Compact one episode (counted in ``report``); 1 when it was relabelled semantic, else 0."""
+    store, policy, now = ctx.store, ctx.policy, ctx.now
     provenance = {"from": "episodic", "at": now, "access_count": trace.access_count,
                   "episode": trace.episode, "created_at": trace.created_at}
     twin = store.find_duplicate(trace.content_hash, "semantic", trace.scope, trace.scope_id)

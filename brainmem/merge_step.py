@@ -96,6 +96,7 @@ def _merge_batch(store: Store, policy: Policy, now: float, report: ReflectReport
                  groups: Sequence[list[int]]) -> list[int]:
     """Merge ``groups`` (rids) in one write transaction; return the rids still live after it."""
     left: list[int] = []
+    part = type(report)(now=now)  # counted in the run's report once the write commits
     with store.write():
         for group in groups:
             rows = store.traces_by_rid(group, Filters(now=now))  # re-read: still live, inside the write
@@ -112,12 +113,13 @@ def _merge_batch(store: Store, policy: Policy, now: float, report: ReflectReport
                     t for t in remaining if t.id != survivor.id and same_block(t, survivor)
                     and judge(index[survivor.id], index[t.id])])
                 if losers:
-                    report.merges.extend(absorb(store, policy, survivor, losers, now))
-                    report.merged += len(losers)
-                    report.merge_groups += 1
+                    part.merges.extend(absorb(store, policy, survivor, losers, now))
+                    part.merged += len(losers)
+                    part.merge_groups += 1
                 left.append(rid_of[survivor.id])
                 gone = {survivor.id, *(t.id for t in losers)}
                 remaining = [t for t in remaining if t.id not in gone]
+    report.add_committed(part)
     return left
 
 

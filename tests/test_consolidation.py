@@ -570,6 +570,29 @@ def test_failing_step_releases_lease_and_logs(brain: Brain) -> None:
     assert brain.reflect().status == "ok"
 
 
+def test_a_failed_run_logs_only_what_it_committed(brain: Brain, clock: Clock) -> None:
+    """A write that fails (disk full, Ctrl-C) rolls its transaction back, but the counts of
+    what it had done were already in the report: a failed run's log said merged 1 (and
+    listed the merge) for a file where nothing was merged. A trigger stands in for the
+    failure of the second merge of one transaction."""
+    a = brain.add("the user keeps the spare key under the blue pot")
+    b = brain.add("The user keeps the spare key under the blue pot!")
+    c = brain.add("the user parks the car on level three of the garage")
+    d = brain.add("The user parks the car on level three of the garage.")
+    brain._store.execute(
+        "CREATE TRIGGER fail_second_merge BEFORE UPDATE OF merged_into ON traces "
+        f"WHEN NEW.merged_into IS NOT NULL AND NEW.id IN ('{c.id}', '{d.id}') "
+        "BEGIN SELECT RAISE(ABORT, 'database or disk is full'); END")
+    with pytest.raises(Exception, match="disk is full"):
+        brain.reflect()
+    brain._store.execute("DROP TRIGGER fail_second_merge")
+    assert all(brain.get(t.id).live for t in (a, b, c, d))  # the transaction rolled back
+    (run,) = brain.reflect_log()
+    assert run["status"] == "failed"
+    assert (run["report"]["merged"], run["report"]["merge_groups"], run["report"]["merges"]) == (0, 0, [])
+    assert brain.reflect().merged == 2
+
+
 def test_readonly_brain_cannot_reflect(tmp_path: Path) -> None:
     from brainmem import ReadOnlyBrain
 
