@@ -399,16 +399,19 @@ class Brain(FacesMixin, AdminMixin):
         (``"done"``). If another process or thread is consolidating this file, returns
         at once with ``status == "skipped"``. Runs on a second connection to the file,
         never holding this Brain's lock: other threads' calls go on meanwhile, waiting
-        at most for one of its chunks. Subscribers get a ``reflect`` event.
+        at most for one of its chunks. With an embedder, the six steps are followed, still
+        in the run (its log row holds ``embedded``), by the vector backfill. Subscribers
+        get a ``reflect`` event.
         """
         from . import consolidation
 
         at = self.now(now)
         with self._long_job_store() as store:
-            report = consolidation.run(store, self.policy, at, clock=self.now,
-                                       llm=self.llm, progress=progress)
-        if self._vectors is not None and report.status == "ok":  # reindex, by meaning
-            report.embedded = self._vectors.backfill(lock=self._lock)["embedded"]
+            vectors = self._vectors
+            report = consolidation.run(store, self.policy, at, clock=self.now, llm=self.llm,
+                                       progress=progress,
+                                       backfill=None if vectors is None else
+                                       lambda: vectors.backfill(lock=self._lock))
         self._emit("reflect", report.to_dict())
         return report
 

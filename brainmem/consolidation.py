@@ -6,7 +6,8 @@ and returns a :class:`ReflectReport`. Every step is idempotent: a second run at
 the same ``now`` changes nothing.
 
 1. :func:`prune` — soft-delete live unpinned traces whose R(now) is below
-   ``Policy.prune_threshold``, and expired traces (a TTL is explicit, so it wins over
+   ``Policy.prune_threshold`` (a superseded fact and a reminder with a ``due_at`` count as
+   pinned), and expired traces (a TTL is explicit, so it wins over
    a pin); with ``Policy.capacity`` set, evict the weakest unpinned traces of each
    scope/scope_id over capacity.
 2. :func:`merge` — near-duplicates (:mod:`brainmem.merge_step`): every pair the merge
@@ -40,12 +41,17 @@ the same ``now`` changes nothing.
    drops negation, or names a number no source has
    (:func:`brainmem.sameness.contradiction`), is refused for the extractive summary,
    which copies source sentences verbatim and so cannot contradict them.
-5. :func:`compact` — episodic traces older than ``compact_age`` recalled at least
-   ``compact_min_retrievals`` times (``access_count``: search hits and repeated
-   adds) become semantic; stability is rescaled to the semantic base keeping the
+5. :func:`compact` — episodic traces (not keyed, not superseded) older than
+   ``compact_age`` recalled at least ``compact_min_retrievals`` times (``access_count``:
+   search hits and repeated adds) become semantic; stability is rescaled to the semantic base keeping the
    reinforcement gained; provenance goes to ``metadata["compacted"]``. If the same
-   content is already live as semantic, the episode is merged into it. Compaction
-   never rewrites content, so it cannot state the opposite of its source.
+   content is already live as semantic, the episode is merged into it when the merge step
+   could merge the two (neither keyed, superseded nor derived; the same block), else kept
+   as it is (counted in
+   ``merged`` too, and listed in ``merges`` with ``by: "compact"``); when an episode
+   was relabelled, the merge step runs again, so one the merge rule finds the same as a
+   semantic trace (case, punctuation, a typo) is merged in this run, not the next.
+   Compaction never rewrites content, so it cannot state the opposite of its source.
 6. :func:`reindex` — FTS5 integrity check (rebuild only when it fails, reported),
    FTS5 ``optimize``, ``PRAGMA optimize``.
 
@@ -143,6 +149,13 @@ class ReflectReport:
     def skipped(self) -> bool:
         return self.status == "skipped"
 
+    def add_committed(self, part: ReflectReport) -> None:
+        """Add the counts of ``part``, kept for one write transaction, once it committed:
+        a transaction rolled back (a failed run) counts nothing in the run's report."""
+        for name in _COUNTED:
+            setattr(self, name, getattr(self, name) + getattr(part, name))
+        self.merges.extend(part.merges)
+
     def to_dict(self) -> dict[str, Any]:
         """Every field, JSON-serialisable (``now`` also as ISO-8601 text)."""
         data = asdict(self)
@@ -170,6 +183,10 @@ class ReflectReport:
         return result
 
 
+#: the counts a step adds inside a write transaction (see ReflectReport.add_committed)
+_COUNTED = ("merged", "merge_groups", "compacted", "reinforced", "weakened", "edges_strengthened")
+
+
 @dataclass
 class _Run:
     store: Store
@@ -189,8 +206,12 @@ def run(
     clock: Callable[[], float] = time.time,
     llm: Any = None,
     progress: ProgressFn | None = None,
+    backfill: Callable[[], dict[str, Any]] | None = None,
 ) -> ReflectReport:
-    """Consolidate once at ``now`` under the lease; see the module docstring."""
+    """Consolidate once at ``now`` under the lease; see the module docstring.
+
+    ``backfill()`` (the brain's vector backfill, ``{"embedded", "missing", "error"}``) runs
+    after the six steps, still under the lease, so the run's log row holds what it did."""
     owner = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
     report = ReflectReport(now=now, llm=llm_mod.describe(llm))
     started, t0 = float(clock()), time.perf_counter()
@@ -230,6 +251,12 @@ def run(
                     f"reflect lost its lease to {holder} after step {name} "
                     "(a step ran longer than Policy.lease_seconds)"
                 )
+        if backfill is not None:  # reindex by meaning: vectors for traces without one
+            embedded = backfill()
+            report.embedded = int(embedded["embedded"])
+            if embedded.get("error"):
+                report.notes.append(f"embedding stopped: {embedded['error']} "
+                                    f"({embedded['missing']} trace(s) still without a vector)")
         if progress is not None:
             progress("done", len(STEPS), len(STEPS))
     except BaseException as exc:
@@ -267,7 +294,7 @@ PRUNE_READ_FACTOR = 10
 def prune(ctx: _Run) -> None:
     store, policy, now, report = ctx.store, ctx.policy, ctx.now, ctx.report
     chunk = policy.reflect_chunk
-    doomed: list[tuple[str, float]] = []
+    doomed: list[tuple[str, float, bool]] = []  # (id, last access seen, expired)
     live: dict[tuple[str, str], int] = {}  # survivors and pinned per scope: capacity
     after = 0
     while True:
@@ -279,17 +306,15 @@ def prune(ctx: _Run) -> None:
         ctx.keep()
         for _rid, tid, scope, scope_id, strength, stability, last, pinned, expires in rows:
             if expires is not None and expires <= now:
-                report.expired += 1
-                doomed.append((tid, last))
+                doomed.append((tid, last, True))
             elif not pinned and decay.retrievability(strength, stability, last, now) < policy.prune_threshold:
-                report.pruned_weak += 1
-                doomed.append((tid, last))
+                doomed.append((tid, last, False))
             else:
                 live[(scope, scope_id)] = live.get((scope, scope_id), 0) + 1
             if len(doomed) >= chunk:
-                _delete(store, doomed, now)
+                _prune_doomed(store, doomed, now, report)
                 doomed = []
-    _delete(store, doomed, now)
+    _prune_doomed(store, doomed, now, report)
     if policy.capacity is not None:
         for (scope, scope_id), count in sorted(live.items()):
             if count > policy.capacity:
@@ -297,10 +322,25 @@ def prune(ctx: _Run) -> None:
     report.pruned = report.pruned_weak + report.expired + report.evicted
 
 
-def _delete(store: Store, doomed: Sequence[tuple[str, float]], now: float) -> None:
-    if doomed:
-        with store.write():
-            store.soft_delete_unchanged(doomed, now)
+def _prune_doomed(store: Store, doomed: Sequence[tuple[str, float, bool]], now: float,
+                  report: ReflectReport) -> None:
+    """Delete what prune chose, counting only what was deleted (a trace used since its page
+    was read is spared, and so not counted)."""
+    deleted = _delete(store, [(tid, last) for tid, last, _ in doomed], now)
+    for tid, _, expired in doomed:
+        if tid in deleted:
+            if expired:
+                report.expired += 1
+            else:
+                report.pruned_weak += 1
+
+
+def _delete(store: Store, doomed: Sequence[tuple[str, float]], now: float) -> set[str]:
+    """Soft-delete ``doomed`` (id, last access seen) unless used since; the ids deleted."""
+    if not doomed:
+        return set()
+    with store.write():
+        return store.soft_delete_unchanged(doomed, now)
 
 
 def _evict(ctx: _Run, scope: str, scope_id: str, over: int) -> None:
@@ -322,8 +362,8 @@ def _evict(ctx: _Run, scope: str, scope_id: str, over: int) -> None:
 
     chosen = heapq.nsmallest(over, scope_rows())
     for start in range(0, len(chosen), policy.reflect_chunk):
-        _delete(store, [(tid, last) for _, last, tid in chosen[start : start + policy.reflect_chunk]], now)
-    ctx.report.evicted += len(chosen)
+        ctx.report.evicted += len(_delete(
+            store, [(tid, last) for _, last, tid in chosen[start : start + policy.reflect_chunk]], now))
 
 
 # --- 2. merge ---------------------------------------------------------------------------
@@ -350,13 +390,15 @@ def strengthen(ctx: _Run) -> None:
                 while cut and rows[cut - 1][1] == rows[-1][1]:
                     cut -= 1
                 rows = rows[:cut] or rows
-            _replay(ctx, rows)
+            part = ReflectReport(now=ctx.now)
+            _replay(ctx, rows, part)
             store.meta_set(WATERMARK_KEY, str(rows[-1][0]))
+        report.add_committed(part)
         report.feedback += len(rows)
 
 
-def _replay(ctx: _Run, rows: Sequence[tuple[int, int, str, int]]) -> None:
-    store, policy, now, report = ctx.store, ctx.policy, ctx.now, ctx.report
+def _replay(ctx: _Run, rows: Sequence[tuple[int, int, str, int]], report: ReflectReport) -> None:
+    store, policy, now = ctx.store, ctx.policy, ctx.now
     wanted = list(dict.fromkeys(r[2] for r in rows))
     live = {t.id: t for t in store.get_many(wanted, now=now)}
     live.update(_merged_targets(store, [i for i in wanted if i not in live], now))
@@ -423,6 +465,7 @@ def derive(ctx: _Run) -> None:
         covered_by = graph.insight_sources(store)
     use_llm = ctx.llm is not None
     for cluster in found:
+        ctx.keep()  # an LLM may take seconds an insight: the lease must not lapse meanwhile
         members = set(cluster)
         if any(len(members & sources) >= policy.derive_cover * len(members)
                for sources in covered_by.values()):
@@ -497,38 +540,59 @@ def _insight(policy: Policy, sources: Sequence[Trace], text: str, method: str, l
 def compact(ctx: _Run) -> None:
     store, policy, now = ctx.store, ctx.policy, ctx.now
     before, need, after = now - policy.compact_age, policy.compact_min_retrievals, 0
+    relabelled = 0
     while True:
         with store.read():
             page = store.compact_candidates(before, need, now, after=after, limit=policy.reflect_chunk)
         if not page:
-            return
+            break
         after = page[-1][0]
         ctx.keep()
+        part = ReflectReport(now=now)
         with store.write():  # re-checked inside the write: a page read may be stale
             for _rid, trace in store.compact_candidates(before, need, now, rids=[r for r, _ in page]):
-                _compact_one(ctx, trace)
+                relabelled += _compact_one(ctx, trace, part)
+        ctx.report.add_committed(part)
+    if relabelled:
+        # a relabelled episode may now say what a semantic trace says (the merge rule, not
+        # the same bytes): merge them in this run, or the next run would, and a second run
+        # right after this one must change nothing
+        merge_step.merge(store, policy, now, ctx.report, ctx.keep)
 
 
-def _compact_one(ctx: _Run, trace: Trace) -> None:
-    store, policy, now, report = ctx.store, ctx.policy, ctx.now, ctx.report
+def _compact_one(ctx: _Run, trace: Trace, report: ReflectReport) -> int:
+    """Compact one episode (counted in ``report``); 1 when it was relabelled semantic, else 0."""
+    store, policy, now = ctx.store, ctx.policy, ctx.now
     provenance = {"from": "episodic", "at": now, "access_count": trace.access_count,
                   "episode": trace.episode, "created_at": trace.created_at}
     twin = store.find_duplicate(trace.content_hash, "semantic", trace.scope, trace.scope_id)
     if twin is not None:
-        if not merge_step.tags_fit(policy, twin, [trace]):
-            return  # the union of their tags would pass Policy.max_tags: kept as it is
-        absorb(store, policy, twin, [trace], now, by="compact")
-    else:
-        store.update_fields(trace.id, {
-            "type": "semantic",
-            "stability": decay.rebase_stability(trace.stability, policy,
-                                                ("episodic", trace.importance),
-                                                ("semantic", trace.importance)),
-            "metadata": {**trace.metadata, "compacted": provenance},
-            "version": trace.version + 1,
-            "updated_at": now,
-        })
+        # folded only as reflect's merge would: a twin neither keyed (a key is the caller's
+        # name) nor superseded (history) nor derived, unexpired, in the same block, the
+        # union of tags within Policy.max_tags; else kept as it is (relabelled, it would be a
+        # second fact of one content, which restore and unmerge of that content refuse)
+        if not (merge_step.mergeable(twin)
+                and (twin.expires_at is None or twin.expires_at > now)
+                and merge_step.same_block(twin, trace, but_type=True)
+                and merge_step.tags_fit(policy, twin, [trace])):
+            return 0
+        # a merge like any other: logged with both texts (by "compact"), counted in merged
+        report.merges.extend(absorb(store, policy, twin, [trace], now, by="compact"))
+        report.merged += 1
+        report.merge_groups += 1
+        report.compacted += 1
+        return 0
+    store.update_fields(trace.id, {
+        "type": "semantic",
+        "stability": decay.rebase_stability(trace.stability, policy,
+                                            ("episodic", trace.importance),
+                                            ("semantic", trace.importance)),
+        "metadata": {**trace.metadata, "compacted": provenance},
+        "version": trace.version + 1,
+        "updated_at": now,
+    })
     report.compacted += 1
+    return 1
 
 
 # --- 6. reindex -------------------------------------------------------------------------

@@ -18,6 +18,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from .errors import BrainmemError
+from .model import has_visible
 from .validate import check_seconds
 
 SYSTEM_PROMPT = (
@@ -137,8 +138,9 @@ def complete(llm: Any, system: str, user: str, max_tokens: int = 1000) -> str:
 
 
 def _reply(call: Callable[[], Any]) -> str:
-    """Make one call to an LLM: any failure becomes LLMError, and so does an empty reply
-    or one that is not Unicode text (a lone surrogate, which JSON can carry as
+    """Make one call to an LLM: any failure becomes LLMError, and so does an empty reply,
+    one with no visible character (zero-width spaces, a BOM: an add refuses such text) or
+    one that is not Unicode text (a lone surrogate, which JSON can carry as
     ``"\\ud800"``: no trace could hold it); the text comes back stripped."""
     try:
         result = call()
@@ -152,6 +154,8 @@ def _reply(call: Callable[[], Any]) -> str:
         result.encode("utf-8")
     except UnicodeEncodeError:
         raise LLMError("the LLM returned text that is not valid Unicode (a lone surrogate)") from None
+    if not has_visible(result):
+        raise LLMError("the LLM returned no visible character (only invisible ones)")
     return result.strip()
 
 

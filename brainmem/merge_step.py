@@ -82,8 +82,13 @@ def _block(trace: Trace) -> tuple[Any, ...]:
     return (trace.type, trace.scope, trace.scope_id, trace.task_id, trace.due_at, trace.cue)
 
 
-def _candidate(trace: Trace) -> bool:
-    """Still a merge candidate (as :meth:`Store.merge_rows` selects them)."""
+def same_block(a: Trace, b: Trace, *, but_type: bool = False) -> bool:
+    """Whether ``a`` and ``b`` share a block (but for their type: compact's episode and fact)."""
+    return _block(a)[but_type:] == _block(b)[but_type:]
+
+
+def mergeable(trace: Trace) -> bool:
+    """Still a merge candidate (as :meth:`Store.merge_rows` selects them, but for expiry)."""
     return trace.key is None and trace.valid_until is None and "derived" not in trace.tags
 
 
@@ -91,12 +96,13 @@ def _merge_batch(store: Store, policy: Policy, now: float, report: ReflectReport
                  groups: Sequence[list[int]]) -> list[int]:
     """Merge ``groups`` (rids) in one write transaction; return the rids still live after it."""
     left: list[int] = []
+    part = type(report)(now=now)  # counted in the run's report once the write commits
     with store.write():
         for group in groups:
             rows = store.traces_by_rid(group, Filters(now=now))  # re-read: still live, inside the write
             rid_of = dict(zip((t.id for t in rows), _rids(store, rows)))
-            remaining = [t for t in rows if _candidate(t)]
-            left += [rid_of[t.id] for t in rows if not _candidate(t)]
+            remaining = [t for t in rows if mergeable(t)]
+            left += [rid_of[t.id] for t in rows if not mergeable(t)]
             judge = sameness.Judge([t.content for t in remaining])  # tokenises each text once
             index = {t.id: i for i, t in enumerate(remaining)}
             # A group may chain (A~B, B~C, A≁C): repeatedly take the best survivor and fold
@@ -104,15 +110,16 @@ def _merge_batch(store: Store, policy: Policy, now: float, report: ReflectReport
             while remaining:
                 survivor = min(remaining, key=lambda t: (not t.pinned, -t.access_count, t.created_at, t.id))
                 losers = tags_fit(policy, survivor, [
-                    t for t in remaining if t.id != survivor.id and _block(t) == _block(survivor)
+                    t for t in remaining if t.id != survivor.id and same_block(t, survivor)
                     and judge(index[survivor.id], index[t.id])])
                 if losers:
-                    report.merges.extend(absorb(store, policy, survivor, losers, now))
-                    report.merged += len(losers)
-                    report.merge_groups += 1
+                    part.merges.extend(absorb(store, policy, survivor, losers, now))
+                    part.merged += len(losers)
+                    part.merge_groups += 1
                 left.append(rid_of[survivor.id])
                 gone = {survivor.id, *(t.id for t in losers)}
                 remaining = [t for t in remaining if t.id not in gone]
+    report.add_committed(part)
     return left
 
 

@@ -560,10 +560,12 @@ class Store(IndexTables, EdgeTables, LogTables, InspectTables, VectorTables, Mai
         """Live traces with rid > ``after``, in rid order, at most ``limit``, as (rid, id, scope,
         scope_id, strength, stability, last_accessed_at, pinned, expires_at): the numbers
         prune needs, without loading contents. A superseded fact counts as pinned: it is
-        history, never searched (so never reinforced), and the timeline promises it is kept."""
+        history, never searched (so never reinforced), and the timeline promises it is kept.
+        So does a reminder (a ``due_at``): waiting for it, or ``due()`` listing it, never
+        reinforces it, and it is kept until the caller deletes it or clears its due time."""
         return list(self.execute(
             "SELECT rid, id, scope, scope_id, strength, stability, last_accessed_at, "
-            "pinned OR valid_until IS NOT NULL, expires_at FROM traces "
+            "pinned OR valid_until IS NOT NULL OR due_at IS NOT NULL, expires_at FROM traces "
             "WHERE rid > ? AND deleted_at IS NULL ORDER BY rid LIMIT ?", (after, limit),
         ))
 
@@ -581,14 +583,16 @@ class Store(IndexTables, EdgeTables, LogTables, InspectTables, VectorTables, Mai
                 [*chunk, *params]))
         return out
 
-    def soft_delete_unchanged(self, seen: Sequence[tuple[str, float]], at: float) -> None:
+    def soft_delete_unchanged(self, seen: Sequence[tuple[str, float]], at: float) -> set[str]:
         """Soft-delete live traces whose ``last_accessed_at`` is still the one seen (prune
-        decides on a snapshot; a trace used since then is spared)."""
-        self.db.executemany(
-            "UPDATE traces SET deleted_at = ?, updated_at = ? "
-            "WHERE id = ? AND deleted_at IS NULL AND last_accessed_at = ?",
-            [(at, at, i, last) for i, last in seen],
-        )
+        decides on a snapshot; a trace used since then is spared); returns the ids deleted."""
+        deleted: set[str] = set()
+        for trace_id, last in seen:
+            deleted.update(str(r[0]) for r in self.execute(
+                "UPDATE traces SET deleted_at = ?, updated_at = ? "
+                "WHERE id = ? AND deleted_at IS NULL AND last_accessed_at = ? RETURNING id",
+                (at, at, trace_id, last)))
+        return deleted
 
     def soft_delete_many(self, ids: Sequence[str], at: float, merged_into: str | None = None) -> None:
         """Soft-delete live traces (optionally recording the survivor they merged into)."""
@@ -645,11 +649,13 @@ class Store(IndexTables, EdgeTables, LogTables, InspectTables, VectorTables, Mai
                            limit: int = -1, rids: Sequence[int] | None = None) -> list[tuple[int, Trace]]:
         """Live, unexpired episodic traces created before a time with enough recalls, as
         (rid, trace) with rid > ``after`` in rid order, at most ``limit`` (only ``rids``
-        when given: a page re-checked inside a write)."""
+        when given: a page re-checked inside a write). Not a keyed value (its type is the
+        caller's, as its name is) nor a superseded one (history)."""
         only = f"AND t.rid IN ({', '.join(str(int(r)) for r in rids)}) " if rids is not None else ""
         rows = self.execute(
             f"SELECT t.rid, {_SELECT} FROM traces t WHERE t.rid > ? {only}AND t.deleted_at IS NULL "
-            "AND t.type = 'episodic' AND t.created_at <= ? AND t.access_count >= ? "
+            "AND t.type = 'episodic' AND t.key IS NULL AND t.valid_until IS NULL "
+            "AND t.created_at <= ? AND t.access_count >= ? "
             "AND (t.expires_at IS NULL OR t.expires_at > ?) ORDER BY t.rid LIMIT ?",
             (after, created_before, min_access, now, limit),
         )

@@ -13,7 +13,8 @@ Every merge — reflect's (and compact's) :func:`~brainmem.consolidation.absorb`
 
 :func:`unmerge` reads those records back: the sources become live again (version + 1,
 ``metadata["unmerged"]`` notes when and from what) with their edges; a reflect
-survivor goes back to its own fields and edges (it was a source too); a trace made by
+survivor goes back to its own fields and edges (it was a source too), keeping what was
+done to it since the merge (a pin, an edit, recalls); a trace made by
 ``Brain.merge`` is soft-deleted with ``deleted_reason: "unmerged"``. Merges made
 before records existed restore the sources without edges (there is nothing to read
 them from) and say so in ``notes``.
@@ -29,7 +30,7 @@ from typing import Any
 
 from . import graph, sameness, similarity
 from .errors import InvalidInput, NotFound
-from .model import Trace
+from .model import Trace, latest_expiry
 from .store import Store
 
 RECORD_KEY = "merge"
@@ -149,14 +150,16 @@ def unmerge(store: Store, trace_id: str, now: float,
     ids = [s.id for s in sources]
     store.delete_edges(target.id, ids, "supersedes")
     if by != "merge":
-        _reset_survivor(store, target, ids, records, now, notes)
+        _reset_survivor(store, target, sources, records, now, notes)
     return {"id": target.id, "by": by, "restored": ids, "edges_restored": restored_edges,
             "merged_trace_deleted": by == "merge", "notes": notes}
 
 
-def _reset_survivor(store: Store, target: Trace, ids: list[str], records: list[dict[str, Any]],
+def _reset_survivor(store: Store, target: Trace, sources: Sequence[Trace], records: list[dict[str, Any]],
                     now: float, notes: list[str]) -> None:
-    """A reflect survivor was a source too: give it back its own fields and edges."""
+    """A reflect survivor was a source too: give it back its own fields and edges (but
+    what was done to it since the merge stays: :func:`_own_fields`)."""
+    ids = [s.id for s in sources]
     fields: dict[str, Any] = {}
     # undo the latest merge first, so the earliest state wins
     for record in sorted(records, key=lambda r: r.get("at", 0), reverse=True):
@@ -178,8 +181,37 @@ def _reset_survivor(store: Store, target: Trace, ids: list[str], records: list[d
     if not fields:
         notes.append(f"{target.id} was merged into before merges were recorded: it keeps its merged "
                      "tags, strength and counts")
-    store.update_fields(target.id, {**fields, "metadata": metadata, "version": target.version + 1,
-                                    "updated_at": now})
+    store.update_fields(target.id, {**_own_fields(target, fields, sources), "metadata": metadata,
+                                    "version": target.version + 1, "updated_at": now})
+
+
+def _own_fields(target: Trace, before: dict[str, Any], sources: Sequence[Trace]) -> dict[str, Any]:
+    """The survivor's fields once ``sources`` are taken out of it: ``before`` (its own, as
+    the merge record kept them) where it still holds what the merge gave it
+    (:func:`brainmem.model.merge_fields`), its current value where that changed since (a
+    pin, an edit, a recall after the merge is the caller's, not the merge's). Tags: the
+    ones only the sources brought go; counts: the sources' counts go back with them."""
+    if not before:
+        return {}
+    own = dict(before)
+    merged: dict[str, Callable[[], Any]] = {  # what the merge made of each (a record may lack some)
+        "strength": lambda: max([own["strength"], *(s.strength for s in sources)]),
+        "stability": lambda: max([own["stability"], *(s.stability for s in sources)]),
+        "importance": lambda: max([own["importance"], *(s.importance for s in sources)]),
+        "pinned": lambda: bool(own["pinned"]) or any(s.pinned for s in sources),
+        "created_at": lambda: min([own["created_at"], *(s.created_at for s in sources)]),
+        "expires_at": lambda: latest_expiry([own["expires_at"], *(s.expires_at for s in sources)]),
+    }
+    for name, value in merged.items():
+        if name in own and getattr(target, name) != value():
+            own[name] = getattr(target, name)
+    if "tags" in own:
+        brought = {tag for s in sources for tag in s.tags} - set(own["tags"])
+        own["tags"] = [tag for tag in target.tags if tag not in brought]
+    if "access_count" in own:
+        own["access_count"] = max(int(own["access_count"]),
+                                  target.access_count - sum(s.access_count for s in sources))
+    return own
 
 
 def unsafe_merges(store: Store) -> list[dict[str, Any]]:

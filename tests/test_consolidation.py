@@ -8,6 +8,7 @@ import subprocess
 import sys
 import textwrap
 import threading
+import time
 from dataclasses import replace
 from pathlib import Path
 
@@ -78,6 +79,45 @@ def test_prune_after_expected_time_pinned_survive(brain: Brain, clock: Clock) ->
     assert brain.get(pinned.id, now=T0 + limit + DAY).live
     assert brain.get(fact.id, now=T0 + limit + DAY).live  # semantic: ten years of stability
     assert brain.get(temp.id, include_deleted=True).deleted_at is not None
+
+
+def test_prune_keeps_a_reminder_until_it_is_done(brain: Brain, clock: Clock) -> None:
+    """A reminder is never reinforced by waiting (due() is a pure read): one due in four
+    years, or due long ago and not yet handled, must still be there for due()."""
+    later = brain.add("renew the passport", due_at=T0 + 4 * 365 * DAY, importance=0)
+    missed = brain.add("call the landlord back", due_at=T0 + DAY, importance=0)
+    plain = brain.add("a passing remark about the weather", importance=0)
+    at = T0 + 3.5 * 365 * DAY  # past ln(20) * 365 days: R of an untouched importance-0 trace < 0.05
+    report = brain.reflect(now=at)
+    assert report.pruned_weak == 1 and brain.get(plain.id, include_deleted=True).deleted_at == at
+    assert [t.id for t in brain.due(now=T0 + 4 * 365 * DAY)] == [missed.id, later.id]
+    done = brain.update(missed.id, type="episodic", due_at=None)  # handled: a plain memory now
+    assert brain.reflect(now=at + 3.5 * 365 * DAY).pruned_weak == 1
+    assert not brain.get(done.id, include_deleted=True).live
+    assert brain.get(later.id, now=at + 3.5 * 365 * DAY).live
+
+
+def test_prune_counts_only_what_it_deleted(tmp_path: Path, clock: Clock) -> None:
+    """Prune spares a trace used between its read and its delete; the report counted it as
+    pruned all the same. A trigger stands in for a search that recalls the second trace
+    just as the first is deleted."""
+    with Brain(str(tmp_path / "p.brain"), clock=clock) as b:
+        first = b.add("a passing remark about the weather", importance=0)
+        second = b.add("another remark about the traffic", importance=0)
+        gone = b.add("a note that simply expires", ttl=60)
+        late = T0 + 4 * 365 * DAY
+        b._store.execute(
+            "CREATE TRIGGER recall_during_prune AFTER UPDATE OF deleted_at ON traces "
+            f"WHEN NEW.id = '{first.id}' BEGIN UPDATE traces SET last_accessed_at = {late} "
+            f"WHERE id IN ('{second.id}', '{gone.id}'); END")
+        report = b.reflect(now=late)
+        b._store.execute("DROP TRIGGER recall_during_prune")
+        assert not b.get(first.id, include_deleted=True).live
+        assert b.get(second.id, now=late).live  # spared: used since prune read it
+        assert b.get(gone.id, include_deleted=True).deleted_at is None  # (expired: still invisible)
+        assert (report.pruned, report.pruned_weak, report.expired) == (1, 1, 0)
+        assert b.reflect_log()[0]["report"]["pruned"] == 1
+        assert b.reflect(now=late).expired == 1
 
 
 def test_capacity_evicts_weakest_unpinned_per_scope(tmp_path: Path, clock: Clock) -> None:
@@ -310,6 +350,31 @@ def test_cluster_produces_exactly_one_insight(brain: Brain, clock: Clock) -> Non
     assert brain._store.execute("SELECT count(*) FROM traces WHERE tags LIKE '%derived%'").get == 1
 
 
+def test_a_slow_llm_never_lets_the_lease_lapse_mid_derive(tmp_path: Path, clock: Clock) -> None:
+    """derive renewed the lease only between steps: insights written by a slow LLM (a local
+    model, 20 per run) could outlast Policy.lease_seconds, and a second reflect (cron) took
+    the lease over and consolidated alongside. The lease is now renewed per insight."""
+    path = str(tmp_path / "lease.brain")
+    policy = replace(Policy(), lease_seconds=0.05)
+    others: list[ReflectReport] = []
+
+    def slow_llm(texts: list[str]) -> str:  # each insight takes longer than the whole lease
+        with Brain(path, clock=clock, policy=policy) as other:
+            others.append(other.reflect())
+        clock.now += 1
+        time.sleep(0.02)
+        return f"The user keeps notes about {texts[0].split()[-1]}"
+
+    with Brain(path, clock=clock, policy=policy, llm=slow_llm) as brain:
+        for topic in ("Miso the cat", "the tomato garden", "the red bicycle"):
+            ids = [brain.add(f"{what} {topic}").id for what in ("a first note about", "a second note on",
+                                                               "one more line about")]
+            _use_together(brain, topic.split()[-1], ids)
+        report = brain.reflect()
+        assert report.status == "ok" and report.derived == 3
+    assert [o.status for o in others] == ["skipped"] * 3
+
+
 def test_episode_chain_alone_derives_nothing(brain: Brain) -> None:
     for i in range(6):
         brain.add(f"conversation turn {i} about holidays in Portugal", episode="chat-1")
@@ -337,6 +402,86 @@ def test_compact_relabels_only_what_qualifies(brain: Brain, clock: Clock) -> Non
     assert brain.get(old_unused.id).type == "episodic"
     assert brain.get(young_used.id).type == "episodic"
     assert brain.reflect().compacted == 0
+
+
+def test_a_compacted_episode_joins_its_semantic_near_duplicate_in_the_same_run(
+        brain: Brain, clock: Clock) -> None:
+    """Compact runs after merge: an episode it turns semantic next to a fact saying the same
+    (but for case and punctuation) was merged only by the next reflect, so a second run
+    right after the first changed the brain."""
+    fact = brain.add("The user drinks green tea every morning", type="semantic")
+    clock.now += 60  # the older one survives (both are recalled as often)
+    episode = brain.add("the user drinks green tea every morning!")
+    for _ in range(3):
+        brain.search("green tea", limit=5)
+    clock.now += 10 * DAY
+    first = brain.reflect()
+    assert (first.compacted, first.merged) == (1, 1)
+    assert brain.get(episode.id, include_deleted=True).merged_into == fact.id
+    assert first.merges[0]["loser_text"] == "the user drinks green tea every morning!"
+    assert brain.reflect_log()[0]["report"]["merged"] == 1
+    before = _snapshot(brain)
+    second = brain.reflect()
+    assert (second.merged, second.compacted) == (0, 0) and _snapshot(brain) == before
+    assert brain.unmerge(fact.id)  # still undoable
+    assert brain.get(episode.id).type == "semantic"
+
+
+def test_an_episode_compacted_into_its_semantic_twin_is_a_logged_merge(brain: Brain, clock: Clock) -> None:
+    """README: the consolidation log lists both texts of every merge under report["merges"].
+    An episode compact folded into a semantic trace of the same content was a merge
+    (merged_into, undone by unmerge, "merged" on the inspector's run page) that the report
+    and the log left out."""
+    fact = brain.add("the user drinks oolong tea", type="semantic")
+    clock.now += 60
+    episode = brain.add("the user drinks oolong tea")
+    for _ in range(3):
+        brain.add("the user drinks oolong tea")  # repeated: recalled three times
+    clock.now += 10 * DAY
+    report = brain.reflect()
+    assert report.compacted == 1 and brain.get(episode.id, include_deleted=True).merged_into == fact.id
+    assert (report.merged, report.merge_groups) == (1, 1)
+    (entry,) = report.merges
+    assert (entry["survivor"], entry["loser"], entry["by"]) == (fact.id, episode.id, "compact")
+    assert brain.reflect_log()[0]["report"]["merges"] == report.merges
+    assert brain.reflect_changes(brain.reflect_log()[0])["totals"]["merged"] == report.merged
+    assert brain.reflect().merged == 0
+
+
+def test_compact_never_folds_an_episode_into_a_keyed_or_superseded_twin_nor_a_keyed_episode(
+        brain: Brain, clock: Clock) -> None:
+    """README: reflect never merges a keyed trace (a key is a name the caller chose) nor a
+    superseded fact. Compact's merge into a semantic trace of the same content did: an
+    episode folded into an old fact vanished from search, one folded into a key's value
+    vanished once the key was put again, and a keyed episode folded into a plain fact took
+    its key with it (get_key: NotFound)."""
+    old = brain.add("The user lives in Berlin", type="semantic")
+    brain.add("The user lives in Lisbon", type="semantic", supersedes=[old.id])
+    said = brain.add("The user lives in Berlin")  # in a conversation
+    key = brain.put("home.city", "Porto")
+    named = brain.add("Porto")
+    plain = brain.add("build passes on main", type="semantic")
+    keyed = brain.put("ci.status", "build passes on main", type="episodic")
+    for text in ("The user lives in Berlin", "Porto", "build passes on main"):
+        for _ in range(3):
+            brain.add(text)  # recalled: each episode (or the keyed one) qualifies for compact
+    clock.now += 10 * DAY
+    report = brain.reflect()
+    assert (report.compacted, report.merged) == (0, 0)
+    for episode in (said, named, keyed):
+        assert brain.get(episode.id).type == "episodic"  # kept as it is: live, its own
+    # nor does a keyed episode beside no twin at all change type: its type is the caller's
+    lone = brain.put("ci.last", "deploy went out at noon", type="episodic")
+    for _ in range(3):
+        brain.get_key("ci.last")
+    clock.now += 10 * DAY
+    assert brain.reflect().compacted == 0 and brain.get(lone.id).type == "episodic"
+    brain.put("home.city", "Faro")
+    assert said.id in {h.trace.id for h in brain.search("Berlin")}
+    assert named.id in {h.trace.id for h in brain.search("Porto")}
+    assert brain.get_key("ci.status").id == keyed.id and brain.get(plain.id).live
+    assert brain.get(key.id).content == "Faro"
+    assert brain.reflect().merged == 0
 
 
 # --- reindex ------------------------------------------------------------------------------
@@ -423,6 +568,29 @@ def test_failing_step_releases_lease_and_logs(brain: Brain) -> None:
     assert brain._store.execute("SELECT count(*) FROM leases").get == 0
     assert brain.reflect_log()[0]["status"] == "failed"
     assert brain.reflect().status == "ok"
+
+
+def test_a_failed_run_logs_only_what_it_committed(brain: Brain, clock: Clock) -> None:
+    """A write that fails (disk full, Ctrl-C) rolls its transaction back, but the counts of
+    what it had done were already in the report: a failed run's log said merged 1 (and
+    listed the merge) for a file where nothing was merged. A trigger stands in for the
+    failure of the second merge of one transaction."""
+    a = brain.add("the user keeps the spare key under the blue pot")
+    b = brain.add("The user keeps the spare key under the blue pot!")
+    c = brain.add("the user parks the car on level three of the garage")
+    d = brain.add("The user parks the car on level three of the garage.")
+    brain._store.execute(
+        "CREATE TRIGGER fail_second_merge BEFORE UPDATE OF merged_into ON traces "
+        f"WHEN NEW.merged_into IS NOT NULL AND NEW.id IN ('{c.id}', '{d.id}') "
+        "BEGIN SELECT RAISE(ABORT, 'database or disk is full'); END")
+    with pytest.raises(Exception, match="disk is full"):
+        brain.reflect()
+    brain._store.execute("DROP TRIGGER fail_second_merge")
+    assert all(brain.get(t.id).live for t in (a, b, c, d))  # the transaction rolled back
+    (run,) = brain.reflect_log()
+    assert run["status"] == "failed"
+    assert (run["report"]["merged"], run["report"]["merge_groups"], run["report"]["merges"]) == (0, 0, [])
+    assert brain.reflect().merged == 2
 
 
 def test_readonly_brain_cannot_reflect(tmp_path: Path) -> None:
@@ -573,3 +741,52 @@ def test_reflect_finds_its_file_after_a_chdir_and_never_creates_one(tmp_path: Pa
         with pytest.raises(BrainFileError):
             brain.reflect()
         assert not gone.exists()
+
+
+# --- property: nothing a merge folds away is lost -------------------------------------------
+
+RARE = ["quixotic", "zephyrine", "marmalade", "obsidian", "lanternfish", "sassafras", "gossamer",
+        "halcyon"]
+
+
+@pytest.mark.slow  # over 0.3 s: a property search over file brains
+def test_every_fact_stays_findable_and_every_merge_undoable(tmp_path_factory: pytest.TempPathFactory) -> None:
+    from hypothesis import given, settings
+    from hypothesis import strategies as st
+    from test_sameness import trivial_variant
+
+    # a typo or zero-width characters change the word itself: the survivor may not hold it
+    changes = ("upper", "title", "punct", "space", "filler", "nfd")
+
+    @settings(max_examples=10, deadline=None)
+    @given(st.lists(st.lists(st.sampled_from(["the", "user", "keeps", "a", "note", "about", "blue", "jars"]),
+                             min_size=2, max_size=5), min_size=1, max_size=4), st.data())
+    def check(frames: list[list[str]], data: st.DataObject) -> None:
+        clock = [T0]
+        texts: list[tuple[str, str]] = []  # (text, its rare word)
+        for n, frame in enumerate(frames):
+            words = [*frame, RARE[n]]
+            text, variant = trivial_variant(words, data, changes)
+            texts += [(text, RARE[n]), (variant, RARE[n])]
+            if data.draw(st.booleans()):  # the same frame with another rare word: a distinct fact
+                texts.append((" ".join([*frame, RARE[n + 4]]), RARE[n + 4]))
+        order = data.draw(st.permutations(texts))
+        with Brain(str(tmp_path_factory.mktemp("p") / "p.brain"), clock=lambda: clock[0]) as brain:
+            ids = []
+            for text, _ in order:
+                ids.append(brain.add(text, type=data.draw(st.sampled_from(["semantic", "episodic"]))).id)
+                clock[0] += 1
+            clock[0] += 30 * DAY
+            brain.reflect()
+            assert brain.reflect().merged == 0 and brain.check()["ok"]
+            for trace_id, (text, rare) in zip(ids, order):
+                trace = brain.get(trace_id, include_deleted=True)
+                assert trace.content.split() == text.split()  # (an add of the same words is one trace)
+                holder = trace.id if trace.live else trace.merged_into
+                assert brain.get(holder).live
+                assert holder in {h.trace.id for h in brain.search(rare, limit=10)}
+            for survivor in {brain.get(i, include_deleted=True).merged_into for i in ids} - {None}:
+                brain.unmerge(survivor)
+            assert all(t.live for t in brain.read(ids).traces) and brain.check()["ok"]
+
+    check()

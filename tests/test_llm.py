@@ -18,7 +18,7 @@ INSIGHT = "The user has a ginger cat called Miso and looks after it daily."
 
 
 class FakeOpenAI(JSONHandler):
-    mode = "ok"  # ok | error | slow | malformed | empty | negate | number | surrogate
+    mode = "ok"  # ok | error | slow | malformed | empty | negate | number | surrogate | invisible
     requests: list[dict] = []
 
     def do_POST(self) -> None:  # noqa: N802 (http.server's naming)
@@ -35,7 +35,9 @@ class FakeOpenAI(JSONHandler):
         content = {"empty": "", "negate": "The user does not have a cat called Miso.",
                    "number": "The user feeds Miso 3 times a day.",
                    # valid JSON ("\\ud800"), but no Unicode text once decoded
-                   "surrogate": "The user's cat Miso \ud800 sleeps a lot."}.get(mode, INSIGHT)
+                   "surrogate": "The user's cat Miso \ud800 sleeps a lot.",
+                   # text, but nothing a person could read: zero-width spaces, a BOM
+                   "invisible": "\u200b\u200b \ufeff\u2060"}.get(mode, INSIGHT)
         reply = {"id": "x", "object": "chat.completion", "created": 0, "model": body["model"],
                  "choices": [{"index": 0, "finish_reason": "stop",
                               "message": {"role": "assistant", "content": content}}],
@@ -111,6 +113,23 @@ def test_an_insight_that_is_not_unicode_falls_back(server: str, tmp_path: Path) 
     brain, _ = _brain_with_cluster(tmp_path / "c.brain", lambda texts: "Miso \udfff the cat")
     with brain:
         assert "Unicode" in (brain.reflect().llm_fallback or "")
+
+
+def test_an_insight_with_no_visible_character_falls_back(server: str, tmp_path: Path) -> None:
+    # An add of such text is InvalidInput ("no visible character"). Before, derive stored the
+    # first source's text as an "llm" insight (derived_by {"llm": 1}) and said nothing.
+    FakeOpenAI.mode = "invisible"
+    llm = LLM(base_url=server, model="m", timeout=5, max_retries=0)
+    brain, ids = _brain_with_cluster(tmp_path / "b.brain", llm)
+    with brain:
+        report = brain.reflect()
+        assert report.status == "ok" and report.derived_by == {"extractive": 1}
+        assert report.llm_fallback and "visible" in report.llm_fallback
+        insight = brain.get(report.derived_ids[0])
+        assert insight.metadata["method"] == "extractive" and "llm" not in insight.metadata
+    brain, _ = _brain_with_cluster(tmp_path / "c.brain", lambda texts: "\u200b\u200d")
+    with brain:
+        assert "visible" in (brain.reflect().llm_fallback or "")
 
 
 def test_unreachable_llm_falls_back(tmp_path: Path) -> None:

@@ -64,6 +64,44 @@ def test_unmerge_a_reflect_merge_round_trips(file_brain: Brain, clock: Any) -> N
     assert file_brain.reflect().merged == 1
 
 
+def test_unmerge_keeps_what_was_done_to_the_survivor_after_the_merge(file_brain: Brain, clock: Any) -> None:
+    """unmerge put the survivor's fields back as they were before the merge, so a pin, a
+    tag, an importance and recalls given to it after the merge were silently undone (an
+    unpinned fact can then be pruned). Only what the merge brought is taken back."""
+    a = file_brain.add(LONG, tags=["deploy"], importance=0.5)
+    clock.advance(60)
+    b = file_brain.add(LONG.upper(), tags=["ops"], importance=0.2)
+    assert file_brain.reflect().merged == 1
+    clock.advance(60)
+    file_brain.pin(a.id)
+    file_brain.update(a.id, tags=["deploy", "ops", "runbook"], importance=0.9)
+    for _ in range(2):
+        file_brain.search("billing migrations dashboard", limit=1)
+    recalled = file_brain.get(a.id).access_count
+    file_brain.unmerge(a.id)
+    survivor, restored = file_brain.get(a.id), file_brain.get(b.id)
+    assert survivor.pinned and survivor.importance == 0.9
+    assert survivor.tags == ["deploy", "runbook"] and restored.tags == ["ops"]
+    assert survivor.access_count == recalled - restored.access_count
+    # untouched since the merge: the survivor's own values come back, as before
+    c = file_brain.add("the user's locker code is kept in the blue notebook", importance=0.3)
+    clock.advance(60)
+    d = file_brain.add("The user's locker code is kept in the blue notebook!", importance=0.8, pinned=False)
+    file_brain.reflect()  # (merges a and b again too: the same text)
+    assert file_brain.get(d.id, include_deleted=True).merged_into == c.id
+    assert file_brain.get(c.id).importance == 0.8
+    file_brain.unmerge(c.id)
+    assert file_brain.get(c.id).importance == 0.3 and file_brain.get(d.id).importance == 0.8
+    # a merge recorded before the survivor's expiry was (no "expires_at" in the record)
+    file_brain.reflect()
+    record = file_brain.get(d.id, include_deleted=True).metadata["merge"]
+    del record["survivor_before"]["expires_at"]
+    file_brain._store.execute("UPDATE traces SET metadata = ? WHERE id = ?",
+                              (json.dumps({**file_brain.get(d.id, include_deleted=True).metadata,
+                                           "merge": record}), d.id))
+    assert file_brain.unmerge(c.id)["restored"] == [d.id]
+
+
 def test_unmerge_a_brain_merge_deletes_the_merged_trace(file_brain: Brain, clock: Any) -> None:
     a, b = file_brain.add(CATS), file_brain.add(DOGS)
     x = file_brain.add("the user's vet is in Lisbon")

@@ -164,6 +164,22 @@ def test_reflect_and_import_backfill_vectors(brain_factory, emb, tmp_path) -> No
     assert report.embedded == 1 and brain.stats()["embedder"]["missing"] == 0
 
 
+def test_reflect_logs_its_backfill_and_says_when_it_failed(brain_factory, emb, tmp_path) -> None:
+    """The consolidation log (brainmem log, the inspector) said embedded 0 for a run whose
+    report said 2, and a provider failure in the backfill left no trace in the report."""
+    brain_factory(tmp_path / "b.db").add_many(["a dog called Rex", "my cat Luna"])  # no vectors
+    brain = brain_factory(tmp_path / "b.db", embedder=emb)
+    report = brain.reflect()
+    assert report.embedded == 2 and report.notes == []
+    assert brain.reflect_log()[0]["report"]["embedded"] == 2
+    emb.mode = "fail"
+    brain.add("a kitten called Tom")  # its vector fails, the add goes on
+    report = brain.reflect()
+    assert report.embedded == 0 and brain.stats()["embedder"]["missing"] == 1
+    assert any("provider down" in note for note in report.notes)
+    assert brain.reflect_log()[0]["report"]["notes"] == report.notes
+
+
 def test_not_an_embedder_is_refused(tmp_path) -> None:
     for bad in (42, object(), "nonsense", "onnx:/no/such/model.onnx", "openai:"):
         with pytest.raises(InvalidInput):
