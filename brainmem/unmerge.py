@@ -26,11 +26,12 @@ refuses (``brainmem check``); ``brainmem repair --unmerge-unsafe`` undoes them.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 from typing import Any
 
 from . import graph, sameness, similarity
 from .errors import InvalidInput, NotFound
-from .model import Trace, latest_expiry
+from .model import Trace, merge_fields
 from .store import Store
 
 RECORD_KEY = "merge"
@@ -185,6 +186,11 @@ def _reset_survivor(store: Store, target: Trace, sources: Sequence[Trace], recor
                                     "version": target.version + 1, "updated_at": now})
 
 
+#: The survivor's fields a merge sets from all of its sources (:func:`merge_fields`), and
+#: that the caller may change after it.
+_MERGED_SCALARS = ("strength", "stability", "importance", "pinned", "created_at", "expires_at")
+
+
 def _own_fields(target: Trace, before: dict[str, Any], sources: Sequence[Trace]) -> dict[str, Any]:
     """The survivor's fields once ``sources`` are taken out of it: ``before`` (its own, as
     the merge record kept them) where it still holds what the merge gave it
@@ -194,16 +200,11 @@ def _own_fields(target: Trace, before: dict[str, Any], sources: Sequence[Trace])
     if not before:
         return {}
     own = dict(before)
-    merged: dict[str, Callable[[], Any]] = {  # what the merge made of each (a record may lack some)
-        "strength": lambda: max([own["strength"], *(s.strength for s in sources)]),
-        "stability": lambda: max([own["stability"], *(s.stability for s in sources)]),
-        "importance": lambda: max([own["importance"], *(s.importance for s in sources)]),
-        "pinned": lambda: bool(own["pinned"]) or any(s.pinned for s in sources),
-        "created_at": lambda: min([own["created_at"], *(s.created_at for s in sources)]),
-        "expires_at": lambda: latest_expiry([own["expires_at"], *(s.expires_at for s in sources)]),
-    }
-    for name, value in merged.items():
-        if name in own and getattr(target, name) != value():
+    # what the merge made of each field the record kept (a record may lack some)
+    kept = [name for name in _MERGED_SCALARS if name in own]
+    merged = merge_fields([replace(target, **{name: own[name] for name in kept}), *sources])
+    for name in kept:
+        if getattr(target, name) != merged[name]:
             own[name] = getattr(target, name)
     if "tags" in own:
         brought = {tag for s in sources for tag in s.tags} - set(own["tags"])
