@@ -56,6 +56,12 @@ def translate_errors() -> Iterator[None]:
         raise BrainFileError(CLOSED) from exc
 
 
+def is_lock_wait(exc: BaseException) -> bool:
+    """Whether ``exc`` is :func:`translate_errors`' answer to another connection holding
+    the write lock past the busy timeout (not damage, nor a full disk: try again later)."""
+    return isinstance(exc, StorageError) and isinstance(exc.__cause__, apsw.BusyError)
+
+
 #: What a call on a closed Brain (or Store) is told.
 CLOSED = "this brain is closed: open a new Brain on its file"
 
