@@ -409,3 +409,36 @@ def test_open_and_close_never_wait_for_another_process_writing(tmp_path: Path) -
         holder.close()
     with Brain(str(path)) as brain:
         assert brain.check()["ok"] and brain.stats()["live"] == 330
+
+
+def test_a_brain_upgraded_by_a_newer_brainmem_while_open_refuses_writes(tmp_path: Path) -> None:
+    """A long-lived process (an MCP server, the inspector) kept writing this version's rows
+    into a file another process's newer brainmem had migrated: every write now checks."""
+    path = tmp_path / "brain.db"
+
+    def set_version(version: int, db: apsw.Connection | None = None) -> None:
+        other = db or apsw.Connection(str(path))
+        other.pragma("user_version", version)
+        if db is None:
+            other.close()
+
+    with Brain(str(path)) as brain:
+        kept = brain.add("the first fact about owls")
+        set_version(SCHEMA_VERSION + 1)
+        with pytest.raises(SchemaTooNew, match="upgrade brainmem"):
+            brain.add("a second fact about owls")
+        with pytest.raises(SchemaTooNew):
+            brain.delete(kept.id)
+        assert brain.call_tool("memory_add", {"content": "a third"})["error"]["type"] == "SchemaTooNew"
+        set_version(SCHEMA_VERSION)
+    with Brain(str(path)) as brain:  # a search's reinforcement waits while another holds the lock
+        holder = apsw.Connection(str(path))
+        holder.execute("BEGIN IMMEDIATE")
+        assert brain.search("owls").retrieval_id is None
+        set_version(SCHEMA_VERSION + 1, holder)
+        holder.execute("COMMIT")
+        holder.close()
+    assert brain._store.closed  # closing dropped the waiting reinforcement, did not fail
+    check = apsw.Connection(str(path))
+    assert check.execute("SELECT count(*), max(deleted_at) FROM traces").fetchall() == [(1, None)]
+    check.close()
