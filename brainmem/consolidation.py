@@ -62,10 +62,7 @@ after ``Policy.lease_seconds`` and is taken over. Lease times use the brain's cl
 from __future__ import annotations
 
 import heapq
-import os
-import socket
 import time
-import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from itertools import combinations
@@ -78,6 +75,7 @@ from .merge_step import absorb
 from .model import Trace, has_visible, iso
 from .policy import Policy
 from .store import Store
+from .store_log import lease_owner
 from .validate import build_trace
 
 STEPS = ("prune", "merge", "strengthen", "derive", "compact", "reindex")
@@ -191,7 +189,7 @@ def run(
     progress: ProgressFn | None = None,
 ) -> ReflectReport:
     """Consolidate once at ``now`` under the lease; see the module docstring."""
-    owner = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
+    owner = lease_owner()
     report = ReflectReport(now=now, llm=llm_mod.describe(llm))
     started, t0 = float(clock()), time.perf_counter()
     taken, holder, until = store.lease_acquire(LEASE_NAME, owner, started, policy.lease_seconds)

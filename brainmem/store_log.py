@@ -3,9 +3,17 @@
 from __future__ import annotations
 
 import json
+import os
+import socket
+import uuid
 from typing import Any
 
 from .store_base import Database
+
+
+def lease_owner() -> str:
+    """A name for one holder of a lease: host, process and a random part (one run)."""
+    return f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
 
 
 class LogTables(Database):
