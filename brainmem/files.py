@@ -24,6 +24,10 @@ __all__ = ["SQLITE_HEADER", "is_plain_file", "open_connection"]
 
 SQLITE_HEADER = b"SQLite format 3\x00"
 
+#: Bytes the write-ahead log is truncated back to once checkpointed (``journal_size_limit``):
+#: twice what it holds between two automatic checkpoints (1,000 pages of 4 KiB).
+WAL_SIZE_LIMIT = 8 * 1024 * 1024
+
 
 def is_plain_file(path: str) -> bool:
     """Whether ``path`` names a file that another connection opens as the same database
@@ -238,6 +242,10 @@ def open_connection(path: str, readonly: bool, busy_timeout_ms: int) -> apsw.Con
         db.pragma("cache_size", -32768)
         if not readonly:
             db.pragma("synchronous", "NORMAL")  # safe with WAL: only durability of the last commit on power loss
+            # The -wal is otherwise cut back only when the last connection closes: beside a
+            # long-lived one (MCP server, inspector) it kept its biggest size ever (an import,
+            # a reflect). SQLite truncates it to this at the first write after a checkpoint.
+            db.pragma("journal_size_limit", WAL_SIZE_LIMIT)
             schema.migrate(db)
     except BaseException:
         db.close()

@@ -442,3 +442,19 @@ def test_a_brain_upgraded_by_a_newer_brainmem_while_open_refuses_writes(tmp_path
     check = apsw.Connection(str(path))
     assert check.execute("SELECT count(*), max(deleted_at) FROM traces").fetchall() == [(1, None)]
     check.close()
+
+
+def test_the_write_ahead_log_shrinks_back_after_a_big_write_while_another_brain_stays_open(
+        tmp_path: Path) -> None:
+    """The -wal only shrinks when the last connection closes: beside a long-lived process
+    (an MCP server, the inspector) it kept the size of the biggest transaction ever (an
+    import, a reflect) for good, a second copy of the brain's data on disk."""
+    path = tmp_path / "brain.db"
+    wal = Path(f"{path}-wal")
+    with Brain(str(path)) as server, Brain(str(path)) as writer:
+        server.search("anything")
+        writer.add_many([{"content": f"bulk {i}", "metadata": {"blob": "y" * 60_000}} for i in range(180)])
+        assert wal.stat().st_size > 10_000_000
+        writer.add("a small write after it")
+        server.search("bulk")
+        assert wal.stat().st_size <= 8 * 1024 * 1024
