@@ -75,12 +75,12 @@ from .merge_step import absorb
 from .model import Trace, has_visible, iso
 from .policy import Policy
 from .store import Store
-from .store_log import lease_owner
+from .store_log import FEEDBACK_WATERMARK, lease_owner
 from .validate import build_trace
 
 STEPS = ("prune", "merge", "strengthen", "derive", "compact", "reindex")
 LEASE_NAME = "reflect"
-WATERMARK_KEY = "reflect.feedback_watermark"
+WATERMARK_KEY = FEEDBACK_WATERMARK
 DERIVED_TAG = "derived"
 
 #: ``progress(step, done, total)``: called before each step with the number of steps
