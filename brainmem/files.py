@@ -94,16 +94,21 @@ def _check_file(path: str, readonly: bool) -> None:
         raise BrainFileError(f"{path} is not a regular file, so not a brain file; it was left unchanged")
     if readonly and is_empty(path):  # not "needs a schema upgrade": there is nothing to upgrade
         raise empty_file_error(path)
-    try:
-        with open(path, "rb") as handle:
-            head = handle.read(100)
-    except OSError as exc:  # no permission to read it, an I/O error
-        raise BrainFileError(f"cannot read the brain file {path}: {exc.strerror or exc}; "
-                             "it was left unchanged") from exc
+    head = _read_head(path)
     if head and head[: len(SQLITE_HEADER)] != SQLITE_HEADER:
         raise NotABrainFile(f"{path} is not a brainmem brain (not a SQLite file); it was left unchanged")
     if head:
         _check_header(path, head)
+
+def _read_head(path: str) -> bytes:
+    """The first 100 bytes of the file (its SQLite header), fewer when it is shorter."""
+    try:
+        with open(path, "rb") as handle:
+            return handle.read(100)
+    except OSError as exc:  # no permission to read it, an I/O error
+        raise BrainFileError(f"cannot read the brain file {path}: {exc.strerror or exc}; "
+                             "it was left unchanged") from exc
+
 
 def _size(path: str) -> int:
     """The file's size, 0 when it does not exist (a -journal vanishes when another
@@ -114,7 +119,7 @@ def _size(path: str) -> int:
         return 0
 
 
-def _check_header(path: str, head: bytes) -> None:
+def _check_header(path: str, head: bytes, *, again: bool = True) -> None:
     """Refuse truncated, foreign and too-new files from the 100-byte header alone.
 
     Opening a WAL-mode file creates ``-wal``/``-shm`` beside it, even read-only,
@@ -131,6 +136,10 @@ def _check_header(path: str, head: bytes) -> None:
     page_size = 65_536 if page_size == 1 else page_size
     pages, size = number(head[28:32], "big"), os.path.getsize(path)
     if pages and number(head[92:96], "big") == number(head[24:28], "big") and size < pages * page_size:
+        fresh = _read_head(path) if again else head
+        if fresh != head:  # another process shrank the file since (a vacuum): its header now
+            _check_header(path, fresh, again=False)
+            return
         raise BrainFileError(
             f"{path} is truncated: its header promises {pages * page_size} bytes but the file "
             f"has {size}; it was left unchanged (restore a backup)"

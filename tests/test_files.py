@@ -458,3 +458,30 @@ def test_the_write_ahead_log_shrinks_back_after_a_big_write_while_another_brain_
         writer.add("a small write after it")
         server.search("bulk")
         assert wal.stat().st_size <= 8 * 1024 * 1024
+
+
+def test_opening_while_another_process_vacuums_is_no_truncated_file(tmp_path: Path,
+                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    """The header's page count was read before a vacuum elsewhere shrank the file and
+    emptied its log: opening then said "truncated ... restore a backup" of a sound brain."""
+    from brainmem import files
+
+    path = tmp_path / "brain.db"
+    with Brain(str(path)) as brain:
+        ids = [t.id for t in brain.add_many([f"memory {i} " + "pad " * 200 for i in range(300)])]
+        brain.delete(ids[10:])
+        brain.purge()
+    before = path.stat().st_size  # all in the file now, none in a log
+    size = files._size
+    vacuumed: list[dict[str, object]] = []
+    with Brain(str(path)) as other:
+
+        def vacuum_meanwhile(name: str) -> int:
+            if name.endswith("-wal") and not vacuumed:
+                vacuumed.append(other.vacuum())
+            return size(name)
+
+        monkeypatch.setattr(files, "_size", vacuum_meanwhile)
+        with Brain(str(path)) as brain:
+            assert brain.stats()["live"] == 10
+    assert vacuumed and vacuumed[0]["checkpointed"] and path.stat().st_size < before
