@@ -27,7 +27,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Any, TypeVar
 
 from . import files, hybrid
-from .errors import BrainFileError, InvalidInput, NotFound
+from .errors import BrainFileError, InvalidInput, NotFound, SchemaTooNew
 from .events import Events, Subscriber
 from .model import TimeLike, Trace
 from .policy import Policy
@@ -106,10 +106,13 @@ class BrainBase:
 
     def close(self) -> None:
         with self._lock:
-            if self._pending_retrievals and not self.readonly:
-                with contextlib.suppress(WriteBusy), self._store.write(wait=False):
-                    self._flush_retrievals()
-            self._store.close()
+            try:
+                if self._pending_retrievals and not self.readonly:
+                    # best effort: the file may have become another brainmem's meanwhile
+                    with contextlib.suppress(WriteBusy, SchemaTooNew), self._store.write(wait=False):
+                        self._flush_retrievals()
+            finally:
+                self._store.close()
 
     def __enter__(self: _B) -> _B:
         return self

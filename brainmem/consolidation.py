@@ -68,10 +68,7 @@ after ``Policy.lease_seconds`` and is taken over. Lease times use the brain's cl
 from __future__ import annotations
 
 import heapq
-import os
-import socket
 import time
-import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from itertools import combinations
@@ -84,11 +81,12 @@ from .merge_step import absorb
 from .model import Trace, has_visible, iso
 from .policy import Policy
 from .store import Store
+from .store_log import FEEDBACK_WATERMARK, lease_owner
 from .validate import build_trace
 
 STEPS = ("prune", "merge", "strengthen", "derive", "compact", "reindex")
 LEASE_NAME = "reflect"
-WATERMARK_KEY = "reflect.feedback_watermark"
+WATERMARK_KEY = FEEDBACK_WATERMARK
 DERIVED_TAG = "derived"
 
 #: ``progress(step, done, total)``: called before each step with the number of steps
@@ -212,7 +210,7 @@ def run(
 
     ``backfill()`` (the brain's vector backfill, ``{"embedded", "missing", "error"}``) runs
     after the six steps, still under the lease, so the run's log row holds what it did."""
-    owner = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
+    owner = lease_owner()
     report = ReflectReport(now=now, llm=llm_mod.describe(llm))
     started, t0 = float(clock()), time.perf_counter()
     taken, holder, until = store.lease_acquire(LEASE_NAME, owner, started, policy.lease_seconds)

@@ -27,6 +27,10 @@ SQLITE_HEADER = b"SQLite format 3\x00"
 #: b-tree header of page 1 (``sqlite_schema``) after it, which tells an empty schema.
 HEAD_BYTES = 108
 
+#: Bytes the write-ahead log is truncated back to once checkpointed (``journal_size_limit``):
+#: twice what it holds between two automatic checkpoints (1,000 pages of 4 KiB).
+WAL_SIZE_LIMIT = 8 * 1024 * 1024
+
 
 def is_plain_file(path: str) -> bool:
     """Whether ``path`` names a file that another connection opens as the same database
@@ -115,16 +119,23 @@ def _check_file(path: str, readonly: bool) -> None:
         raise BrainFileError(f"{path} is not a regular file, so not a brain file; it was left unchanged")
     if readonly and is_empty(path):  # not "needs a schema upgrade": there is nothing to upgrade
         raise empty_file_error(path)
-    try:
-        with open(path, "rb") as handle:
-            head = handle.read(HEAD_BYTES)
-    except OSError as exc:  # no permission to read it, an I/O error
-        raise BrainFileError(f"cannot read the brain file {path}: {exc.strerror or exc}; "
-                             "it was left unchanged") from exc
+    head = _read_head(path)
     if head and head[: len(SQLITE_HEADER)] != SQLITE_HEADER:
         raise NotABrainFile(f"{path} is not a brainmem brain (not a SQLite file); it was left unchanged")
     if head:
         _check_header(path, head)
+
+
+def _read_head(path: str) -> bytes:
+    """The first :data:`HEAD_BYTES` of the file (its SQLite header and the b-tree header
+    of page 1), fewer when it is shorter."""
+    try:
+        with open(path, "rb") as handle:
+            return handle.read(HEAD_BYTES)
+    except OSError as exc:  # no permission to read it, an I/O error
+        raise BrainFileError(f"cannot read the brain file {path}: {exc.strerror or exc}; "
+                             "it was left unchanged") from exc
+
 
 def _size(path: str) -> int:
     """The file's size, 0 when it does not exist (a -journal vanishes when another
@@ -141,7 +152,7 @@ def schema_is_empty(head: bytes) -> bool:
     return len(head) >= HEAD_BYTES and head[100] == 13 and head[103:105] == b"\0\0"
 
 
-def _check_header(path: str, head: bytes) -> None:
+def _check_header(path: str, head: bytes, *, again: bool = True) -> None:
     """Refuse truncated, foreign and too-new files from the header alone.
 
     Opening a WAL-mode file creates ``-wal``/``-shm`` beside it, even read-only (and a
@@ -160,6 +171,10 @@ def _check_header(path: str, head: bytes) -> None:
     page_size = 65_536 if page_size == 1 else page_size
     pages, size = number(head[28:32], "big"), os.path.getsize(path)
     if pages and number(head[92:96], "big") == number(head[24:28], "big") and size < pages * page_size:
+        fresh = _read_head(path) if again else head
+        if fresh != head:  # another process shrank the file since (a vacuum): its header now
+            _check_header(path, fresh, again=False)
+            return
         raise BrainFileError(
             f"{path} is truncated: its header promises {pages * page_size} bytes but the file "
             f"has {size}; it was left unchanged (restore a backup)"
@@ -300,6 +315,10 @@ def open_connection(path: str, readonly: bool, busy_timeout_ms: int) -> apsw.Con
         db.pragma("cache_size", -32768)
         if not readonly:
             db.pragma("synchronous", "NORMAL")  # safe with WAL: only durability of the last commit on power loss
+            # The -wal is otherwise cut back only when the last connection closes: beside a
+            # long-lived one (MCP server, inspector) it kept its biggest size ever (an import,
+            # a reflect). SQLite truncates it to this at the first write after a checkpoint.
+            db.pragma("journal_size_limit", WAL_SIZE_LIMIT)
             schema.migrate(db)
     except BaseException:
         db.close()

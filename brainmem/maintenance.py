@@ -43,8 +43,9 @@ import time
 from typing import Any
 
 from . import unmerge
-from .errors import BrainmemError, ReadOnlyBrain
+from .errors import BrainmemError, ReadOnlyBrain, StorageError
 from .store import Store
+from .store_base import is_lock_wait
 
 
 def check(store: Store) -> dict[str, Any]:
@@ -145,6 +146,10 @@ def repair(store: Store, backup_to: str | None, now: float, unmerge_unsafe: bool
         if unmerge_unsafe:
             result["unmerged"] = _unmerge_unsafe(store, before.get("unsafe_merges") or [], now)
     except BrainmemError as exc:
+        if is_lock_wait(exc):  # not damage: the advice below (restore a backup) would lose data
+            made = f" (the backup {backup} was made)" if backup else ""
+            raise StorageError(f"{exc}; nothing was repaired{made}: run repair again when the "
+                               "other process is done") from exc
         result["error"] = (
             f"{exc}; the file is damaged beyond what repair fixes in place: restore the "
             f"backup of a healthy state, or salvage rows with the sqlite3 shell's .recover"

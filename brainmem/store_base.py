@@ -19,7 +19,7 @@ from typing import Any
 
 import apsw
 
-from . import decay, files
+from . import decay, files, schema
 from .errors import (
     BrainFileError,
     BrainmemError,
@@ -54,6 +54,12 @@ def translate_errors() -> Iterator[None]:
         raise StorageError(f"I/O error on the brain file: {exc}") from exc
     except apsw.ConnectionClosedError as exc:
         raise BrainFileError(CLOSED) from exc
+
+
+def is_lock_wait(exc: BaseException) -> bool:
+    """Whether ``exc`` is :func:`translate_errors`' answer to another connection holding
+    the write lock past the busy timeout (not damage, nor a full disk: try again later)."""
+    return isinstance(exc, StorageError) and isinstance(exc.__cause__, apsw.BusyError)
 
 
 #: What a call on a closed Brain (or Store) is told.
@@ -121,6 +127,8 @@ class Database:
         self._stamp: tuple[int, int] | None = None
         self.busy_timeout_ms = busy_timeout_ms
         self._closed = False
+        #: ``data_version`` when :meth:`write` last saw this brainmem's schema in the file
+        self._schema_seen: int | None = None
         with translate_errors():
             self.db = files.open_connection(path, readonly, busy_timeout_ms)
             # R(now) is defined once, in decay.py; SQL that ranks by it calls the same code
@@ -172,6 +180,11 @@ class Database:
                     raise WriteBusy(self.path) from None
                 finally:
                     self.db.set_busy_timeout(self.busy_timeout_ms)
+            try:
+                self._check_schema()
+            except BaseException:
+                self.db.execute("ROLLBACK")
+                raise
             self._depth = 1
             if not recall:
                 self.tx_serial += 1
@@ -186,6 +199,15 @@ class Database:
             self._depth = 0
             self.db.execute("COMMIT")
             self.longest_write = max(self.longest_write, time.perf_counter() - began)
+
+    def _check_schema(self) -> None:
+        """:class:`SchemaTooNew` when another process's newer brainmem migrated the file
+        since this connection opened it (under the write lock: nothing is written). Read
+        again only after another connection committed (``data_version``), ~2 µs a write."""
+        seen = self.db.execute("PRAGMA data_version").get
+        if seen != self._schema_seen:
+            schema.inspect(self.db)
+            self._schema_seen = seen
 
     @contextlib.contextmanager
     def read(self) -> Iterator[None]:

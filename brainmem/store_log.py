@@ -3,9 +3,20 @@
 from __future__ import annotations
 
 import json
+import os
+import socket
+import uuid
 from typing import Any
 
 from .store_base import Database
+
+#: The ``meta`` key of the id of the last feedback row reflect's strengthen step has read.
+FEEDBACK_WATERMARK = "reflect.feedback_watermark"
+
+
+def lease_owner() -> str:
+    """A name for one holder of a lease: host, process and a random part (one run)."""
+    return f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
 
 
 class LogTables(Database):
@@ -30,9 +41,15 @@ class LogTables(Database):
             "SELECT trace_id FROM feedback WHERE retrieval_id = ?", (retrieval_id,))}
 
     def record_feedback(self, retrieval_id: int, trace_id: str, used: bool, at: float) -> None:
+        """Store one feedback row, its id above every id reflect has read: purge deletes
+        the rows of the traces it removes, and SQLite gives the next row the highest id
+        left plus one, so without this a purge of the newest rows put new feedback below
+        reflect's watermark (:data:`FEEDBACK_WATERMARK`), never to be read."""
         self.execute(
-            "INSERT INTO feedback(retrieval_id, trace_id, used, at) VALUES (?, ?, ?, ?)",
-            (retrieval_id, trace_id, int(used), at),
+            "INSERT INTO feedback(id, retrieval_id, trace_id, used, at) VALUES (1 + max("
+            "coalesce((SELECT max(id) FROM feedback), 0), "
+            "coalesce((SELECT CAST(value AS INTEGER) FROM meta WHERE key = ?), 0)), ?, ?, ?, ?)",
+            (FEEDBACK_WATERMARK, retrieval_id, trace_id, int(used), at),
         )
 
     def meta_get(self, key: str, default: str | None = None) -> str | None:

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import replace
@@ -31,9 +32,10 @@ import numpy as np
 
 from . import vector_kernel
 from .embed import Embedder, EmbedderError, OnnxEmbedder, checked
-from .model import Trace, content_hash
+from .model import Trace, content_hash, iso
 from .store import Filters, Store
 from .store_base import in_chunks
+from .store_log import lease_owner
 
 log = logging.getLogger("brainmem")
 
@@ -102,6 +104,10 @@ def _batch_size(embedder: Embedder) -> int:
     size = getattr(embedder, "batch_size", None)
     return size if isinstance(size, int) and not isinstance(size, bool) and size >= 1 else 1 << 62
 
+
+#: How long a backfill's lease lasts unrenewed (it is renewed each batch): a backfill
+#: killed mid-way stops blocking the next one after this long.
+LEASE_SECONDS = 300.0
 
 #: A narrowing filter passing at most this many traces is applied before the ranking
 #: by cosine in :meth:`VectorIndex.nearest` (their ids are read, not their rows).
@@ -217,8 +223,28 @@ class VectorIndex:
         the provider embeds it, so threads sharing the brain keep going meanwhile. Each
         batch starts after the last one's traces, so the table is walked once; a trace
         whose content changed while its batch was embedded waits for the next backfill.
+
+        One backfill of a model runs at a time on a file (lease ``embed:<model id>``,
+        renewed each batch): another one (a second process, a reflect) returns at once
+        with ``skipped`` saying so, instead of paying the provider again for each of the
+        same traces. ``skipped`` is None when this one ran.
         """
         guard = lock if lock is not None else contextlib.nullcontext()
+        name, owner = f"embed:{self.model_id}", lease_owner()
+        with guard:
+            taken, holder, until = self.store.lease_acquire(name, owner, time.time(), LEASE_SECONDS)
+            if not taken:
+                return {"embedded": 0, "missing": self.missing(), "error": None,
+                        "skipped": f"another backfill of {self.model_id} is running ({holder}, "
+                                   f"lease until {iso(until)})"}
+        try:
+            return self._backfill(guard, name, owner, batch_size, limit)
+        finally:
+            with guard:
+                self.store.lease_release(name, owner)
+
+    def _backfill(self, guard: AbstractContextManager[Any], name: str, owner: str, batch_size: int,
+                  limit: int | None) -> dict[str, Any]:
         done, error, after = 0, None, 0
         while limit is None or done < limit:
             n = batch_size if limit is None else min(batch_size, limit - done)
@@ -238,12 +264,13 @@ class VectorIndex:
                 stub = [Trace(id=i, content=c, content_hash=h) for _, i, c, h in todo]
                 with guard, self.store.write():
                     self.write(stub, {h: v for (_, _, _, h), v in zip(todo, vectors)})
+                    self.store.lease_acquire(name, owner, time.time(), LEASE_SECONDS)
                 done += len(todo)
                 after = todo[-1][0]
             if error is not None:
                 break
         with guard:
-            return {"embedded": done, "missing": self.missing(), "error": error}
+            return {"embedded": done, "missing": self.missing(), "error": error, "skipped": None}
 
     def lacking(self, traces: Sequence[Trace]) -> list[Trace]:
         """Those of ``traces`` without a vector of this model for their current content."""

@@ -276,6 +276,23 @@ def test_feedback_creates_weighted_edges_once(brain: Brain) -> None:
     assert brain._store.execute("SELECT weight FROM edges WHERE kind='co_activated'").get == pytest.approx(0.19)
 
 
+def test_feedback_given_after_purging_the_newest_feedback_is_still_learned_from(brain: Brain) -> None:
+    """Purging a trace deletes its feedback rows; when they were the newest ones reflect
+    had read, the next feedback took their ids again, below reflect's watermark, and
+    reflect never read it (``feedback == 0``, no edge, no reinforcement)."""
+    tea, cello, bow = (brain.add(t).id for t in ("likes green tea", "plays the cello", "cello bow rosin"))
+    for _ in range(2):
+        brain.feedback(brain.search("green tea").retrieval_id, used=[tea])
+    assert brain.reflect().feedback == 2
+    brain.delete(tea)
+    assert brain.purge() == 1
+    hits = brain.search("cello", limit=5)
+    assert brain.feedback(hits.retrieval_id, used=[cello, bow]) == 2
+    report = brain.reflect()
+    assert (report.feedback, report.edges_strengthened) == (2, 1)
+    assert brain.reflect().feedback == 0  # and read once only
+
+
 def test_feedback_on_a_trace_merged_before_reflect_counts_for_the_trace_it_was_merged_into(
         brain: Brain) -> None:
     # Before: reflect's merge step (it runs before strengthen) or a merge() soft-deleted the

@@ -491,3 +491,79 @@ def test_open_and_close_never_wait_for_another_process_writing(tmp_path: Path) -
         holder.close()
     with Brain(str(path)) as brain:
         assert brain.check()["ok"] and brain.stats()["live"] == 330
+
+
+def test_a_brain_upgraded_by_a_newer_brainmem_while_open_refuses_writes(tmp_path: Path) -> None:
+    """A long-lived process (an MCP server, the inspector) kept writing this version's rows
+    into a file another process's newer brainmem had migrated: every write now checks."""
+    path = tmp_path / "brain.db"
+
+    def set_version(version: int, db: apsw.Connection | None = None) -> None:
+        other = db or apsw.Connection(str(path))
+        other.pragma("user_version", version)
+        if db is None:
+            other.close()
+
+    with Brain(str(path)) as brain:
+        kept = brain.add("the first fact about owls")
+        set_version(SCHEMA_VERSION + 1)
+        with pytest.raises(SchemaTooNew, match="upgrade brainmem"):
+            brain.add("a second fact about owls")
+        with pytest.raises(SchemaTooNew):
+            brain.delete(kept.id)
+        assert brain.call_tool("memory_add", {"content": "a third"})["error"]["type"] == "SchemaTooNew"
+        set_version(SCHEMA_VERSION)
+    with Brain(str(path)) as brain:  # a search's reinforcement waits while another holds the lock
+        holder = apsw.Connection(str(path))
+        holder.execute("BEGIN IMMEDIATE")
+        assert brain.search("owls").retrieval_id is None
+        set_version(SCHEMA_VERSION + 1, holder)
+        holder.execute("COMMIT")
+        holder.close()
+    assert brain._store.closed  # closing dropped the waiting reinforcement, did not fail
+    check = apsw.Connection(str(path))
+    assert check.execute("SELECT count(*), max(deleted_at) FROM traces").fetchall() == [(1, None)]
+    check.close()
+
+
+def test_the_write_ahead_log_shrinks_back_after_a_big_write_while_another_brain_stays_open(
+        tmp_path: Path) -> None:
+    """The -wal only shrinks when the last connection closes: beside a long-lived process
+    (an MCP server, the inspector) it kept the size of the biggest transaction ever (an
+    import, a reflect) for good, a second copy of the brain's data on disk."""
+    path = tmp_path / "brain.db"
+    wal = Path(f"{path}-wal")
+    with Brain(str(path)) as server, Brain(str(path)) as writer:
+        server.search("anything")
+        writer.add_many([{"content": f"bulk {i}", "metadata": {"blob": "y" * 60_000}} for i in range(180)])
+        assert wal.stat().st_size > 10_000_000
+        writer.add("a small write after it")
+        server.search("bulk")
+        assert wal.stat().st_size <= 8 * 1024 * 1024
+
+
+def test_opening_while_another_process_vacuums_is_no_truncated_file(tmp_path: Path,
+                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    """The header's page count was read before a vacuum elsewhere shrank the file and
+    emptied its log: opening then said "truncated ... restore a backup" of a sound brain."""
+    from brainmem import files
+
+    path = tmp_path / "brain.db"
+    with Brain(str(path)) as brain:
+        ids = [t.id for t in brain.add_many([f"memory {i} " + "pad " * 200 for i in range(300)])]
+        brain.delete(ids[10:])
+        brain.purge()
+    before = path.stat().st_size  # all in the file now, none in a log
+    size = files._size
+    vacuumed: list[dict[str, object]] = []
+    with Brain(str(path)) as other:
+
+        def vacuum_meanwhile(name: str) -> int:
+            if name.endswith("-wal") and not vacuumed:
+                vacuumed.append(other.vacuum())
+            return size(name)
+
+        monkeypatch.setattr(files, "_size", vacuum_meanwhile)
+        with Brain(str(path)) as brain:
+            assert brain.stats()["live"] == 10
+    assert vacuumed and vacuumed[0]["checkpointed"] and path.stat().st_size < before

@@ -13,6 +13,7 @@ import pytest
 
 from brainmem import Brain
 from brainmem.cli import main
+from brainmem.errors import StorageError
 
 
 def _healthy(path: Path, n: int = 30) -> list[str]:
@@ -302,3 +303,21 @@ def test_check_holds_a_few_merged_texts_at_a_time_not_every_one(tmp_path: Path) 
         finally:
             tracemalloc.stop()
     assert peak < 600_000  # the 40 merged texts alone are 0.8 MB, the survivors' as much
+
+
+def test_repair_facing_a_held_write_lock_says_locked_not_damaged(tmp_path: Path) -> None:
+    """Another process holding the write lock past the busy timeout is no damage: repair
+    used to answer "ok" with "the file is damaged beyond what repair fixes in place:
+    restore the backup", having rebuilt nothing."""
+    path = tmp_path / "brain.db"
+    _healthy(path, 5)
+    holder = apsw.Connection(str(path))
+    holder.execute("BEGIN IMMEDIATE")
+    try:
+        with Brain(str(path), busy_timeout=0.05) as brain, pytest.raises(StorageError) as caught:
+            brain.repair(backup_to=str(tmp_path / "b.bak"))
+    finally:
+        holder.execute("ROLLBACK")
+        holder.close()
+    message = str(caught.value)
+    assert "locked" in message and "damaged" not in message and "nothing was repaired" in message

@@ -73,7 +73,8 @@ def test_provider_down_on_add_keeps_the_trace_and_backfill_embeds_it(brain_facto
     trace = brain.add("We adopted a kitten")
     assert brain.get(trace.id).content == "We adopted a kitten"
     assert brain.stats()["embedder"] == {"model": "concepts-v1", "missing": 1, "kernel": "numpy"}
-    assert brain.embed() == {"model": "concepts-v1", "embedded": 0, "missing": 1, "error": "provider down"}
+    assert brain.embed() == {"model": "concepts-v1", "embedded": 0, "missing": 1, "error": "provider down",
+                             "skipped": None}
     emb.mode = "ok"
     assert brain.embed()["embedded"] == 1
     assert brain.stats()["embedder"]["missing"] == 0
@@ -218,7 +219,7 @@ def test_cli_embed_and_search_through_the_openai_compatible_env(tmp_path, monkey
         capsys.readouterr()
         assert main(["--brain", path, "embed", "--json"]) == 0
         assert json.loads(capsys.readouterr().out) == {
-            "model": "fake-embed", "embedded": 1, "missing": 0, "error": None}
+            "model": "fake-embed", "embedded": 1, "missing": 0, "error": None, "skipped": None}
         assert main(["--brain", path, "search", "which animal", "--json", "--no-reinforce"]) == 0
         assert "kitten" in capsys.readouterr().out
     monkeypatch.delenv("BRAINMEM_EMBEDDER")
@@ -256,7 +257,7 @@ def test_a_brain_of_every_earlier_schema_gains_vectors(tmp_path, clock, emb, ver
     try:
         live = sum(1 for r in ROWS if not r[4])
         assert brain.stats()["schema_version"] == schema.SCHEMA_VERSION
-        assert brain.embed() == {"model": "concepts-v1", "embedded": live, "missing": 0, "error": None}
+        assert brain.embed() == {"model": "concepts-v1", "embedded": live, "missing": 0, "error": None, "skipped": None}
         brain.add("My cat Luna sleeps on the editor")
         hits = brain.search("which animal", explain=True, reinforce=False)
         assert hits[0].trace.content == "My cat Luna sleeps on the editor"
@@ -630,7 +631,35 @@ def test_a_provider_dying_halfway_through_embed_keeps_what_it_answered(tmp_path,
     dying = Dying("dying")
     dying.batch_size = 2
     with Brain(path, embedder=dying) as brain:
-        assert brain.embed() == {"model": "dying", "embedded": 4, "missing": 3, "error": "provider down"}
+        assert brain.embed() == {"model": "dying", "embedded": 4, "missing": 3, "error": "provider down",
+                                 "skipped": None}
         dying.mode, dying.calls = "ok", 0
-        assert brain.embed() == {"model": "dying", "embedded": 3, "missing": 0, "error": None}
+        assert brain.embed() == {"model": "dying", "embedded": 3, "missing": 0, "error": None, "skipped": None}
         assert dying.calls == 2  # only the three still missing
+
+
+def test_two_backfills_at_once_do_not_both_pay_for_every_vector(tmp_path) -> None:
+    """A cron'd ``brainmem embed`` while another process backfilled (a reflect, another
+    embed) read the same missing traces and embedded each one twice, each reporting them
+    all as its own; the second now says another backfill is running and embeds nothing."""
+    path = str(tmp_path / "b.db")
+    with Brain(path) as brain:
+        brain.add_many([f"memo {i} about the cat and the car" for i in range(40)])
+    second_result: dict[str, Any] = {}
+    second = ConceptEmbedder()
+
+    class First(ConceptEmbedder):
+        def embed(self, texts: list[str], kind: str = "passage") -> np.ndarray:
+            if not second_result:  # mid-way through the first backfill, another one starts
+                with Brain(path, embedder=second) as other:
+                    second_result.update(other.embed(batch_size=10))
+            return super().embed(texts, kind)
+
+    first = First()
+    with Brain(path, embedder=first) as brain:
+        result = brain.embed(batch_size=10)
+    assert second.calls == 0 and second_result["embedded"] == 0
+    assert "another" in second_result["skipped"]
+    assert result["embedded"] == 40 and result["missing"] == 0 and result["skipped"] is None
+    with Brain(path, embedder=ConceptEmbedder()) as brain:  # the lease was released
+        assert brain.embed()["skipped"] is None

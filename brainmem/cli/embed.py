@@ -36,6 +36,8 @@ def _embed(args: argparse.Namespace) -> int:
         result = brain.embed(batch_size=args.batch_size, limit=args.limit)
     if args.json:
         print_json(result)
+    elif result["skipped"]:
+        print(f"skipped: {result['skipped']}")
     else:
         print(f"{result['embedded']} embedded with {result['model']}, {result['missing']} still without a vector")
     if result["error"]:
