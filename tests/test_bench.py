@@ -455,3 +455,60 @@ def test_parse_sizes_reads_every_benchmarks_sizes() -> None:
     for bad in ("", ",", "1kk", "ten", "-5"):
         with pytest.raises(InvalidInput, match="--sizes"):
             parse_sizes(bad)
+
+
+def _lme_without(key: str) -> list[dict]:
+    entry = _lme_fixture()[0]
+    del entry[key]
+    return [entry]
+
+
+def _locomo_with(change) -> list[dict]:
+    data = _locomo_fixture()
+    change(data[0])
+    return data
+
+
+def _mismatched_lme() -> list[dict]:
+    entry = _lme_fixture()[0]
+    entry["haystack_dates"] = entry["haystack_dates"][:1]  # two sessions, one date
+    return [entry]
+
+
+@pytest.mark.parametrize("dataset, data, names", [
+    ("longmemeval", [1, 2], "item 0"),
+    ("longmemeval", [{"x": 1}], "'question_id'"),
+    ("longmemeval", _lme_without("haystack_dates"), "'haystack_dates'"),
+    ("longmemeval", _mismatched_lme(), "haystack_dates"),
+    ("locomo", [1], "item 0"),
+    ("locomo", [{"x": 1}], "'conversation'"),
+    ("locomo", _locomo_with(lambda s: s["conversation"].pop("session_2_date_time")), "'session_2_date_time'"),
+    ("locomo", _locomo_with(lambda s: s["qa"][0].pop("question")), "'question'"),
+    ("locomo", _locomo_with(lambda s: s["conversation"]["session_1"].append("hi")), "item 0"),
+])
+def test_a_data_file_of_another_shape_is_a_clear_error(tmp_path: Path, dataset: str, data: list,
+                                                        names: str) -> None:
+    # Before: a raw KeyError / TypeError / AttributeError traceback from deep in the loader,
+    # or (sessions and dates of different lengths) sessions silently left out.
+    path = tmp_path / "data.json"
+    path.write_text(json.dumps(data))
+    with pytest.raises(ValueError) as caught:
+        run_recall(dataset, data=path)
+    assert str(path) in str(caught.value) and names in str(caught.value)
+
+
+def test_a_longmemeval_turn_without_text_is_an_empty_document(tmp_path: Path) -> None:
+    # Before: "content": null reached the runner as None and raised AttributeError.
+    entry = _lme_fixture()[0]
+    entry["haystack_sessions"][1][0]["content"] = None
+    path = tmp_path / "lme.json"
+    path.write_text(json.dumps([entry]))
+    report = run_recall("longmemeval", data=path)
+    assert report.n_questions == 1 and report.notes["empty_documents_left_out"] == 1
+
+
+def test_the_perf_corpus_from_a_file_of_another_shape_is_a_clear_error(tmp_path: Path) -> None:
+    path = tmp_path / "lme.json"
+    path.write_text(json.dumps([{"x": 1}]))
+    with pytest.raises(ValueError, match="'question'"):
+        run_perf(sizes=(10,), queries=2, corpus="longmemeval", data=path, reflect=False, workdir=tmp_path)

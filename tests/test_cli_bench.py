@@ -107,3 +107,12 @@ def test_bench_folds_with_an_embedder_fits_the_meaning_weight(tmp_path, monkeypa
         assert main(["bench", "recall", "--folds", "2", "--limit", "8", "--quiet", "--embedder",
                      "openai:fake", "--embed-cache", str(tmp_path / "cache")]) == 0
     assert "weight_vector" in capsys.readouterr().out
+
+
+def test_bench_recall_on_a_file_of_another_shape_is_one_line(tmp_path: Path, capsys) -> None:
+    # Before: KeyError: 'conversation' and a traceback.
+    data = tmp_path / "mine.json"
+    data.write_text(json.dumps([{"question": "where?", "answer": "here"}]))
+    assert main(["bench", "recall", "--dataset", "locomo", "--data", str(data), "--quiet"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("brainmem: error:") and "\n" not in err and "'conversation'" in err

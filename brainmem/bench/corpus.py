@@ -20,7 +20,8 @@ import re
 from pathlib import Path
 from typing import Any
 
-from .dataset import read_json_list
+from .dataset import read_json_list, reading_item
+from .longmemeval import WHAT
 
 __all__ = ["real_corpus", "real_queries"]
 
@@ -29,17 +30,18 @@ _SENTENCE = re.compile(r"(?<=[.!?])\s+")
 
 def _messages(data: str | Path | list[dict[str, Any]], max_words: int) -> tuple[list[str], list[str]]:
     """(distinct user messages cut to ``max_words`` words, the questions)."""
-    entries = read_json_list(data, "LongMemEval questions")
+    entries = read_json_list(data, WHAT)
     messages: dict[str, None] = {}
     questions: list[str] = []
-    for entry in entries:
-        questions.append(str(entry["question"]))
-        for session in entry["haystack_sessions"]:
-            for turn in session:
-                if turn.get("role") == "user":
-                    words = str(turn.get("content", "")).split()
-                    if words:
-                        messages.setdefault(" ".join(words[:max_words]), None)
+    for index, entry in enumerate(entries):
+        with reading_item(data, WHAT, index):
+            questions.append(str(entry["question"]))
+            for session in entry["haystack_sessions"]:
+                for turn in session:
+                    if turn.get("role") == "user":
+                        words = str(turn.get("content", "")).split()
+                        if words:
+                            messages.setdefault(" ".join(words[:max_words]), None)
     return list(messages), questions
 
 

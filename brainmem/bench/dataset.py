@@ -11,12 +11,14 @@ its own haystack, LoCoMo one per conversation, the synthetic set a single one.
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-__all__ = ["Dataset", "Document", "Haystack", "Question", "read_json_list", "utc_timestamp"]
+__all__ = ["Dataset", "Document", "Haystack", "Question", "read_json_list", "reading_item", "utc_timestamp"]
 
 
 @dataclass(frozen=True)
@@ -102,3 +104,25 @@ def read_json_list(data: str | Path | list[dict[str, Any]], what: str) -> list[d
     if not isinstance(loaded, list):
         raise ValueError(f"{data}: expected a JSON list of {what}")
     return loaded
+
+
+def item_name(data: str | Path | list[dict[str, Any]], what: str, index: int) -> str:
+    """``"<file>: item <index> of the <what>"``: how a loader's error names a bad entry."""
+    source = "the data" if isinstance(data, list) else str(data)
+    return f"{source}: item {index} of the {what}"
+
+
+@contextmanager
+def reading_item(data: str | Path | list[dict[str, Any]], what: str, index: int) -> Iterator[None]:
+    """Read one entry of a dataset file: a missing field or a value of another type
+    (a KeyError, TypeError, AttributeError or IndexError of the loader) becomes a
+    ValueError naming the file, the entry and the field, not a traceback; a loader's
+    own ValueError (a date it cannot read) gets the file and entry in front."""
+    try:
+        yield
+    except ValueError as exc:
+        raise ValueError(f"{item_name(data, what, index)}: {exc}") from None
+    except KeyError as exc:
+        raise ValueError(f"{item_name(data, what, index)} has no field {exc.args[0]!r}") from None
+    except (TypeError, AttributeError, IndexError) as exc:
+        raise ValueError(f"{item_name(data, what, index)} is not in the expected shape ({exc})") from None
