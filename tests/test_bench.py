@@ -512,3 +512,22 @@ def test_the_perf_corpus_from_a_file_of_another_shape_is_a_clear_error(tmp_path:
     path.write_text(json.dumps([{"x": 1}]))
     with pytest.raises(ValueError, match="'question'"):
         run_perf(sizes=(10,), queries=2, corpus="longmemeval", data=path, reflect=False, workdir=tmp_path)
+
+
+@pytest.mark.parametrize("content, says", [(b"{bad", "not valid JSON"), (b"\xff\xfe[]", "not UTF-8"),
+                                           (None, "is a directory"), ("missing", "not found")])
+def test_a_data_file_that_cannot_be_read_is_named_in_the_error(tmp_path: Path, content, says: str) -> None:
+    # Before: "Expecting property name ... (char 1)" or "'utf-8' codec can't decode" without
+    # the file, a directory reported as "not found", and bench perf's corpus from a missing
+    # file a FileNotFoundError traceback.
+    path = tmp_path / "data.json"
+    if content is None:
+        path.mkdir()
+    elif isinstance(content, bytes):
+        path.write_bytes(content)
+    for run in (lambda: run_recall("locomo", data=path),
+                lambda: run_perf(sizes=(10,), queries=2, corpus="longmemeval", data=path, reflect=False,
+                                 workdir=tmp_path)):
+        with pytest.raises(ValueError) as caught:
+            run()
+        assert str(path) in str(caught.value) and says in str(caught.value)

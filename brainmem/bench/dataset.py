@@ -96,11 +96,23 @@ def utc_timestamp(dt: datetime) -> float:
 
 def read_json_list(data: str | Path | list[dict[str, Any]], what: str) -> list[dict[str, Any]]:
     """A dataset file's top-level JSON list (``what`` names its items), or ``data`` itself
-    when it is already a list."""
+    when it is already a list. A file that is missing, a folder, unreadable, not UTF-8 or
+    not JSON is a ValueError naming it."""
     if isinstance(data, list):
         return data
-    with open(data, encoding="utf-8") as f:
-        loaded = json.load(f)
+    try:
+        with open(data, encoding="utf-8-sig") as f:  # -sig: a byte-order mark is not an error
+            loaded = json.load(f)
+    except FileNotFoundError:
+        raise ValueError(f"data file not found: {data}") from None
+    except IsADirectoryError:
+        raise ValueError(f"{data} is a directory, not the dataset's JSON file") from None
+    except OSError as exc:
+        raise ValueError(f"cannot read {data}: {exc.strerror or exc}") from None
+    except UnicodeDecodeError as exc:
+        raise ValueError(f"{data} is not UTF-8 text (byte {exc.start}): expected the dataset's JSON file") from None
+    except json.JSONDecodeError as exc:
+        raise ValueError(f"{data} is not valid JSON: {exc}") from None
     if not isinstance(loaded, list):
         raise ValueError(f"{data}: expected a JSON list of {what}")
     return loaded

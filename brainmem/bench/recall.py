@@ -55,8 +55,6 @@ def load_dataset(dataset: str, data: str | Path | None = None, limit: int | None
             f"the {dataset} benchmark needs its data file: pass data=<path to the JSON file> "
             f"(the {dataset} data is not shipped with brainmem)"
         )
-    if not Path(data).is_file():
-        raise ValueError(f"{dataset} data file not found: {data}")
     if dataset == "longmemeval":
         from .longmemeval import load_longmemeval
 
