@@ -116,3 +116,22 @@ def test_bench_recall_on_a_file_of_another_shape_is_one_line(tmp_path: Path, cap
     assert main(["bench", "recall", "--dataset", "locomo", "--data", str(data), "--quiet"]) == 2
     err = capsys.readouterr().err.strip()
     assert err.startswith("brainmem: error:") and "\n" not in err and "'conversation'" in err
+
+
+def test_bench_recall_with_no_question_to_ask_is_an_error_not_a_table_of_zeros(tmp_path: Path, capsys) -> None:
+    # Before: "overall (n=0)" and 0.000 for every metric of both systems, exit 0, as if
+    # both had recalled nothing.
+    data, out = tmp_path / "lme.json", tmp_path / "r.json"
+    entry = {"question_id": "q1_abs", "question_type": "multi-session", "question": "why?",
+             "question_date": "2023/06/23 (Fri) 07:31", "haystack_session_ids": [],
+             "haystack_dates": [], "haystack_sessions": []}
+    data.write_text(json.dumps([entry]))
+    assert main(["bench", "recall", "--dataset", "longmemeval", "--data", str(data), "--quiet",
+                 "--json", str(out)]) == 2
+    captured = capsys.readouterr()
+    err = captured.err.strip()
+    assert err.startswith("brainmem: error:") and "\n" not in err and "no question" in err
+    assert "skipped_abstention=1" in err and captured.out == "" and not out.exists()
+    data.write_text("[]")
+    assert main(["bench", "recall", "--dataset", "locomo", "--data", str(data), "--quiet"]) == 2
+    assert "no question" in capsys.readouterr().err

@@ -155,6 +155,10 @@ def run_recall(
     if not ks or any(isinstance(k, bool) or not isinstance(k, int) or k < 1 for k in ks):
         raise ValueError(f"ks must be positive integers, not {ks!r}")
     ds = load_dataset(dataset, data, limit)
+    if not ds.n_questions:  # a mean over no question would print as 0.000 for every system
+        skipped = ", ".join(f"{k}={v}" for k, v in ds.notes.items() if v)
+        raise ValueError(f"no question to evaluate in {data if data is not None else dataset}"
+                         + (f" (skipped: {skipped})" if skipped else ""))
     protocol = ds.protocol
     depth = depth or (max(LONGMEMEVAL_DEPTH, max(ks)) if protocol == "longmemeval" else max(ks))
     if not max(ks) <= depth <= 1000:  # brainmem's search takes at most 1000 results
