@@ -135,3 +135,10 @@ def test_bench_recall_with_no_question_to_ask_is_an_error_not_a_table_of_zeros(t
     data.write_text("[]")
     assert main(["bench", "recall", "--dataset", "locomo", "--data", str(data), "--quiet"]) == 2
     assert "no question" in capsys.readouterr().err
+
+
+def test_bench_perf_measures_a_size_given_twice_twice(capsys) -> None:
+    # Before: the second 50 hit FileExistsError on its scratch folder: a traceback after
+    # the first size had been measured.
+    assert main(["bench", "perf", "--sizes", "50,50", "--queries", "3", "--no-reflect", "--quiet"]) == 0
+    assert capsys.readouterr().out.count("size 50 documents") == 2

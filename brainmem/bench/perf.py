@@ -345,8 +345,8 @@ def run_perf(
     total, done = len(sizes), 0
     reflect_available = True
     with tempfile.TemporaryDirectory(prefix="brainmem-perf-", dir=workdir) as tmp:
-        for size in sizes:
-            sub = os.path.join(tmp, str(size))
+        for n, size in enumerate(sizes):
+            sub = os.path.join(tmp, f"{n}-{size}")  # a size given twice is measured twice
             os.mkdir(sub)
             bm, raw, reflected = _measure(sub, texts_for(size), qs, reflect)
             reflect_available = reflect_available and reflected
