@@ -531,3 +531,31 @@ def test_a_data_file_that_cannot_be_read_is_named_in_the_error(tmp_path: Path, c
         with pytest.raises(ValueError) as caught:
             run()
         assert str(path) in str(caught.value) and says in str(caught.value)
+
+
+def test_the_perf_corpus_from_a_file_too_small_for_the_size_is_an_error_not_a_hang(tmp_path: Path) -> None:
+    # Before: real_corpus drew sentence pairs forever once every distinct pair was used
+    # (bench perf --corpus longmemeval never finished), and from a file with no user
+    # message it raised IndexError.
+    import threading
+
+    from brainmem.bench.corpus import real_corpus
+
+    path = tmp_path / "lme.json"
+    path.write_text(json.dumps(_lme_fixture()))
+    assert len(set(real_corpus(12, path))) == 12
+    result: list[BaseException] = []
+
+    def attempt() -> None:
+        try:
+            real_corpus(10_000, path)
+        except ValueError as exc:
+            result.append(exc)
+
+    worker = threading.Thread(target=attempt, daemon=True)
+    worker.start()
+    worker.join(5)
+    assert result and "10000" in str(result[0]) and str(path) in str(result[0])
+    path.write_text(json.dumps([{**_lme_fixture()[0], "haystack_sessions": [[], []]}]))
+    with pytest.raises(ValueError, match="no user message"):
+        run_perf(sizes=(5,), queries=2, corpus="longmemeval", data=path, reflect=False, workdir=tmp_path)

@@ -118,10 +118,14 @@ def read_json_list(data: str | Path | list[dict[str, Any]], what: str) -> list[d
     return loaded
 
 
-def item_name(data: str | Path | list[dict[str, Any]], what: str, index: int) -> str:
+def source_name(data: str | Path | list[dict[str, Any]]) -> str:
+    """The file's path, or "the data" for an already parsed list (never the whole list)."""
+    return "the data" if isinstance(data, list) else str(data)
+
+
+def _item_name(data: str | Path | list[dict[str, Any]], what: str, index: int) -> str:
     """``"<file>: item <index> of the <what>"``: how a loader's error names a bad entry."""
-    source = "the data" if isinstance(data, list) else str(data)
-    return f"{source}: item {index} of the {what}"
+    return f"{source_name(data)}: item {index} of the {what}"
 
 
 @contextmanager
@@ -133,8 +137,8 @@ def reading_item(data: str | Path | list[dict[str, Any]], what: str, index: int)
     try:
         yield
     except ValueError as exc:
-        raise ValueError(f"{item_name(data, what, index)}: {exc}") from None
+        raise ValueError(f"{_item_name(data, what, index)}: {exc}") from None
     except KeyError as exc:
-        raise ValueError(f"{item_name(data, what, index)} has no field {exc.args[0]!r}") from None
+        raise ValueError(f"{_item_name(data, what, index)} has no field {exc.args[0]!r}") from None
     except (TypeError, AttributeError, IndexError) as exc:
-        raise ValueError(f"{item_name(data, what, index)} is not in the expected shape ({exc})") from None
+        raise ValueError(f"{_item_name(data, what, index)} is not in the expected shape ({exc})") from None
