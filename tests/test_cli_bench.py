@@ -142,3 +142,25 @@ def test_bench_perf_measures_a_size_given_twice_twice(capsys) -> None:
     # the first size had been measured.
     assert main(["bench", "perf", "--sizes", "50,50", "--queries", "3", "--no-reflect", "--quiet"]) == 0
     assert capsys.readouterr().out.count("size 50 documents") == 2
+
+
+def test_bench_recall_with_an_unusable_embedding_cache_is_one_line(tmp_path: Path, monkeypatch, capsys) -> None:
+    # Before: a cache file that is not SQLite raised apsw.NotADBError, and an --embed-cache
+    # that is a file raised FileExistsError: tracebacks, before anything was embedded.
+    from _embedfakes import ConceptEmbedder
+
+    from brainmem.bench.embcache import CachedEmbedder
+
+    cache = tmp_path / "cache"
+    made = CachedEmbedder(ConceptEmbedder(model_id="fake"), cache)
+    made.close()
+    made.path.write_bytes(b"not a database " * 100)
+    blocker = tmp_path / "a-file"
+    blocker.write_text("x")
+    monkeypatch.setenv("BRAINMEM_EMBED_BASE_URL", "http://127.0.0.1:9")  # never reached
+    for folder, says in ((cache, str(made.path)), (blocker, str(blocker))):
+        assert main(["bench", "recall", "--limit", "2", "--quiet", "--embedder", "openai:fake",
+                     "--embed-cache", str(folder)]) == 2
+        captured = capsys.readouterr()
+        err = captured.err.strip()
+        assert err.startswith("brainmem: error:") and "\n" not in err and says in err and captured.out == ""

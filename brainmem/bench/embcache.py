@@ -17,7 +17,7 @@ from typing import Any
 import apsw
 import numpy as np
 
-from brainmem import Embedder
+from brainmem import Embedder, InvalidInput
 
 __all__ = ["CachedEmbedder", "default_cache_dir"]
 
@@ -28,7 +28,10 @@ def default_cache_dir() -> Path:
 
 
 class CachedEmbedder:
-    """Wraps an :class:`~brainmem.embed.Embedder`; same model id, vectors from disk when known."""
+    """Wraps an :class:`~brainmem.embed.Embedder`; same model id, vectors from disk when known.
+
+    A cache folder that cannot be made, or a cache file that is not a usable SQLite file
+    (damaged, or another program's), is :class:`~brainmem.InvalidInput` naming it."""
 
     def __init__(self, inner: Embedder, cache_dir: str | os.PathLike[str] | None = None) -> None:
         self.inner = inner
@@ -36,13 +39,23 @@ class CachedEmbedder:
         self.batch_size = inner.batch_size
         self.hits = self.misses = 0
         folder = Path(cache_dir) if cache_dir else default_cache_dir()
-        folder.mkdir(parents=True, exist_ok=True)
+        try:
+            folder.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            why = "it is a file" if folder.is_file() else exc.strerror or str(exc)
+            raise InvalidInput(f"cannot use {folder} as the embedding cache folder: {why}") from None
         name = re.sub(r"[^A-Za-z0-9_.-]+", "_", self.model_id)[:80]
         self.path = folder / f"{name}-{hashlib.sha256(self.model_id.encode()).hexdigest()[:8]}.sqlite"
-        self._db = apsw.Connection(str(self.path))
-        self._db.setbusytimeout(60_000)
-        self._db.execute("PRAGMA journal_mode=WAL")
-        self._db.execute("CREATE TABLE IF NOT EXISTS vec (key BLOB PRIMARY KEY, v BLOB NOT NULL) WITHOUT ROWID")
+        self._db = apsw.Connection(str(self.path))  # opens lazily: the first statement reads it
+        try:
+            self._db.setbusytimeout(60_000)
+            self._db.execute("PRAGMA journal_mode=WAL")
+            self._db.execute("CREATE TABLE IF NOT EXISTS vec (key BLOB PRIMARY KEY, v BLOB NOT NULL) WITHOUT ROWID")
+        except apsw.Error as exc:
+            self._db.close()
+            raise InvalidInput(f"the embedding cache {self.path} cannot be used ({exc}): it only holds "
+                               f"vectors that can be computed again, so delete it, or pass another "
+                               f"--embed-cache") from None
 
     @property
     def dimension(self) -> int | None:
