@@ -559,3 +559,21 @@ def test_the_perf_corpus_from_a_file_too_small_for_the_size_is_an_error_not_a_ha
     path.write_text(json.dumps([{**_lme_fixture()[0], "haystack_sessions": [[], []]}]))
     with pytest.raises(ValueError, match="no user message"):
         run_perf(sizes=(5,), queries=2, corpus="longmemeval", data=path, reflect=False, workdir=tmp_path)
+
+
+def test_crossval_table_shows_a_category_missing_from_a_fold_as_missing_not_zero() -> None:
+    # Before: a category with no question in one fold printed 0.000 for that fold and 0.000
+    # as its mean, where the JSON report holds no number: the printed table claimed a
+    # recall of zero no question was asked for.
+    from brainmem.bench.folds import CrossValReport
+
+    folds = {"0": {"recall@10": 0.5, "a:recall@10": 0.25}, "1": {"recall@10": 0.75, "b:recall@10": 1.0}}
+    per = {s: {**folds, "mean": {"recall@10": 0.625}} for s in ("fitted", "default", "fts5")}
+    report = CrossValReport(["synthetic"], 2, {"synthetic": [1, 1]}, {"synthetic": ["recall@10"]},
+                            {"synthetic": ["recall@10", "a:recall@10", "b:recall@10"]}, [{}, {}],
+                            {"synthetic": per})
+    rows = {line.split()[0]: line.split()[1:] for line in report.format().splitlines()
+            if line.startswith("  ") and "metric" not in line}
+    assert rows["recall@10"] == ["0.500", "0.750"] * 3 + ["0.625"] * 3
+    assert rows["a:recall@10"] == ["0.250", "n/a"] * 3 + ["n/a"] * 3
+    assert rows["b:recall@10"] == ["n/a", "1.000"] * 3 + ["n/a"] * 3
