@@ -577,3 +577,16 @@ def test_crossval_table_shows_a_category_missing_from_a_fold_as_missing_not_zero
     assert rows["recall@10"] == ["0.500", "0.750"] * 3 + ["0.625"] * 3
     assert rows["a:recall@10"] == ["0.250", "n/a"] * 3 + ["n/a"] * 3
     assert rows["b:recall@10"] == ["n/a", "1.000"] * 3 + ["n/a"] * 3
+
+
+@pytest.mark.parametrize("ks", [(0,), (), (2000,), (5, -1)])
+def test_cutoffs_out_of_range_are_refused_by_name_in_both_runners(ks: tuple[int, ...]) -> None:
+    # Before: cross-validation took them unchecked ("limit must be an integer in [1, 1000],
+    # not 0" from a search, "max() arg is an empty sequence"), and run_recall called 2000
+    # a bad "depth", a parameter the caller never gave.
+    from brainmem.bench.folds import run_crossval
+
+    for run in (lambda: run_recall("synthetic", limit=2, ks=ks),
+                lambda: run_crossval(folds=2, limit=4, ks=ks, ablate=False)):
+        with pytest.raises(ValueError, match=r"^ks must be"):
+            run()

@@ -41,6 +41,7 @@ from brainmem import Policy
 from .dataset import Dataset
 from .recall import (
     LONGMEMEVAL_DEPTH,
+    check_ks,
     headline_metric,
     load_dataset,
     score_question,
@@ -356,6 +357,7 @@ def run_crossval(
     t0 = time.perf_counter()
     if isinstance(folds, bool) or not isinstance(folds, int) or folds < 2:
         raise ValueError(f"folds must be an integer of at least 2, not {folds!r}")
+    ks = check_ks(ks)
     loaded = [load_dataset(name, data, limit) for name, data in datasets]
     evaluators: list[Evaluator] = []
     try:
