@@ -164,3 +164,16 @@ def test_bench_recall_with_an_unusable_embedding_cache_is_one_line(tmp_path: Pat
         captured = capsys.readouterr()
         err = captured.err.strip()
         assert err.startswith("brainmem: error:") and "\n" not in err and says in err and captured.out == ""
+
+
+def test_bench_perf_data_without_its_corpus_is_refused_not_ignored(tmp_path: Path, capsys) -> None:
+    # Before: --data without --corpus longmemeval was dropped without a word: the run timed
+    # pseudo-word texts while the user believed it timed their file's.
+    data = tmp_path / "lme.json"
+    data.write_text("[]")
+    assert main(["bench", "perf", "--sizes", "20", "--queries", "3", "--no-reflect", "--quiet",
+                 "--data", str(data)]) == 2
+    captured = capsys.readouterr()
+    err = captured.err.strip()
+    assert err.startswith("brainmem: error:") and "\n" not in err and "--corpus longmemeval" in err
+    assert captured.out == ""

@@ -128,6 +128,8 @@ def _perf(args: argparse.Namespace) -> int:
     _check_out(args.json)  # before the run: a report that cannot be written is not worth running
     if args.corpus == "longmemeval" and args.data is None:  # the API's message names data=
         raise InvalidInput("the longmemeval corpus needs --data PATH to a LongMemEval file")
+    if args.corpus == "synthetic" and args.data is not None:
+        raise InvalidInput("--data is read only with --corpus longmemeval: the synthetic corpus is built in")
     progress = Progress("perf", enabled=False if args.quiet else None)
     try:
         report = run_perf(sizes=sizes,
