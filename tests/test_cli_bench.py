@@ -177,3 +177,23 @@ def test_bench_perf_data_without_its_corpus_is_refused_not_ignored(tmp_path: Pat
     err = captured.err.strip()
     assert err.startswith("brainmem: error:") and "\n" not in err and "--corpus longmemeval" in err
     assert captured.out == ""
+
+
+@pytest.mark.parametrize("command", [["recall", "--dataset", "locomo"],
+                                     ["perf", "--corpus", "longmemeval", "--sizes", "10", "--queries", "3",
+                                      "--no-reflect"]])
+def test_bench_json_onto_its_own_data_file_is_refused(tmp_path: Path, capsys, command: list[str]) -> None:
+    # Before: --json naming the --data file (a slip of the shell history) ran the benchmark,
+    # then wrote the report over the dataset: the data file was lost.
+    from test_bench import _lme_fixture, _locomo_fixture
+
+    data = tmp_path / "data.json"
+    data.write_text(json.dumps(_locomo_fixture() if "recall" in command else _lme_fixture()))
+    before = data.read_bytes()
+    link = tmp_path / "link.json"
+    link.symlink_to(data)
+    for out in (data, link):
+        assert main(["bench", *command, "--quiet", "--data", str(data), "--json", str(out)]) == 2
+        err = capsys.readouterr().err.strip()
+        assert err.startswith("brainmem: error:") and "\n" not in err and "--data" in err
+        assert data.read_bytes() == before
