@@ -590,3 +590,43 @@ def test_cutoffs_out_of_range_are_refused_by_name_in_both_runners(ks: tuple[int,
                 lambda: run_crossval(folds=2, limit=4, ks=ks, ablate=False)):
         with pytest.raises(ValueError, match=r"^ks must be"):
             run()
+
+
+def test_perf_reflect_whose_child_dies_is_an_error_not_a_hang(tmp_path: Path, monkeypatch) -> None:
+    # Before: when reflect's child process ended without a result (killed for memory at a
+    # million traces, or reflect raised), the parent waited on the queue forever.
+    import multiprocessing
+    import queue
+    import threading
+
+    from brainmem import Brain, BrainmemError
+    from brainmem.bench.perf import reflect_under_load
+
+    class DeadChild:  # what the parent sees of a child the kernel killed
+        exitcode = -9
+
+        def __init__(self, target: object, args: object) -> None: ...
+        def start(self) -> None: ...
+        def is_alive(self) -> bool: return False
+        def join(self, timeout: float | None = None) -> None: ...
+
+    class Context:
+        Queue = queue.Queue
+        Process = DeadChild
+
+    monkeypatch.setattr(multiprocessing, "get_context", lambda method: Context)
+    path = str(tmp_path / "b.brain")
+    with Brain(path) as brain:
+        brain.add("one note")
+    outcome: list[BaseException] = []
+
+    def attempt() -> None:
+        try:
+            reflect_under_load(path)
+        except BrainmemError as exc:
+            outcome.append(exc)
+
+    worker = threading.Thread(target=attempt, daemon=True)
+    worker.start()
+    worker.join(5)
+    assert outcome and "-9" in str(outcome[0])
