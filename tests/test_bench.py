@@ -15,6 +15,7 @@ import random
 from pathlib import Path
 
 import apsw
+import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -630,3 +631,32 @@ def test_perf_reflect_whose_child_dies_is_an_error_not_a_hang(tmp_path: Path, mo
     worker.start()
     worker.join(5)
     assert outcome and "-9" in str(outcome[0])
+
+
+def test_embedding_cache_with_vectors_of_another_length_is_named(tmp_path: Path) -> None:
+    # Before: vectors cached from an earlier model under the same model id (another
+    # server, another --dimension) came back beside fresh ones of another length: numpy's
+    # "all input arrays must have the same shape" or a matmul error, naming neither the
+    # cache nor the model.
+    from _embedfakes import ConceptEmbedder
+
+    from brainmem import InvalidInput
+    from brainmem.bench.embcache import CachedEmbedder
+
+    old = CachedEmbedder(ConceptEmbedder(model_id="same", dim=8), tmp_path)
+    old.embed(["my cat Luna"])
+    old.close()
+    new = CachedEmbedder(ConceptEmbedder(model_id="same", dim=16), tmp_path)
+    for texts in (["my cat Luna", "a new text"], ["my cat Luna"]):
+        with pytest.raises(InvalidInput, match="8-d, 16-d") as caught:
+            new.embed(texts)
+        assert str(new.path) in str(caught.value)
+    new.close()
+    undeclared = ConceptEmbedder(model_id="same", dim=16)
+    undeclared.dimension = None  # an OpenAI-compatible model: its length is known after a call
+    undeclared.embed = lambda texts, kind="passage": np.ones((len(texts), 16), np.float32)  # type: ignore[method-assign]
+    new = CachedEmbedder(undeclared, tmp_path)
+    assert new.embed(["my cat Luna"]).shape == (1, 8)  # all cached: nothing to compare yet
+    with pytest.raises(InvalidInput, match="8-d, 16-d"):
+        new.embed(["a question never asked"])  # the bench's first query, after the documents
+    new.close()

@@ -38,6 +38,7 @@ class CachedEmbedder:
         self.model_id = inner.model_id
         self.batch_size = inner.batch_size
         self.hits = self.misses = 0
+        self._length: int | None = None  # of the vectors returned so far
         folder = Path(cache_dir) if cache_dir else default_cache_dir()
         try:
             folder.mkdir(parents=True, exist_ok=True)
@@ -87,7 +88,21 @@ class CachedEmbedder:
                 found.update(zip(chunk, arr))
         if not texts:
             return np.zeros((0, self.dimension or 0), np.float32)
-        return np.stack([found[k] for k in keys])
+        vectors = [found[k] for k in keys]
+        self._check_lengths(vectors)
+        return np.stack(vectors)
+
+    def _check_lengths(self, vectors: list[np.ndarray]) -> None:
+        """Every vector this cache returns has one length, the embedder's: the same model
+        id may have named another model when the cached ones were stored (another server,
+        another dimension), and vectors of two lengths cannot be compared."""
+        lengths = {len(v) for v in vectors} | {n for n in (self._length, self.dimension) if n is not None}
+        if len(lengths) > 1:
+            raise InvalidInput(
+                f"the embedding cache {self.path} holds vectors for {self.model_id!r} of another length "
+                f"than the embedder gives ({', '.join(f'{n}-d' for n in sorted(lengths))}): another model "
+                f"was cached under the same id; delete the file or pass another --embed-cache")
+        self._length = lengths.pop() if lengths else None
 
     def close(self) -> None:
         self._db.close()
