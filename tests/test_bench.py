@@ -660,3 +660,15 @@ def test_embedding_cache_with_vectors_of_another_length_is_named(tmp_path: Path)
     with pytest.raises(InvalidInput, match="8-d, 16-d"):
         new.embed(["a question never asked"])  # the bench's first query, after the documents
     new.close()
+
+
+def test_crossval_script_finds_the_longmemeval_file_run_all_uses(tmp_path: Path, monkeypatch, capsys) -> None:
+    # Before: run_all.sh ran recall on longmemeval_s_cleaned.json (the name of the current
+    # official release) but crossval.py, given the same folder, did not look for it and
+    # left LongMemEval out of the headline cross-validation.
+    names = set()
+    for line in (BENCHMARKS / "run_all.sh").read_text().splitlines():
+        if line.startswith(("LME=", "LOCOMO=")):
+            names |= {part.split("/")[-1].strip('")') for part in line.split() if ".json" in part}
+    files = _script("crossval").FILES
+    assert names == {n for candidates in files.values() for n in candidates}
