@@ -672,3 +672,15 @@ def test_crossval_script_finds_the_longmemeval_file_run_all_uses(tmp_path: Path,
             names |= {part.split("/")[-1].strip('")') for part in line.split() if ".json" in part}
     files = _script("crossval").FILES
     assert names == {n for candidates in files.values() for n in candidates}
+
+
+def test_the_readme_examples_of_each_data_format_run(tmp_path: Path) -> None:
+    # The README documents the fields the loaders read with one example per format.
+    readme = (BENCHMARKS.parent / "README.md").read_text(encoding="utf-8")
+    section = readme.split("## Benchmarks", 1)[1]
+    blocks = [b.split("```", 1)[0] for b in section.split("```json\n")[1:3]]
+    for dataset, block in zip(("longmemeval", "locomo"), blocks):
+        path = tmp_path / f"{dataset}.json"
+        path.write_text(block)
+        report = run_recall(dataset, data=path)
+        assert report.n_questions == 1 and report.results["brainmem"]["overall"][report.headline] == 1.0
