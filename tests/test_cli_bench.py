@@ -144,6 +144,7 @@ def test_bench_perf_measures_a_size_given_twice_twice(capsys) -> None:
     assert capsys.readouterr().out.count("size 50 documents") == 2
 
 
+@pytest.mark.slow  # over 0.3 s cold: it imports openai to build the embedder
 def test_bench_recall_with_an_unusable_embedding_cache_is_one_line(tmp_path: Path, monkeypatch, capsys) -> None:
     # Before: a cache file that is not SQLite raised apsw.NotADBError, and an --embed-cache
     # that is a file raised FileExistsError: tracebacks, before anything was embedded.
