@@ -18,7 +18,8 @@ from pathlib import Path
 
 from brainmem.bench.folds import run_crossval
 
-FILES = {"longmemeval": ("longmemeval_s_dev.json", "longmemeval_s.json"),
+#: the names run_all.sh looks for, in its order (longmemeval_s_cleaned.json: the current release)
+FILES = {"longmemeval": ("longmemeval_s_dev.json", "longmemeval_s.json", "longmemeval_s_cleaned.json"),
          "locomo": ("locomo_dev.json", "locomo10.json")}
 
 

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Regenerate every benchmark result, benchmarks/RESULTS.md and the plots with one command:
 #   benchmarks/run_all.sh [DATA_DIR]        (DATA_DIR defaults to ../shared/data, from the repo root)
-# The dataset files are looked up in DATA_DIR (longmemeval_s_dev.json or longmemeval_s.json,
-# locomo_dev.json or locomo10.json); a missing dataset is skipped with a message.
+# The dataset files are looked up in DATA_DIR (longmemeval_s_dev.json, longmemeval_s.json or
+# longmemeval_s_cleaned.json; locomo_dev.json or locomo10.json); a missing dataset is skipped
+# with a message.
 # PYTHON selects the interpreter (default: python).
 set -euo pipefail
 if [ $# -ge 1 ]; then

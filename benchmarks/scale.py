@@ -182,7 +182,8 @@ def main(argv: list[str] | None = None) -> int:
         for size in sizes:
             reflect = args.no_reflect_above is None or size <= args.no_reflect_above
             queries = args.queries if size <= 100_000 else min(args.queries, args.queries_above)
-            report = run_perf([size], queries, corpus=corpus, data=args.data, reflect=reflect,
+            report = run_perf([size], queries, corpus=corpus, reflect=reflect,
+                              data=args.data if corpus == "longmemeval" else None,
                               workdir=os.environ.get("BRAINMEM_BENCH_DIR"))
             print(report.format(), flush=True)
             done = report.to_dict()

@@ -15,6 +15,7 @@ import random
 from pathlib import Path
 
 import apsw
+import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -455,3 +456,231 @@ def test_parse_sizes_reads_every_benchmarks_sizes() -> None:
     for bad in ("", ",", "1kk", "ten", "-5"):
         with pytest.raises(InvalidInput, match="--sizes"):
             parse_sizes(bad)
+
+
+def _lme_without(key: str) -> list[dict]:
+    entry = _lme_fixture()[0]
+    del entry[key]
+    return [entry]
+
+
+def _locomo_with(change) -> list[dict]:
+    data = _locomo_fixture()
+    change(data[0])
+    return data
+
+
+def _mismatched_lme() -> list[dict]:
+    entry = _lme_fixture()[0]
+    entry["haystack_dates"] = entry["haystack_dates"][:1]  # two sessions, one date
+    return [entry]
+
+
+@pytest.mark.parametrize("dataset, data, names", [
+    ("longmemeval", [1, 2], "item 0"),
+    ("longmemeval", [{"x": 1}], "'question_id'"),
+    ("longmemeval", _lme_without("haystack_dates"), "'haystack_dates'"),
+    ("longmemeval", _mismatched_lme(), "haystack_dates"),
+    ("locomo", [1], "item 0"),
+    ("locomo", [{"x": 1}], "'conversation'"),
+    ("locomo", _locomo_with(lambda s: s["conversation"].pop("session_2_date_time")), "'session_2_date_time'"),
+    ("locomo", _locomo_with(lambda s: s["qa"][0].pop("question")), "'question'"),
+    ("locomo", _locomo_with(lambda s: s["conversation"]["session_1"].append("hi")), "item 0"),
+])
+def test_a_data_file_of_another_shape_is_a_clear_error(tmp_path: Path, dataset: str, data: list,
+                                                        names: str) -> None:
+    # Before: a raw KeyError / TypeError / AttributeError traceback from deep in the loader,
+    # or (sessions and dates of different lengths) sessions silently left out.
+    path = tmp_path / "data.json"
+    path.write_text(json.dumps(data))
+    with pytest.raises(ValueError) as caught:
+        run_recall(dataset, data=path)
+    assert str(path) in str(caught.value) and names in str(caught.value)
+
+
+def test_a_longmemeval_turn_without_text_is_an_empty_document(tmp_path: Path) -> None:
+    # Before: "content": null reached the runner as None and raised AttributeError.
+    entry = _lme_fixture()[0]
+    entry["haystack_sessions"][1][0]["content"] = None
+    path = tmp_path / "lme.json"
+    path.write_text(json.dumps([entry]))
+    report = run_recall("longmemeval", data=path)
+    assert report.n_questions == 1 and report.notes["empty_documents_left_out"] == 1
+
+
+def test_the_perf_corpus_from_a_file_of_another_shape_is_a_clear_error(tmp_path: Path) -> None:
+    path = tmp_path / "lme.json"
+    path.write_text(json.dumps([{"x": 1}]))
+    with pytest.raises(ValueError, match="'question'"):
+        run_perf(sizes=(10,), queries=2, corpus="longmemeval", data=path, reflect=False, workdir=tmp_path)
+
+
+@pytest.mark.parametrize("content, says", [(b"{bad", "not valid JSON"), (b"\xff\xfe[]", "not UTF-8"),
+                                           (None, "is a directory"), ("missing", "not found")])
+def test_a_data_file_that_cannot_be_read_is_named_in_the_error(tmp_path: Path, content, says: str) -> None:
+    # Before: "Expecting property name ... (char 1)" or "'utf-8' codec can't decode" without
+    # the file, a directory reported as "not found", and bench perf's corpus from a missing
+    # file a FileNotFoundError traceback.
+    path = tmp_path / "data.json"
+    if content is None:
+        path.mkdir()
+    elif isinstance(content, bytes):
+        path.write_bytes(content)
+    for run in (lambda: run_recall("locomo", data=path),
+                lambda: run_perf(sizes=(10,), queries=2, corpus="longmemeval", data=path, reflect=False,
+                                 workdir=tmp_path)):
+        with pytest.raises(ValueError) as caught:
+            run()
+        assert str(path) in str(caught.value) and says in str(caught.value)
+
+
+def test_the_perf_corpus_from_a_file_too_small_for_the_size_is_an_error_not_a_hang(tmp_path: Path) -> None:
+    # Before: real_corpus drew sentence pairs forever once every distinct pair was used
+    # (bench perf --corpus longmemeval never finished), and from a file with no user
+    # message it raised IndexError.
+    import threading
+
+    from brainmem.bench.corpus import real_corpus
+
+    path = tmp_path / "lme.json"
+    path.write_text(json.dumps(_lme_fixture()))
+    assert len(set(real_corpus(12, path))) == 12
+    result: list[BaseException] = []
+
+    def attempt() -> None:
+        try:
+            real_corpus(10_000, path)
+        except ValueError as exc:
+            result.append(exc)
+
+    worker = threading.Thread(target=attempt, daemon=True)
+    worker.start()
+    worker.join(5)
+    assert result and "10000" in str(result[0]) and str(path) in str(result[0])
+    path.write_text(json.dumps([{**_lme_fixture()[0], "haystack_sessions": [[], []]}]))
+    with pytest.raises(ValueError, match="no user message"):
+        run_perf(sizes=(5,), queries=2, corpus="longmemeval", data=path, reflect=False, workdir=tmp_path)
+
+
+def test_crossval_table_shows_a_category_missing_from_a_fold_as_missing_not_zero() -> None:
+    # Before: a category with no question in one fold printed 0.000 for that fold and 0.000
+    # as its mean, where the JSON report holds no number: the printed table claimed a
+    # recall of zero no question was asked for.
+    from brainmem.bench.folds import CrossValReport
+
+    folds = {"0": {"recall@10": 0.5, "a:recall@10": 0.25}, "1": {"recall@10": 0.75, "b:recall@10": 1.0}}
+    per = {s: {**folds, "mean": {"recall@10": 0.625}} for s in ("fitted", "default", "fts5")}
+    report = CrossValReport(["synthetic"], 2, {"synthetic": [1, 1]}, {"synthetic": ["recall@10"]},
+                            {"synthetic": ["recall@10", "a:recall@10", "b:recall@10"]}, [{}, {}],
+                            {"synthetic": per})
+    rows = {line.split()[0]: line.split()[1:] for line in report.format().splitlines()
+            if line.startswith("  ") and "metric" not in line}
+    assert rows["recall@10"] == ["0.500", "0.750"] * 3 + ["0.625"] * 3
+    assert rows["a:recall@10"] == ["0.250", "n/a"] * 3 + ["n/a"] * 3
+    assert rows["b:recall@10"] == ["n/a", "1.000"] * 3 + ["n/a"] * 3
+
+
+@pytest.mark.parametrize("ks", [(0,), (), (2000,), (5, -1)])
+def test_cutoffs_out_of_range_are_refused_by_name_in_both_runners(ks: tuple[int, ...]) -> None:
+    # Before: cross-validation took them unchecked ("limit must be an integer in [1, 1000],
+    # not 0" from a search, "max() arg is an empty sequence"), and run_recall called 2000
+    # a bad "depth", a parameter the caller never gave.
+    from brainmem.bench.folds import run_crossval
+
+    for run in (lambda: run_recall("synthetic", limit=2, ks=ks),
+                lambda: run_crossval(folds=2, limit=4, ks=ks, ablate=False)):
+        with pytest.raises(ValueError, match=r"^ks must be"):
+            run()
+
+
+def test_perf_reflect_whose_child_dies_is_an_error_not_a_hang(tmp_path: Path, monkeypatch) -> None:
+    # Before: when reflect's child process ended without a result (killed for memory at a
+    # million traces, or reflect raised), the parent waited on the queue forever.
+    import multiprocessing
+    import queue
+    import threading
+
+    from brainmem import Brain, BrainmemError
+    from brainmem.bench.perf import reflect_under_load
+
+    class DeadChild:  # what the parent sees of a child the kernel killed
+        exitcode = -9
+
+        def __init__(self, target: object, args: object) -> None: ...
+        def start(self) -> None: ...
+        def is_alive(self) -> bool: return False
+        def join(self, timeout: float | None = None) -> None: ...
+
+    class Context:
+        Queue = queue.Queue
+        Process = DeadChild
+
+    monkeypatch.setattr(multiprocessing, "get_context", lambda method: Context)
+    path = str(tmp_path / "b.brain")
+    with Brain(path) as brain:
+        brain.add("one note")
+    outcome: list[BaseException] = []
+
+    def attempt() -> None:
+        try:
+            reflect_under_load(path)
+        except BrainmemError as exc:
+            outcome.append(exc)
+
+    worker = threading.Thread(target=attempt, daemon=True)
+    worker.start()
+    worker.join(5)
+    assert outcome and "-9" in str(outcome[0])
+
+
+def test_embedding_cache_with_vectors_of_another_length_is_named(tmp_path: Path) -> None:
+    # Before: vectors cached from an earlier model under the same model id (another
+    # server, another --dimension) came back beside fresh ones of another length: numpy's
+    # "all input arrays must have the same shape" or a matmul error, naming neither the
+    # cache nor the model.
+    from _embedfakes import ConceptEmbedder
+
+    from brainmem import InvalidInput
+    from brainmem.bench.embcache import CachedEmbedder
+
+    old = CachedEmbedder(ConceptEmbedder(model_id="same", dim=8), tmp_path)
+    old.embed(["my cat Luna"])
+    old.close()
+    new = CachedEmbedder(ConceptEmbedder(model_id="same", dim=16), tmp_path)
+    for texts in (["my cat Luna", "a new text"], ["my cat Luna"]):
+        with pytest.raises(InvalidInput, match="8-d, 16-d") as caught:
+            new.embed(texts)
+        assert str(new.path) in str(caught.value)
+    new.close()
+    undeclared = ConceptEmbedder(model_id="same", dim=16)
+    undeclared.dimension = None  # an OpenAI-compatible model: its length is known after a call
+    undeclared.embed = lambda texts, kind="passage": np.ones((len(texts), 16), np.float32)  # type: ignore[method-assign]
+    new = CachedEmbedder(undeclared, tmp_path)
+    assert new.embed(["my cat Luna"]).shape == (1, 8)  # all cached: nothing to compare yet
+    with pytest.raises(InvalidInput, match="8-d, 16-d"):
+        new.embed(["a question never asked"])  # the bench's first query, after the documents
+    new.close()
+
+
+def test_crossval_script_finds_the_longmemeval_file_run_all_uses(tmp_path: Path, monkeypatch, capsys) -> None:
+    # Before: run_all.sh ran recall on longmemeval_s_cleaned.json (the name of the current
+    # official release) but crossval.py, given the same folder, did not look for it and
+    # left LongMemEval out of the headline cross-validation.
+    names = set()
+    for line in (BENCHMARKS / "run_all.sh").read_text().splitlines():
+        if line.startswith(("LME=", "LOCOMO=")):
+            names |= {part.split("/")[-1].strip('")') for part in line.split() if ".json" in part}
+    files = _script("crossval").FILES
+    assert names == {n for candidates in files.values() for n in candidates}
+
+
+def test_the_readme_examples_of_each_data_format_run(tmp_path: Path) -> None:
+    # The README documents the fields the loaders read with one example per format.
+    readme = (BENCHMARKS.parent / "README.md").read_text(encoding="utf-8")
+    section = readme.split("## Benchmarks", 1)[1]
+    blocks = [b.split("```", 1)[0] for b in section.split("```json\n")[1:3]]
+    for dataset, block in zip(("longmemeval", "locomo"), blocks):
+        path = tmp_path / f"{dataset}.json"
+        path.write_text(block)
+        report = run_recall(dataset, data=path)
+        assert report.n_questions == 1 and report.results["brainmem"]["overall"][report.headline] == 1.0

@@ -107,3 +107,94 @@ def test_bench_folds_with_an_embedder_fits_the_meaning_weight(tmp_path, monkeypa
         assert main(["bench", "recall", "--folds", "2", "--limit", "8", "--quiet", "--embedder",
                      "openai:fake", "--embed-cache", str(tmp_path / "cache")]) == 0
     assert "weight_vector" in capsys.readouterr().out
+
+
+def test_bench_recall_on_a_file_of_another_shape_is_one_line(tmp_path: Path, capsys) -> None:
+    # Before: KeyError: 'conversation' and a traceback.
+    data = tmp_path / "mine.json"
+    data.write_text(json.dumps([{"question": "where?", "answer": "here"}]))
+    assert main(["bench", "recall", "--dataset", "locomo", "--data", str(data), "--quiet"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("brainmem: error:") and "\n" not in err and "'conversation'" in err
+
+
+def test_bench_recall_with_no_question_to_ask_is_an_error_not_a_table_of_zeros(tmp_path: Path, capsys) -> None:
+    # Before: "overall (n=0)" and 0.000 for every metric of both systems, exit 0, as if
+    # both had recalled nothing.
+    data, out = tmp_path / "lme.json", tmp_path / "r.json"
+    entry = {"question_id": "q1_abs", "question_type": "multi-session", "question": "why?",
+             "question_date": "2023/06/23 (Fri) 07:31", "haystack_session_ids": [],
+             "haystack_dates": [], "haystack_sessions": []}
+    data.write_text(json.dumps([entry]))
+    assert main(["bench", "recall", "--dataset", "longmemeval", "--data", str(data), "--quiet",
+                 "--json", str(out)]) == 2
+    captured = capsys.readouterr()
+    err = captured.err.strip()
+    assert err.startswith("brainmem: error:") and "\n" not in err and "no question" in err
+    assert "skipped_abstention=1" in err and captured.out == "" and not out.exists()
+    data.write_text("[]")
+    assert main(["bench", "recall", "--dataset", "locomo", "--data", str(data), "--quiet"]) == 2
+    assert "no question" in capsys.readouterr().err
+
+
+def test_bench_perf_measures_a_size_given_twice_twice(capsys) -> None:
+    # Before: the second 50 hit FileExistsError on its scratch folder: a traceback after
+    # the first size had been measured.
+    assert main(["bench", "perf", "--sizes", "50,50", "--queries", "3", "--no-reflect", "--quiet"]) == 0
+    assert capsys.readouterr().out.count("size 50 documents") == 2
+
+
+@pytest.mark.slow  # over 0.3 s cold: it imports openai to build the embedder
+def test_bench_recall_with_an_unusable_embedding_cache_is_one_line(tmp_path: Path, monkeypatch, capsys) -> None:
+    # Before: a cache file that is not SQLite raised apsw.NotADBError, and an --embed-cache
+    # that is a file raised FileExistsError: tracebacks, before anything was embedded.
+    from _embedfakes import ConceptEmbedder
+
+    from brainmem.bench.embcache import CachedEmbedder
+
+    cache = tmp_path / "cache"
+    made = CachedEmbedder(ConceptEmbedder(model_id="fake"), cache)
+    made.close()
+    made.path.write_bytes(b"not a database " * 100)
+    blocker = tmp_path / "a-file"
+    blocker.write_text("x")
+    monkeypatch.setenv("BRAINMEM_EMBED_BASE_URL", "http://127.0.0.1:9")  # never reached
+    for folder, says in ((cache, str(made.path)), (blocker, str(blocker))):
+        assert main(["bench", "recall", "--limit", "2", "--quiet", "--embedder", "openai:fake",
+                     "--embed-cache", str(folder)]) == 2
+        captured = capsys.readouterr()
+        err = captured.err.strip()
+        assert err.startswith("brainmem: error:") and "\n" not in err and says in err and captured.out == ""
+
+
+def test_bench_perf_data_without_its_corpus_is_refused_not_ignored(tmp_path: Path, capsys) -> None:
+    # Before: --data without --corpus longmemeval was dropped without a word: the run timed
+    # pseudo-word texts while the user believed it timed their file's.
+    data = tmp_path / "lme.json"
+    data.write_text("[]")
+    assert main(["bench", "perf", "--sizes", "20", "--queries", "3", "--no-reflect", "--quiet",
+                 "--data", str(data)]) == 2
+    captured = capsys.readouterr()
+    err = captured.err.strip()
+    assert err.startswith("brainmem: error:") and "\n" not in err and "--corpus longmemeval" in err
+    assert captured.out == ""
+
+
+@pytest.mark.parametrize("command", [["recall", "--dataset", "locomo"],
+                                     ["perf", "--corpus", "longmemeval", "--sizes", "10", "--queries", "3",
+                                      "--no-reflect"]])
+def test_bench_json_onto_its_own_data_file_is_refused(tmp_path: Path, capsys, command: list[str]) -> None:
+    # Before: --json naming the --data file (a slip of the shell history) ran the benchmark,
+    # then wrote the report over the dataset: the data file was lost.
+    from test_bench import _lme_fixture, _locomo_fixture
+
+    data = tmp_path / "data.json"
+    data.write_text(json.dumps(_locomo_fixture() if "recall" in command else _lme_fixture()))
+    before = data.read_bytes()
+    link = tmp_path / "link.json"
+    link.symlink_to(data)
+    for out in (data, link):
+        assert main(["bench", *command, "--quiet", "--data", str(data), "--json", str(out)]) == 2
+        err = capsys.readouterr().err.strip()
+        assert err.startswith("brainmem: error:") and "\n" not in err and "--data" in err
+        assert data.read_bytes() == before

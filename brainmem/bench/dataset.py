@@ -11,12 +11,14 @@ its own haystack, LoCoMo one per conversation, the synthetic set a single one.
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-__all__ = ["Dataset", "Document", "Haystack", "Question", "read_json_list", "utc_timestamp"]
+__all__ = ["Dataset", "Document", "Haystack", "Question", "read_json_list", "reading_item", "utc_timestamp"]
 
 
 @dataclass(frozen=True)
@@ -94,11 +96,49 @@ def utc_timestamp(dt: datetime) -> float:
 
 def read_json_list(data: str | Path | list[dict[str, Any]], what: str) -> list[dict[str, Any]]:
     """A dataset file's top-level JSON list (``what`` names its items), or ``data`` itself
-    when it is already a list."""
+    when it is already a list. A file that is missing, a folder, unreadable, not UTF-8 or
+    not JSON is a ValueError naming it."""
     if isinstance(data, list):
         return data
-    with open(data, encoding="utf-8") as f:
-        loaded = json.load(f)
+    try:
+        with open(data, encoding="utf-8-sig") as f:  # -sig: a byte-order mark is not an error
+            loaded = json.load(f)
+    except FileNotFoundError:
+        raise ValueError(f"data file not found: {data}") from None
+    except IsADirectoryError:
+        raise ValueError(f"{data} is a directory, not the dataset's JSON file") from None
+    except OSError as exc:
+        raise ValueError(f"cannot read {data}: {exc.strerror or exc}") from None
+    except UnicodeDecodeError as exc:
+        raise ValueError(f"{data} is not UTF-8 text (byte {exc.start}): expected the dataset's JSON file") from None
+    except json.JSONDecodeError as exc:
+        raise ValueError(f"{data} is not valid JSON: {exc}") from None
     if not isinstance(loaded, list):
         raise ValueError(f"{data}: expected a JSON list of {what}")
     return loaded
+
+
+def source_name(data: str | Path | list[dict[str, Any]]) -> str:
+    """The file's path, or "the data" for an already parsed list (never the whole list)."""
+    return "the data" if isinstance(data, list) else str(data)
+
+
+def _item_name(data: str | Path | list[dict[str, Any]], what: str, index: int) -> str:
+    """``"<file>: item <index> of the <what>"``: how a loader's error names a bad entry."""
+    return f"{source_name(data)}: item {index} of the {what}"
+
+
+@contextmanager
+def reading_item(data: str | Path | list[dict[str, Any]], what: str, index: int) -> Iterator[None]:
+    """Read one entry of a dataset file: a missing field or a value of another type
+    (a KeyError, TypeError, AttributeError or IndexError of the loader) becomes a
+    ValueError naming the file, the entry and the field, not a traceback; a loader's
+    own ValueError (a date it cannot read) gets the file and entry in front."""
+    try:
+        yield
+    except ValueError as exc:
+        raise ValueError(f"{_item_name(data, what, index)}: {exc}") from None
+    except KeyError as exc:
+        raise ValueError(f"{_item_name(data, what, index)} has no field {exc.args[0]!r}") from None
+    except (TypeError, AttributeError, IndexError) as exc:
+        raise ValueError(f"{_item_name(data, what, index)} is not in the expected shape ({exc})") from None

@@ -17,7 +17,7 @@ from typing import Any
 import apsw
 import numpy as np
 
-from brainmem import Embedder
+from brainmem import Embedder, InvalidInput
 
 __all__ = ["CachedEmbedder", "default_cache_dir"]
 
@@ -28,21 +28,35 @@ def default_cache_dir() -> Path:
 
 
 class CachedEmbedder:
-    """Wraps an :class:`~brainmem.embed.Embedder`; same model id, vectors from disk when known."""
+    """Wraps an :class:`~brainmem.embed.Embedder`; same model id, vectors from disk when known.
+
+    A cache folder that cannot be made, or a cache file that is not a usable SQLite file
+    (damaged, or another program's), is :class:`~brainmem.InvalidInput` naming it."""
 
     def __init__(self, inner: Embedder, cache_dir: str | os.PathLike[str] | None = None) -> None:
         self.inner = inner
         self.model_id = inner.model_id
         self.batch_size = inner.batch_size
         self.hits = self.misses = 0
+        self._length: int | None = None  # of the vectors returned so far
         folder = Path(cache_dir) if cache_dir else default_cache_dir()
-        folder.mkdir(parents=True, exist_ok=True)
+        try:
+            folder.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            why = "it is a file" if folder.is_file() else exc.strerror or str(exc)
+            raise InvalidInput(f"cannot use {folder} as the embedding cache folder: {why}") from None
         name = re.sub(r"[^A-Za-z0-9_.-]+", "_", self.model_id)[:80]
         self.path = folder / f"{name}-{hashlib.sha256(self.model_id.encode()).hexdigest()[:8]}.sqlite"
-        self._db = apsw.Connection(str(self.path))
-        self._db.setbusytimeout(60_000)
-        self._db.execute("PRAGMA journal_mode=WAL")
-        self._db.execute("CREATE TABLE IF NOT EXISTS vec (key BLOB PRIMARY KEY, v BLOB NOT NULL) WITHOUT ROWID")
+        self._db = apsw.Connection(str(self.path))  # opens lazily: the first statement reads it
+        try:
+            self._db.setbusytimeout(60_000)
+            self._db.execute("PRAGMA journal_mode=WAL")
+            self._db.execute("CREATE TABLE IF NOT EXISTS vec (key BLOB PRIMARY KEY, v BLOB NOT NULL) WITHOUT ROWID")
+        except apsw.Error as exc:
+            self._db.close()
+            raise InvalidInput(f"the embedding cache {self.path} cannot be used ({exc}): it only holds "
+                               f"vectors that can be computed again, so delete it, or pass another "
+                               f"--embed-cache") from None
 
     @property
     def dimension(self) -> int | None:
@@ -74,7 +88,21 @@ class CachedEmbedder:
                 found.update(zip(chunk, arr))
         if not texts:
             return np.zeros((0, self.dimension or 0), np.float32)
-        return np.stack([found[k] for k in keys])
+        vectors = [found[k] for k in keys]
+        self._check_lengths(vectors)
+        return np.stack(vectors)
+
+    def _check_lengths(self, vectors: list[np.ndarray]) -> None:
+        """Every vector this cache returns has one length, the embedder's: the same model
+        id may have named another model when the cached ones were stored (another server,
+        another dimension), and vectors of two lengths cannot be compared."""
+        lengths = {len(v) for v in vectors} | {n for n in (self._length, self.dimension) if n is not None}
+        if len(lengths) > 1:
+            raise InvalidInput(
+                f"the embedding cache {self.path} holds vectors for {self.model_id!r} of another length "
+                f"than the embedder gives ({', '.join(f'{n}-d' for n in sorted(lengths))}): another model "
+                f"was cached under the same id; delete the file or pass another --embed-cache")
+        self._length = lengths.pop() if lengths else None
 
     def close(self) -> None:
         self._db.close()

@@ -41,6 +41,7 @@ from brainmem import Policy
 from .dataset import Dataset
 from .recall import (
     LONGMEMEVAL_DEPTH,
+    check_ks,
     headline_metric,
     load_dataset,
     score_question,
@@ -272,12 +273,12 @@ class CrossValReport:
             head = f"  {'metric':<{width}} " + " ".join(
                 f"{f'{s} f{i}':>10}" for s in ("fitted", "default", "fts5") for i in range(self.folds))
             lines.append(head + f" {'fitted':>8} {'default':>8} {'fts5':>8}")
-            for m in names:
-                cells = [self.held_out[d][s][str(i)].get(m, 0.0)
+            for m in names:  # a category with no question in a fold has no number there: n/a
+                cells = [self.held_out[d][s][str(i)].get(m)
                          for s in ("fitted", "default", "fts5") for i in range(self.folds)]
-                means = [self.held_out[d][s]["mean"].get(m, 0.0) for s in ("fitted", "default", "fts5")]
-                lines.append(f"  {m:<{width}} " + " ".join(f"{c:>10.3f}" for c in cells)
-                             + " " + " ".join(f"{c:>8.3f}" for c in means))
+                means = [self.held_out[d][s]["mean"].get(m) for s in ("fitted", "default", "fts5")]
+                lines.append(f"  {m:<{width}} " + " ".join(_cell(c, 10) for c in cells)
+                             + " " + " ".join(_cell(c, 8) for c in means))
         if self.ablation:
             lines.append("ablation (one knob, others default; held-out objective, fit on the other fold):")
             for row in self.ablation:
@@ -288,6 +289,10 @@ class CrossValReport:
                 lines.append(f"  {row['field']:<18} default={_fmt(row['default'])} off={_fmt(row['neutral'])}"
                              f"  {' | '.join(parts)}  -> {row['decision']}")
         return "\n".join(lines)
+
+
+def _cell(value: float | None, width: int) -> str:
+    return f"{'n/a' if value is None else f'{value:.3f}':>{width}}"
 
 
 def _fmt(v: Any) -> str:
@@ -352,6 +357,7 @@ def run_crossval(
     t0 = time.perf_counter()
     if isinstance(folds, bool) or not isinstance(folds, int) or folds < 2:
         raise ValueError(f"folds must be an integer of at least 2, not {folds!r}")
+    ks = check_ks(ks)
     loaded = [load_dataset(name, data, limit) for name, data in datasets]
     evaluators: list[Evaluator] = []
     try:

@@ -26,7 +26,15 @@ from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from .dataset import Dataset, Document, Haystack, Question, read_json_list, utc_timestamp
+from .dataset import (
+    Dataset,
+    Document,
+    Haystack,
+    Question,
+    read_json_list,
+    reading_item,
+    utc_timestamp,
+)
 
 __all__ = ["CATEGORIES", "clean_evidence", "load_locomo", "parse_date", "turn_text"]
 
@@ -76,39 +84,50 @@ def clean_evidence(raw: Any, valid: set[str]) -> tuple[tuple[str, ...], int]:
     return tuple(out), dropped
 
 
+WHAT = "LoCoMo conversations"
+
+
+def _haystack(n: int, sample: dict[str, Any], notes: dict[str, int]) -> Haystack | None:
+    """Conversation ``n``: its turns and questions, or None when it has no session."""
+    sid = str(sample.get("sample_id", f"conv-{n}"))
+    conv = sample["conversation"]
+    sessions = sorted(
+        (int(m.group(1)), key) for key in conv if (m := _SESSION.match(key)) and isinstance(conv[key], list)
+    )
+    docs: list[Document] = []
+    last = None
+    for _num, key in sessions:
+        created = parse_date(conv[f"{key}_date_time"])
+        last = created if last is None else max(last, created)
+        for turn in conv[key]:
+            docs.append(Document(str(turn["dia_id"]), turn_text(turn), f"{sid}/{key}", created))
+    if last is None:
+        return None
+    query_time = last + timedelta(days=1).total_seconds()
+    valid = {d.doc_id for d in docs}
+    questions = []
+    for i, qa in enumerate(sample.get("qa", [])):
+        evidence, dropped = clean_evidence(qa.get("evidence"), valid)
+        notes["invalid_evidence_ids"] += dropped
+        if not evidence:
+            notes["no_evidence_counted_1"] += 1
+        cat = CATEGORY_NAMES.get(qa.get("category"), str(qa.get("category")))
+        questions.append(Question(f"{sid}/q{i}", str(qa["question"]), cat, query_time, evidence))
+    return Haystack(sid, docs, questions)
+
+
 def load_locomo(data: str | Path | list[dict[str, Any]], limit: int | None = None) -> Dataset:
     """Load a ``locomo10.json``-format file (or its parsed list); ``limit`` = first N conversations."""
-    samples = read_json_list(data, "LoCoMo conversations")
+    samples = read_json_list(data, WHAT)
     if limit is not None:
         samples = samples[:limit]
     notes = {"invalid_evidence_ids": 0, "no_evidence_counted_1": 0}
     haystacks = []
     for n, sample in enumerate(samples):
-        sid = str(sample.get("sample_id", f"conv-{n}"))
-        conv = sample["conversation"]
-        sessions = sorted(
-            (int(m.group(1)), key) for key in conv if (m := _SESSION.match(key)) and isinstance(conv[key], list)
-        )
-        docs: list[Document] = []
-        last = None
-        for _num, key in sessions:
-            created = parse_date(conv[f"{key}_date_time"])
-            last = created if last is None else max(last, created)
-            for turn in conv[key]:
-                docs.append(Document(str(turn["dia_id"]), turn_text(turn), f"{sid}/{key}", created))
-        if last is None:
-            continue
-        query_time = last + timedelta(days=1).total_seconds()
-        valid = {d.doc_id for d in docs}
-        questions = []
-        for i, qa in enumerate(sample.get("qa", [])):
-            evidence, dropped = clean_evidence(qa.get("evidence"), valid)
-            notes["invalid_evidence_ids"] += dropped
-            if not evidence:
-                notes["no_evidence_counted_1"] += 1
-            cat = CATEGORY_NAMES.get(qa.get("category"), str(qa.get("category")))
-            questions.append(Question(f"{sid}/q{i}", str(qa["question"]), cat, query_time, evidence))
-        haystacks.append(Haystack(sid, docs, questions))
+        with reading_item(data, WHAT, n):
+            haystack = _haystack(n, sample, notes)
+        if haystack is not None:
+            haystacks.append(haystack)
     extra = sorted({q.category for h in haystacks for q in h.questions} - set(CATEGORIES))
     return Dataset("locomo", "locomo", haystacks, CATEGORIES + tuple(extra), notes)
 

@@ -26,7 +26,15 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from .dataset import Dataset, Document, Haystack, Question, read_json_list, utc_timestamp
+from .dataset import (
+    Dataset,
+    Document,
+    Haystack,
+    Question,
+    read_json_list,
+    reading_item,
+    utc_timestamp,
+)
 
 __all__ = ["CATEGORIES", "load_longmemeval", "parse_date"]
 
@@ -62,8 +70,40 @@ def session_documents(session_id: str, turns: list[dict[str, Any]], created_at: 
         doc_id = f"{session_id}_{i + 1}"
         if evidence_session and not turn.get("has_answer", False):
             doc_id = doc_id.replace("answer", "noans")
-        docs.append(Document(doc_id, turn.get("content", ""), session_id, created_at))
+        content = turn.get("content")  # a turn without text is an empty document, left out
+        docs.append(Document(doc_id, "" if content is None else str(content), session_id, created_at))
     return docs
+
+
+WHAT = "LongMemEval questions"
+
+
+def _haystack(entry: dict[str, Any], notes: dict[str, int]) -> Haystack | None:
+    """One question's haystack, or None (counted in ``notes``) when the protocol skips it."""
+    qid = str(entry["question_id"])
+    if "_abs" in qid:
+        notes["skipped_abstention"] += 1
+        return None
+    fields = ("haystack_session_ids", "haystack_dates", "haystack_sessions")
+    columns = [entry[f] for f in fields]
+    if len({len(c) for c in columns}) > 1:  # zip() would drop the sessions past the shortest
+        raise ValueError(f"{', '.join(fields)} differ in length "
+                         f"({', '.join(str(len(c)) for c in columns)})")
+    docs: list[Document] = []
+    for sid, date, turns in zip(*columns):
+        docs.extend(session_documents(str(sid), turns, parse_date(date)))
+    evidence = tuple(dict.fromkeys(d.doc_id for d in docs if "answer" in d.doc_id))
+    if not evidence:
+        notes["skipped_no_user_evidence"] += 1
+        return None
+    question = Question(
+        qid=qid,
+        text=str(entry["question"]),
+        category=str(entry["question_type"]),
+        query_time=parse_date(entry["question_date"]),
+        evidence=evidence,
+    )
+    return Haystack(qid, docs, [question])
 
 
 def load_longmemeval(data: str | Path | list[dict[str, Any]], limit: int | None = None) -> Dataset:
@@ -71,33 +111,16 @@ def load_longmemeval(data: str | Path | list[dict[str, Any]], limit: int | None 
 
     ``limit`` keeps the first ``limit`` *evaluated* questions (skipped ones do not count).
     """
-    entries = read_json_list(data, "LongMemEval questions")
+    entries = read_json_list(data, WHAT)
     notes = {"skipped_abstention": 0, "skipped_no_user_evidence": 0}
     haystacks: list[Haystack] = []
-    for entry in entries:
+    for index, entry in enumerate(entries):
         if limit is not None and len(haystacks) >= limit:
             break
-        qid = str(entry["question_id"])
-        if "_abs" in qid:
-            notes["skipped_abstention"] += 1
-            continue
-        docs: list[Document] = []
-        for sid, date, turns in zip(
-            entry["haystack_session_ids"], entry["haystack_dates"], entry["haystack_sessions"]
-        ):
-            docs.extend(session_documents(str(sid), turns, parse_date(date)))
-        evidence = tuple(dict.fromkeys(d.doc_id for d in docs if "answer" in d.doc_id))
-        if not evidence:
-            notes["skipped_no_user_evidence"] += 1
-            continue
-        question = Question(
-            qid=qid,
-            text=str(entry["question"]),
-            category=str(entry["question_type"]),
-            query_time=parse_date(entry["question_date"]),
-            evidence=evidence,
-        )
-        haystacks.append(Haystack(qid, docs, [question]))
+        with reading_item(data, WHAT, index):
+            haystack = _haystack(entry, notes)
+        if haystack is not None:
+            haystacks.append(haystack)
     cats = tuple(c for c in CATEGORIES) + tuple(
         sorted({q.category for h in haystacks for q in h.questions} - set(CATEGORIES))
     )

@@ -23,7 +23,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from brainmem import InvalidInput
+from brainmem import BrainmemError, InvalidInput
 
 from .baseline import Fts5Baseline
 
@@ -278,7 +278,8 @@ def reflect_under_load(path: str, every: float = 0.05,
     process adds a trace every ``every`` seconds; the longest add is how long reflect held
     the write lock at a stretch, as a writer feels it, and reflect's own report gives its
     longest write transaction. ``tick(elapsed, longest)`` is
-    called about once a minute."""
+    called about once a minute. A child that ends without a result (killed, or reflect
+    raised) is a :class:`~brainmem.BrainmemError` with its exit code."""
     import multiprocessing
 
     from brainmem import Brain
@@ -297,6 +298,11 @@ def reflect_under_load(path: str, every: float = 0.05,
             if tick is not None and time.perf_counter() - last_tick > 60:
                 last_tick = time.perf_counter()
                 tick(last_tick - t0, max(waits))
+    if out.empty():  # the loop ends when the child has put its result or has ended (flushed)
+        child.join()
+        code = child.exitcode
+        why = f"killed by signal {-code}, e.g. for memory" if code is not None and code < 0 else "its error is above"
+        raise BrainmemError(f"reflect ended in its child process without a result (exit code {code}: {why})")
     seconds, rss, cpu, longest_write, merged = out.get()
     child.join()
     return {"reflect_seconds": seconds, "reflect_peak_rss_mb": rss,
@@ -338,6 +344,8 @@ def run_perf(
 
         texts_for: Callable[[int], list[str]] = functools.partial(real_corpus, data=data)
         qs = real_queries(queries, data, real_corpus(min(max(sizes), 20_000), data))
+    elif data is not None:  # it would time pseudo-words while the caller believes it timed the file
+        raise ValueError('the synthetic corpus is built in: it takes no data file (corpus="longmemeval" reads one)')
     else:
         texts_for, qs = make_corpus, make_queries(queries)
     load = os.getloadavg()[0] if hasattr(os, "getloadavg") else None
@@ -345,8 +353,8 @@ def run_perf(
     total, done = len(sizes), 0
     reflect_available = True
     with tempfile.TemporaryDirectory(prefix="brainmem-perf-", dir=workdir) as tmp:
-        for size in sizes:
-            sub = os.path.join(tmp, str(size))
+        for n, size in enumerate(sizes):
+            sub = os.path.join(tmp, f"{n}-{size}")  # a size given twice is measured twice
             os.mkdir(sub)
             bm, raw, reflected = _measure(sub, texts_for(size), qs, reflect)
             reflect_available = reflect_available and reflected

@@ -32,6 +32,9 @@ Progress = Callable[[int, int], None]
 #: top ``max(ks)`` documents only.
 LONGMEMEVAL_DEPTH = 100
 
+#: The most results ``Brain.search`` returns, so the deepest a system can rank.
+MAX_DEPTH = 1000
+
 
 def load_dataset(dataset: str, data: str | Path | None = None, limit: int | None = None) -> Dataset:
     """Load ``dataset`` ("synthetic", "longmemeval" or "locomo").
@@ -55,8 +58,6 @@ def load_dataset(dataset: str, data: str | Path | None = None, limit: int | None
             f"the {dataset} benchmark needs its data file: pass data=<path to the JSON file> "
             f"(the {dataset} data is not shipped with brainmem)"
         )
-    if not Path(data).is_file():
-        raise ValueError(f"{dataset} data file not found: {data}")
     if dataset == "longmemeval":
         from .longmemeval import load_longmemeval
 
@@ -64,6 +65,15 @@ def load_dataset(dataset: str, data: str | Path | None = None, limit: int | None
     from .locomo import load_locomo
 
     return load_locomo(data, limit=limit)
+
+
+def check_ks(ks: Sequence[int]) -> tuple[int, ...]:
+    """The cut-offs, sorted and distinct: at least one, each an integer in [1, 1000] (a
+    search returns at most 1000 results), else ValueError."""
+    out = tuple(sorted(set(ks)))
+    if not out or any(isinstance(k, bool) or not isinstance(k, int) or not 1 <= k <= MAX_DEPTH for k in out):
+        raise ValueError(f"ks must be integers in [1, {MAX_DEPTH}], not {tuple(ks)!r}")
+    return out
 
 
 def metric_names(protocol: str, ks: Sequence[int]) -> list[str]:
@@ -153,14 +163,16 @@ def run_recall(
     (:mod:`brainmem.rerank`) adds ``reranked``: brainmem (hybrid with an embedder) whose
     best hits the reranker re-orders.
     """
-    ks = tuple(sorted(set(ks)))
-    if not ks or any(isinstance(k, bool) or not isinstance(k, int) or k < 1 for k in ks):
-        raise ValueError(f"ks must be positive integers, not {ks!r}")
+    ks = check_ks(ks)
     ds = load_dataset(dataset, data, limit)
+    if not ds.n_questions:  # a mean over no question would print as 0.000 for every system
+        skipped = ", ".join(f"{k}={v}" for k, v in ds.notes.items() if v)
+        raise ValueError(f"no question to evaluate in {data if data is not None else dataset}"
+                         + (f" (skipped: {skipped})" if skipped else ""))
     protocol = ds.protocol
     depth = depth or (max(LONGMEMEVAL_DEPTH, max(ks)) if protocol == "longmemeval" else max(ks))
-    if not max(ks) <= depth <= 1000:  # brainmem's search takes at most 1000 results
-        raise ValueError(f"depth must be in [max(ks), 1000], not {depth}")
+    if not max(ks) <= depth <= MAX_DEPTH:
+        raise ValueError(f"depth must be in [max(ks), {MAX_DEPTH}], not {depth}")
     names = metric_names(protocol, ks)
     per_question: dict[str, list[tuple[str, dict[str, float]]]] = {"brainmem": [], "fts5": []}
     seconds = {"brainmem": {"index": 0.0, "reflect": 0.0, "search": 0.0}, "fts5": {"index": 0.0, "search": 0.0}}

@@ -66,7 +66,7 @@ def _recall(args: argparse.Namespace) -> int:
     from ..bench import run_recall
     from .embed import embedder_arg, reranker_arg
 
-    _check_out(args.json)  # before the run: a report that cannot be written is not worth running
+    _check_out(args.json, args.data)  # before the run: a report that cannot be written is not worth running
     if args.dataset != "synthetic" and args.data is None:  # the API's message names data=
         raise InvalidInput(f"the {args.dataset} benchmark needs its data file: pass --data PATH to "
                            f"the JSON file (the {args.dataset} data is not shipped with brainmem)")
@@ -125,9 +125,11 @@ def _perf(args: argparse.Namespace) -> int:
     from ..bench.perf import parse_sizes, run_perf
 
     sizes = parse_sizes(args.sizes)
-    _check_out(args.json)  # before the run: a report that cannot be written is not worth running
+    _check_out(args.json, args.data)  # before the run: a report that cannot be written is not worth running
     if args.corpus == "longmemeval" and args.data is None:  # the API's message names data=
         raise InvalidInput("the longmemeval corpus needs --data PATH to a LongMemEval file")
+    if args.corpus == "synthetic" and args.data is not None:
+        raise InvalidInput("--data is read only with --corpus longmemeval: the synthetic corpus is built in")
     progress = Progress("perf", enabled=False if args.quiet else None)
     try:
         report = run_perf(sizes=sizes,
@@ -147,13 +149,16 @@ def _integers(text: str, option: str) -> tuple[int, ...]:
         raise InvalidInput(f"{option} must be comma-separated integers, not {text!r}") from None
 
 
-def _check_out(path: str | None) -> None:
-    """Refuse a ``--json`` path that cannot be written (a folder, under a file)."""
+def _check_out(path: str | None, data: str | None) -> None:
+    """Refuse a ``--json`` path that cannot be written (a folder, under a file) or that is
+    the ``--data`` file (the report would replace the dataset)."""
     if not path:
         return
     target = Path(path)
     if target.is_dir():
         raise InvalidInput(f"cannot write {path}: it is a directory")
+    if data and target.exists() and Path(data).exists() and os.path.samefile(target, data):
+        raise InvalidInput(f"--json {path} is the --data file: the report would overwrite the dataset")
     try:
         target.parent.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
