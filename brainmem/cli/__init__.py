@@ -53,8 +53,24 @@ Handler = Callable[[argparse.Namespace], int | None]
 
 
 class _Parser(argparse.ArgumentParser):
+    _intermixing = False
+
     def error(self, message: str) -> NoReturn:  # argparse's default prints usage; keep it one line
         raise _UsageError(message)
+
+    def parse_known_args(self, args: Any = None, namespace: Any = None) -> Any:
+        """A command's options may come between its arguments (``put KEY --brain PATH VALUE``):
+        argparse's plain parse fills an optional positional (``[content]``) or ends a list
+        (``ID...``) at the first option, and the arguments after it were "unrecognized".
+        Commands are parsed intermixed; the top level (it has subcommands) cannot be, and
+        after ``--`` (every word an argument) the plain parse is the one that is right."""
+        if self._subparsers is not None or self._intermixing or "--" in (args or ()):
+            return super().parse_known_args(args, namespace)
+        self._intermixing = True  # up to Python 3.12 the intermixed parse calls this again
+        try:
+            return self.parse_known_intermixed_args(args, namespace)
+        finally:
+            self._intermixing = False
 
 
 EMBEDDER_HELP = ("search by meaning with this embedder: openai:MODEL or onnx:PATH "
