@@ -200,7 +200,8 @@ def http_app(brain: Any, context: Any = None, extra: Sequence[str] | str = ()) -
 
     Built from the SDK's ``StreamableHTTPSessionManager`` (present in mcp 1.x and
     2.x alike) rather than a version-specific app factory; DNS-rebinding protection
-    admits loopback Host/Origin headers only.
+    admits loopback Host/Origin headers only. Results are JSON responses, not SSE
+    streams: the server sends no progress, and a large result is not one oversized event.
     """
     import contextlib
     from collections.abc import AsyncIterator
@@ -216,8 +217,10 @@ def http_app(brain: Any, context: Any = None, extra: Sequence[str] | str = ()) -
         allowed_hosts=[f"{h}:*" for h in hosts],
         allowed_origins=[f"http://{h}:*" for h in hosts],
     )
+    # each result as one JSON response, not an SSE event: the SDK's client refuses SSE
+    # events over 1 MiB, and ten long memories (64 KB each, sent as text and structured) pass it
     manager = StreamableHTTPSessionManager(app=build_server(brain, context, extra),
-                                           security_settings=security)
+                                           security_settings=security, json_response=True)
 
     @contextlib.asynccontextmanager
     async def lifespan(app: Any) -> AsyncIterator[None]:

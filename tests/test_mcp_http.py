@@ -67,6 +67,9 @@ async def _session(url: str, calls: list[tuple[str, dict[str, Any]]]) -> tuple[l
 
 def test_serve_http_with_the_sdk_client(tmp_path: Path) -> None:
     path = tmp_path / "http.brain"
+    with Brain(str(path)) as brain:  # long traces: 20 of them make a result of over 2 MB
+        brain.add_many([{"content": f"hive log {i}: " + "the frames were heavy with honey " * 1800}
+                        for i in range(20)])
     port = _free_port()
     proc = subprocess.Popen([sys.executable, "-m", "brainmem", "--brain", str(path), "serve",
                              "--http", f"127.0.0.1:{port}", "--extra", "all"],
@@ -82,12 +85,16 @@ def test_serve_http_with_the_sdk_client(tmp_path: Path) -> None:
             ("memory_observe", {"messages": [{"role": "user", "content": "I keep bees on my roof"}]}),
             ("memory_search", {"query": "bees"}),
             ("memory_context", {"query": "bees", "budget": 0}),
+            # was "SSE stream failed: Server-sent event exceeded the 1048576 byte limit" in
+            # the SDK's client: results are now sent as plain JSON responses, not SSE events
+            ("memory_search", {"query": "hive", "limit": 20}),
         ])
     finally:
         proc.terminate()
         proc.wait(timeout=30)
     assert {"memory_add", "memory_observe", "memory_context", "memory_history"} <= set(names)
-    observed, found, bad = (json.loads(r.content[0].text) for r in results)
+    observed, found, bad, large = (json.loads(r.content[0].text) for r in results)
+    assert len(large["results"]) == 20 and len(results[3].content[0].text) > 1_100_000
     assert [r["id"] for r in found["results"]] == observed["stored"]
     is_error = getattr(results[2], "is_error", None)  # mcp 2.x; 1.x calls it isError
     assert (results[2].isError if is_error is None else is_error) and bad["error"]["type"] == "InvalidInput"
