@@ -172,6 +172,14 @@ def open_brain(args: argparse.Namespace, **kwargs: Any) -> Any:
         return Brain(path, readonly=True, **kwargs)  # e.g. a read-only mount: read it as it is
 
 
+def env_llm(args: argparse.Namespace) -> Any:
+    """The LLM ``BRAINMEM_LLM_*`` configure (:meth:`LLM.from_env`), or None with ``--no-llm``:
+    for the commands that extract facts or write insights, and those serving the tools."""
+    from ..llm import LLM
+
+    return None if getattr(args, "no_llm", False) else LLM.from_env(os.environ)
+
+
 def check_brain_file(args: argparse.Namespace, path: str, readonly: bool) -> bool:
     """Apply the missing-file rules to ``path``: :class:`MissingBrain` unless the command
     creates brains (or ``--create`` was given, and the open is not read-only); an empty
