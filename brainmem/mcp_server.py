@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import inspect
 import json
+import sys
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -231,7 +232,7 @@ def http_app(brain: Any, context: Any = None, extra: Sequence[str] | str = ()) -
 
 
 def run_http(brain: Any, address: str, context: Any = None, extra: Sequence[str] | str = ()) -> None:
-    """Blocking entry point of ``brainmem serve --http HOST:PORT``."""
+    """Blocking entry point of ``brainmem serve --http HOST:PORT``; says its URL on stderr."""
     host, port = parse_address(address)
     _require_mcp()
     import uvicorn
@@ -240,4 +241,8 @@ def run_http(brain: Any, address: str, context: Any = None, extra: Sequence[str]
 
     app = http_app(brain, context, extra)
     with listen(host, port) as sock:
+        # where it listens (port 0 picks one): stderr, as a client launching it may read stdout
+        url = f"http://{f'[{host}]' if ':' in host else host}:{sock.getsockname()[1]}/mcp"
+        print(f"brainmem serve: MCP for {brain.path} at {url}  (Ctrl-C to stop)",
+              file=sys.stderr, flush=True)
         uvicorn.Server(uvicorn.Config(app, log_level="warning")).run(sockets=[sock])

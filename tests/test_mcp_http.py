@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import re
 import socket
 import subprocess
 import sys
@@ -45,6 +46,18 @@ def _wait_for(port: int, proc: subprocess.Popen) -> None:
     raise AssertionError("server did not start")
 
 
+def _first_line(proc: subprocess.Popen) -> str:
+    """The first line the server writes on stderr (within 30 s)."""
+    import selectors
+
+    assert proc.stderr is not None
+    with selectors.DefaultSelector() as sel:
+        sel.register(proc.stderr, selectors.EVENT_READ)
+        if not sel.select(timeout=30):
+            raise AssertionError("the server said nothing on stderr")
+    return proc.stderr.readline()
+
+
 async def _session(url: str, calls: list[tuple[str, dict[str, Any]]]) -> tuple[list[str], list[Any]]:
     from mcp import ClientSession
 
@@ -70,11 +83,16 @@ def test_serve_http_with_the_sdk_client(tmp_path: Path) -> None:
     with Brain(str(path)) as brain:  # long traces: 20 of them make a result of over 2 MB
         brain.add_many([{"content": f"hive log {i}: " + "the frames were heavy with honey " * 1800}
                         for i in range(20)])
-    port = _free_port()
+    # port 0: the system picks a free one, and the server says which (it said nothing, so
+    # with port 0 nobody could reach it)
     proc = subprocess.Popen([sys.executable, "-m", "brainmem", "--brain", str(path), "serve",
-                             "--http", f"127.0.0.1:{port}", "--extra", "all"],
+                             "--http", "127.0.0.1:0", "--extra", "all"],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
+        line = _first_line(proc)
+        match = re.search(r"at http://127\.0\.0\.1:(\d+)/mcp ", line)
+        assert match and str(path) in line, line
+        port = int(match.group(1))
         _wait_for(port, proc)
         import httpx  # an openai dependency
 
