@@ -289,3 +289,20 @@ def test_metadata_is_shown_as_given_not_as_times(capsys: Any, db: str) -> None:
     with Brain(db) as brain:
         tool = brain.call_tool("memory_read", {"ids": [added["id"]]}, extra="all")
     assert tool["traces"][0]["metadata"] == metadata
+
+
+@pytest.mark.parametrize("argv", [["add", "-"], ["put", "k"], ["import", "-"], ["observe", "-"],
+                                  ["call", "memory_add", "-"], ["export"], ["serve"]])
+def test_a_closed_standard_stream_is_one_error_line(capsys: Any, tmp_path: Path, monkeypatch: Any,
+                                                    argv: list[str]) -> None:
+    # Started with standard input (or output) closed (`brainmem add - <&-`, a service
+    # manager's bare process): sys.stdin is None, and reading it was an AttributeError
+    # (import: TypeError) traceback.
+    db = tmp_path / "s.brain"
+    if argv[0] == "export":
+        Brain(str(db)).close()
+    monkeypatch.setattr(sys, "stdout" if argv[0] == "export" else "stdin", None)
+    code = main(["--brain", str(db), *argv])
+    err = capsys.readouterr().err
+    assert code == 2 and err.count("\n") == 1 and "is closed" in err, err
+    assert [p.name for p in tmp_path.iterdir()] == (["s.brain"] if argv[0] == "export" else [])

@@ -286,9 +286,20 @@ def metadata_arg(text: str | None) -> dict[str, Any] | None:
     return value
 
 
+def standard(name: str) -> Any:
+    """``sys.stdin`` or ``sys.stdout`` (``name``); :class:`InvalidInput` when the process was
+    started with it closed (``brainmem add - <&-``, a bare service), where Python has None."""
+    stream = getattr(sys, name)
+    if stream is None:
+        what = "input" if name == "stdin" else "output"
+        raise InvalidInput(f"standard {what} is closed (the command was started without one); "
+                           f"give it one, or a file path instead of '-'")
+    return stream
+
+
 def stdin_if_dash(value: str) -> str:
     """A text argument, or all of standard input when it is ``-``."""
-    return sys.stdin.read() if value == "-" else value
+    return str(standard("stdin").read()) if value == "-" else value
 
 
 def print_table(rows: Sequence[Sequence[Any]], headers: Sequence[str]) -> None:

@@ -8,7 +8,7 @@ import os
 import sys
 from typing import Any
 
-from . import add_json_flag, brain_path, open_brain, print_json
+from . import add_json_flag, brain_path, open_brain, print_json, standard
 
 # --- transfer: export, import, backup ----------------------------------------
 
@@ -75,7 +75,7 @@ def _register_transfer(commands: Any) -> None:
 
 def _export(args: argparse.Namespace) -> int:
     with open_brain(args) as brain:
-        counts = brain.export(sys.stdout if args.path == "-" else args.path,
+        counts = brain.export(standard("stdout") if args.path == "-" else args.path,
                               include_deleted=args.include_deleted)
     if args.path != "-":
         print(f"exported {counts['traces']} traces and {counts['edges']} edges to {args.path}",
@@ -85,7 +85,8 @@ def _export(args: argparse.Namespace) -> int:
 
 def _import(args: argparse.Namespace) -> int:
     with open_brain(args) as brain:
-        report = brain.import_jsonl(sys.stdin if args.path == "-" else args.path, new_ids=args.new_ids)
+        report = brain.import_jsonl(standard("stdin") if args.path == "-" else args.path,
+                                    new_ids=args.new_ids)
     if args.json:
         print_json(report.to_dict())
     else:

@@ -5,12 +5,20 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 from typing import Any
 
 from ..errors import InvalidInput
 from ..model import iso
-from . import add_json_flag, env_llm, open_brain, print_json, print_table, scope_args, time_arg
+from . import (
+    add_json_flag,
+    env_llm,
+    open_brain,
+    print_json,
+    print_table,
+    scope_args,
+    standard,
+    time_arg,
+)
 
 
 def register(commands: Any) -> None:
@@ -51,7 +59,7 @@ def register(commands: Any) -> None:
 
 def _read_messages(name: str) -> list[Any]:
     if name == "-":
-        text = sys.stdin.read()
+        text = standard("stdin").read()
     else:
         try:
             with open(name, encoding="utf-8") as fp:
