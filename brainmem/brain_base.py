@@ -61,6 +61,9 @@ class BrainBase:
         reranker: Any = None,
     ) -> None:
         self.path = str(path)
+        # SQLite takes UTF-8 file names only: a name of other bytes (Latin-1 b"caf\xe9") that
+        # Python carries as lone surrogates is refused here, not a UnicodeEncodeError below
+        check_text(self.path, "brain path", max_chars=4096, allow_none=False)
         if isinstance(busy_timeout, bool) or not isinstance(busy_timeout, (int, float)) \
                 or not 0 <= busy_timeout <= 86_400:
             raise InvalidInput(f"busy_timeout must be seconds in [0, 86400], not {busy_timeout!r}")

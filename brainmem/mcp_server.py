@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import inspect
 import json
+import sys
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -200,7 +201,8 @@ def http_app(brain: Any, context: Any = None, extra: Sequence[str] | str = ()) -
 
     Built from the SDK's ``StreamableHTTPSessionManager`` (present in mcp 1.x and
     2.x alike) rather than a version-specific app factory; DNS-rebinding protection
-    admits loopback Host/Origin headers only.
+    admits loopback Host/Origin headers only. Results are JSON responses, not SSE
+    streams: the server sends no progress, and a large result is not one oversized event.
     """
     import contextlib
     from collections.abc import AsyncIterator
@@ -216,8 +218,10 @@ def http_app(brain: Any, context: Any = None, extra: Sequence[str] | str = ()) -
         allowed_hosts=[f"{h}:*" for h in hosts],
         allowed_origins=[f"http://{h}:*" for h in hosts],
     )
+    # each result as one JSON response, not an SSE event: the SDK's client refuses SSE
+    # events over 1 MiB, and ten long memories (64 KB each, sent as text and structured) pass it
     manager = StreamableHTTPSessionManager(app=build_server(brain, context, extra),
-                                           security_settings=security)
+                                           security_settings=security, json_response=True)
 
     @contextlib.asynccontextmanager
     async def lifespan(app: Any) -> AsyncIterator[None]:
@@ -228,7 +232,7 @@ def http_app(brain: Any, context: Any = None, extra: Sequence[str] | str = ()) -
 
 
 def run_http(brain: Any, address: str, context: Any = None, extra: Sequence[str] | str = ()) -> None:
-    """Blocking entry point of ``brainmem serve --http HOST:PORT``."""
+    """Blocking entry point of ``brainmem serve --http HOST:PORT``; says its URL on stderr."""
     host, port = parse_address(address)
     _require_mcp()
     import uvicorn
@@ -237,4 +241,8 @@ def run_http(brain: Any, address: str, context: Any = None, extra: Sequence[str]
 
     app = http_app(brain, context, extra)
     with listen(host, port) as sock:
+        # where it listens (port 0 picks one): stderr, as a client launching it may read stdout
+        url = f"http://{f'[{host}]' if ':' in host else host}:{sock.getsockname()[1]}/mcp"
+        print(f"brainmem serve: MCP for {brain.path} at {url}  (Ctrl-C to stop)",
+              file=sys.stderr, flush=True)
         uvicorn.Server(uvicorn.Config(app, log_level="warning")).run(sockets=[sock])

@@ -220,3 +220,29 @@ def test_vacuum_command_shrinks_the_file_and_read_only_refuses(capsys: Any, db: 
     assert code == 2 and "no brain file" in err
     with Brain(db) as brain:
         assert brain.check()["ok"] and brain.stats()["live"] == 10
+
+
+def test_options_may_come_between_a_commands_arguments(capsys: Any, db: str) -> None:
+    # `--brain PATH` "before or after the command": between two arguments of a command it
+    # was "unrecognized arguments: v1" (argparse filled the optional CONTENT too early),
+    # and so was any option there (`put KEY --tag T VALUE`, `delete ID --json ID`).
+    code, out, err = run(capsys, "put", "k1", "--brain", db, "--tag", "t", "v1")
+    assert (code, err) == (0, "") and "k1 version 1" in out
+    assert run(capsys, "get-key", "k1", "--brain", db)[1] == "v1\n"
+    code, out, err = run(capsys, "call", "memory_put", "--extra", "all", "--brain", db,
+                         '{"key": "k2", "content": "v2"}')
+    assert (code, err) == (0, "") and json.loads(out)["version"] == 1
+    with Brain(db) as brain:
+        first, second = brain.add("first note").id, brain.add("second note").id
+    code, out, err = run(capsys, "delete", first, "--json", second, "--brain", db)
+    assert (code, err) == (0, "") and json.loads(out)["deleted"] == [first, second]
+    code, out, err = run(capsys, "context", "--brain", db, "--budget", "50", "note", "-n", "3")
+    assert (code, err) == (0, "")
+    code, out, err = run(capsys, "add", "--brain", db, "--tag", "t", "--", "--dashed text")
+    assert (code, err) == (0, "")
+    code, out, err = run(capsys, "search", "--brain", db, "--json", "--", "--dashed")
+    assert [r["content"] for r in json.loads(out)["results"]] == ["--dashed text"]
+    code, _, err = run(capsys, "put", "--brain", db)  # still a usage error: KEY is required
+    assert code == 2 and "key" in err and err.count("\n") == 1
+    code, _, err = run(capsys, "put", "k", "v", "extra", "--brain", db)
+    assert code == 2 and "unrecognized arguments: extra" in err

@@ -192,3 +192,32 @@ def test_observe_reads_a_chat_file_saved_with_a_byte_order_mark(
         assert code == 0, out.err
         report = json.loads(out.out)
         assert len(report["stored"]) + len(report["duplicates"]) == len(TURNS)
+
+
+def test_call_memory_observe_extracts_with_the_llm_from_env(tmp_path: Path) -> None:
+    """memory_observe says "with an LLM configured, durable facts ... are extracted", and
+    BRAINMEM_LLM_* configure one for `brainmem observe` and `reflect`; `brainmem call` (and
+    `serve`) ignored them, so a tool call never extracted a fact."""
+    db = str(tmp_path / "b.db")
+
+    def respond(body: dict[str, Any]) -> dict[str, Any]:
+        facts = {"facts": [{"content": "The user loves cycling.", "turns": [0]}]}
+        return {"role": "assistant", "content": json.dumps(facts)}
+
+    with stub_server(respond) as url:
+        env = {"BRAINMEM_LLM_BASE_URL": url, "BRAINMEM_LLM_MODEL": "stub"}
+        done = cli("call", "memory_observe", "-", "--extra", "all", "--brain", db, env=env,
+                   stdin=json.dumps({"messages": TURNS}) + "\n")
+    assert done.returncode == 0, done.stdout
+    report = json.loads(done.stdout)
+    assert report["extraction"]["ok"] is True and len(report["facts"]) == 1
+    # `tools` lists what `call` and `serve` offer: with an LLM, observe writes facts, which
+    # a context that may write episodic memories only may not
+    for env, offered in (({}, True), ({"BRAINMEM_LLM_MODEL": "stub"}, False)):
+        done = cli("tools", "--context", "user_id=u", "--context", "allowed_types=episodic", "--extra",
+                   "all", env=env)
+        names = [s["function"]["name"] for s in json.loads(done.stdout)]
+        assert ("memory_observe" in names) is offered, env
+    env = {"BRAINMEM_LLM_MODEL": "stub", "BRAINMEM_LLM_TIMEOUT": "abc"}  # checked like observe's
+    done = cli("call", "memory_reflect", "--brain", db, env=env)
+    assert done.returncode == 2 and "BRAINMEM_LLM_TIMEOUT" in done.stderr

@@ -145,6 +145,23 @@ def test_failed_import_leaves_no_file_and_init_or_create_make_one(capsys: Any, t
     assert code == 2 and out == "" and err.count("\n") == 1 and "folder" in err  # bad input, exit 2
 
 
+@pytest.mark.parametrize("argv", [["add", "x"], ["init"], ["stats", "--create"], ["search", "x"]])
+def test_a_brain_path_that_is_not_utf8_is_one_error_line(tmp_path: Path, argv: list[str]) -> None:
+    # A file name of Latin-1 bytes (b"caf\xe9.brain") reaches Python as a lone surrogate;
+    # SQLite takes UTF-8 names only, and opening it was a UnicodeEncodeError traceback.
+    from clirun import run as run_cli
+
+    target = os.path.join(os.fsdecode(bytes(tmp_path)), os.fsdecode(b"caf\xe9.brain"))
+    if argv[0] == "search":  # an existing brain under that name: a reading command opens it
+        Brain(str(tmp_path / "real.brain")).close()
+        os.rename(tmp_path / "real.brain", target)
+    before = sorted(os.listdir(tmp_path))
+    result = run_cli("--brain", target, *argv)
+    assert (result.returncode, result.stdout) == (2, "") and result.stderr.count("\n") == 1
+    assert "brain path is not valid Unicode text" in result.stderr
+    assert sorted(os.listdir(tmp_path)) == before
+
+
 # --- read-only ---------------------------------------------------------------------
 
 
@@ -321,3 +338,20 @@ def test_metadata_is_shown_as_given_not_as_times(capsys: Any, db: str) -> None:
     with Brain(db) as brain:
         tool = brain.call_tool("memory_read", {"ids": [added["id"]]}, extra="all")
     assert tool["traces"][0]["metadata"] == metadata
+
+
+@pytest.mark.parametrize("argv", [["add", "-"], ["put", "k"], ["import", "-"], ["observe", "-"],
+                                  ["call", "memory_add", "-"], ["export"], ["serve"]])
+def test_a_closed_standard_stream_is_one_error_line(capsys: Any, tmp_path: Path, monkeypatch: Any,
+                                                    argv: list[str]) -> None:
+    # Started with standard input (or output) closed (`brainmem add - <&-`, a service
+    # manager's bare process): sys.stdin is None, and reading it was an AttributeError
+    # (import: TypeError) traceback.
+    db = tmp_path / "s.brain"
+    if argv[0] == "export":
+        Brain(str(db)).close()
+    monkeypatch.setattr(sys, "stdout" if argv[0] == "export" else "stdin", None)
+    code = main(["--brain", str(db), *argv])
+    err = capsys.readouterr().err
+    assert code == 2 and err.count("\n") == 1 and "is closed" in err, err
+    assert [p.name for p in tmp_path.iterdir()] == (["s.brain"] if argv[0] == "export" else [])

@@ -200,3 +200,23 @@ def test_mcp_does_not_list_observe_to_a_context_that_may_not_write_episodes(tmp_
     assert "memory_observe" not in names and "memory_context" in names
     (refused,) = results
     assert field(refused, "is_error") and payload(refused)["error"]["type"] == "InvalidInput"
+
+
+def test_mcp_observe_extracts_facts_with_the_llm_from_its_environment(tmp_path: Path) -> None:
+    """BRAINMEM_LLM_* were ignored by `brainmem serve`: memory_observe ("with an LLM
+    configured, durable facts ... are extracted") stored the turns and never a fact."""
+    from openai_stub import stub_server
+
+    def respond(body: dict[str, Any]) -> dict[str, Any]:
+        return {"role": "assistant",
+                "content": json.dumps({"facts": [{"content": "The user keeps bees.", "turns": [0]}]})}
+
+    path = tmp_path / "llm.brain"
+    with stub_server(respond) as url:
+        _, (observed,) = anyio.run(lambda: session_run(path, [
+            ("memory_observe", {"messages": [{"role": "user", "content": "I keep bees on my roof"}]}),
+        ], "--extra", "all", env={"BRAINMEM_LLM_BASE_URL": url, "BRAINMEM_LLM_MODEL": "stub"}))
+    report = payload(observed)
+    assert report["extraction"]["ok"] is True and len(report["facts"]) == 1
+    with Brain(str(path)) as brain:
+        assert brain.get(report["facts"][0]).content == "The user keeps bees."

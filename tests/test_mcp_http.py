@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import re
 import socket
 import subprocess
 import sys
@@ -45,6 +46,18 @@ def _wait_for(port: int, proc: subprocess.Popen) -> None:
     raise AssertionError("server did not start")
 
 
+def _first_line(proc: subprocess.Popen) -> str:
+    """The first line the server writes on stderr (within 30 s)."""
+    import selectors
+
+    assert proc.stderr is not None
+    with selectors.DefaultSelector() as sel:
+        sel.register(proc.stderr, selectors.EVENT_READ)
+        if not sel.select(timeout=30):
+            raise AssertionError("the server said nothing on stderr")
+    return proc.stderr.readline()
+
+
 async def _session(url: str, calls: list[tuple[str, dict[str, Any]]]) -> tuple[list[str], list[Any]]:
     from mcp import ClientSession
 
@@ -67,11 +80,19 @@ async def _session(url: str, calls: list[tuple[str, dict[str, Any]]]) -> tuple[l
 
 def test_serve_http_with_the_sdk_client(tmp_path: Path) -> None:
     path = tmp_path / "http.brain"
-    port = _free_port()
+    with Brain(str(path)) as brain:  # long traces: 20 of them make a result of over 2 MB
+        brain.add_many([{"content": f"hive log {i}: " + "the frames were heavy with honey " * 1800}
+                        for i in range(20)])
+    # port 0: the system picks a free one, and the server says which (it said nothing, so
+    # with port 0 nobody could reach it)
     proc = subprocess.Popen([sys.executable, "-m", "brainmem", "--brain", str(path), "serve",
-                             "--http", f"127.0.0.1:{port}", "--extra", "all"],
+                             "--http", "127.0.0.1:0", "--extra", "all"],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
+        line = _first_line(proc)
+        match = re.search(r"at http://127\.0\.0\.1:(\d+)/mcp ", line)
+        assert match and str(path) in line, line
+        port = int(match.group(1))
         _wait_for(port, proc)
         import httpx  # an openai dependency
 
@@ -82,12 +103,16 @@ def test_serve_http_with_the_sdk_client(tmp_path: Path) -> None:
             ("memory_observe", {"messages": [{"role": "user", "content": "I keep bees on my roof"}]}),
             ("memory_search", {"query": "bees"}),
             ("memory_context", {"query": "bees", "budget": 0}),
+            # was "SSE stream failed: Server-sent event exceeded the 1048576 byte limit" in
+            # the SDK's client: results are now sent as plain JSON responses, not SSE events
+            ("memory_search", {"query": "hive", "limit": 20}),
         ])
     finally:
         proc.terminate()
         proc.wait(timeout=30)
     assert {"memory_add", "memory_observe", "memory_context", "memory_history"} <= set(names)
-    observed, found, bad = (json.loads(r.content[0].text) for r in results)
+    observed, found, bad, large = (json.loads(r.content[0].text) for r in results)
+    assert len(large["results"]) == 20 and len(results[3].content[0].text) > 1_100_000
     assert [r["id"] for r in found["results"]] == observed["stored"]
     is_error = getattr(results[2], "is_error", None)  # mcp 2.x; 1.x calls it isError
     assert (results[2].isError if is_error is None else is_error) and bad["error"]["type"] == "InvalidInput"

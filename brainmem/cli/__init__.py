@@ -56,8 +56,24 @@ Handler = Callable[[argparse.Namespace], int | None]
 
 
 class _Parser(argparse.ArgumentParser):
+    _intermixing = False
+
     def error(self, message: str) -> NoReturn:  # argparse's default prints usage; keep it one line
         raise _UsageError(message)
+
+    def parse_known_args(self, args: Any = None, namespace: Any = None) -> Any:
+        """A command's options may come between its arguments (``put KEY --brain PATH VALUE``):
+        argparse's plain parse fills an optional positional (``[content]``) or ends a list
+        (``ID...``) at the first option, and the arguments after it were "unrecognized".
+        Commands are parsed intermixed; the top level (it has subcommands) cannot be, and
+        after ``--`` (every word an argument) the plain parse is the one that is right."""
+        if self._subparsers is not None or self._intermixing or "--" in (args or ()):
+            return super().parse_known_args(args, namespace)
+        self._intermixing = True  # up to Python 3.12 the intermixed parse calls this again
+        try:
+            return self.parse_known_intermixed_args(args, namespace)
+        finally:
+            self._intermixing = False
 
 
 EMBEDDER_HELP = ("search by meaning with this embedder: openai:MODEL or onnx:PATH "
@@ -159,6 +175,14 @@ def open_brain(args: argparse.Namespace, **kwargs: Any) -> Any:
         return Brain(path, readonly=True, **kwargs)  # e.g. a read-only mount: read it as it is
 
 
+def env_llm(args: argparse.Namespace) -> Any:
+    """The LLM ``BRAINMEM_LLM_*`` configure (:meth:`LLM.from_env`), or None with ``--no-llm``:
+    for the commands that extract facts or write insights, and those serving the tools."""
+    from ..llm import LLM
+
+    return None if getattr(args, "no_llm", False) else LLM.from_env(os.environ)
+
+
 def check_brain_file(args: argparse.Namespace, path: str, readonly: bool) -> bool:
     """Apply the missing-file rules to ``path``: :class:`MissingBrain` unless the command
     creates brains (or ``--create`` was given, and the open is not read-only); an empty
@@ -243,8 +267,8 @@ def writes_any_text(stream: Any) -> bool:
 def utf8_stdout() -> Iterator[IO[str]]:
     """Standard output for a file format that is UTF-8 (the JSON Lines of ``export``),
     whatever the terminal's encoding: its bytes through a UTF-8 writer when the stream
-    itself cannot write every character."""
-    stream = sys.stdout
+    itself cannot write every character (:func:`standard`: closed is an error)."""
+    stream = standard("stdout")
     raw = getattr(stream, "buffer", None)
     if writes_any_text(stream) or raw is None:
         yield stream
@@ -300,9 +324,20 @@ def metadata_arg(text: str | None) -> dict[str, Any] | None:
     return value
 
 
+def standard(name: str) -> Any:
+    """``sys.stdin`` or ``sys.stdout`` (``name``); :class:`InvalidInput` when the process was
+    started with it closed (``brainmem add - <&-``, a bare service), where Python has None."""
+    stream = getattr(sys, name)
+    if stream is None:
+        what = "input" if name == "stdin" else "output"
+        raise InvalidInput(f"standard {what} is closed (the command was started without one); "
+                           f"give it one, or a file path instead of '-'")
+    return stream
+
+
 def stdin_if_dash(value: str) -> str:
     """A text argument, or all of standard input when it is ``-``."""
-    return sys.stdin.read() if value == "-" else value
+    return str(standard("stdin").read()) if value == "-" else value
 
 
 def print_table(rows: Sequence[Sequence[Any]], headers: Sequence[str]) -> None:

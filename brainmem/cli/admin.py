@@ -8,7 +8,7 @@ import os
 import sys
 from typing import Any
 
-from . import add_json_flag, brain_path, open_brain, print_json, utf8_stdout
+from . import add_json_flag, brain_path, open_brain, print_json, standard, utf8_stdout
 
 # --- transfer: export, import, backup ----------------------------------------
 
@@ -88,7 +88,8 @@ def _export(args: argparse.Namespace) -> int:
 
 def _import(args: argparse.Namespace) -> int:
     with open_brain(args) as brain:
-        report = brain.import_jsonl(sys.stdin if args.path == "-" else args.path, new_ids=args.new_ids)
+        report = brain.import_jsonl(standard("stdin") if args.path == "-" else args.path,
+                                    new_ids=args.new_ids)
     if args.json:
         print_json(report.to_dict())
     else:

@@ -5,13 +5,20 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import sys
 from typing import Any
 
 from ..errors import InvalidInput
 from ..model import iso
-from . import add_json_flag, open_brain, print_json, print_table, scope_args, time_arg
+from . import (
+    add_json_flag,
+    env_llm,
+    open_brain,
+    print_json,
+    print_table,
+    scope_args,
+    standard,
+    time_arg,
+)
 
 
 def register(commands: Any) -> None:
@@ -52,7 +59,7 @@ def register(commands: Any) -> None:
 
 def _read_messages(name: str) -> list[Any]:
     if name == "-":
-        text = sys.stdin.read()
+        text = standard("stdin").read()
     else:
         try:
             with open(name, encoding="utf-8") as fp:
@@ -76,11 +83,8 @@ def _read_messages(name: str) -> list[Any]:
 
 
 def _observe(args: argparse.Namespace) -> int:
-    from ..llm import LLM
-
     messages = _read_messages(args.file)
-    llm = None if args.no_llm else LLM.from_env(os.environ)
-    with open_brain(args, llm=llm) as brain:
+    with open_brain(args, llm=env_llm(args)) as brain:
         report = brain.observe(messages, episode=args.episode, at=time_arg(args.at),
                                scope=args.scope, scope_id=args.scope_id)
     if args.json:

@@ -20,6 +20,7 @@ from ..model import SCOPES, TYPES
 from . import (
     add_json_flag,
     brain_path,
+    env_llm,
     metadata_arg,
     open_brain,
     print_json,
@@ -364,7 +365,9 @@ def cmd_tools(args: argparse.Namespace) -> int:
 
     context, extra = tool_options(args)
     # the specs do not depend on the file's content: no file needed, none created
-    brain = open_brain(args) if os.path.exists(brain_path(args)) else Brain(":memory:")
+    # with BRAINMEM_LLM_*, as call and serve: which tools a context is offered depends on it
+    llm = env_llm(args)
+    brain = open_brain(args, llm=llm) if os.path.exists(brain_path(args)) else Brain(":memory:", llm=llm)
     with brain:
         print_json(Toolbox(brain, context, extra).specs())
     return 0
@@ -375,7 +378,7 @@ def cmd_call(args: argparse.Namespace) -> int:
 
     context, extra = tool_options(args)
     arguments = stdin_if_dash(args.arguments)
-    with open_brain(args) as brain:
+    with open_brain(args, llm=env_llm(args)) as brain:  # memory_observe extracts, reflect derives
         try:
             box = Toolbox(brain, context, extra)
         except InvalidInput as exc:

@@ -9,11 +9,10 @@ when the LLM fails, insights are extractive.
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 from typing import Any
 
-from . import Progress, add_json_flag, open_brain, print_json, print_table, time_arg
+from . import Progress, add_json_flag, env_llm, open_brain, print_json, print_table, time_arg
 
 
 def register(commands: Any) -> None:
@@ -43,9 +42,7 @@ def register(commands: Any) -> None:
 
 
 def _reflect(args: argparse.Namespace) -> int:
-    from ..llm import LLM
-
-    llm = None if args.no_llm else LLM.from_env(os.environ)
+    llm = env_llm(args)
     bar = Progress("reflect", enabled=None if not args.quiet else False)
 
     def progress(step: str, done: int, total: int) -> None:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from . import open_brain
+from . import env_llm, open_brain, standard
 from .core import CONTEXT_ENV, add_tool_flags, tool_options
 
 
@@ -29,7 +29,9 @@ def cmd_serve(args: argparse.Namespace) -> int:
     context, extra = tool_options(args)
     if args.http is not None:
         parse_address(args.http)  # a bad address fails before the brain is opened
-    with open_brain(args) as brain:
+    else:  # the protocol's own channel: neither may be closed
+        standard("stdin"), standard("stdout")
+    with open_brain(args, llm=env_llm(args)) as brain:  # BRAINMEM_LLM_*, as observe and reflect
         if args.http is not None:
             run_http(brain, args.http, context, extra)
         else:
