@@ -32,10 +32,10 @@ def _ram_tmpdir(root: str = "/dev/shm", room: int = 1 << 30) -> str | None:
     return root if tmpfs and os.access(root, os.W_OK) and free.f_bavail * free.f_frsize >= room else None
 
 
-# Temporary files (tmp_path, tempfile; ~15 MB a run) in RAM unless TMPDIR says where:
+# Temporary files (tmp_path, tempfile; ~210 MB during a run) in RAM unless TMPDIR says where:
 # every brain a test creates, converts to WAL, migrates, commits and closes fsyncs
 # several times, which on a disk doubled the wall time of the database-bound files.
-# Children inherit it; pytest keeps its last 3 runs' directories as usual.
+# Children inherit it; a passed test's tmp_path is removed (pyproject.toml).
 if "TMPDIR" not in os.environ and (_ram := _ram_tmpdir()):
     os.environ["TMPDIR"] = _ram
     tempfile.tempdir = None  # gettempdir() reads TMPDIR again
