@@ -104,7 +104,7 @@ def test_bench_folds_with_an_embedder_fits_the_meaning_weight(tmp_path, monkeypa
 
     with fake_server() as srv:
         monkeypatch.setenv("BRAINMEM_EMBED_BASE_URL", srv.url)
-        assert main(["bench", "recall", "--folds", "2", "--limit", "8", "--quiet", "--embedder",
+        assert main(["bench", "recall", "--folds", "2", "--limit", "4", "--quiet", "--embedder",
                      "openai:fake", "--embed-cache", str(tmp_path / "cache")]) == 0
     assert "weight_vector" in capsys.readouterr().out
 

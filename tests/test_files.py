@@ -23,6 +23,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import apsw
+import clirun
 import pytest
 
 from brainmem import Brain
@@ -168,8 +169,7 @@ def test_check_cli_on_a_foreign_file_exits_1_without_touching_it(tmp_path: Path)
     path = tmp_path / "noise.db"
     path.write_bytes(b"definitely not sqlite" * 100)
     before = _snapshot(tmp_path)
-    run = subprocess.run([sys.executable, "-m", "brainmem", "--brain", str(path), "check"],
-                         capture_output=True, text=True, timeout=60)
+    run = clirun.run("--brain", str(path), "check")  # the entry point in-process
     assert run.returncode == 1
     assert "not a brainmem brain" in run.stderr and len(run.stderr.strip().splitlines()) == 1
     assert _snapshot(tmp_path) == before

@@ -33,6 +33,20 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
+def _refused(*args: str) -> subprocess.CompletedProcess[str]:
+    """``brainmem ARGS`` in this process (tests/clirun.py), for a server refused before it
+    serves: were uvicorn to start serving instead, the test fails at once, not hangs."""
+    import clirun
+    import uvicorn
+
+    def serve(*_: Any, **__: Any) -> None:
+        raise AssertionError("the command went on to serve")
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(uvicorn.Server, "run", serve)
+        return clirun.run(*args)
+
+
 def _wait_for(port: int, proc: subprocess.Popen) -> None:
     deadline = time.monotonic() + 30
     while time.monotonic() < deadline:
@@ -136,9 +150,7 @@ def test_serve_http_on_a_port_in_use_is_one_line_and_leaves_no_brain(tmp_path: P
         taken.bind(("127.0.0.1", 0))
         taken.listen()
         port = taken.getsockname()[1]
-        r = subprocess.run([sys.executable, "-m", "brainmem", "--brain", str(target), "serve",
-                            "--http", f"127.0.0.1:{port}"], capture_output=True, text=True,
-                           stdin=subprocess.DEVNULL, timeout=60)
+        r = _refused("--brain", str(target), "serve", "--http", f"127.0.0.1:{port}")
     assert r.returncode == 2, (r.returncode, r.stderr)
     assert r.stderr.startswith("brainmem: error: cannot listen on 127.0.0.1:") and r.stderr.count("\n") == 1
     assert not target.exists()  # the brain file this run created is removed again

@@ -3,8 +3,9 @@ two connections to one file with an embedder, writing in turn; after every step 
 see exactly the model's live traces with their contents, a trace's own word finds it,
 no deleted trace is ever a hit, both rank a query as a fresh connection does, and no
 live trace lacks a current vector. (The probe this came from ran 250 examples of 30 steps;
-the suite runs 30 of 20, ~8 s on one core, enough to fail on the stale document
-frequencies fixed in candidates.py.)"""
+the suite runs 20 of 20, ~6 s on one core. Run against the code before ece7b4e (the stale
+document frequencies fixed in candidates.py), the derandomized run fails at its 9th or
+10th example, so 20 keeps twice that reach; 30 cost half as much again.)"""
 
 from __future__ import annotations
 
@@ -184,5 +185,5 @@ class TwoConnections(RuleBasedStateMachine):
 
 
 TestTwoConnections = TwoConnections.TestCase
-TestTwoConnections.settings = settings(max_examples=30, stateful_step_count=20, deadline=None, derandomize=True,
+TestTwoConnections.settings = settings(max_examples=20, stateful_step_count=20, deadline=None, derandomize=True,
                                        database=None, suppress_health_check=list(HealthCheck))

@@ -88,13 +88,11 @@ def test_update_checks_only_what_changes(mem_brain: Brain) -> None:
 
 @pytest.mark.parametrize("ttl", ["1e300", "inf", "nan"])
 def test_cli_refuses_a_ttl_out_of_range_and_writes_nothing(tmp_path, ttl: str) -> None:
-    import subprocess
-    import sys
+    import clirun  # the entry point in-process: a traceback would fail the test here
 
     path = str(tmp_path / "b.brain")
     Brain(path).close()
-    done = subprocess.run([sys.executable, "-m", "brainmem", "--brain", path, "add", "x", "--ttl", ttl,
-                           "--json"], capture_output=True, text=True, timeout=60)
+    done = clirun.run("--brain", path, "add", "x", "--ttl", ttl, "--json")
     assert done.returncode != 0
     assert "ttl" in done.stderr + done.stdout and "Traceback" not in done.stderr
     with Brain(path, readonly=True) as brain:
