@@ -6,7 +6,6 @@ Keep this file small; add a fixture with a short, targeted edit.
 from __future__ import annotations
 
 import os
-import tempfile
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -19,26 +18,6 @@ from brainmem import Brain
 # this checkout's brainmem, not whichever one pip installed elsewhere.
 os.environ["PYTHONPATH"] = os.pathsep.join(
     p for p in (str(Path(__file__).resolve().parent.parent), os.environ.get("PYTHONPATH")) if p)
-
-
-def _ram_tmpdir(root: str = "/dev/shm", room: int = 1 << 30) -> str | None:
-    """``root`` when it is a writable tmpfs with ``room`` bytes free, else None."""
-    try:
-        with open("/proc/mounts") as mounts:
-            tmpfs = any(f.split()[1:3] == [root, "tmpfs"] for f in mounts)
-        free = os.statvfs(root)
-    except OSError:
-        return None
-    return root if tmpfs and os.access(root, os.W_OK) and free.f_bavail * free.f_frsize >= room else None
-
-
-# Temporary files (tmp_path, tempfile; ~210 MB during a run) in RAM unless TMPDIR says where:
-# every brain a test creates, converts to WAL, migrates, commits and closes fsyncs
-# several times, which on a disk doubled the wall time of the database-bound files.
-# Children inherit it; a passed test's tmp_path is removed (pyproject.toml).
-if "TMPDIR" not in os.environ and (_ram := _ram_tmpdir()):
-    os.environ["TMPDIR"] = _ram
-    tempfile.tempdir = None  # gettempdir() reads TMPDIR again
 
 
 #: packages pytest marks for assert rewriting because they ship a pytest plugin
