@@ -44,3 +44,26 @@ def test_another_connections_update_recounts_document_frequencies(brain_factory)
     other.update(ids[3], content="kettle kettle kettle by the boat")
     fresh = brain_factory(policy=Policy(search_budget=None))
     assert _ranking(brain, "kettle boat") == _ranking(fresh, "kettle boat")
+
+
+class _Abort(Exception):
+    pass
+
+
+def test_a_search_inside_a_write_that_rolls_back_leaves_nothing_cached(brain_factory) -> None:
+    # Before: the caches (index totals, document frequencies, edge kinds, episode
+    # lengths) were keyed by a counter bumped when a write BEGAN, so what a search
+    # counted inside a transaction that then rolled back stayed cached after it:
+    # the next search ranked against rows that were never committed.
+    brain, ids = _brain_with_episodes(brain_factory)
+    _ranking(brain, "kettle boat")
+    try:
+        with brain._store.write():
+            brain.delete(ids[0])
+            _ranking(brain, "kettle boat")  # counts the uncommitted state
+            raise _Abort
+    except _Abort:
+        pass
+    after = _ranking(brain, "kettle boat")  # before another connection opens the file
+    assert after == _ranking(brain_factory(), "kettle boat")
+
