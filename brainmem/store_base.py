@@ -126,6 +126,9 @@ class Database:
         #: Counts outermost write transactions (but recall-only ones, see :meth:`write`),
         #: so a caller can cache facts for one of them.
         self.tx_serial = 0
+        #: Counts outermost write transactions rolled back: what a cache took from one (the
+        #: vector matrix's rows, written as they are stored) must be read again.
+        self.rollbacks = 0
         #: Longest outermost write transaction so far, in seconds (reflect resets and reports it).
         self.longest_write = 0.0
         self._cache: dict[str, tuple[tuple[int, int], Any]] = {}
@@ -207,6 +210,7 @@ class Database:
                 yield
             except BaseException:
                 self._depth = 0
+                self.rollbacks += 1
                 if self.db.in_transaction:
                     self.db.execute("ROLLBACK")
                 raise

@@ -13,7 +13,8 @@ the dev data it changed no headline metric by more than 0.002 against float32
 Search is exact: one product of the query with every vector, over the int8 codes
 cached per brain as they are stored (:mod:`brainmem.vector_kernel`; d + 4 bytes a
 trace in memory), refreshed incrementally for this connection's own writes and
-reloaded when another connection commits (``data_version``).
+reloaded when another connection commits (``data_version``) or one of this
+connection's writes rolls back.
 Beyond ~1M vectors the path is an ANN index (sqlite-vec or hnswlib) behind
 :meth:`VectorIndex.nearest`.
 """
@@ -284,7 +285,8 @@ class VectorIndex:
     # --- searching -------------------------------------------------------------------
 
     def _load(self) -> None:
-        key = (self.store.db.pragma("data_version"), id(self.store.db))
+        # a rollback: the rows written in it (pending or already applied) are not the file's
+        key = (self.store.db.pragma("data_version"), id(self.store.db), self.store.rollbacks)
         if key != self._key:
             ids, hashes, blobs = [], [], []
             want = self.stored_dimension() or 0

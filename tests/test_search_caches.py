@@ -67,3 +67,23 @@ def test_a_search_inside_a_write_that_rolls_back_leaves_nothing_cached(brain_fac
     after = _ranking(brain, "kettle boat")  # before another connection opens the file
     assert after == _ranking(brain_factory(), "kettle boat")
 
+
+
+def test_a_vector_written_in_a_write_that_rolls_back_is_not_searched(brain_factory) -> None:
+    # Before: a vector stored in a transaction that rolled back stayed pending in the
+    # connection's matrix and replaced the committed one at the next search: the trace,
+    # whose content is still the committed one, lost its vector (no "vector" score).
+    from _embedfakes import concept_vectors
+
+    brain = brain_factory(embedder=concept_vectors)
+    ids = [t.id for t in brain.add_many(["We adopted a kitten and named her Luna",
+                                         "The car needs new tires before winter"])]
+    _ranking(brain, "a pet cat")
+    try:
+        with brain._store.write():
+            brain.update(ids[0], content="My favourite dinner is homemade pizza")
+            raise _Abort
+    except _Abort:
+        pass
+    after = _ranking(brain, "a pet cat")  # before another connection opens the file
+    assert after == _ranking(brain_factory(embedder=concept_vectors), "a pet cat")
