@@ -110,6 +110,12 @@ def content_counts(api: apsw.FTS5ExtensionApi, *_args: Any) -> bytes | None:
         return None
 
 
+def fts_totals(api: apsw.FTS5ExtensionApi, *args: Any) -> str:
+    """FTS5 auxiliary function: "rows indexed,tokens indexed in all columns", the index's
+    own statistics (:meth:`brainmem.store_index.IndexTables.fts_totals`)."""
+    return f"{api.row_count},{api.column_total_size(-1)}"
+
+
 class Database:
     """One apsw connection to a brain file, with nesting write transactions."""
 
@@ -120,11 +126,20 @@ class Database:
         #: Counts outermost write transactions (but recall-only ones, see :meth:`write`),
         #: so a caller can cache facts for one of them.
         self.tx_serial = 0
+        #: Counts outermost write transactions rolled back: what a cache took from one (the
+        #: vector matrix's rows, written as they are stored) must be read again.
+        self.rollbacks = 0
         #: Longest outermost write transaction so far, in seconds (reflect resets and reports it).
         self.longest_write = 0.0
         self._cache: dict[str, tuple[tuple[int, int], Any]] = {}
         #: The cache stamp, fixed while a read snapshot is open (:meth:`read`).
         self._stamp: tuple[int, int] | None = None
+        #: This connection's part of the cache stamp: changes when one of its writes (but
+        #: a recall-only one) ends, committed or rolled back, and at each read inside one,
+        #: so nothing counted before, inside or after a write is taken for another state.
+        self._own_serial = 0
+        #: True inside an outermost write that is not recall-only.
+        self._writing = False
         self.busy_timeout_ms = busy_timeout_ms
         self._closed = False
         #: ``data_version`` when :meth:`write` last saw this brainmem's schema in the file
@@ -135,6 +150,7 @@ class Database:
             self.db.create_scalar_function("retrievability", decay.retrievability,  # type: ignore[arg-type]
                                            4, deterministic=True)
             self.db.register_fts5_function("content_counts", content_counts)
+            self.db.register_fts5_function("fts_totals", fts_totals)
 
     @property
     def closed(self) -> bool:
@@ -188,16 +204,23 @@ class Database:
             self._depth = 1
             if not recall:
                 self.tx_serial += 1
+                self._writing = True
             began = time.perf_counter()
             try:
                 yield
             except BaseException:
                 self._depth = 0
+                self.rollbacks += 1
                 if self.db.in_transaction:
                     self.db.execute("ROLLBACK")
                 raise
-            self._depth = 0
-            self.db.execute("COMMIT")
+            else:
+                self._depth = 0
+                self.db.execute("COMMIT")
+            finally:
+                if not recall:  # what was counted inside it is not the committed state
+                    self._writing = False
+                    self._own_serial += 1
             self.longest_write = max(self.longest_write, time.perf_counter() - began)
 
     def _check_schema(self) -> None:
@@ -232,10 +255,16 @@ class Database:
             return self.db.execute(sql, params)
 
     def cache_stamp(self) -> tuple[int, int]:
-        """A value that changes when this connection or another one commits a write
-        (but a recall-only one): what a fact cached for this connection is valid for."""
+        """A value that changes when another connection commits a write, or one of this
+        connection's writes (but a recall-only one) ends, committed or rolled back: what a
+        fact cached for this connection is valid for. Inside such a write it changes at
+        each call: what a search counts there may be rolled back, or changed by the next
+        statement of the write, so it is never reused."""
+        if self._writing:
+            self._own_serial += 1
+            return (-1, self._own_serial)
         # execute, not db.pragma(): 2 µs against 40 µs, on every search
-        return self._stamp or (self.db.execute("PRAGMA data_version").get, self.tx_serial)
+        return self._stamp or (self.db.execute("PRAGMA data_version").get, self._own_serial)
 
     def _cached(self, name: str, compute: Callable[[], Any]) -> Any:
         """``compute()``, remembered until this connection or another one commits a write."""

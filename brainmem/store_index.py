@@ -60,9 +60,19 @@ class IndexTables(Database):
     def fts_totals(self) -> tuple[int, int]:
         """(rows indexed, tokens indexed in all columns), from FTS5's own statistics
         (cached until a write): the candidates' BM25 needs the average length."""
-        totals: tuple[int, int] = self._cached(
-            "fts_totals", lambda: (int(self.fts.row_count), int(sum(self.fts.tokens_per_column))))
+        totals: tuple[int, int] = self._cached("fts_totals", self._fts_totals)
         return totals
+
+    def _fts_totals(self) -> tuple[int, int]:
+        # Read from FTS5 itself (the ``fts_totals`` auxiliary function), not from
+        # apsw.fts5.Table.row_count: apsw keeps those keyed by the index's structure
+        # record, which a write that rolls back may leave as it was, so it answered
+        # with the rolled-back rows' totals.
+        found = self.db.execute("SELECT fts_totals(traces_fts) FROM traces_fts LIMIT 1").get
+        if not isinstance(found, str):  # no row: an empty index
+            return 0, 0
+        rows, tokens = found.split(",")
+        return int(rows), int(tokens)
 
     def fts_rowids(self, expression: str, limit: int, *, weights: Sequence[float] | None = None,
                    where: tuple[str, list[Any]] | None = None, scan: int | None = None,

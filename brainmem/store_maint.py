@@ -154,7 +154,7 @@ class MaintenanceTables(Database):
                 raise InvalidInput("vacuum cannot run inside a transaction")
             before = self.file_bytes()
             self.db.execute("VACUUM")
-            self.tx_serial += 1  # nothing cached may outlive the rewrite
+            self._own_serial += 1  # nothing cached may outlive the rewrite
             busy = self.db.execute("PRAGMA wal_checkpoint(TRUNCATE)").get
             busy = busy[0] if isinstance(busy, tuple) else busy
             return {"bytes_before": before, "bytes_after": self.file_bytes(), "checkpointed": not busy}

@@ -3,12 +3,17 @@
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
+from typing import Any
 
 from .store_base import Database, in_chunks
 
 #: A vector's row joined to its trace's current content hash.
 _CURRENT = ("LEFT JOIN vectors v ON v.rid = t.rid AND v.model = ? AND v.content_hash = t.content_hash "
             "WHERE t.deleted_at IS NULL AND v.rid IS NULL")
+
+
+#: The ``meta`` key counting the writes of vectors (:meth:`VectorTables.vectors_stamp`).
+VECTORS_WRITTEN = "vectors_written"
 
 
 class VectorTables(Database):
@@ -22,6 +27,20 @@ class VectorTables(Database):
             "SELECT rid, ?, content_hash, ?, ? FROM traces WHERE id = ? AND content_hash = ?",
             [(model, dim, blob, tid, h) for tid, h, blob in rows],
         )
+        self.db.execute(
+            "INSERT INTO meta(key, value) VALUES (?, '1') "
+            "ON CONFLICT(key) DO UPDATE SET value = CAST(value AS INTEGER) + 1", (VECTORS_WRITTEN,))
+
+    def vectors_stamp(self) -> tuple[Any, Any]:
+        """A value that changes when vectors are written (a counter each write bumps) or
+        added by a brainmem that does not bump it (the highest rid holding one): what a
+        cached matrix of them is valid for. A deleted or restored trace leaves it alone:
+        a search checks each trace it takes from the matrix against the file. Two
+        lookups by key, a few µs."""
+        row = self.db.execute(
+            "SELECT (SELECT value FROM meta WHERE key = ?), (SELECT max(rid) FROM vectors)",
+            (VECTORS_WRITTEN,)).fetchone()
+        return (None, None) if row is None else (row[0], row[1])
 
     def vectors_missing(self, model: str, limit: int, after: int = 0) -> list[tuple[int, str, str, str]]:
         """(rid, id, content, content hash) of live traces without a current vector, oldest
