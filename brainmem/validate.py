@@ -111,10 +111,16 @@ def check_text(value: Any, what: str, *, max_chars: int = 1024, allow_none: bool
         raise InvalidInput(f"{what} must be a string, not {type(value).__name__}")
     if len(value) > max_chars:
         raise InvalidInput(f"{what} is {len(value)} characters, over the limit of {max_chars}")
+    return check_unicode(value, what)
+
+
+def check_unicode(value: str, what: str, error: type[InvalidInput] = InvalidInput) -> str:
+    """``value`` if it encodes as UTF-8; lone surrogates (bytes of another encoding that
+    reached Python through argv or a file name) are an ``error`` naming ``what``."""
     try:
         value.encode("utf-8")
     except UnicodeEncodeError:
-        raise InvalidInput(f"{what} is not valid Unicode text") from None
+        raise error(f"{what} is not valid Unicode text") from None
     return value
 
 

@@ -355,3 +355,24 @@ def test_a_closed_standard_stream_is_one_error_line(capsys: Any, tmp_path: Path,
     err = capsys.readouterr().err
     assert code == 2 and err.count("\n") == 1 and "is closed" in err, err
     assert [p.name for p in tmp_path.iterdir()] == (["s.brain"] if argv[0] == "export" else [])
+
+
+@pytest.mark.parametrize("query", [os.fsdecode(b"caf\xe9"), os.fsdecode(b"hello caf\xe9")])
+def test_a_query_that_is_not_utf8_is_refused_alike_everywhere(tmp_path: Path, query: str) -> None:
+    # A query of Latin-1 bytes reaches Python as a lone surrogate. The memory_search tool
+    # refused it, `brainmem search` answered "no matches" (or, with a hit, crashed
+    # recording the retrieval) and Brain.search did the same: now all refuse it.
+    from clirun import run as run_cli
+
+    from brainmem.errors import InvalidInput
+
+    path = str(tmp_path / "q.brain")
+    with Brain(path) as brain:
+        brain.add("hello café")
+        with pytest.raises(InvalidInput, match="query is not valid Unicode text"):
+            brain.search(query)
+        result = brain.call_tool("memory_search", {"query": query})
+        assert result["error"]["message"] == "query is not valid Unicode text"
+    done = run_cli("--brain", path, "search", query)
+    assert (done.returncode, done.stdout) == (2, "") and done.stderr.count("\n") == 1
+    assert "query is not valid Unicode text" in done.stderr
