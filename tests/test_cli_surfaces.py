@@ -212,6 +212,16 @@ def test_reading_commands_open_an_unwritable_brain_read_only(tmp_path: Path) -> 
     assert "alpha note" in done.stdout
     assert "search 0" in done.stdout and "stats 0" in done.stdout
     assert "add 1" in done.stdout and "not writable" in done.stderr  # a write still refuses
+    assert "readonly=True" not in done.stderr  # the Python spelling, said to a shell user
+
+
+def test_readonly_create_on_a_missing_file_does_not_advise_create(capsys: Any, tmp_path: Path) -> None:
+    path = str(tmp_path / "missing.brain")
+    code, out, err = run(capsys, "--readonly", "--create", "--brain", path, "stats")
+    assert (code, out) == (2, "") and err.count("\n") == 1 and "give --create" not in err
+    assert "--readonly" in err and f"brainmem --brain {path} init" in err
+    code, out, err = run(capsys, "--readonly", "--brain", path, "stats")
+    assert code == 2 and "give --create" not in err and not os.path.exists(path)
 
 
 # --- errors on stderr --------------------------------------------------------------

@@ -197,8 +197,12 @@ def check_brain_file(args: argparse.Namespace, path: str, readonly: bool) -> boo
     if path == ":memory:" or path.startswith("file:") or os.path.exists(path):
         return False
     if not creating:
-        raise MissingBrain(f"no brain file at {path} (create one with: brainmem --brain "
-                           f"{path} init, or give --create)")
+        how = f"create one with: brainmem --brain {path} init"
+        if readonly:  # --create does nothing with --readonly: do not advise it
+            how += "; --readonly never creates one"
+        else:
+            how += ", or give --create"
+        raise MissingBrain(f"no brain file at {path} ({how})")
     _created.append(path)
     return True
 
