@@ -386,3 +386,20 @@ def test_a_query_that_is_not_utf8_is_refused_alike_everywhere(tmp_path: Path, qu
     done = run_cli("--brain", path, "search", query)
     assert (done.returncode, done.stdout) == (2, "") and done.stderr.count("\n") == 1
     assert "query is not valid Unicode text" in done.stderr
+
+
+def test_a_byte_order_mark_on_standard_input_is_not_content(tmp_path: Path) -> None:
+    # A Windows editor's UTF-8 starts with U+FEFF: import and observe dropped it, but
+    # `add -` and `put KEY -` stored it as part of the text and `call NAME -` failed on it.
+    from clirun import run as run_cli
+
+    path = str(tmp_path / "bom.brain")
+    done = run_cli("--brain", path, "add", "-", stdin="\ufeffUser prefers tea")
+    assert done.returncode == 0, done.stderr
+    done = run_cli("--brain", path, "put", "drink", "-", stdin="\ufeffgreen tea")
+    assert done.returncode == 0, done.stderr
+    done = run_cli("--brain", path, "call", "memory_add", "-", stdin='\ufeff{"content": "likes cats"}')
+    assert done.returncode == 0 and "error" not in json.loads(done.stdout), done.stdout + done.stderr
+    with Brain(path, readonly=True) as brain:
+        contents = sorted(t.content for t in brain.recent(10))
+    assert contents == ["User prefers tea", "green tea", "likes cats"]
