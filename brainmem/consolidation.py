@@ -255,8 +255,6 @@ def run(
             if embedded.get("error"):
                 report.notes.append(f"embedding stopped: {embedded['error']} "
                                     f"({embedded['missing']} trace(s) still without a vector)")
-        if progress is not None:
-            progress("done", len(STEPS), len(STEPS))
     except BaseException as exc:
         report.status = "failed"
         report.error = f"{type(exc).__name__}: {exc}"
@@ -265,6 +263,8 @@ def run(
         raise
     report.duration_ms = (time.perf_counter() - t0) * 1000
     _finish(store, owner, started, clock, report, serial)
+    if progress is not None:  # after the log row: a callback failing here fails no finished run
+        progress("done", len(STEPS), len(STEPS))
     return report
 
 

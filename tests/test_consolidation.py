@@ -807,3 +807,18 @@ def test_every_fact_stays_findable_and_every_merge_undoable(tmp_path_factory: py
             assert all(t.live for t in brain.read(ids).traces) and brain.check()["ok"]
 
     check()
+
+
+def test_a_progress_callback_failing_at_done_leaves_the_run_logged_as_it_went(file_brain) -> None:
+    # Everything had committed when the final ("done", 6, 6) call raised, yet the run's
+    # log row said "failed". The log now says ok; the callback's error still reaches the caller.
+    file_brain.add("something to consolidate")
+
+    def progress(step: str, done: int, total: int) -> None:
+        if step == "done":
+            raise RuntimeError("progress display went away")
+
+    with pytest.raises(RuntimeError, match="went away"):
+        file_brain.reflect(progress=progress)
+    row = file_brain.reflect_log(1)[0]
+    assert row["status"] == "ok" and not row.get("error")
