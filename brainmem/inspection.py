@@ -145,7 +145,7 @@ def run_changes(store: Store, run: dict[str, Any], limit: int) -> dict[str, Any]
     ``limit`` of each kind under ``"changes"``, how many there are under ``"totals"``.
 
     Reflect stamps every change with the run's ``now``: traces soft-deleted at it
-    were pruned (``deleted_reason`` expired/evicted, else weak) or merged into a
+    were pruned (``deleted_reason`` weak, expired or evicted) or merged into a
     survivor (``merged_into``); traces created at it are derived insights; traces
     updated at it that are still live were compacted, merge survivors or insights;
     ``co_activated`` edges stamped with it were strengthened. A later change overwrites
