@@ -225,7 +225,9 @@ class BrainBase:
         """Change fields of a live trace in place; ``version`` goes up by one.
 
         ``expected_version`` makes the update conditional (:class:`VersionConflict`).
-        A content change keeps the old content as a soft-deleted snapshot.
+        A content change keeps the old content as a soft-deleted snapshot. Changes that
+        give every field the value it already has write nothing: the trace comes back
+        as it is (same ``version``) and no event is sent.
         """
         check_changes(changes, self.policy)  # before the lock: bad input never waits
         at = self.now(now)
@@ -233,6 +235,8 @@ class BrainBase:
         with self._lock, self._store.write():
             current = self.get(trace_id, now=at)
             trace = self._writer.update(current, changes, expected_version, at)
+            if trace is current:
+                return trace
             self._write_vectors([trace], prepared)
         self._emit("update", {"id": trace.id, "trace": trace})
         return trace

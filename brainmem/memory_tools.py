@@ -115,7 +115,7 @@ def _memory_update(box: Toolbox, args: dict[str, Any]) -> JSON:
     if not args:
         raise InvalidInput("nothing to update: give at least one field to change")
     updated = box.brain.update(trace.id, expected_version=expected, **args)
-    return {"updated": True, "version": updated.version}
+    return {"updated": updated.version != trace.version, "version": updated.version}
 
 
 def _delete_schema(ctx: ToolContext | None) -> JSON:
