@@ -83,7 +83,8 @@ class Brain(FacesMixin, AdminMixin):
         ``importance``, ``pinned``, ``created_at`` (back-dating allowed),
         ``expires_at`` or ``ttl``, ``metadata``, ``task_id``, ``due_at``, ``cue``.
         A ``due_at`` makes a reminder: the type is ``prospective`` when none is given
-        (another type is :class:`InvalidInput`).
+        (another type is :class:`InvalidInput`). A ``task_id`` does not set the type:
+        give ``type="working"`` for scratch that :meth:`end_task` archives.
         :meth:`add_result` takes the same and also says whether it deduplicated.
         ``supersedes``: ids of facts this one replaces (kept, closed; :mod:`brainmem.timeline`).
         """
