@@ -31,7 +31,13 @@ from .errors import InvalidInput, QueryError, ReadOnlyBrain
 from .model import Hit, TimeLike, Trace
 from .store import WriteBusy
 from .validate import (
-    build_trace, check_ids, check_int, check_limit, check_text, check_unicode, to_timestamp,
+    build_trace,
+    check_ids,
+    check_int,
+    check_limit,
+    check_text,
+    check_unicode,
+    to_timestamp,
 )
 from .write import AddResult
 
