@@ -16,7 +16,7 @@ from ._version import __version__
 from .brain_base import BrainBase
 from .errors import InvalidInput, NotFound
 from .model import TimeLike
-from .validate import check_ids, check_int, check_text
+from .validate import check_ids, check_int, check_path, check_text
 
 if TYPE_CHECKING:  # imported lazily at run time (export/import only)
     from .transfer import ImportReport
@@ -158,7 +158,7 @@ class AdminMixin(BrainBase):
 
         A consistent snapshot even while other processes write; ``path`` must not exist.
         """
-        target = check_text(str(path), "backup path", max_chars=4096, allow_none=False) or ""
+        target = check_path(str(path), "backup path")
         if not target.strip():
             raise InvalidInput("backup needs a path to write to")
         with self._lock:
