@@ -79,11 +79,17 @@ class AdminMixin(BrainBase):
         with self._lock, self._store.read():
             return inspection.derive_clusters(self._store, self.policy)
 
-    def overview(self, now: TimeLike | None = None) -> dict[str, Any]:
-        """Counts by scope and type, pinned, a retrievability histogram and growth by day."""
+    def overview(self, now: TimeLike | None = None, *, scope_limit: int | None = None) -> dict[str, Any]:
+        """Counts by scope and type, pinned, a retrievability histogram and growth by day.
+
+        ``by_scope`` holds every (scope, scope_id, type) group, ordered by them; with
+        ``scope_limit``, only that many, the largest first. ``by_scope_total`` counts them all.
+        """
+        if scope_limit is not None:
+            check_int(scope_limit, "scope_limit", 1)
         at = self.now(now)
         with self._lock, self._store.read():
-            return inspection.overview(self._store, at)
+            return inspection.overview(self._store, at, scope_limit)
 
     def reflect_run(self, run_id: int) -> dict[str, Any]:
         """One consolidation run of :meth:`reflect_log` by its id (:class:`NotFound` if none)."""
