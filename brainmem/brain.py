@@ -27,10 +27,18 @@ from . import unmerge as unmerge_mod
 from .brain_admin import AdminMixin
 from .brain_faces import FacesMixin
 from .consolidation import ReflectReport
-from .errors import InvalidInput, ReadOnlyBrain
+from .errors import InvalidInput, QueryError, ReadOnlyBrain
 from .model import Hit, TimeLike, Trace
 from .store import WriteBusy
-from .validate import build_trace, check_ids, check_int, check_limit, check_text, to_timestamp
+from .validate import (
+    build_trace,
+    check_ids,
+    check_int,
+    check_limit,
+    check_text,
+    check_unicode,
+    to_timestamp,
+)
 from .write import AddResult
 
 if TYPE_CHECKING:  # imported lazily at run time (tools sit above this module)
@@ -81,7 +89,8 @@ class Brain(FacesMixin, AdminMixin):
         ``importance``, ``pinned``, ``created_at`` (back-dating allowed),
         ``expires_at`` or ``ttl``, ``metadata``, ``task_id``, ``due_at``, ``cue``.
         A ``due_at`` makes a reminder: the type is ``prospective`` when none is given
-        (another type is :class:`InvalidInput`).
+        (another type is :class:`InvalidInput`). A ``task_id`` does not set the type:
+        give ``type="working"`` for scratch that :meth:`end_task` archives.
         :meth:`add_result` takes the same and also says whether it deduplicated.
         ``supersedes``: ids of facts this one replaces (kept, closed; :mod:`brainmem.timeline`).
         """
@@ -293,6 +302,8 @@ class Brain(FacesMixin, AdminMixin):
         from . import timeline
 
         check_limit(limit)
+        if isinstance(query, str):  # a query of another type is the compiler's QueryError
+            check_unicode(query, "query", QueryError)
         at = self.now(now)
         when = timeline.check_as_of(as_of)
         filters = timeline.time_filters(

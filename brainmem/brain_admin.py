@@ -16,7 +16,7 @@ from ._version import __version__
 from .brain_base import BrainBase
 from .errors import InvalidInput, NotFound
 from .model import TimeLike
-from .validate import check_ids, check_int, check_text
+from .validate import check_ids, check_int, check_path, check_text
 
 if TYPE_CHECKING:  # imported lazily at run time (export/import only)
     from .transfer import ImportReport
@@ -79,11 +79,17 @@ class AdminMixin(BrainBase):
         with self._lock, self._store.read():
             return inspection.derive_clusters(self._store, self.policy)
 
-    def overview(self, now: TimeLike | None = None) -> dict[str, Any]:
-        """Counts by scope and type, pinned, a retrievability histogram and growth by day."""
+    def overview(self, now: TimeLike | None = None, *, scope_limit: int | None = None) -> dict[str, Any]:
+        """Counts by scope and type, pinned, a retrievability histogram and growth by day.
+
+        ``by_scope`` holds every (scope, scope_id, type) group, ordered by them; with
+        ``scope_limit``, only that many, the largest first. ``by_scope_total`` counts them all.
+        """
+        if scope_limit is not None:
+            check_int(scope_limit, "scope_limit", 1)
         at = self.now(now)
         with self._lock, self._store.read():
-            return inspection.overview(self._store, at)
+            return inspection.overview(self._store, at, scope_limit)
 
     def reflect_run(self, run_id: int) -> dict[str, Any]:
         """One consolidation run of :meth:`reflect_log` by its id (:class:`NotFound` if none)."""
@@ -158,7 +164,7 @@ class AdminMixin(BrainBase):
 
         A consistent snapshot even while other processes write; ``path`` must not exist.
         """
-        target = check_text(str(path), "backup path", max_chars=4096, allow_none=False) or ""
+        target = check_path(str(path), "backup path")
         if not target.strip():
             raise InvalidInput("backup needs a path to write to")
         with self._lock:

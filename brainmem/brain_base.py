@@ -35,7 +35,7 @@ from .query import QueryCompiler
 from .rerank import resolve_reranker
 from .store import Filters, Store, WriteBusy
 from .store_base import CLOSED
-from .validate import check_changes, check_ids, check_text, read_filters, to_timestamp
+from .validate import check_changes, check_ids, check_path, check_text, read_filters, to_timestamp
 from .write import Writer
 
 _B = TypeVar("_B", bound="BrainBase")
@@ -63,7 +63,7 @@ class BrainBase:
         self.path = str(path)
         # SQLite takes UTF-8 file names only: a name of other bytes (Latin-1 b"caf\xe9") that
         # Python carries as lone surrogates is refused here, not a UnicodeEncodeError below
-        check_text(self.path, "brain path", max_chars=4096, allow_none=False)
+        check_path(self.path, "brain path")
         if isinstance(busy_timeout, bool) or not isinstance(busy_timeout, (int, float)) \
                 or not 0 <= busy_timeout <= 86_400:
             raise InvalidInput(f"busy_timeout must be seconds in [0, 86400], not {busy_timeout!r}")
@@ -225,7 +225,9 @@ class BrainBase:
         """Change fields of a live trace in place; ``version`` goes up by one.
 
         ``expected_version`` makes the update conditional (:class:`VersionConflict`).
-        A content change keeps the old content as a soft-deleted snapshot.
+        A content change keeps the old content as a soft-deleted snapshot. Changes that
+        give every field the value it already has write nothing: the trace comes back
+        as it is (same ``version``) and no event is sent.
         """
         check_changes(changes, self.policy)  # before the lock: bad input never waits
         at = self.now(now)
@@ -233,6 +235,8 @@ class BrainBase:
         with self._lock, self._store.write():
             current = self.get(trace_id, now=at)
             trace = self._writer.update(current, changes, expected_version, at)
+            if trace is current:
+                return trace
             self._write_vectors([trace], prepared)
         self._emit("update", {"id": trace.id, "trace": trace})
         return trace

@@ -4,7 +4,8 @@
 
 Thin methods over :mod:`brainmem.faces` (validation, result shapes) and the
 :class:`~brainmem.write.Writer`. Soft deletes made on the side note why in
-``metadata["deleted_reason"]``: "expired", "evicted" (quota) or "archived" (end_task).
+``metadata["deleted_reason"]``: "expired", "evicted" (quota) or "archived" (end_task);
+reflect's prune notes "weak", "expired" or "evicted" (capacity) the same way.
 """
 
 from __future__ import annotations

@@ -255,8 +255,6 @@ def run(
             if embedded.get("error"):
                 report.notes.append(f"embedding stopped: {embedded['error']} "
                                     f"({embedded['missing']} trace(s) still without a vector)")
-        if progress is not None:
-            progress("done", len(STEPS), len(STEPS))
     except BaseException as exc:
         report.status = "failed"
         report.error = f"{type(exc).__name__}: {exc}"
@@ -265,6 +263,8 @@ def run(
         raise
     report.duration_ms = (time.perf_counter() - t0) * 1000
     _finish(store, owner, started, clock, report, serial)
+    if progress is not None:  # after the log row: a callback failing here fails no finished run
+        progress("done", len(STEPS), len(STEPS))
     return report
 
 
@@ -324,7 +324,7 @@ def _prune_doomed(store: Store, doomed: Sequence[tuple[str, float, bool]], now: 
                   report: ReflectReport) -> None:
     """Delete what prune chose, counting only what was deleted (a trace used since its page
     was read is spared, and so not counted)."""
-    deleted = _delete(store, [(tid, last) for tid, last, _ in doomed], now)
+    deleted = _delete(store, [(tid, last, "expired" if expired else "weak") for tid, last, expired in doomed], now)
     for tid, _, expired in doomed:
         if tid in deleted:
             if expired:
@@ -333,8 +333,9 @@ def _prune_doomed(store: Store, doomed: Sequence[tuple[str, float, bool]], now: 
                 report.pruned_weak += 1
 
 
-def _delete(store: Store, doomed: Sequence[tuple[str, float]], now: float) -> set[str]:
-    """Soft-delete ``doomed`` (id, last access seen) unless used since; the ids deleted."""
+def _delete(store: Store, doomed: Sequence[tuple[str, float, str]], now: float) -> set[str]:
+    """Soft-delete ``doomed`` (id, last access seen, deleted_reason) unless used since; the
+    ids deleted."""
     if not doomed:
         return set()
     with store.write():
@@ -361,7 +362,7 @@ def _evict(ctx: _Run, scope: str, scope_id: str, over: int) -> None:
     chosen = heapq.nsmallest(over, scope_rows())
     for start in range(0, len(chosen), policy.reflect_chunk):
         ctx.report.evicted += len(_delete(
-            store, [(tid, last) for _, last, tid in chosen[start : start + policy.reflect_chunk]], now))
+            store, [(tid, last, "evicted") for _, last, tid in chosen[start : start + policy.reflect_chunk]], now))
 
 
 # --- 2. merge ---------------------------------------------------------------------------

@@ -215,7 +215,7 @@ def _first_read(db: apsw.Connection, path: str, readonly: bool) -> apsw.Connecti
         if not readonly:
             raise ReadOnlyBrain(_unwritable_old(path) or (
                 f"{path} is not writable (the file or its directory is read-only); "
-                "open it with readonly=True to search it"
+                "open it read-only to search it"
             )) from exc
         wal = sidecar(path, "-wal")
         if os.path.exists(wal) and os.path.getsize(wal) > 0:
@@ -230,7 +230,7 @@ def _first_read(db: apsw.Connection, path: str, readonly: bool) -> apsw.Connecti
         db.close()
         raise ReadOnlyBrain(_unwritable_old(path) or (
             f"{path} is not writable (file permissions or a read-only file system); "
-            "open it with readonly=True to search it"
+            "open it read-only to search it"
         ))
     return db
 

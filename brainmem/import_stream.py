@@ -37,6 +37,7 @@ from .model import Trace, new_id, outlasting
 from .policy import Policy
 from .store import Store
 from .transfer import ImportReport, check_header, edge_from_json, trace_from_json
+from .validate import check_path
 
 #: Records per spill chunk: pass 2 holds one chunk (~1 MB of short traces) at a time.
 SPILL_CHUNK = 1000
@@ -107,8 +108,9 @@ def scan_source(source: str | os.PathLike[str] | IO[str], policy: Policy, spill:
             return scan(source, policy, spill)
         except UnicodeDecodeError:  # a text stream (standard input) that is not UTF-8
             raise InvalidInput("the input is not UTF-8 text") from None
+    path = check_path(os.fspath(source), "import path", utf8=False)
     try:
-        fp = open(os.fspath(source), "rb")  # noqa: SIM115 - closed below, errors translated
+        fp = open(path, "rb")  # noqa: SIM115 - closed below, errors translated
     except (OSError, UnicodeEncodeError) as exc:  # encode: a path no file system takes
         raise InvalidInput(f"cannot read {source}: {getattr(exc, 'strerror', None) or exc}") from None
     with fp:

@@ -128,14 +128,16 @@ def neighbourhood(store: Store, seeds: Sequence[str], depth: int, max_nodes: int
             "truncated": truncated}
 
 
-def overview(store: Store, now: float) -> dict[str, Any]:
-    """Counts by type and scope, pinned, a retrievability histogram and growth by day."""
-    counts, pinned = store.live_counts()
+def overview(store: Store, now: float, scope_limit: int | None = None) -> dict[str, Any]:
+    """Counts by type and scope (with ``scope_limit``, the largest groups only; how many
+    groups there are under ``by_scope_total``), pinned, a retrievability histogram and
+    growth by day."""
+    counts, pinned, groups = store.live_counts(scope_limit)
     histogram = [0] * HISTOGRAM_BUCKETS
     for bucket, count in store.retrievability_buckets(now, HISTOGRAM_BUCKETS):
         histogram[max(0, int(bucket))] += count
     return {"by_scope": [{"scope": s, "scope_id": sid, "type": t, "count": n} for s, sid, t, n in counts],
-            "pinned": pinned, "retrievability_histogram": histogram,
+            "by_scope_total": groups, "pinned": pinned, "retrievability_histogram": histogram,
             "growth": [{"day": day, "added": added, "deleted": deleted}
                        for day, added, deleted in store.growth_by_day()]}
 
@@ -145,7 +147,7 @@ def run_changes(store: Store, run: dict[str, Any], limit: int) -> dict[str, Any]
     ``limit`` of each kind under ``"changes"``, how many there are under ``"totals"``.
 
     Reflect stamps every change with the run's ``now``: traces soft-deleted at it
-    were pruned (``deleted_reason`` expired/evicted, else weak) or merged into a
+    were pruned (``deleted_reason`` weak, expired or evicted) or merged into a
     survivor (``merged_into``); traces created at it are derived insights; traces
     updated at it that are still live were compacted, merge survivors or insights;
     ``co_activated`` edges stamped with it were strengthened. A later change overwrites

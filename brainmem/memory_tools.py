@@ -67,8 +67,9 @@ def _add_schema(ctx: ToolContext | None) -> JSON:
         **due_at,
         "cue": _str("For a reminder: the situation that should bring it back "
                     "(searched like its content).", maxLength=MAX_CUE_CHARS),
-        "task_id": _str("For task scratch (type working): the task it belongs to; ending the "
-                        "task archives it.", maxLength=MAX_ID_CHARS),
+        "task_id": _str("For task scratch: the task it belongs to; give type working too, and "
+                        "ending the task archives it (a memory of another type is kept).",
+                        maxLength=MAX_ID_CHARS),
     }, ["content", *_needs_type(ctx, DEFAULT_TYPE)])
 
 
@@ -115,7 +116,7 @@ def _memory_update(box: Toolbox, args: dict[str, Any]) -> JSON:
     if not args:
         raise InvalidInput("nothing to update: give at least one field to change")
     updated = box.brain.update(trace.id, expected_version=expected, **args)
-    return {"updated": True, "version": updated.version}
+    return {"updated": updated.version != trace.version, "version": updated.version}
 
 
 def _delete_schema(ctx: ToolContext | None) -> JSON:

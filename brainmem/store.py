@@ -583,15 +583,20 @@ class Store(IndexTables, EdgeTables, LogTables, InspectTables, VectorTables, Mai
                 [*chunk, *params]))
         return out
 
-    def soft_delete_unchanged(self, seen: Sequence[tuple[str, float]], at: float) -> set[str]:
+    def soft_delete_unchanged(self, seen: Sequence[tuple[str, float, str]], at: float) -> set[str]:
         """Soft-delete live traces whose ``last_accessed_at`` is still the one seen (prune
-        decides on a snapshot; a trace used since then is spared); returns the ids deleted."""
+        decides on a snapshot; a trace used since then is spared), noting the reason given
+        with each in ``metadata["deleted_reason"]``; returns the ids deleted."""
         deleted: set[str] = set()
-        for trace_id, last in seen:
-            deleted.update(str(r[0]) for r in self.execute(
-                "UPDATE traces SET deleted_at = ?, updated_at = ? "
-                "WHERE id = ? AND deleted_at IS NULL AND last_accessed_at = ? RETURNING id",
-                (at, at, trace_id, last)))
+        for trace_id, last, reason in seen:
+            for _id, text in list(self.execute(
+                    "UPDATE traces SET deleted_at = ?, updated_at = ? "
+                    "WHERE id = ? AND deleted_at IS NULL AND last_accessed_at = ? RETURNING id, metadata",
+                    (at, at, trace_id, last))):
+                metadata = {**json.loads(text), "deleted_reason": reason}
+                self.execute("UPDATE traces SET metadata = ? WHERE id = ?",
+                             (_column_value("metadata", metadata), trace_id))
+                deleted.add(str(_id))
         return deleted
 
     def soft_delete_many(self, ids: Sequence[str], at: float, merged_into: str | None = None) -> None:

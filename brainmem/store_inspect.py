@@ -65,13 +65,23 @@ class InspectTables(Database):
             "ORDER BY r.at DESC, r.id DESC LIMIT ?2",
             (trace_id, limit, within)))
 
-    def live_counts(self) -> tuple[list[tuple[str, str, str, int]], int]:
-        """Live traces per (scope, scope_id, type), and how many are pinned."""
-        rows = list(self.execute(
-            "SELECT scope, scope_id, type, count(*) FROM traces WHERE deleted_at IS NULL "
-            "GROUP BY scope, scope_id, type ORDER BY scope, scope_id, type"))
+    def live_counts(self, limit: int | None = None) -> tuple[list[tuple[str, str, str, int]], int, int]:
+        """Live traces per (scope, scope_id, type) in that order, or with ``limit`` only the
+        ``limit`` largest groups (largest first); how many are pinned; how many groups there are."""
+        if limit is None:
+            rows = list(self.execute(
+                "SELECT scope, scope_id, type, count(*) FROM traces WHERE deleted_at IS NULL "
+                "GROUP BY scope, scope_id, type ORDER BY scope, scope_id, type"))
+            groups = len(rows)
+        else:
+            rows = list(self.execute(
+                "SELECT scope, scope_id, type, count(*) AS n FROM traces WHERE deleted_at IS NULL "
+                "GROUP BY scope, scope_id, type ORDER BY n DESC, scope, scope_id, type LIMIT ?", (limit,)))
+            groups = self.execute(
+                "SELECT count(*) FROM (SELECT 1 FROM traces WHERE deleted_at IS NULL "
+                "GROUP BY scope, scope_id, type)").get
         pinned = self.execute("SELECT count(*) FROM traces WHERE deleted_at IS NULL AND pinned").get
-        return rows, pinned
+        return rows, pinned, groups
 
     def retrievability_buckets(self, now: float, buckets: int) -> list[tuple[int, int]]:
         """(bucket, count) of live traces by R now, R in [0, 1] cut into ``buckets``.

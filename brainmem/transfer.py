@@ -51,7 +51,15 @@ from .errors import InvalidInput, StorageError
 from .model import Trace, finite
 from .policy import Policy
 from .store import Filters, Store
-from .validate import MAX_ID_CHARS, build_trace, check_choice, check_int, check_text, to_timestamp
+from .validate import (
+    MAX_ID_CHARS,
+    build_trace,
+    check_choice,
+    check_int,
+    check_path,
+    check_text,
+    to_timestamp,
+)
 
 TRACE_FIELDS = tuple(f.name for f in fields(Trace))
 EDGE_FIELDS = ("src", "dst", "kind", "weight", "updated_at")
@@ -104,6 +112,7 @@ def write_atomically(path: str, write: Callable[[IO[str]], Any]) -> Any:
     brain: its own file, given by a slip for ``.jsonl``, would be replaced by its export);
     failing to write the data (disk full) is :class:`StorageError`.
     """
+    check_path(path, "export path", utf8=False)
     _refuse_database(path)
     try:
         fd, tmp = tempfile.mkstemp(prefix=".brainmem-export-", dir=os.path.dirname(os.path.abspath(path)))

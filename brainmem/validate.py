@@ -111,10 +111,28 @@ def check_text(value: Any, what: str, *, max_chars: int = 1024, allow_none: bool
         raise InvalidInput(f"{what} must be a string, not {type(value).__name__}")
     if len(value) > max_chars:
         raise InvalidInput(f"{what} is {len(value)} characters, over the limit of {max_chars}")
+    return check_unicode(value, what)
+
+
+def check_path(value: Any, what: str, *, utf8: bool = True) -> str:
+    """A file path given as text without a NUL byte (no file system takes one; Python and
+    SQLite would raise a bare ValueError). ``utf8``: also :func:`check_text` (SQLite opens
+    UTF-8 names only; Python's own ``open`` takes the lone surrogates of other bytes)."""
+    path = check_text(value, what, max_chars=4096, allow_none=False) if utf8 else value
+    if not isinstance(path, str):
+        raise InvalidInput(f"{what} must be a string, not {type(path).__name__}")
+    if "\0" in path:
+        raise InvalidInput(f"{what} holds a NUL byte")
+    return path
+
+
+def check_unicode(value: str, what: str, error: type[InvalidInput] = InvalidInput) -> str:
+    """``value`` if it encodes as UTF-8; lone surrogates (bytes of another encoding that
+    reached Python through argv or a file name) are an ``error`` naming ``what``."""
     try:
         value.encode("utf-8")
     except UnicodeEncodeError:
-        raise InvalidInput(f"{what} is not valid Unicode text") from None
+        raise error(f"{what} is not valid Unicode text") from None
     return value
 
 

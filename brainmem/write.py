@@ -376,11 +376,14 @@ class Writer:
 
     def update(self, current: Trace, changes: Mapping[str, Any], expected_version: int | None,
                at: float) -> Trace:
-        """Validate and write ``changes`` to ``current``; only the changed fields are checked."""
+        """Validate and write ``changes`` to ``current``; only the changed fields are checked.
+        Changes that leave every field as it is write nothing: ``current`` comes back as it was."""
         self._victims.clear()  # a new type or importance may lower a stability: read again
         if expected_version is not None and check_int(expected_version, "expected_version", 0) != current.version:
             raise VersionConflict(current.id, expected_version, current.version)
         fields = check_changes(changes, self.policy)
+        if all(getattr(current, name) == value for name, value in fields.items()):
+            return current  # every field already holds the value given: nothing to write
         if "type" in fields or "due_at" in fields:  # a due time stays a reminder's
             check_reminder(fields.get("type", current.type), fields.get("due_at", current.due_at))
         key = fields.get("key", current.key)

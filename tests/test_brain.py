@@ -980,3 +980,19 @@ def test_recalls_look_among_the_newest_searches_only(file_brain: Brain, clock) -
     assert file_brain.recalls(cat.id, within=4) == []
     with pytest.raises(InvalidInput):
         file_brain.recalls(cat.id, within=0)
+
+
+def test_an_update_that_changes_nothing_writes_nothing(file_brain):
+    # memory_update promises {"updated": bool}: giving a trace the values it already has
+    # answered updated true, bumped the version (failing others' expected_version) and
+    # emitted an update event. Now it is a no-op that says so.
+    t = file_brain.add("the user likes tea", tags=["drinks"], importance=0.7, metadata={"a": 1})
+    seen = []
+    file_brain.subscribe(lambda name, payload: seen.append(name))
+    same = file_brain.update(t.id, content="the user likes tea", tags=["drinks"], importance=0.7,
+                             metadata={"a": 1}, type=t.type, pinned=False, expected_version=1)
+    assert same == file_brain.get(t.id) and same.version == 1 and seen == []
+    result = file_brain.call_tool("memory_update", {"id": t.id, "tags": ["drinks"]})
+    assert result == {"updated": False, "version": 1}
+    result = file_brain.call_tool("memory_update", {"id": t.id, "tags": ["drinks", "tea"]})
+    assert result == {"updated": True, "version": 2}

@@ -212,6 +212,16 @@ def test_reading_commands_open_an_unwritable_brain_read_only(tmp_path: Path) -> 
     assert "alpha note" in done.stdout
     assert "search 0" in done.stdout and "stats 0" in done.stdout
     assert "add 1" in done.stdout and "not writable" in done.stderr  # a write still refuses
+    assert "readonly=True" not in done.stderr  # the Python spelling, said to a shell user
+
+
+def test_readonly_create_on_a_missing_file_does_not_advise_create(capsys: Any, tmp_path: Path) -> None:
+    path = str(tmp_path / "missing.brain")
+    code, out, err = run(capsys, "--readonly", "--create", "--brain", path, "stats")
+    assert (code, out) == (2, "") and err.count("\n") == 1 and "give --create" not in err
+    assert "--readonly" in err and f"brainmem --brain {path} init" in err
+    code, out, err = run(capsys, "--readonly", "--brain", path, "stats")
+    assert code == 2 and "give --create" not in err and not os.path.exists(path)
 
 
 # --- errors on stderr --------------------------------------------------------------
@@ -355,3 +365,41 @@ def test_a_closed_standard_stream_is_one_error_line(capsys: Any, tmp_path: Path,
     err = capsys.readouterr().err
     assert code == 2 and err.count("\n") == 1 and "is closed" in err, err
     assert [p.name for p in tmp_path.iterdir()] == (["s.brain"] if argv[0] == "export" else [])
+
+
+@pytest.mark.parametrize("query", [os.fsdecode(b"caf\xe9"), os.fsdecode(b"hello caf\xe9")])
+def test_a_query_that_is_not_utf8_is_refused_alike_everywhere(tmp_path: Path, query: str) -> None:
+    # A query of Latin-1 bytes reaches Python as a lone surrogate. The memory_search tool
+    # refused it, `brainmem search` answered "no matches" (or, with a hit, crashed
+    # recording the retrieval) and Brain.search did the same: now all refuse it.
+    from clirun import run as run_cli
+
+    from brainmem.errors import InvalidInput
+
+    path = str(tmp_path / "q.brain")
+    with Brain(path) as brain:
+        brain.add("hello café")
+        with pytest.raises(InvalidInput, match="query is not valid Unicode text"):
+            brain.search(query)
+        result = brain.call_tool("memory_search", {"query": query})
+        assert result["error"]["message"] == "query is not valid Unicode text"
+    done = run_cli("--brain", path, "search", query)
+    assert (done.returncode, done.stdout) == (2, "") and done.stderr.count("\n") == 1
+    assert "query is not valid Unicode text" in done.stderr
+
+
+def test_a_byte_order_mark_on_standard_input_is_not_content(tmp_path: Path) -> None:
+    # A Windows editor's UTF-8 starts with U+FEFF: import and observe dropped it, but
+    # `add -` and `put KEY -` stored it as part of the text and `call NAME -` failed on it.
+    from clirun import run as run_cli
+
+    path = str(tmp_path / "bom.brain")
+    done = run_cli("--brain", path, "add", "-", stdin="\ufeffUser prefers tea")
+    assert done.returncode == 0, done.stderr
+    done = run_cli("--brain", path, "put", "drink", "-", stdin="\ufeffgreen tea")
+    assert done.returncode == 0, done.stderr
+    done = run_cli("--brain", path, "call", "memory_add", "-", stdin='\ufeff{"content": "likes cats"}')
+    assert done.returncode == 0 and "error" not in json.loads(done.stdout), done.stdout + done.stderr
+    with Brain(path, readonly=True) as brain:
+        contents = sorted(t.content for t in brain.recent(10))
+    assert contents == ["User prefers tea", "green tea", "likes cats"]

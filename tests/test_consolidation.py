@@ -807,3 +807,36 @@ def test_every_fact_stays_findable_and_every_merge_undoable(tmp_path_factory: py
             assert all(t.live for t in brain.read(ids).traces) and brain.check()["ok"]
 
     check()
+
+
+def test_a_progress_callback_failing_at_done_leaves_the_run_logged_as_it_went(file_brain) -> None:
+    # Everything had committed when the final ("done", 6, 6) call raised, yet the run's
+    # log row said "failed". The log now says ok; the callback's error still reaches the caller.
+    file_brain.add("something to consolidate")
+
+    def progress(step: str, done: int, total: int) -> None:
+        if step == "done":
+            raise RuntimeError("progress display went away")
+
+    with pytest.raises(RuntimeError, match="went away"):
+        file_brain.reflect(progress=progress)
+    row = file_brain.reflect_log(1)[0]
+    assert row["status"] == "ok" and not row.get("error")
+
+
+def test_prune_notes_why_it_deleted_each_trace(tmp_path: Path, clock: Clock) -> None:
+    # Deletes made on the side note why (metadata["deleted_reason"]); reflect's prune noted
+    # nothing, so an expired trace, a weak one and one over capacity looked the same.
+    path = str(tmp_path / "why.brain")
+    with Brain(path, clock=clock) as brain:
+        weak = brain.add("a passing remark about the weather", importance=0, metadata={"n": 1})
+        temp = brain.add("temporary note", ttl=3600)
+        kept = [brain.add(f"fact number {i}", type="semantic", scope="user", scope_id="u") for i in range(3)]
+    with Brain(path, clock=clock, policy=replace(Policy(), capacity=2)) as brain:
+        report = brain.reflect(now=T0 + 4 * 365 * DAY)
+        assert (report.pruned_weak, report.expired, report.evicted) == (1, 1, 1)
+        gone = {i: brain.get(i, include_deleted=True).metadata for i in
+                [weak.id, temp.id] + [k.id for k in kept]}
+    assert gone[weak.id] == {"n": 1, "deleted_reason": "weak"}
+    assert gone[temp.id] == {"deleted_reason": "expired"}
+    assert sorted(m.get("deleted_reason", "") for m in (gone[k.id] for k in kept)) == ["", "", "evicted"]

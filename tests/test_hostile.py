@@ -344,3 +344,19 @@ def test_tool_result_shapes_hold_for_success(tmp_path: Path) -> None:
         assert "error" not in added
         found = brain.call_tool("memory_search", {"query": "tea"})
         assert [r["id"] for r in found["results"]] == [added["trace_id"]]
+
+
+def test_a_path_with_a_nul_byte_is_refused_as_bad_input(tmp_path: Path) -> None:
+    # Brain("a\0b"), backup, export and import raised Python's bare ValueError ("embedded
+    # null byte"), outside the BrainmemError tree the CLI and the tools report.
+    with pytest.raises(errors.InvalidInput, match="brain path holds a NUL byte"):
+        Brain(str(tmp_path / "a\0b.brain"))
+    with Brain(str(tmp_path / "ok.brain")) as brain:
+        brain.add("something")
+        with pytest.raises(errors.InvalidInput, match="backup path holds a NUL byte"):
+            brain.backup(str(tmp_path / "x\0y"))
+        with pytest.raises(errors.InvalidInput, match="NUL byte"):
+            brain.export(str(tmp_path / "x\0y.jsonl"))
+        with pytest.raises(errors.InvalidInput, match="NUL byte"):
+            brain.import_jsonl(str(tmp_path / "x\0y.jsonl"))
+    assert [p.name for p in tmp_path.iterdir() if not p.name.startswith("ok.brain")] == []

@@ -86,6 +86,18 @@ def test_a_query_search_of_no_items_is_empty_as_without_a_query(
         assert ours.search(("users",), **kwargs) == [], kwargs
 
 
+def test_a_query_with_no_searchable_words_is_read_as_no_query(
+        stores: tuple[BrainStore, InMemoryStore]) -> None:
+    # "???" raised the brain's QueryError; LangGraph's stores never raise for a query's
+    # text (InMemoryStore without an index ignores it). It now lists as without a query.
+    ours, ref = stores
+    for query in ["???", "   ", "!!"]:
+        got = ours.search(("users",), query=query, limit=50)
+        assert _view(got) == _view(ours.search(("users",), limit=50)) == _view(
+            ref.search(("users",), query=query, limit=50)), query
+        assert all(item.score is None for item in got)
+
+
 def test_an_unknown_filter_operator_is_refused_not_matched_as_a_value(
         stores: tuple[BrainStore, InMemoryStore]) -> None:
     # {"rank": {"$in": [1, 2]}} was compared as the exact value {"$in": [1, 2]}: silently no

@@ -453,3 +453,16 @@ def test_schemas_advertise_the_brains_own_tag_and_key_bounds(tmp_path: Any) -> N
     # the default brain's schemas are the declared ones, unchanged
     assert Toolbox(Brain(str(tmp_path / "plain.db"))).schema("memory_add") == \
         REGISTRY["memory_add"].schema(None)
+
+
+def test_memory_add_task_id_description_says_what_end_task_archives(brain: Brain) -> None:
+    # The description said task_id made task scratch "(type working)", but an add with a
+    # task_id and no type stored an episodic memory that end_task never archives.
+    spec = next(t for t in brain.tools() if t["function"]["name"] == "memory_add")
+    described = spec["function"]["parameters"]["properties"]["task_id"]["description"]
+    assert "give type working" in described
+    plain = brain.call_tool("memory_add", {"content": "a note with a task", "task_id": "t1"})
+    scratch = brain.call_tool("memory_add", {"content": "scratch of the task", "task_id": "t1",
+                                             "type": "working"})
+    assert brain.end_task("t1")["archived"] == [scratch["trace_id"]]
+    assert brain.get(plain["trace_id"]).type == "episodic"  # as the description now says

@@ -104,6 +104,29 @@ def test_overview_shows_counts_check_and_charts(ro: TestClient) -> None:
     assert "/?check=1" in ro.get("/", params={"check": "0"}).text
 
 
+def test_overview_bounds_the_by_scope_table(tmp_path: Path, clock: Any,
+                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    # 20,000 scope ids made a 1.6 MB overview page: every (scope, scope id, type) a row.
+    # The page and /api/overview now show the largest groups and say how many are not shown.
+    from brainmem.ui import views
+
+    monkeypatch.setattr(views, "SCOPE_ROWS", 5)
+    path = tmp_path / "many.brain"
+    with Brain(str(path), clock=clock) as brain:
+        brain.add_many([{"content": f"note {i}", "scope": "user", "scope_id": f"u{i:02d}"}
+                        for i in range(12)] + [{"content": "another", "scope": "user", "scope_id": "u07"}])
+        assert len(brain.overview()["by_scope"]) == 12  # the Python API still gives them all
+        bounded = brain.overview(scope_limit=5)
+    assert bounded["by_scope"][0] == {"scope": "user", "scope_id": "u07", "type": "episodic", "count": 2}
+    assert len(bounded["by_scope"]) == 5 and bounded["by_scope_total"] == 12
+    ui = client(path, clock)
+    data = ui.get("/api/overview").json()
+    assert len(data["by_scope"]) == 5 and data["by_scope_total"] == 12
+    page = ui.get("/").text
+    table = page.split('id="by-scope"')[1].split("</table>")[0]
+    assert table.count("<tr>") == 1 + 5 and "7 more not shown" in page
+
+
 def test_overview_reports_check_problems(built: Any, clock: Any) -> None:
     import apsw
 

@@ -24,7 +24,9 @@ Mapping (decisions):
   ``InvalidInput``, before the batch runs). ``index=False`` stores the key as content.
 * ``search(prefix, query=...)`` is a brain search confined to the key prefix
   (BM25 + the brain's ranking; ``score`` is the brain's score); without a query,
-  items newest first. ``filter`` supports values (a dict matches a field's dict that
+  items newest first. A query the brain cannot search (no searchable words, e.g.
+  ``"???"``) is read as no query, not an error: LangGraph's stores never raise for a
+  query's text. ``filter`` supports values (a dict matches a field's dict that
   holds what it names, recursively, as LangGraph's stores do) and ``$eq``/``$ne``/
   ``$gt``/``$gte``/``$lt``/``$lte`` on value fields, applied to every item of the
   prefix (without a query) or to the best ``MAX_SCAN`` hits (with one); another ``$``
@@ -55,7 +57,7 @@ from langgraph.store.base import (
     SearchOp,
 )
 
-from ..errors import InvalidInput, NotFound
+from ..errors import InvalidInput, NotFound, QueryError
 from ..model import Trace
 from ..validate import check_content, check_metadata
 
@@ -297,11 +299,16 @@ class BrainStore(BaseStore):
             if _matches(data["value"], op.filter):
                 out.append(self._item(trace, SearchItem, score=score))
 
+        hits = None
         if op.query:
             scan = want if not op.filter else MAX_SCAN
-            # at least one hit asked for (a negative offset can make want 0), as without a query
-            for hit in self.brain.search(op.query, min(max(scan, 1), MAX_SCAN), scope=self.scope,
-                                         scope_id=self.scope_id, key_prefix=key_prefix):
+            try:  # at least one hit asked for (a negative offset can make want 0), as without a query
+                hits = self.brain.search(op.query, min(max(scan, 1), MAX_SCAN), scope=self.scope,
+                                         scope_id=self.scope_id, key_prefix=key_prefix)
+            except QueryError:  # no searchable words ("???"): LangGraph's stores never raise for
+                pass  # a query's text, so it is read as no query
+        if hits is not None:
+            for hit in hits:
                 take(hit.trace, hit.score)
         else:  # newest first, page by page until the page asked for is full: every item is reachable
             offset = 0

@@ -197,8 +197,12 @@ def check_brain_file(args: argparse.Namespace, path: str, readonly: bool) -> boo
     if path == ":memory:" or path.startswith("file:") or os.path.exists(path):
         return False
     if not creating:
-        raise MissingBrain(f"no brain file at {path} (create one with: brainmem --brain "
-                           f"{path} init, or give --create)")
+        how = f"create one with: brainmem --brain {path} init"
+        if readonly:  # --create does nothing with --readonly: do not advise it
+            how += "; --readonly never creates one"
+        else:
+            how += ", or give --create"
+        raise MissingBrain(f"no brain file at {path} ({how})")
     _created.append(path)
     return True
 
@@ -336,8 +340,9 @@ def standard(name: str) -> Any:
 
 
 def stdin_if_dash(value: str) -> str:
-    """A text argument, or all of standard input when it is ``-``."""
-    return str(standard("stdin").read()) if value == "-" else value
+    """A text argument, or all of standard input when it is ``-`` (a leading byte order
+    mark, which a Windows editor writes at the start of UTF-8, dropped as import does)."""
+    return str(standard("stdin").read()).removeprefix("\ufeff") if value == "-" else value
 
 
 def print_table(rows: Sequence[Sequence[Any]], headers: Sequence[str]) -> None:

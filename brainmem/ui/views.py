@@ -26,6 +26,8 @@ FACTORS = ("bm25", "relevance", "episode", "time", "retrievability", "recency", 
            "activation")
 #: Shown too when the brain searches by meaning (its embedder gave the hit a cosine).
 MEANING_FACTORS = ("vector", "vector_share")
+#: Rows of the overview's "By scope" table: the largest (scope, scope id, type) groups.
+SCOPE_ROWS = 200
 #: Largest brain (live + deleted traces) whose overview runs ``check()`` unasked.
 CHECK_AUTO_TRACES = 20_000
 #: Most hits one search shows (as memory_search's limit).
@@ -198,7 +200,7 @@ def overview(brain: Any, params: Any = None) -> dict[str, Any]:
     wanted = (params or {}).get("check")
     run_check = wanted == "1" or (wanted != "0" and stats["live"] + stats["deleted"] <= CHECK_AUTO_TRACES)
     check = brain.check() if run_check else None
-    data = brain.overview()
+    data = brain.overview(scope_limit=SCOPE_ROWS)
     data["growth"] = [{**d, "day": day_text(d["day"])} for d in data["growth"]]
     shown = None if check is None else {"ok": check.get("ok"), "problems": check.get("problems", [])}
     return {"stats": stats, "check": shown, **data, "readonly": brain.readonly}
