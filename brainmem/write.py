@@ -431,7 +431,8 @@ class Writer:
 
     def put(self, key: str, content: str, scope: str, scope_id: str, given: dict[str, Any],
             expected_version: int | None, at: float) -> tuple[str, Trace]:
-        """Insert or overwrite the value of ``key``; ("add" | "update", the trace).
+        """Insert or overwrite the value of ``key``; ("add" | "update" | "unchanged", the
+        trace): "unchanged" when the key already held that value and fields (nothing written).
 
         An expired value counts as absent (soft-deleted, reason "expired"); a new key's
         trace is ``semantic`` unless ``given`` says otherwise (a named value is a fact,
@@ -439,7 +440,8 @@ class Writer:
         """
         current = self.key_holder(key, scope, scope_id, at)
         if current is not None:
-            return "update", self.update(current, {"content": content, **given}, expected_version, at)
+            updated = self.update(current, {"content": content, **given}, expected_version, at)
+            return ("unchanged" if updated is current else "update"), updated
         if expected_version not in (None, 0):
             raise VersionConflict(f"for key {key!r}", expected_version, 0)
         built = build_trace({"type": "semantic", **given, "content": content, "key": key,
