@@ -192,7 +192,8 @@ def _reflect_schema(ctx: ToolContext | None) -> JSON:
 
 @_tool("memory_reflect",
        "Consolidate memory: forget what has faded, merge near-duplicates, learn from what was "
-       "used together, derive insights and tidy the index. Run it between sessions.",
+       "used together, derive insights and tidy the index. It acts on the whole brain, every "
+       "user's and scope's memories, not only those this session can see. Run it between sessions.",
        _reflect_schema)
 def _memory_reflect(box: Toolbox, args: dict[str, Any]) -> JSON:
     report = box.brain.reflect().to_tool()
