@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 from .observe import MAX_MESSAGES
 from .timeline import history_view
-from .tool_base import JSON, ToolContext, _obj, _scope_props, _str, _tool
+from .tool_base import JSON, ToolContext, _obj, _scope_props, _str, _tool, writable
 
 if TYPE_CHECKING:  # the Toolbox sits above the tools it runs; imported for types only
     from .tools import Toolbox
@@ -35,9 +35,10 @@ def _observe_schema(ctx: ToolContext | None) -> JSON:
 
 def _observe_offered(box: Toolbox) -> bool:
     """Observe stores episodic turns (and, with an LLM, semantic facts): a context that
-    may not write those is not offered the tool (every call would be refused)."""
-    if box.context is None:
-        return True
+    may not write those, or a read-only brain, is not offered the tool (every call would
+    be refused)."""
+    if box.context is None or not writable(box):
+        return writable(box)
     needed = {"episodic", "semantic"} if box.brain.llm is not None else {"episodic"}
     return needed <= set(box.context.writable_types())
 

@@ -164,7 +164,8 @@ class Brain(FacesMixin, AdminMixin):
         return results
 
     def restore(self, trace_id: str, *, now: TimeLike | None = None) -> Trace:
-        """Bring a soft-deleted trace back to life (it keeps its id and history)."""
+        """Bring a soft-deleted trace back to life (it keeps its id and history; its
+        metadata loses ``deleted_reason`` and the notes that came with it)."""
         at = self.now(now)
         prepared = self._prepare_missing_vectors([self.get(trace_id, include_deleted=True)])
         with self._write_with_events() as evicted:  # a quota may evict to make room

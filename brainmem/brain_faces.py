@@ -45,6 +45,8 @@ class FacesMixin(BrainBase):
 
         Overwriting keeps the id, bumps ``version`` and keeps the old content as a
         snapshot (like :meth:`update`); fields not given keep their current values.
+        Putting the value (and fields) the key already holds writes nothing and tells
+        subscribers nothing, as :meth:`update` does.
         A new key's trace is ``semantic`` unless ``type`` says otherwise (a named
         value should outlast episodes; ``pinned=True`` makes it permanent).
         ``expected_version`` makes the write conditional (:class:`VersionConflict`);
@@ -68,9 +70,11 @@ class FacesMixin(BrainBase):
         prepared = self._prepare_vectors([content])
         with self._write_with_events() as events:
             kind, trace = self._writer.put(key, content, scope_, scope_id_, given, expected_version, at)
-            self._write_vectors([trace], prepared)
+            if kind != "unchanged":  # the value already held: nothing written, nothing to tell
+                self._write_vectors([trace], prepared)
         self._emit_deletes(events)
-        self._emit(kind, {"id": trace.id, "trace": trace})
+        if kind != "unchanged":
+            self._emit(kind, {"id": trace.id, "trace": trace})
         return trace
 
     def get_key(self, key: str, *, scope: str | None = None, scope_id: str | None = None,

@@ -93,11 +93,11 @@ def is_empty(path: str) -> bool:
             and schema_is_empty(head))
 
 
-def empty_file_error(path: str) -> NotABrainFile:
-    """What opening an empty file (:func:`is_empty`) without creating a brain in it says."""
+def empty_file_error(path: str, how: str = "a read-write open makes it a new brain") -> NotABrainFile:
+    """What opening an empty file (:func:`is_empty`) without creating a brain in it says;
+    ``how`` tells how to make it one, in the words of the surface that opened it."""
     what = "an empty file" if _size(path) == 0 else "an empty SQLite database"
-    return NotABrainFile(f"{path} is {what}, not a brain; it was left unchanged (make it one "
-                         f"with: brainmem --brain {path} init, or give --create)")
+    return NotABrainFile(f"{path} is {what}, not a brain; it was left unchanged ({how})")
 
 
 def _check_file(path: str, readonly: bool) -> None:

@@ -33,6 +33,7 @@ from .tool_base import (
     _type_prop,
     hit_view,
     trace_view,
+    writable,
 )
 from .validate import LIMIT_MAX, MAX_CUE_CHARS, MAX_ID_CHARS, REMINDER_TYPE, type_of
 
@@ -76,7 +77,7 @@ def _add_schema(ctx: ToolContext | None) -> JSON:
 @_tool("memory_add",
        "Store a new memory (a fact, event, preference, procedure or intention). Adding content "
        "that is already stored returns the existing memory instead of a copy.",
-       _add_schema)
+       _add_schema, offered=writable)
 def _memory_add(box: Toolbox, args: dict[str, Any]) -> JSON:
     scope, scope_id = box.write_scope(args.pop("scope", None), args.pop("scope_id", None))
     if box.context is not None:
@@ -107,7 +108,7 @@ def _update_schema(ctx: ToolContext | None) -> JSON:
 @_tool("memory_update",
        "Correct or refine an existing memory by id: its content, type, tags, importance, "
        "pinned flag or metadata. Give only the fields to change.",
-       _update_schema)
+       _update_schema, offered=writable)
 def _memory_update(box: Toolbox, args: dict[str, Any]) -> JSON:
     trace = box.writable(args.pop("id"))
     expected = args.pop("expected_version", None)
@@ -125,7 +126,7 @@ def _delete_schema(ctx: ToolContext | None) -> JSON:
 
 @_tool("memory_delete",
        "Forget a memory by id (a soft delete: an operator can restore it).",
-       _delete_schema)
+       _delete_schema, offered=writable)
 def _memory_delete(box: Toolbox, args: dict[str, Any]) -> JSON:
     trace = box.writable(args["id"])
     if not box.brain.delete(trace.id):
@@ -145,7 +146,7 @@ def _merge_schema(ctx: ToolContext | None) -> JSON:
 @_tool("memory_merge",
        "Combine two or more memories that say the same thing (or should be one) into a single "
        "memory; the sources are soft-deleted.",
-       _merge_schema)
+       _merge_schema, offered=writable)
 def _memory_merge(box: Toolbox, args: dict[str, Any]) -> JSON:
     ids = list(dict.fromkeys(args["ids"]))
     if len(ids) < 2:
@@ -192,8 +193,9 @@ def _reflect_schema(ctx: ToolContext | None) -> JSON:
 
 @_tool("memory_reflect",
        "Consolidate memory: forget what has faded, merge near-duplicates, learn from what was "
-       "used together, derive insights and tidy the index. Run it between sessions.",
-       _reflect_schema)
+       "used together, derive insights and tidy the index. It acts on the whole brain, every "
+       "user's and scope's memories, not only those this session can see. Run it between sessions.",
+       _reflect_schema, offered=writable)
 def _memory_reflect(box: Toolbox, args: dict[str, Any]) -> JSON:
     report = box.brain.reflect().to_tool()
     if box.context is not None:  # brain-wide maintenance: show counts, never other scopes' ids
@@ -267,7 +269,7 @@ def _put_schema(ctx: ToolContext | None) -> JSON:
 @_tool("memory_put",
        "Set a named value (key-value memory): creates the key or overwrites its value, keeping "
        "the old value as history.",
-       _put_schema, extra=True)
+       _put_schema, extra=True, offered=writable)
 def _memory_put(box: Toolbox, args: dict[str, Any]) -> JSON:
     scope, scope_id = box.write_scope(args.pop("scope", None), args.pop("scope_id", None))
     if box.context is not None:
@@ -324,7 +326,7 @@ def _feedback_schema(ctx: ToolContext | None) -> JSON:
 @_tool("memory_feedback",
        "Tell the memory which results of a search were used and which were ignored; used "
        "memories are strengthened and linked during reflect.",
-       _feedback_schema, extra=True)
+       _feedback_schema, extra=True, offered=writable)
 def _memory_feedback(box: Toolbox, args: dict[str, Any]) -> JSON:
     used, ignored = args.get("used", []), args.get("ignored", [])
     if box.context is not None:  # only feedback on memories this context can see
@@ -336,7 +338,7 @@ def _memory_feedback(box: Toolbox, args: dict[str, Any]) -> JSON:
 @_tool("memory_unmerge",
        "Undo a merge: the memories that were merged into this one come back as they were "
        "(with their links); a memory made by memory_merge is removed.",
-       _delete_schema, extra=True)
+       _delete_schema, extra=True, offered=writable)
 def _memory_unmerge(box: Toolbox, args: dict[str, Any]) -> JSON:
     result = box.brain.unmerge(box.writable(args["id"]).id)
     return {"restored": result["restored"], "merged_trace_deleted": result["merged_trace_deleted"]}

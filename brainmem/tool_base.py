@@ -230,6 +230,11 @@ class ToolDef:
 REGISTRY: dict[str, ToolDef] = {}
 
 
+def writable(box: Toolbox) -> bool:
+    """``offered`` of the tools that write: a read-only brain would refuse every call."""
+    return not box.brain.readonly
+
+
 def _tool(name: str, description: str, schema: Callable[[ToolContext | None], JSON], *,
           extra: bool = False, offered: Callable[[Toolbox], bool] | None = None,
           ) -> Callable[[Handler], Handler]:

@@ -35,7 +35,8 @@ Decisions:
 * An unknown tool name is ``InvalidInput`` (it is a bad argument of ``call``).
 * A tool is not offered (absent from ``specs()``, its calls ``InvalidInput``) under a
   context that may not write what it stores: ``memory_observe`` needs ``episodic``
-  (and ``semantic`` when the brain has an LLM that extracts facts).
+  (and ``semantic`` when the brain has an LLM that extracts facts). On a read-only brain
+  the tools that write are not offered (their calls ``ReadOnlyBrain``): only reads are.
 * ``memory_delete`` of an unknown or already deleted id is ``NotFound``.
 * ``memory_reflect`` consolidates the whole brain (it is maintenance by policy,
   not a read); under a context its report keeps only counts and timings, no ids.
@@ -51,7 +52,7 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from . import memory_tools  # noqa: F401  (registers the memory_* tools)
-from .errors import BrainmemError, InvalidInput, NotFound
+from .errors import BrainmemError, InvalidInput, NotFound, ReadOnlyBrain
 from .jsonview import jsonable
 from .model import Trace
 from .schemacheck import short, validate
@@ -130,6 +131,8 @@ class Toolbox:
         """Validate and run one tool; always a JSON-serialisable dict, never an exception."""
         try:
             if name in self.withheld:
+                if self.brain.readonly:  # the tool writes: say what the call would have met
+                    raise ReadOnlyBrain(f"{name} is not offered: {self.brain.path} was opened read-only")
                 raise InvalidInput(f"{name} is not offered under this tool context: it may not "
                                    "write the memories the tool stores")
             if not isinstance(name, str) or name not in self.names:

@@ -52,6 +52,9 @@ VICTIM_PAGE = 256
 #: A sort position after every rid a stored trace has: traces added in the current
 #: transaction (their rids come later, in the order they are added).
 _NEW_RID = 1 << 62
+#: the notes :meth:`Writer.soft_delete` adds beside ``deleted_reason``, by reason: a
+#: restore drops them with the reason (a live trace does not say why it was deleted)
+_DELETE_NOTES: dict[str, tuple[str, ...]] = {"evicted": ("evicted_for_quota",), "archived": ("archived",)}
 
 #: Eviction order: (R(now), last_accessed_at, rid), the order ``Store.weakest`` reads.
 VictimKey = tuple[float, float, int]
@@ -347,8 +350,12 @@ class Writer:
         if duplicate is not None:
             raise InvalidInput(f"cannot restore {trace.id}: its content is live as {duplicate.id}")
         self.before_insert(trace, at)
+        reason = trace.metadata.get("deleted_reason")
+        notes = {"deleted_reason", *_DELETE_NOTES.get(reason, ())} if isinstance(reason, str) else set()
         self.store.update_fields(trace.id, {"deleted_at": None, "merged_into": None, "updated_at": at,
-                                            "version": trace.version + 1})
+                                            "version": trace.version + 1,
+                                            "metadata": {k: v for k, v in trace.metadata.items()
+                                                         if k not in notes}})
         restored = self.store.get(trace.id)
         assert restored is not None
         return restored
@@ -424,7 +431,8 @@ class Writer:
 
     def put(self, key: str, content: str, scope: str, scope_id: str, given: dict[str, Any],
             expected_version: int | None, at: float) -> tuple[str, Trace]:
-        """Insert or overwrite the value of ``key``; ("add" | "update", the trace).
+        """Insert or overwrite the value of ``key``; ("add" | "update" | "unchanged", the
+        trace): "unchanged" when the key already held that value and fields (nothing written).
 
         An expired value counts as absent (soft-deleted, reason "expired"); a new key's
         trace is ``semantic`` unless ``given`` says otherwise (a named value is a fact,
@@ -432,7 +440,8 @@ class Writer:
         """
         current = self.key_holder(key, scope, scope_id, at)
         if current is not None:
-            return "update", self.update(current, {"content": content, **given}, expected_version, at)
+            updated = self.update(current, {"content": content, **given}, expected_version, at)
+            return ("unchanged" if updated is current else "update"), updated
         if expected_version not in (None, 0):
             raise VersionConflict(f"for key {key!r}", expected_version, 0)
         built = build_trace({"type": "semantic", **given, "content": content, "key": key,

@@ -235,6 +235,25 @@ def test_restore_is_not_blocked_by_an_expired_key_or_duplicate(file_brain, clock
     assert [h.trace.id for h in file_brain.search("gate code", reinforce=False)] == [note.id]
 
 
+def test_restore_clears_why_the_trace_was_deleted(brain_factory, tmp_path, clock):
+    from brainmem.policy import Policy
+
+    # Before: a restored trace kept metadata["deleted_reason"] ("evicted", "archived", ...)
+    # and the notes that came with it, so a live trace still said why it was deleted.
+    brain = brain_factory(str(tmp_path / "b.db"), policy=Policy(quota=1, quota_policy="evict"))
+    first = brain.add("first note", metadata={"source": "chat"})
+    second = brain.add("second note")
+    evicted = brain.get(first.id, include_deleted=True).metadata
+    assert evicted["deleted_reason"] == "evicted" and "evicted_for_quota" in evicted
+    assert brain.restore(first.id).metadata == {"source": "chat"}  # second is evicted for it
+    assert brain.get(second.id, include_deleted=True).metadata["deleted_reason"] == "evicted"
+    brain.delete(first.id)
+    note = brain.add("a scratch note", type="working", task_id="t1")
+    brain.end_task("t1")
+    assert brain.get(note.id, include_deleted=True).metadata["archived"] is True
+    assert brain.restore(note.id).metadata == {}
+
+
 def test_restore_unknown_raises_not_found(mem_brain):
     with pytest.raises(NotFound) as caught:
         mem_brain.restore("mt_nope")

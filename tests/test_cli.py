@@ -193,6 +193,24 @@ def test_tools_and_scoped_call(capsys: Any, db: str, monkeypatch: Any) -> None:
     assert code == 2 and "not valid JSON" in json.loads(out)["error"]["message"]
 
 
+def test_a_read_only_brain_offers_only_the_reading_tools(capsys: Any, db: str) -> None:
+    # Before: `--readonly` tools/call/serve (and Brain(readonly=True).tools()) offered every
+    # write tool, each of whose calls could only fail: the model wasted turns on them.
+    reading = ["memory_search", "memory_read", "memory_list", "memory_get_key", "memory_context",
+               "memory_history"]
+    with Brain(db) as brain:
+        kept = brain.add("alpha note")
+    code, out, _ = run(capsys, "--readonly", "tools", "--extra", "all", "--brain", db)
+    assert code == 0 and sorted(s["function"]["name"] for s in json.loads(out)) == sorted(reading)
+    with Brain(db, readonly=True) as brain:
+        assert [s["function"]["name"] for s in brain.tools()] == ["memory_search"]
+    code, out, _ = run(capsys, "--readonly", "call", "memory_add", '{"content": "x"}', "--brain", db)
+    error = json.loads(out)["error"]
+    assert code != 0 and error["type"] == "ReadOnlyBrain" and "read-only" in error["message"]
+    code, out, _ = run(capsys, "--readonly", "call", "memory_search", '{"query": "alpha"}', "--brain", db)
+    assert code == 0 and [r["id"] for r in json.loads(out)["results"]] == [kept.id]
+
+
 def test_purge_before_takes_unix_seconds_as_every_time_option_does(capsys: Any, db: str) -> None:
     with Brain(db) as brain:
         old = brain.add("deleted long ago")

@@ -64,6 +64,23 @@ def test_reading_commands_refuse_an_empty_file_and_leave_it_empty(capsys: Any, t
     assert [p.name for p in tmp_path.iterdir()] == ["emptied.brain"] and empty.read_bytes() == b""
 
 
+def test_empty_file_refusal_gives_advice_that_fits_the_surface(capsys: Any, tmp_path: Path) -> None:
+    # Before: every refusal of an empty file said "make it one with: brainmem --brain X
+    # init, or give --create": shell advice to a Python Brain(readonly=True), and
+    # --create advised to `--readonly --create`, which never creates.
+    empty = tmp_path / "emptied.brain"
+    empty.write_bytes(b"")
+    with pytest.raises(NotABrainFile) as raised:
+        Brain(str(empty), readonly=True)
+    assert "brainmem" not in str(raised.value) and "--create" not in str(raised.value)
+    assert "read-write" in str(raised.value)
+    code, out, err = run(capsys, "--readonly", "--create", "--brain", str(empty), "stats")
+    assert code == 1 and "give --create" not in err and "--readonly never creates" in err
+    code, out, err = run(capsys, "--brain", str(empty), "stats")
+    assert code == 1 and f"brainmem --brain {empty} init" in err and "--create" in err
+    assert empty.read_bytes() == b""
+
+
 @pytest.mark.parametrize("argv", [["search", "hello"], ["stats"], ["export"], ["list"], ["check"]])
 @pytest.mark.parametrize("wal", [False, True])
 def test_reading_commands_refuse_an_empty_sqlite_database_and_leave_it_unchanged(

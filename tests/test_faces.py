@@ -277,6 +277,19 @@ def test_each_write_emits_once_after_commit(mem_brain: Brain) -> None:
     assert not any(open_tx for _, _, open_tx in events)
 
 
+def test_put_of_the_value_already_held_tells_subscribers_nothing(file_brain: Brain) -> None:
+    # Before: a put giving the key the value (and fields) it already held wrote nothing,
+    # as update does, but still told subscribers "update" for a write that never happened.
+    events: list[tuple[str, str]] = []
+    file_brain.subscribe(lambda kind, payload: events.append((kind, payload["id"])))
+    first = file_brain.put("theme", "dark", tags=["ui"])
+    again = file_brain.put("theme", "dark", tags=["ui"])
+    assert again.version == first.version == 1 and again.updated_at == first.updated_at
+    assert events == [("add", first.id)]
+    file_brain.put("theme", "light")
+    assert events == [("add", first.id), ("update", first.id)]
+
+
 def test_failing_subscriber_never_breaks_the_write(mem_brain: Brain) -> None:
     seen: list[str] = []
 

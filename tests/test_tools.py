@@ -289,6 +289,14 @@ def test_second_users_traces_are_invisible_and_untouchable(brain: Brain) -> None
     assert (brain.get(a1).scope, brain.get(a1).scope_id) == ("user", "alice")
 
 
+def test_reflect_tells_a_scoped_model_it_acts_on_the_whole_brain(brain: Brain) -> None:
+    # Before: under ToolContext(user_id=...) ("confine tools to Alice's memories") the
+    # memory_reflect description said only "Consolidate memory", yet it prunes and merges
+    # every user's memories.
+    specs = {s["function"]["name"]: s["function"] for s in Toolbox(brain, ToolContext(user_id="a")).specs()}
+    assert "whole brain" in specs["memory_reflect"]["description"]
+
+
 def test_context_scopes_and_write_restrictions(brain: Brain) -> None:
     ctx = ToolContext(user_id="u1", thread_id="t1", allowed_types=["semantic", "episodic"])
     box = Toolbox(brain, ctx)

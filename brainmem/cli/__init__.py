@@ -192,17 +192,15 @@ def check_brain_file(args: argparse.Namespace, path: str, readonly: bool) -> boo
     from .. import files
 
     creating = not readonly and (getattr(args, "create", False) or getattr(args, "command", None) in CREATING)
+    how = f"brainmem --brain {path} init"
+    # --create does nothing with --readonly: do not advise it
+    how += "; --readonly never creates one" if readonly else ", or give --create"
     if not creating and files.is_empty(path):  # a brain emptied to 0 bytes must not become a new one
-        raise files.empty_file_error(path)
+        raise files.empty_file_error(path, f"make it one with: {how}")
     if path == ":memory:" or path.startswith("file:") or os.path.exists(path):
         return False
     if not creating:
-        how = f"create one with: brainmem --brain {path} init"
-        if readonly:  # --create does nothing with --readonly: do not advise it
-            how += "; --readonly never creates one"
-        else:
-            how += ", or give --create"
-        raise MissingBrain(f"no brain file at {path} ({how})")
+        raise MissingBrain(f"no brain file at {path} (create one with: {how})")
     _created.append(path)
     return True
 
