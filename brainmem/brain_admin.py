@@ -213,5 +213,7 @@ class AdminMixin(BrainBase):
         and a fresh :meth:`check` under ``["after"]``."""
         from . import maintenance
 
+        if backup_to is not None:  # as backup() checks its path
+            backup_to = check_path(str(backup_to), "backup path")
         with self._lock:
             return maintenance.repair(self._store, backup_to, self.now(), unmerge_unsafe)

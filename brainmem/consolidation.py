@@ -86,7 +86,6 @@ from .validate import build_trace
 
 STEPS = ("prune", "merge", "strengthen", "derive", "compact", "reindex")
 LEASE_NAME = "reflect"
-WATERMARK_KEY = FEEDBACK_WATERMARK
 DERIVED_TAG = "derived"
 
 #: ``progress(step, done, total)``: called before each step with the number of steps
@@ -379,7 +378,7 @@ def strengthen(ctx: _Run) -> None:
     store, report = ctx.store, ctx.report
     while True:
         with store.write():
-            watermark = int(store.meta_get(WATERMARK_KEY, "0") or 0)
+            watermark = int(store.meta_get(FEEDBACK_WATERMARK, "0") or 0)
             rows = store.feedback_after(watermark, ctx.policy.reflect_chunk)
             if not rows:
                 return
@@ -391,7 +390,7 @@ def strengthen(ctx: _Run) -> None:
                 rows = rows[:cut] or rows
             part = ReflectReport(now=ctx.now)
             _replay(ctx, rows, part)
-            store.meta_set(WATERMARK_KEY, str(rows[-1][0]))
+            store.meta_set(FEEDBACK_WATERMARK, str(rows[-1][0]))
         report.add_committed(part)
         report.feedback += len(rows)
 

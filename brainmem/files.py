@@ -85,12 +85,10 @@ def is_empty(path: str) -> bool:
     if _size(path) == 0:
         return True
     try:
-        with open(path, "rb") as handle:
-            head = handle.read(HEAD_BYTES)
-    except OSError:
+        head = _read_head(path)
+    except BrainFileError:
         return False
-    return (head.startswith(SQLITE_HEADER) and head[60:64] == head[68:72] == b"\0\0\0\0"
-            and schema_is_empty(head))
+    return head.startswith(SQLITE_HEADER) and _version_and_id(head) == (0, 0) and schema_is_empty(head)
 
 
 def empty_file_error(path: str, how: str = "a read-write open makes it a new brain") -> NotABrainFile:
@@ -137,6 +135,12 @@ def _read_head(path: str) -> bytes:
                              "it was left unchanged") from exc
 
 
+def _version_and_id(head: bytes) -> tuple[int, int]:
+    """(``user_version``, ``application_id``) from a SQLite header (:func:`_read_head`)."""
+    return (int.from_bytes(head[60:64], "big", signed=True),
+            int.from_bytes(head[68:72], "big", signed=True))
+
+
 def _size(path: str) -> int:
     """The file's size, 0 when it does not exist (a -journal vanishes when another
     process commits, so exists-then-getsize raced into a FileNotFoundError)."""
@@ -179,8 +183,7 @@ def _check_header(path: str, head: bytes, *, again: bool = True) -> None:
             f"{path} is truncated: its header promises {pages * page_size} bytes but the file "
             f"has {size}; it was left unchanged (restore a backup)"
         )
-    version = number(head[60:64], "big", signed=True)
-    app_id = number(head[68:72], "big", signed=True)
+    version, app_id = _version_and_id(head)
     if app_id not in (0, schema.APPLICATION_ID) or (app_id == 0 and not schema_is_empty(head)):
         raise NotABrainFile(
             f"{path} is not a brainmem brain: a SQLite database of another application "
@@ -252,13 +255,12 @@ def _unwritable_old(path: str) -> str | None:
     None: a read-write open of it that cannot write must not send the user to a read-only
     open, which refuses an old schema too."""
     try:
-        with open(path, "rb") as handle:
-            head = handle.read(100)
-    except OSError:
+        head = _read_head(path)
+    except BrainFileError:
         return None
-    if len(head) < 100 or int.from_bytes(head[68:72], "big") != schema.APPLICATION_ID:
+    version, app_id = _version_and_id(head)
+    if len(head) < 100 or app_id != schema.APPLICATION_ID:
         return None
-    version = int.from_bytes(head[60:64], "big", signed=True)
     return _upgrade_elsewhere(path, version) if version < schema.SCHEMA_VERSION else None
 
 

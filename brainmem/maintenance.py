@@ -87,18 +87,18 @@ def check(store: Store) -> dict[str, Any]:
         found = run(name, fn)
         problems.extend(f"{name}: {found[key]} {meaning}" for key, meaning in meanings.items()
                         if found and found[key])
-    bad_json = run("json", store.bad_json)
-    if bad_json:
-        problems.append(f"json: {bad_json} trace(s) whose tags or metadata is not JSON (edited outside "
-                        "brainmem): reading them fails; brainmem repair makes them readable")
-    hashes = run("hashes", lambda: len(store.stale_hashes()))
-    if hashes:
-        problems.append(f"hashes: {hashes} trace(s) whose dedup hash is not that of their content "
-                        "(edited outside brainmem; brainmem repair recomputes it)")
-    tag_rows = run("tag_rows", store.stale_tags)
-    if tag_rows:
-        problems.append(f"tag_rows: {tag_rows} trace(s) whose tag filter does not hold their tags "
-                        "(edited outside brainmem; brainmem repair rebuilds it)")
+    # traces edited outside brainmem, counted, each with what a non-zero count means
+    for name, count, meaning in (
+        ("json", store.bad_json, "trace(s) whose tags or metadata is not JSON (edited outside "
+                                 "brainmem): reading them fails; brainmem repair makes them readable"),
+        ("hashes", lambda: len(store.stale_hashes()), "trace(s) whose dedup hash is not that of their "
+                                                      "content (edited outside brainmem; brainmem repair recomputes it)"),
+        ("tag_rows", store.stale_tags, "trace(s) whose tag filter does not hold their tags "
+                                       "(edited outside brainmem; brainmem repair rebuilds it)"),
+    ):
+        found = run(name, count)
+        if found:
+            problems.append(f"{name}: {found} {meaning}")
     unsafe = run("unsafe_merges", lambda: unmerge.unsafe_merges(store))
     if unsafe:
         problems.append(f"merges: {len(unsafe)} past merge(s) joined texts that say different things "

@@ -237,12 +237,13 @@ def run_http(brain: Any, address: str, context: Any = None, extra: Sequence[str]
     _require_mcp()
     import uvicorn
 
-    from .ui import listen  # the inspector's: a port in use is one error line, not uvicorn's exit
+    # the inspector's: a port in use is one error line, not uvicorn's exit
+    from .ui import listen, origin
 
     app = http_app(brain, context, extra)
     with listen(host, port) as sock:
         # where it listens (port 0 picks one): stderr, as a client launching it may read stdout
-        url = f"http://{f'[{host}]' if ':' in host else host}:{sock.getsockname()[1]}/mcp"
+        url = f"{origin(host, sock)}/mcp"
         print(f"brainmem serve: MCP for {brain.path} at {url}  (Ctrl-C to stop)",
               file=sys.stderr, flush=True)
         uvicorn.Server(uvicorn.Config(app, log_level="warning")).run(sockets=[sock])

@@ -16,6 +16,7 @@ from typing import Any
 
 from .errors import InvalidInput
 from .errors import shown as short
+from .validate import check_unicode
 
 __all__ = ["json_type", "short", "validate"]
 
@@ -93,10 +94,7 @@ def _check_number(value: Any, kind: str, schema: Mapping[str, Any], where: str) 
 
 
 def _check_string(value: str, schema: Mapping[str, Any], where: str) -> str:
-    try:
-        value.encode("utf-8")
-    except UnicodeEncodeError:
-        raise InvalidInput(f"{where} is not valid Unicode text") from None
+    check_unicode(value, where)
     if len(value) < schema.get("minLength", 0):
         raise InvalidInput(f"{where} must not be empty" if schema["minLength"] == 1
                            else f"{where} must have at least {schema['minLength']} characters")

@@ -74,8 +74,13 @@ def row_to_trace(row: Sequence[Any]) -> Trace:
         values["pinned"] = bool(values["pinned"])
         return Trace(**values)
     except (ValueError, TypeError) as exc:  # a row edited outside brainmem
-        raise BrainFileError(f"trace {row[0]} has tags or metadata that is not JSON ({exc}); "
-                             "brainmem check lists such traces, brainmem repair fixes them") from None
+        raise _unreadable(row[0], exc) from None
+
+
+def _unreadable(trace_id: Any, exc: BaseException) -> BrainFileError:
+    """What reading a trace whose tags or metadata is not JSON (edited outside brainmem) raises."""
+    return BrainFileError(f"trace {trace_id} has tags or metadata that is not JSON ({exc}); "
+                          "brainmem check lists such traces, brainmem repair fixes them")
 
 
 def _column_value(name: str, value: Any) -> Any:
@@ -593,7 +598,10 @@ class Store(IndexTables, EdgeTables, LogTables, InspectTables, VectorTables, Mai
                     "UPDATE traces SET deleted_at = ?, updated_at = ? "
                     "WHERE id = ? AND deleted_at IS NULL AND last_accessed_at = ? RETURNING id, metadata",
                     (at, at, trace_id, last))):
-                metadata = {**json.loads(text), "deleted_reason": reason}
+                try:
+                    metadata = {**json.loads(text), "deleted_reason": reason}
+                except (ValueError, TypeError) as exc:  # edited outside brainmem
+                    raise _unreadable(trace_id, exc) from None
                 self.execute("UPDATE traces SET metadata = ? WHERE id = ?",
                              (_column_value("metadata", metadata), trace_id))
                 deleted.add(str(_id))

@@ -242,7 +242,7 @@ class Database:
             self.db.execute("BEGIN")
             # Nothing this connection caches can change inside the snapshot: the cache
             # stamp is read once (a search read it ~6 times, ~4 µs each).
-            self._stamp = (self.db.execute("PRAGMA data_version").get, self.tx_serial)
+            self._stamp = self.cache_stamp()
             try:
                 yield
             finally:

@@ -232,11 +232,7 @@ def check_key(key: Any, max_chars: int) -> str:
         raise InvalidInput(
             f"key is {len(key)} characters, over the limit of {max_chars} (Policy.max_key_chars)"
         )
-    try:
-        key.encode("utf-8")
-    except UnicodeEncodeError:
-        raise InvalidInput("key is not valid Unicode text") from None
-    return key
+    return check_unicode(key, "key")
 
 
 def check_seconds(value: Any, what: str) -> float:

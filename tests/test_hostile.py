@@ -360,3 +360,15 @@ def test_a_path_with_a_nul_byte_is_refused_as_bad_input(tmp_path: Path) -> None:
         with pytest.raises(errors.InvalidInput, match="NUL byte"):
             brain.import_jsonl(str(tmp_path / "x\0y.jsonl"))
     assert [p.name for p in tmp_path.iterdir() if not p.name.startswith("ok.brain")] == []
+
+
+def test_repairs_backup_path_is_checked_as_backups_is(tmp_path: Path) -> None:
+    # Brain.repair(backup_to=...) did not check its path as Brain.backup does: a NUL byte
+    # raised the bare ValueError, and a name that is not valid Unicode was written.
+    with Brain(str(tmp_path / "ok.brain")) as brain:
+        brain.add("something")
+        with pytest.raises(errors.InvalidInput, match="backup path holds a NUL byte"):
+            brain.repair(backup_to=str(tmp_path / "x\0y"))
+        with pytest.raises(errors.InvalidInput, match="backup path is not valid Unicode"):
+            brain.repair(backup_to=str(tmp_path / "caf\udce9.bak"))
+    assert [p.name for p in tmp_path.iterdir() if not p.name.startswith("ok.brain")] == []

@@ -166,6 +166,29 @@ def test_tags_or_metadata_broken_by_hand_are_a_clear_error_reported_and_repaired
         assert len(brain.search("lanterns", tags=["t"], limit=10, reinforce=False)) == 5
 
 
+def test_reflect_pruning_a_trace_whose_metadata_was_broken_by_hand_is_a_clear_error(tmp_path: Path) -> None:
+    # Before: prune noted its deleted_reason by parsing the metadata itself, so a trace that
+    # expired with metadata no longer JSON ended reflect in a raw JSONDecodeError (outside
+    # the BrainmemError tree: a traceback from `brainmem reflect`), unlike every other read.
+    import sqlite3
+
+    from brainmem.errors import BrainFileError
+
+    path = tmp_path / "brain.db"
+    with Brain(str(path), clock=lambda: 1000.0) as brain:
+        doomed = brain.add("a short-lived note", ttl=60).id
+        brain.add("a lasting note")
+    with sqlite3.connect(path) as db:
+        db.execute("UPDATE traces SET metadata = '{oops' WHERE id = ?", (doomed,))
+    db.close()
+    with Brain(str(path), clock=lambda: 1000.0) as brain:
+        with pytest.raises(BrainFileError, match=f"{doomed}.*brainmem repair"):
+            brain.reflect(now=5000.0)
+        assert brain.check()["json"] == 1  # nothing was deleted: the run rolled back
+        brain.repair(backup_to=str(tmp_path / "before.bak"))
+        assert brain.reflect(now=5000.0).expired == 1
+
+
 def test_check_hashes_a_long_text_a_block_at_a_time_to_the_same_value() -> None:
     import random
 

@@ -337,10 +337,15 @@ def standard(name: str) -> Any:
     return stream
 
 
+def read_stdin() -> str:
+    """All of standard input (:func:`standard`), a leading byte order mark (which a Windows
+    editor writes at the start of UTF-8) dropped, as import does."""
+    return str(standard("stdin").read()).removeprefix("\ufeff")
+
+
 def stdin_if_dash(value: str) -> str:
-    """A text argument, or all of standard input when it is ``-`` (a leading byte order
-    mark, which a Windows editor writes at the start of UTF-8, dropped as import does)."""
-    return str(standard("stdin").read()).removeprefix("\ufeff") if value == "-" else value
+    """A text argument, or all of standard input when it is ``-`` (:func:`read_stdin`)."""
+    return read_stdin() if value == "-" else value
 
 
 def print_table(rows: Sequence[Sequence[Any]], headers: Sequence[str]) -> None:

@@ -15,8 +15,8 @@ from . import (
     open_brain,
     print_json,
     print_table,
+    read_stdin,
     scope_args,
-    standard,
     time_arg,
 )
 
@@ -59,16 +59,15 @@ def register(commands: Any) -> None:
 
 def _read_messages(name: str) -> list[Any]:
     if name == "-":
-        text = standard("stdin").read()
+        text = read_stdin()
     else:
-        try:
-            with open(name, encoding="utf-8") as fp:
+        try:  # -sig: a byte order mark (UTF-8 saved by a Windows editor) is dropped
+            with open(name, encoding="utf-8-sig") as fp:
                 text = fp.read()
         except OSError as exc:
             raise InvalidInput(f"cannot read {name}: {exc.strerror or exc}") from None
         except UnicodeDecodeError:
             raise InvalidInput(f"{name} is not UTF-8 text") from None
-    text = text.removeprefix("\ufeff")  # a byte order mark (UTF-8 saved by a Windows editor)
     messages = []
     # newlines only: str.splitlines also breaks at U+2028, U+0085 ..., which JSON
     # text may hold raw (json.dumps(ensure_ascii=False) writes them so)

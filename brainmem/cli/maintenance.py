@@ -20,8 +20,9 @@ def register(commands: Any) -> None:
     check = commands.add_parser(
         "check", help="look for damage in the brain file (read-only; exit 1 if any)",
         description="Run SQLite's integrity check, FTS5's integrity check, the index/trace "
-                    "sync check, the orphan-edge check and the dedup-hash and tag-filter checks "
-                    "(texts and tags edited outside brainmem). Never writes. Exit 1 when a problem is found.",
+                    "sync check, the orphan-edge check, the JSON, dedup-hash and tag-filter checks "
+                    "(tags, metadata and texts edited outside brainmem) and the past-merge check. "
+                    "Never writes. Exit 1 when a problem is found.",
     )
     add_json_flag(check)
     check.set_defaults(handler=_check)
@@ -29,8 +30,9 @@ def register(commands: Any) -> None:
     repair = commands.add_parser(
         "repair", help="back up the brain, rebuild its search index, drop orphan edges",
         description="Back up the brain file first (online backup), then rebuild the FTS5 "
-                    "index from the live traces, delete edges whose ends do not exist and "
-                    "recompute the dedup hash and tag filter of traces edited outside brainmem. "
+                    "index from the live traces, delete edges whose ends do not exist, make "
+                    "tags and metadata that are no longer JSON readable, and recompute the dedup "
+                    "hash and tag filter of traces edited outside brainmem. "
                     "Exit 1 when problems remain afterwards.",
     )
     repair.add_argument("--backup", metavar="PATH",

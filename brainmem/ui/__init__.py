@@ -66,6 +66,13 @@ def listen(host: str, port: int) -> socket.socket:
     return sock
 
 
+def origin(host: str, sock: socket.socket) -> str:
+    """``http://HOST:PORT`` of a socket from :func:`listen` (the port it got: 0 picks one;
+    an IPv6 address in brackets)."""
+    shown = f"[{host}]" if sock.family == socket.AF_INET6 else host
+    return f"http://{shown}:{sock.getsockname()[1]}"
+
+
 def create_app(brain: Any, *, write: bool = False, token: str | None = None,
                busy_timeout: float = BUSY_TIMEOUT) -> Any:
     """The ASGI app serving ``brain``; see :func:`brainmem.ui.app.create_app`."""
@@ -95,9 +102,7 @@ def serve(path: str, *, host: str = "127.0.0.1", port: int = DEFAULT_PORT, write
     try:
         app = create_app(brain, write=write, token=token, busy_timeout=busy_timeout)
         sock = listen(host, port)
-        bound = sock.getsockname()[1]
-        shown = f"[{host}]" if sock.family == socket.AF_INET6 else host
-        url = f"http://{shown}:{bound}/" + (f"?token={quote(token, safe='')}" if token else "")
+        url = f"{origin(host, sock)}/" + (f"?token={quote(token, safe='')}" if token else "")
         mode = "read-write" if write else "read-only"
         print(f"brainmem ui: serving {path} ({mode}) at {url}  (Ctrl-C to stop)", flush=True)
         server = uvicorn.Server(uvicorn.Config(app, log_level="warning", lifespan="on"))
