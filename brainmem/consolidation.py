@@ -254,6 +254,8 @@ def run(
             if embedded.get("error"):
                 report.notes.append(f"embedding stopped: {embedded['error']} "
                                     f"({embedded['missing']} trace(s) still without a vector)")
+            elif embedded.get("skipped"):  # another backfill of this model holds the lease
+                report.notes.append(f"embedding skipped: {embedded['skipped']}")
     except BaseException as exc:
         report.status = "failed"
         report.error = f"{type(exc).__name__}: {exc}"

@@ -663,3 +663,25 @@ def test_two_backfills_at_once_do_not_both_pay_for_every_vector(tmp_path) -> Non
     assert result["embedded"] == 40 and result["missing"] == 0 and result["skipped"] is None
     with Brain(path, embedder=ConceptEmbedder()) as brain:  # the lease was released
         assert brain.embed()["skipped"] is None
+
+
+def test_reflect_says_when_another_backfill_held_its_vectors(tmp_path) -> None:
+    """reflect's vector backfill yields to another one running on the file (the embed
+    lease); its report said only ``embedded: 0``, as if nothing were missing."""
+    path = str(tmp_path / "b.db")
+    with Brain(path) as brain:
+        brain.add_many([f"memo {i} about the cat and the car" for i in range(12)])
+    reports: list[Any] = []
+
+    class First(ConceptEmbedder):
+        def embed(self, texts: list[str], kind: str = "passage") -> np.ndarray:
+            if not reports:  # mid-way through this backfill, a reflect runs in another process
+                with Brain(path, embedder=ConceptEmbedder()) as other:
+                    reports.append(other.reflect())
+            return super().embed(texts, kind)
+
+    with Brain(path, embedder=First()) as brain:
+        brain.embed(batch_size=4)
+    report = reports[0]
+    assert report.status == "ok" and report.embedded == 0
+    assert any("another backfill" in note for note in report.notes), report.notes
