@@ -14,11 +14,10 @@ import math
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from .errors import InvalidInput
-from .errors import shown as short
+from .errors import InvalidInput, shown
 from .validate import check_unicode
 
-__all__ = ["json_type", "short", "validate"]
+__all__ = ["json_type", "validate"]
 
 
 _JSON_TYPES: dict[str, Callable[[Any], bool]] = {
@@ -57,7 +56,7 @@ def validate(value: Any, schema: Mapping[str, Any], where: str = "arguments") ->
             value = _check_object(value, schema, where)
     if "enum" in schema and value not in schema["enum"]:
         choices = ", ".join(json.dumps(c) for c in schema["enum"])
-        raise InvalidInput(f"{where} must be one of {choices}, not {short(value)}")
+        raise InvalidInput(f"{where} must be one of {choices}, not {shown(value)}")
     return value
 
 
@@ -70,9 +69,10 @@ def json_type(value: Any) -> str:
 
 
 def _name(key: str) -> str:
-    """An argument's name for a message: as typed, or :func:`short` when it is long or
-    holds control characters (an agent's garbage key must not fill or drive a terminal)."""
-    return key if key.isprintable() and len(key) <= 60 else short(key)
+    """An argument's name for a message: as typed, or :func:`~brainmem.errors.shown` when it
+    is long or holds control characters (an agent's garbage key must not fill or drive a
+    terminal)."""
+    return key if key.isprintable() and len(key) <= 60 else shown(key)
 
 
 def _check_number(value: Any, kind: str, schema: Mapping[str, Any], where: str) -> Any:
@@ -85,11 +85,11 @@ def _check_number(value: Any, kind: str, schema: Mapping[str, Any], where: str) 
     if kind == "integer":
         value = int(value)
     if "minimum" in schema and value < schema["minimum"]:
-        raise InvalidInput(f"{where} must be >= {schema['minimum']}, not {short(value)}")
+        raise InvalidInput(f"{where} must be >= {schema['minimum']}, not {shown(value)}")
     if "exclusiveMinimum" in schema and value <= schema["exclusiveMinimum"]:
-        raise InvalidInput(f"{where} must be > {schema['exclusiveMinimum']}, not {short(value)}")
+        raise InvalidInput(f"{where} must be > {schema['exclusiveMinimum']}, not {shown(value)}")
     if "maximum" in schema and value > schema["maximum"]:
-        raise InvalidInput(f"{where} must be <= {schema['maximum']}, not {short(value)}")
+        raise InvalidInput(f"{where} must be <= {schema['maximum']}, not {shown(value)}")
     return value
 
 
@@ -118,7 +118,7 @@ def _check_object(value: dict[Any, Any], schema: Mapping[str, Any], where: str) 
     props: Mapping[str, Any] = schema.get("properties", {})
     for key in value:
         if not isinstance(key, str):
-            raise InvalidInput(f"{where} has a non-string key {short(key)}")
+            raise InvalidInput(f"{where} has a non-string key {shown(key)}")
     if schema.get("additionalProperties") is False:
         unknown = sorted(k for k in value if k not in props)
         if unknown:

@@ -52,10 +52,10 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from . import memory_tools  # noqa: F401  (registers the memory_* tools)
-from .errors import BrainmemError, InvalidInput, NotFound, ReadOnlyBrain
+from .errors import BrainmemError, InvalidInput, NotFound, ReadOnlyBrain, shown
 from .jsonview import jsonable
 from .model import Trace
-from .schemacheck import short, validate
+from .schemacheck import validate
 from .tool_base import (
     JSON,
     REGISTRY,
@@ -136,7 +136,7 @@ class Toolbox:
                 raise InvalidInput(f"{name} is not offered under this tool context: it may not "
                                    "write the memories the tool stores")
             if not isinstance(name, str) or name not in self.names:
-                raise InvalidInput(f"unknown tool {short(name)}; available: {', '.join(self.names)}")
+                raise InvalidInput(f"unknown tool {shown(name)}; available: {', '.join(self.names)}")
             args = validate(parse_arguments(arguments), self.schema(name))
             result: JSON = jsonable(REGISTRY[name].run(self, args))  # the one JSON convention
             json.dumps(result, allow_nan=False)  # the promise: always serialisable

@@ -355,11 +355,11 @@ def check_reminder(type_: str, due_at: Any) -> None:
                            f"give type {REMINDER_TYPE} (or no type), or no due_at")
 
 
-def type_of(type_: Any, due_at: Any, default: str = DEFAULT_TYPE) -> str:
+def type_of(type_: Any, due_at: Any) -> str:
     """The type a new memory gets: ``type_`` as given (with ``due_at``, only a reminder's);
-    when omitted (None), a reminder's if ``due_at`` is given, else ``default``."""
+    when omitted (None), a reminder's if ``due_at`` is given, else :data:`DEFAULT_TYPE`."""
     if type_ is None:
-        return REMINDER_TYPE if due_at is not None else default
+        return REMINDER_TYPE if due_at is not None else DEFAULT_TYPE
     kind = check_choice(type_, TYPES, "type")
     check_reminder(kind, due_at)
     return kind
