@@ -68,18 +68,13 @@ class InspectTables(Database):
     def live_counts(self, limit: int | None = None) -> tuple[list[tuple[str, str, str, int]], int, int]:
         """Live traces per (scope, scope_id, type) in that order, or with ``limit`` only the
         ``limit`` largest groups (largest first); how many are pinned; how many groups there are."""
-        if limit is None:
-            rows = list(self.execute(
-                "SELECT scope, scope_id, type, count(*) FROM traces WHERE deleted_at IS NULL "
-                "GROUP BY scope, scope_id, type ORDER BY scope, scope_id, type"))
-            groups = len(rows)
-        else:
-            rows = list(self.execute(
-                "SELECT scope, scope_id, type, count(*) AS n FROM traces WHERE deleted_at IS NULL "
-                "GROUP BY scope, scope_id, type ORDER BY n DESC, scope, scope_id, type LIMIT ?", (limit,)))
-            groups = self.execute(
-                "SELECT count(*) FROM (SELECT 1 FROM traces WHERE deleted_at IS NULL "
-                "GROUP BY scope, scope_id, type)").get
+        order = "scope, scope_id, type" if limit is None else "n DESC, scope, scope_id, type"
+        rows = list(self.execute(
+            "SELECT scope, scope_id, type, count(*) AS n FROM traces WHERE deleted_at IS NULL "
+            f"GROUP BY scope, scope_id, type ORDER BY {order} LIMIT ?", (-1 if limit is None else limit,)))
+        groups = len(rows) if limit is None or len(rows) < limit else self.execute(
+            "SELECT count(*) FROM (SELECT 1 FROM traces WHERE deleted_at IS NULL "
+            "GROUP BY scope, scope_id, type)").get
         pinned = self.execute("SELECT count(*) FROM traces WHERE deleted_at IS NULL AND pinned").get
         return rows, pinned, groups
 

@@ -100,12 +100,11 @@ class MaintenanceTables(Database):
                              "AND j.type = 'text'", chunk)
         return len(rids)
 
-    #: Traces whose tags are not a JSON array or metadata not a JSON object (edited
+    #: A trace's tags that are not a JSON array, its metadata not a JSON object (edited
     #: outside brainmem): reading them fails.
-    _BAD_JSON = (
-        "FROM traces WHERE (CASE WHEN json_valid(tags) THEN json_type(tags) END) IS NOT 'array' "
-        "OR (CASE WHEN json_valid(metadata) THEN json_type(metadata) END) IS NOT 'object'"
-    )
+    _BAD_TAGS = "(CASE WHEN json_valid(tags) THEN json_type(tags) END) IS NOT 'array'"
+    _BAD_METADATA = "(CASE WHEN json_valid(metadata) THEN json_type(metadata) END) IS NOT 'object'"
+    _BAD_JSON = f"FROM traces WHERE {_BAD_TAGS} OR {_BAD_METADATA}"
 
     def bad_json(self) -> int:
         """How many traces cannot be read for their tags or metadata (:data:`_BAD_JSON`)."""
@@ -121,12 +120,10 @@ class MaintenanceTables(Database):
                 self.execute(
                     "UPDATE traces SET tags = (SELECT coalesce(json_group_array(tag), '[]') FROM "
                     "(SELECT tag FROM trace_tags g WHERE g.rid = traces.rid ORDER BY tag)) "
-                    f"WHERE rid IN ({marks}) AND "
-                    "(CASE WHEN json_valid(tags) THEN json_type(tags) END) IS NOT 'array'", chunk)
+                    f"WHERE rid IN ({marks}) AND {self._BAD_TAGS}", chunk)
                 self.execute(
                     "UPDATE traces SET metadata = json_object('unreadable_metadata', metadata) "
-                    f"WHERE rid IN ({marks}) AND "
-                    "(CASE WHEN json_valid(metadata) THEN json_type(metadata) END) IS NOT 'object'", chunk)
+                    f"WHERE rid IN ({marks}) AND {self._BAD_METADATA}", chunk)
         return len(rids)
 
     def maintenance_counts(self) -> dict[str, int]:
