@@ -33,25 +33,27 @@ def _observe_schema(ctx: ToolContext | None) -> JSON:
     }, ["messages"])
 
 
+def _observed_types(box: Toolbox) -> tuple[str, ...]:
+    """What observe stores: episodic turns, and semantic facts when an LLM extracts them."""
+    return ("episodic", "semantic") if box.brain.llm is not None else ("episodic",)
+
+
 def _observe_offered(box: Toolbox) -> bool:
-    """Observe stores episodic turns (and, with an LLM, semantic facts): a context that
-    may not write those, or a read-only brain, is not offered the tool (every call would
-    be refused)."""
-    if box.context is None or not writable(box):
-        return writable(box)
-    needed = {"episodic", "semantic"} if box.brain.llm is not None else {"episodic"}
-    return needed <= set(box.context.writable_types())
+    """A read-only brain, or a context that may not write what observe stores, is not
+    offered the tool (every call would be refused)."""
+    if not writable(box):
+        return False
+    return box.context is None or set(_observed_types(box)) <= set(box.context.writable_types())
 
 
 def observe_scope(box: Toolbox, scope: str | None = None,
                   scope_id: str | None = None) -> tuple[str | None, str | None]:
     """The (scope, scope_id) an observe for ``box`` writes to; InvalidInput when its context
-    may not write what observe stores (episodic turns; semantic facts when there is an LLM)."""
+    may not write what observe stores (:func:`_observed_types`)."""
     scope, scope_id = box.write_scope(scope, scope_id)
     if box.context is not None:
-        box.context.check_write("episodic", scope or "user")
-        if box.brain.llm is not None:
-            box.context.check_write("semantic", scope or "user")
+        for kind in _observed_types(box):
+            box.context.check_write(kind, scope or "user")
     return scope, scope_id
 
 

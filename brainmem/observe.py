@@ -293,7 +293,7 @@ def _write_facts(brain: Brain, facts: list[dict[str, Any]], turns: list[_Turn], 
             trace = brain._add_one(fact["content"], fields, prepared).trace
             if olds and trace.id not in {o.id for o in olds}:
                 changed = timeline.close(brain._store, trace, olds, at)
-                told.extend(("update", {"id": t.id, "trace": t}) for t in brain._store.get_many(changed))
+                told.extend(timeline.update_events(brain._store, changed))
                 closed.update(o.id for o in olds)
                 report.superseded.extend(o.id for o in olds)
             graph.add_edges(brain._store, [(trace.id, s, "derived_from", 1.0) for s in sources], at)

@@ -143,8 +143,7 @@ def add_superseding(brain: Brain, content: str, supersedes: Any,
         # when the add deduplicated, the replacement happens now (or at the given
         # created_at), not when the older trace was first stored
         at = added.trace.created_at if added.created else brain.now(fields.get("created_at"))
-        changed = close(brain._store, added.trace, olds, at)
-        told.extend(("update", {"id": t.id, "trace": t}) for t in brain._store.get_many(changed))
+        told.extend(update_events(brain._store, close(brain._store, added.trace, olds, at)))
         refreshed = brain._store.get(added.trace.id)
     assert refreshed is not None
     return refreshed, added.created
@@ -175,6 +174,12 @@ def close(store: Store, new: Trace, olds: Sequence[Trace], at: float | None = No
     store.update_fields(new.id, {"valid_from": start, "valid_until": None, **reopened})
     graph.add_edges(store, [(new.id, old.id, "supersedes", 1.0) for old in olds], at)
     return changed
+
+
+def update_events(store: Store, ids: Sequence[str]) -> list[tuple[str, dict[str, Any]]]:
+    """The "update" events of the traces ``ids`` as they are now (those :func:`close`
+    changed), for the caller to tell subscribers after its commit."""
+    return [("update", {"id": t.id, "trace": t}) for t in store.get_many(ids)]
 
 
 def keep_snapshot(store: Store, trace: Trace, at: float, until: float | None) -> None:
