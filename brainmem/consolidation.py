@@ -293,7 +293,7 @@ PRUNE_READ_FACTOR = 10
 def prune(ctx: _Run) -> None:
     store, policy, now, report = ctx.store, ctx.policy, ctx.now, ctx.report
     chunk = policy.reflect_chunk
-    doomed: list[tuple[str, float, bool]] = []  # (id, last access seen, expired)
+    doomed: list[tuple[str, float, str]] = []  # (id, last access seen, "expired" or "weak")
     live: dict[tuple[str, str], int] = {}  # survivors and pinned per scope: capacity
     after = 0
     while True:
@@ -305,9 +305,9 @@ def prune(ctx: _Run) -> None:
         ctx.keep()
         for _rid, tid, scope, scope_id, strength, stability, last, pinned, expires in rows:
             if expires is not None and expires <= now:
-                doomed.append((tid, last, True))
+                doomed.append((tid, last, "expired"))
             elif not pinned and decay.retrievability(strength, stability, last, now) < policy.prune_threshold:
-                doomed.append((tid, last, False))
+                doomed.append((tid, last, "weak"))
             else:
                 live[(scope, scope_id)] = live.get((scope, scope_id), 0) + 1
             if len(doomed) >= chunk:
@@ -321,14 +321,14 @@ def prune(ctx: _Run) -> None:
     report.pruned = report.pruned_weak + report.expired + report.evicted
 
 
-def _prune_doomed(store: Store, doomed: Sequence[tuple[str, float, bool]], now: float,
+def _prune_doomed(store: Store, doomed: Sequence[tuple[str, float, str]], now: float,
                   report: ReflectReport) -> None:
     """Delete what prune chose, counting only what was deleted (a trace used since its page
     was read is spared, and so not counted)."""
-    deleted = _delete(store, [(tid, last, "expired" if expired else "weak") for tid, last, expired in doomed], now)
-    for tid, _, expired in doomed:
+    deleted = _delete(store, doomed, now)
+    for tid, _, reason in doomed:
         if tid in deleted:
-            if expired:
+            if reason == "expired":
                 report.expired += 1
             else:
                 report.pruned_weak += 1
