@@ -274,6 +274,8 @@ def _memory_put(box: Toolbox, args: dict[str, Any]) -> JSON:
     scope, scope_id = box.write_scope(args.pop("scope", None), args.pop("scope_id", None))
     if box.context is not None:
         current = _find_key(box, args["key"], scope)
+        if current is not None:  # overwriting a value writes it: its own type must be writable
+            box.context.check_write(current.type, current.scope)
         box.context.check_write(args.get("type") or (current.type if current else "semantic"),
                                 scope or DEFAULT_SCOPE)
     trace = box.brain.put(args.pop("key"), args.pop("content"), scope=scope, scope_id=scope_id, **args)

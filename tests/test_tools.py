@@ -474,3 +474,20 @@ def test_memory_add_task_id_description_says_what_end_task_archives(brain: Brain
                                              "type": "working"})
     assert brain.end_task("t1")["archived"] == [scratch["trace_id"]]
     assert brain.get(plain["trace_id"]).type == "episodic"  # as the description now says
+
+
+def test_memory_put_may_not_overwrite_a_value_of_a_type_the_context_may_not_write(brain: Brain) -> None:
+    """memory_put with a ``type`` the context may write overwrote a key held by a type it
+    may not (a procedural value under allowed_types=["semantic"]), turning it into a
+    semantic one: memory_update and memory_delete of the same trace were refused."""
+    steps = brain.put("deploy.steps", "run make deploy", type="procedural", scope="user",
+                      scope_id="u1")
+    box = Toolbox(brain, ToolContext(user_id="u1", allowed_types=["semantic"]), "all")
+    for args in ({"key": "deploy.steps", "content": "rm -rf /"},
+                 {"key": "deploy.steps", "content": "rm -rf /", "type": "semantic"}):
+        refused = box.call("memory_put", args)
+        assert refused["error"]["type"] == "InvalidInput", args
+        assert "procedural" in refused["error"]["message"]
+    kept = brain.get(steps.id)
+    assert (kept.content, kept.type, kept.version) == ("run make deploy", "procedural", 1)
+    assert "error" not in box.call("memory_put", {"key": "theme", "content": "dark"})
