@@ -20,7 +20,7 @@ Works with any OpenAI-compatible endpoint (``OpenAI(base_url=...)``). Decisions:
 * ``observe=True`` stores the new turns of the conversation (user and assistant
   text, not the tool plumbing) with :meth:`Brain.observe` after the answer, in the
   scope the tools write to for ``context`` (a context that may not write them is
-  ``InvalidInput`` before the first model call).
+  ``InvalidInput``, a read-only brain ``ReadOnlyBrain``, before the first model call).
 * A reply with no ``choices`` raises :class:`~brainmem.llm.LLMError`; errors of the
   client itself (connection, status) are the ``openai`` package's own.
 * ``messages`` is not modified; ``result.messages`` is the whole transcript.
