@@ -231,7 +231,18 @@ REGISTRY: dict[str, ToolDef] = {}
 
 
 def writable(box: Toolbox) -> bool:
-    """``offered`` of the tools that write: a read-only brain would refuse every call."""
+    """``offered`` of the tools that write memories: a read-only brain, or a context that may
+    write no memory (no scope it has an id for and may write, or no type), would refuse
+    every call."""
+    if not brain_writable(box):
+        return False
+    ctx = box.context
+    return ctx is None or bool(ctx.writable_scopes() and ctx.writable_types())
+
+
+def brain_writable(box: Toolbox) -> bool:
+    """``offered`` of the tools that write but store no memory of the context's
+    (``memory_feedback``, ``memory_reflect``): a read-only brain would refuse every call."""
     return not box.brain.readonly
 
 

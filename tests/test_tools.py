@@ -491,3 +491,27 @@ def test_memory_put_may_not_overwrite_a_value_of_a_type_the_context_may_not_writ
     kept = brain.get(steps.id)
     assert (kept.content, kept.type, kept.version) == ("run make deploy", "procedural", 1)
     assert "error" not in box.call("memory_put", {"key": "theme", "content": "dark"})
+
+
+@pytest.mark.parametrize("ctx", [ToolContext(user_id="u1", allowed_scopes=[]),
+                                 ToolContext(user_id="u1", allowed_types=[]),
+                                 ToolContext(user_id="u1", allowed_scopes=["thread"])])
+def test_a_context_that_may_write_nothing_is_offered_no_memory_writing_tool(
+        brain: Brain, ctx: ToolContext) -> None:
+    """A context that may write no memory (no writable scope it has an id for, or no
+    type) was offered memory_add, memory_put, memory_observe (documented as withheld from
+    a context that may not write what it stores), memory_update, memory_delete,
+    memory_merge and memory_unmerge, with a ``scope`` or ``type`` enum of no value: every
+    call could only be refused. They are withheld as on a read-only brain."""
+    mine = brain.add("the user likes tea", scope="user", scope_id="u1").id
+    box = Toolbox(brain, ctx, "all")
+    offered = {s["function"]["name"] for s in box.specs()}
+    assert offered == {"memory_search", "memory_reflect", "memory_read", "memory_list",
+                       "memory_get_key", "memory_feedback", "memory_context", "memory_history"}
+    for name, args in (("memory_add", {"content": "x", "type": "semantic"}),
+                       ("memory_delete", {"id": mine}),
+                       ("memory_observe", {"messages": [{"role": "user", "content": "hi"}]})):
+        refused = box.call(name, args)
+        assert refused["error"]["type"] == "InvalidInput" and "not offered" in refused["error"]["message"]
+    assert brain.get(mine).live and brain.stats()["live"] == 1
+    assert [r["id"] for r in box.call("memory_search", {"query": "tea"})["results"]] == [mine]
