@@ -515,3 +515,23 @@ def test_a_context_that_may_write_nothing_is_offered_no_memory_writing_tool(
         assert refused["error"]["type"] == "InvalidInput" and "not offered" in refused["error"]["message"]
     assert brain.get(mine).live and brain.stats()["live"] == 1
     assert [r["id"] for r in box.call("memory_search", {"query": "tea"})["results"]] == [mine]
+
+
+def test_a_context_id_that_is_not_unicode_text_is_refused_as_configuration(
+        brain: Brain, tmp_path: Any) -> None:
+    """A context id with a lone surrogate (an undecodable byte of $BRAINMEM_CONTEXT) was
+    accepted, and then every tool call failed with "scope_id is not valid Unicode text", an
+    argument the agent never gave (a server started with it served nothing but errors). It
+    is refused where the context is made, naming the field, as the other bad contexts are."""
+    from clirun import run
+
+    with pytest.raises(InvalidInput, match=r"ToolContext\.user_id .*not valid Unicode"):
+        ToolContext(user_id="bob\udcff")
+    refused = brain.call_tool("memory_search", {"query": "x"}, context={"thread_id": "\ud800"})
+    assert "ToolContext.thread_id" in refused["error"]["message"]
+    db = str(tmp_path / "cli.db")
+    done = run("call", "memory_add", '{"content": "x"}', "--brain", db,
+               env={"BRAINMEM_CONTEXT": "user_id=bob\udcff"})
+    assert done.returncode == 2 and "ToolContext.user_id" in json.loads(done.stdout)["error"]["message"]
+    done = run("tools", "--brain", db, env={"BRAINMEM_CONTEXT": "user_id=bob\udcff"})
+    assert done.returncode == 2 and "ToolContext.user_id" in done.stderr and done.stdout == ""
