@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from .errors import ReadOnlyBrain
 from .observe import MAX_MESSAGES
 from .timeline import history_view
 from .tool_base import JSON, ToolContext, _obj, _scope_props, _str, _tool, writable
@@ -49,7 +50,10 @@ def _observe_offered(box: Toolbox) -> bool:
 def observe_scope(box: Toolbox, scope: str | None = None,
                   scope_id: str | None = None) -> tuple[str | None, str | None]:
     """The (scope, scope_id) an observe for ``box`` writes to; InvalidInput when its context
-    may not write what observe stores (:func:`_observed_types`)."""
+    may not write what observe stores (:func:`_observed_types`), ReadOnlyBrain when the
+    brain is read-only (``run_with_memory`` asks before its first model call)."""
+    if box.brain.readonly:
+        raise ReadOnlyBrain(f"{box.brain.path} was opened read-only: observe cannot store the turns")
     scope, scope_id = box.write_scope(scope, scope_id)
     if box.context is not None:
         for kind in _observed_types(box):

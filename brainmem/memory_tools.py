@@ -31,6 +31,7 @@ from .tool_base import (
     _str,
     _tool,
     _type_prop,
+    brain_writable,
     hit_view,
     trace_view,
     writable,
@@ -195,7 +196,7 @@ def _reflect_schema(ctx: ToolContext | None) -> JSON:
        "Consolidate memory: forget what has faded, merge near-duplicates, learn from what was "
        "used together, derive insights and tidy the index. It acts on the whole brain, every "
        "user's and scope's memories, not only those this session can see. Run it between sessions.",
-       _reflect_schema, offered=writable)
+       _reflect_schema, offered=brain_writable)
 def _memory_reflect(box: Toolbox, args: dict[str, Any]) -> JSON:
     report = box.brain.reflect().to_tool()
     if box.context is not None:  # brain-wide maintenance: show counts, never other scopes' ids
@@ -274,6 +275,8 @@ def _memory_put(box: Toolbox, args: dict[str, Any]) -> JSON:
     scope, scope_id = box.write_scope(args.pop("scope", None), args.pop("scope_id", None))
     if box.context is not None:
         current = _find_key(box, args["key"], scope)
+        if current is not None:  # overwriting a value writes it: its own type must be writable
+            box.context.check_write(current.type, current.scope)
         box.context.check_write(args.get("type") or (current.type if current else "semantic"),
                                 scope or DEFAULT_SCOPE)
     trace = box.brain.put(args.pop("key"), args.pop("content"), scope=scope, scope_id=scope_id, **args)
@@ -326,7 +329,7 @@ def _feedback_schema(ctx: ToolContext | None) -> JSON:
 @_tool("memory_feedback",
        "Tell the memory which results of a search were used and which were ignored; used "
        "memories are strengthened and linked during reflect.",
-       _feedback_schema, extra=True, offered=writable)
+       _feedback_schema, extra=True, offered=brain_writable)
 def _memory_feedback(box: Toolbox, args: dict[str, Any]) -> JSON:
     used, ignored = args.get("used", []), args.get("ignored", [])
     if box.context is not None:  # only feedback on memories this context can see

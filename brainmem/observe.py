@@ -152,15 +152,22 @@ def parse(messages: Any) -> tuple[list[_Turn], list[dict[str, Any]]]:
     return turns, skipped
 
 
+def check_episode(episode: Any) -> str | None:
+    """The ``episode`` an observe was given, checked: None, or a non-empty string of at
+    most 256 characters (``run_with_memory`` checks it before its first model call)."""
+    checked = check_text(episode, "episode", max_chars=256)
+    if checked is not None and not checked.strip():
+        raise InvalidInput("episode must not be empty")
+    return checked
+
+
 def observe(brain: Brain, messages: Any, *, episode: str | None = None, at: TimeLike | None = None,
             scope: str | None = None, scope_id: str | None = None,
             extract: bool = True) -> ObserveReport:
     """See the module docstring; ``Brain.observe`` is the public entry point."""
     turns, skipped = parse(messages)
     base = brain.now(at)
-    episode = check_text(episode, "episode", max_chars=256)
-    if episode is not None and not episode.strip():
-        raise InvalidInput("episode must not be empty")
+    episode = check_episode(episode)
     if episode is None:
         first = turns[0].text if turns else ""
         episode = "obs_" + hashlib.sha256(normalise_whitespace(first).encode("utf-8")).hexdigest()[:16]

@@ -24,7 +24,7 @@ from .errors import InvalidInput, QueryError, VersionConflict
 from .model import SCOPES, TYPES, Hit, Trace
 from .policy import Policy
 from .schemacheck import json_type
-from .validate import LIMIT_MAX, MAX_ID_CHARS, MAX_TTL
+from .validate import LIMIT_MAX, MAX_ID_CHARS, MAX_TTL, check_unicode
 
 if TYPE_CHECKING:  # the Toolbox sits above this module; imported for types only
     from .tools import Toolbox
@@ -61,8 +61,11 @@ class ToolContext:
         for name in SCOPE_FIELDS.values():
             value = getattr(self, name)
             if value is not None and (not isinstance(value, str) or not value.strip()
-                                      or len(value) > 256):
-                raise InvalidInput(f"ToolContext.{name} must be a non-empty string (<= 256 chars)")
+                                      or len(value) > MAX_ID_CHARS):
+                raise InvalidInput(f"ToolContext.{name} must be a non-empty string "
+                                   f"(<= {MAX_ID_CHARS} chars)")
+            if value is not None:  # a scope_id every read and write checks: refused here, not per call
+                check_unicode(value, f"ToolContext.{name}")
         if not any(getattr(self, name) for name in SCOPE_FIELDS.values()):
             raise InvalidInput("a ToolContext needs at least one of user_id, thread_id, persona_id, org_id")
         for name, choices in (("allowed_types", TYPES), ("allowed_scopes", SCOPES)):
@@ -231,7 +234,18 @@ REGISTRY: dict[str, ToolDef] = {}
 
 
 def writable(box: Toolbox) -> bool:
-    """``offered`` of the tools that write: a read-only brain would refuse every call."""
+    """``offered`` of the tools that write memories: a read-only brain, or a context that may
+    write no memory (no scope it has an id for and may write, or no type), would refuse
+    every call."""
+    if not brain_writable(box):
+        return False
+    ctx = box.context
+    return ctx is None or bool(ctx.writable_scopes() and ctx.writable_types())
+
+
+def brain_writable(box: Toolbox) -> bool:
+    """``offered`` of the tools that write but store no memory of the context's
+    (``memory_feedback``, ``memory_reflect``): a read-only brain would refuse every call."""
     return not box.brain.readonly
 
 

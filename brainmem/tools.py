@@ -35,7 +35,9 @@ Decisions:
 * An unknown tool name is ``InvalidInput`` (it is a bad argument of ``call``).
 * A tool is not offered (absent from ``specs()``, its calls ``InvalidInput``) under a
   context that may not write what it stores: ``memory_observe`` needs ``episodic``
-  (and ``semantic`` when the brain has an LLM that extracts facts). On a read-only brain
+  (and ``semantic`` when the brain has an LLM that extracts facts); under a context that
+  may write no memory at all (no writable scope or type) no tool that writes memories is
+  offered (``memory_feedback`` and ``memory_reflect`` are). On a read-only brain
   the tools that write are not offered (their calls ``ReadOnlyBrain``): only reads are.
 * ``memory_delete`` of an unknown or already deleted id is ``NotFound``.
 * ``memory_reflect`` consolidates the whole brain (it is maintenance by policy,

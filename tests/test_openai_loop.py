@@ -158,3 +158,52 @@ def test_a_reply_without_choices_is_an_llm_error(tmp_path: Path) -> None:
         client = openai.OpenAI(base_url=url, api_key="k", max_retries=0)
         with pytest.raises(LLMError, match="no choices"):
             run_with_memory(brain, client, "stub", [{"role": "user", "content": "hi"}])
+
+
+def test_observe_on_a_read_only_brain_is_refused_before_the_first_model_call(tmp_path: Path) -> None:
+    # the loop called the model (paid for its answer), then observe's write raised
+    # ReadOnlyBrain and the answer was lost with the LoopResult; it is now refused first,
+    # as a context that may not write the turns is
+    from brainmem import ReadOnlyBrain
+
+    Brain(str(tmp_path / "b.db")).close()
+    brain = Brain(str(tmp_path / "b.db"), readonly=True)
+    asked: list[dict[str, Any]] = []
+
+    def answer(body: dict[str, Any]) -> dict[str, Any]:
+        asked.append(body)
+        return {"role": "assistant", "content": "Noted."}
+
+    import openai
+
+    with stub_server(answer) as url:
+        client = openai.OpenAI(base_url=url, api_key="k", max_retries=0)
+        with pytest.raises(ReadOnlyBrain, match="read-only"):
+            run_with_memory(brain, client, "stub", [{"role": "user", "content": "I like oolong"}],
+                            context={"user_id": "alice"}, observe=True)
+        assert asked == []
+        result = run_with_memory(brain, client, "stub", [{"role": "user", "content": "hi"}])
+    assert result.content == "Noted." and len(asked) == 1
+    brain.close()
+
+
+@pytest.mark.parametrize("episode", ["", "   ", "x" * 300, 5])
+def test_a_bad_episode_is_refused_before_the_first_model_call(tmp_path: Path, episode: Any) -> None:
+    # observe=True checked its episode only after the loop: the model was called (and paid
+    # for), then the answer was lost to the InvalidInput
+    brain = Brain(str(tmp_path / "b.db"))
+    asked: list[dict[str, Any]] = []
+
+    def answer(body: dict[str, Any]) -> dict[str, Any]:
+        asked.append(body)
+        return {"role": "assistant", "content": "Noted."}
+
+    import openai
+
+    with stub_server(answer) as url:
+        client = openai.OpenAI(base_url=url, api_key="k", max_retries=0)
+        with pytest.raises(InvalidInput, match="episode"):
+            run_with_memory(brain, client, "stub", [{"role": "user", "content": "I like oolong"}],
+                            observe=True, episode=episode)
+    assert asked == [] and brain.stats()["live"] == 0
+    brain.close()

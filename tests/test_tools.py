@@ -474,3 +474,64 @@ def test_memory_add_task_id_description_says_what_end_task_archives(brain: Brain
                                              "type": "working"})
     assert brain.end_task("t1")["archived"] == [scratch["trace_id"]]
     assert brain.get(plain["trace_id"]).type == "episodic"  # as the description now says
+
+
+def test_memory_put_may_not_overwrite_a_value_of_a_type_the_context_may_not_write(brain: Brain) -> None:
+    """memory_put with a ``type`` the context may write overwrote a key held by a type it
+    may not (a procedural value under allowed_types=["semantic"]), turning it into a
+    semantic one: memory_update and memory_delete of the same trace were refused."""
+    steps = brain.put("deploy.steps", "run make deploy", type="procedural", scope="user",
+                      scope_id="u1")
+    box = Toolbox(brain, ToolContext(user_id="u1", allowed_types=["semantic"]), "all")
+    for args in ({"key": "deploy.steps", "content": "rm -rf /"},
+                 {"key": "deploy.steps", "content": "rm -rf /", "type": "semantic"}):
+        refused = box.call("memory_put", args)
+        assert refused["error"]["type"] == "InvalidInput", args
+        assert "procedural" in refused["error"]["message"]
+    kept = brain.get(steps.id)
+    assert (kept.content, kept.type, kept.version) == ("run make deploy", "procedural", 1)
+    assert "error" not in box.call("memory_put", {"key": "theme", "content": "dark"})
+
+
+@pytest.mark.parametrize("ctx", [ToolContext(user_id="u1", allowed_scopes=[]),
+                                 ToolContext(user_id="u1", allowed_types=[]),
+                                 ToolContext(user_id="u1", allowed_scopes=["thread"])])
+def test_a_context_that_may_write_nothing_is_offered_no_memory_writing_tool(
+        brain: Brain, ctx: ToolContext) -> None:
+    """A context that may write no memory (no writable scope it has an id for, or no
+    type) was offered memory_add, memory_put, memory_observe (documented as withheld from
+    a context that may not write what it stores), memory_update, memory_delete,
+    memory_merge and memory_unmerge, with a ``scope`` or ``type`` enum of no value: every
+    call could only be refused. They are withheld as on a read-only brain."""
+    mine = brain.add("the user likes tea", scope="user", scope_id="u1").id
+    box = Toolbox(brain, ctx, "all")
+    offered = {s["function"]["name"] for s in box.specs()}
+    assert offered == {"memory_search", "memory_reflect", "memory_read", "memory_list",
+                       "memory_get_key", "memory_feedback", "memory_context", "memory_history"}
+    for name, args in (("memory_add", {"content": "x", "type": "semantic"}),
+                       ("memory_delete", {"id": mine}),
+                       ("memory_observe", {"messages": [{"role": "user", "content": "hi"}]})):
+        refused = box.call(name, args)
+        assert refused["error"]["type"] == "InvalidInput" and "not offered" in refused["error"]["message"]
+    assert brain.get(mine).live and brain.stats()["live"] == 1
+    assert [r["id"] for r in box.call("memory_search", {"query": "tea"})["results"]] == [mine]
+
+
+def test_a_context_id_that_is_not_unicode_text_is_refused_as_configuration(
+        brain: Brain, tmp_path: Any) -> None:
+    """A context id with a lone surrogate (an undecodable byte of $BRAINMEM_CONTEXT) was
+    accepted, and then every tool call failed with "scope_id is not valid Unicode text", an
+    argument the agent never gave (a server started with it served nothing but errors). It
+    is refused where the context is made, naming the field, as the other bad contexts are."""
+    from clirun import run
+
+    with pytest.raises(InvalidInput, match=r"ToolContext\.user_id .*not valid Unicode"):
+        ToolContext(user_id="bob\udcff")
+    refused = brain.call_tool("memory_search", {"query": "x"}, context={"thread_id": "\ud800"})
+    assert "ToolContext.thread_id" in refused["error"]["message"]
+    db = str(tmp_path / "cli.db")
+    done = run("call", "memory_add", '{"content": "x"}', "--brain", db,
+               env={"BRAINMEM_CONTEXT": "user_id=bob\udcff"})
+    assert done.returncode == 2 and "ToolContext.user_id" in json.loads(done.stdout)["error"]["message"]
+    done = run("tools", "--brain", db, env={"BRAINMEM_CONTEXT": "user_id=bob\udcff"})
+    assert done.returncode == 2 and "ToolContext.user_id" in done.stderr and done.stdout == ""

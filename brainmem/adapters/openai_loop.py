@@ -20,7 +20,8 @@ Works with any OpenAI-compatible endpoint (``OpenAI(base_url=...)``). Decisions:
 * ``observe=True`` stores the new turns of the conversation (user and assistant
   text, not the tool plumbing) with :meth:`Brain.observe` after the answer, in the
   scope the tools write to for ``context`` (a context that may not write them is
-  ``InvalidInput`` before the first model call).
+  ``InvalidInput``, a read-only brain ``ReadOnlyBrain``, before the first model call, as
+  is a bad ``episode``).
 * A reply with no ``choices`` raises :class:`~brainmem.llm.LLMError`; errors of the
   client itself (connection, status) are the ``openai`` package's own.
 * ``messages`` is not modified; ``result.messages`` is the whole transcript.
@@ -36,6 +37,7 @@ from typing import Any
 from ..agent_tools import observe_scope
 from ..errors import InvalidInput
 from ..llm import LLMError
+from ..observe import check_episode
 from ..tools import Toolbox
 from ..validate import check_int
 
@@ -76,6 +78,8 @@ def run_with_memory(brain: Any, client: Any, model: str, messages: Sequence[Mapp
     tools = box.specs()
     # the turns go where the tools write for this context (checked before any model call)
     where = observe_scope(box) if observe else (None, None)
+    if observe:
+        check_episode(episode)
     transcript = [_as_dict(m) for m in messages]
     start = len(transcript)
     result = LoopResult(None, transcript)
