@@ -304,10 +304,13 @@ def _memory_get_key(box: Toolbox, args: dict[str, Any]) -> JSON:
 
 
 def _find_key(box: Toolbox, key: str, scope: str | None, every_scope: bool = False) -> Trace | None:
-    """The live value of ``key`` in the context's scope (or, for reads, its first granted one)."""
+    """The live value of ``key`` in the context's scope (or, for reads, its first granted
+    one: the scope memory_put writes to without a scope first, so a put is read back)."""
     assert box.context is not None
     where: list[tuple[str, str]] = \
         box.read_scopes(scope)["scopes"] if scope is not None or every_scope else []
+    if scope is None and (own := box.context.writable_scopes()):
+        where.sort(key=lambda granted: granted[0] != own[0])  # stable: the rest keep their order
     for scope_, scope_id in where:
         try:
             return box.brain.get_key(key, scope=scope_, scope_id=scope_id)

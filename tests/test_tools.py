@@ -535,3 +535,18 @@ def test_a_context_id_that_is_not_unicode_text_is_refused_as_configuration(
     assert done.returncode == 2 and "ToolContext.user_id" in json.loads(done.stdout)["error"]["message"]
     done = run("tools", "--brain", db, env={"BRAINMEM_CONTEXT": "user_id=bob\udcff"})
     assert done.returncode == 2 and "ToolContext.user_id" in done.stderr and done.stdout == ""
+
+
+def test_memory_get_key_without_a_scope_reads_where_memory_put_writes(brain: Brain) -> None:
+    """Under a context that may write only its thread scope, memory_put without a scope
+    writes the thread's value; memory_get_key without a scope read the first granted
+    scope (user) and answered with another value. It reads the write scope first."""
+    brain.put("theme", "light", scope="user", scope_id="u1")
+    box = Toolbox(brain, ToolContext(user_id="u1", thread_id="t1", allowed_scopes=["thread"]), "all")
+    assert "error" not in box.call("memory_put", {"key": "theme", "content": "dark"})
+    got = box.call("memory_get_key", {"key": "theme"})
+    assert (got["trace"]["content"], got["trace"]["scope"]) == ("dark", "thread")
+    user = box.call("memory_get_key", {"key": "theme", "scope": "user"})
+    assert user["trace"]["content"] == "light"  # a named scope is still read as asked
+    brain.delete(brain.get_key("theme", scope="thread", scope_id="t1").id)
+    assert box.call("memory_get_key", {"key": "theme"})["trace"]["content"] == "light"  # then the others
