@@ -2,9 +2,11 @@
 
 Every ```python block of README.md is executed, in a fresh folder, with the names the
 README leaves to the reader (an open ``brain``, traces ``a``..``d``, ``messages``, ...)
-defined first. Blocks that need a server or a model file (an OpenAI client, an LLM
-endpoint, an ONNX model, a LangGraph builder) are skipped by name below; each skip must
-still match a block, so the list cannot outlive what it skips.
+defined first. ``LLM(...)`` stands for no model (reflect writes extractive insights,
+observe stores the turns only), so the blocks that configure one run offline. Blocks that
+need a server or a model file (an OpenAI client, an ONNX model, a LangGraph builder) are
+skipped by name below; each skip must still match a block, so the list cannot outlive
+what it skips.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from typing import Any
 
 import pytest
 
+import brainmem.llm
 from brainmem import Brain
 
 README = Path(__file__).resolve().parent.parent / "README.md"
@@ -25,7 +28,6 @@ BLOCKS = re.findall(r"```python\n(.*?)```", README.read_text(encoding="utf-8"), 
 #: text a block holds -> why it is not run here
 NEEDS_A_SERVER = {
     "OpenAIEmbedder(": "embedding providers: a key, a server or a model file",
-    "LLM(base_url=": "an LLM endpoint",
     "OpenAI()": "the OpenAI API",
     "builder.compile": "a LangGraph graph builder",
 }
@@ -48,6 +50,7 @@ def test_the_readme_python_block_runs(number: int, tmp_path: Path,
     if reason:
         pytest.skip(reason)
     monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(brainmem.llm, "LLM", lambda *args, **kwargs: None)  # no endpoint: no model
     with Brain("agent.brain") as brain:
         a, b, c, d = (brain.add(f"example trace {n}") for n in "abcd")
         names: dict[str, Any] = {
