@@ -143,8 +143,9 @@ class OpenAIEmbedder:
         self.input_type = input_type
         key = api_key or os.environ.get("OPENAI_API_KEY") or ("unused" if base_url else None)
         if key is None:
-            raise InvalidInput("OpenAIEmbedder needs an API key: set OPENAI_API_KEY or "
-                               "BRAINMEM_EMBED_API_KEY, or give base_url for a local server")
+            raise InvalidInput("OpenAIEmbedder needs an API key: give api_key= or set OPENAI_API_KEY "
+                               "(the CLI, the MCP server and embedder_from_env() also read "
+                               "BRAINMEM_EMBED_API_KEY), or give base_url for a local server")
         self._client = openai.OpenAI(api_key=key, base_url=base_url, timeout=timeout,
                                      max_retries=max_retries)
 

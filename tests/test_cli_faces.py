@@ -203,12 +203,14 @@ def test_tables_and_show_escape_control_characters_json_keeps_them(tmp_path: Pat
     content = "evil \x1b]0;pwned\x07 \x1b[31mred\x9b2J text\nsecond line"
     added = clirun.run("--brain", db, "add", content, "--tag", "t\x1b[1m", "--json")
     trace_id = json.loads(added.stdout)["id"]
-    for argv in (["search", "evil"], ["show", trace_id], ["recent"], ["list"]):
+    for argv in (["search", "evil"], ["show", trace_id], ["recent"], ["list"], ["history", trace_id],
+                 ["context", "evil"]):  # context's block too: before, it printed the text raw
         out = clirun.run("--brain", db, *argv).stdout
         assert "evil" in out and not any(c in out for c in "\x1b\x07\x9b"), argv
         assert "\\x1b" in out, argv
     assert "second line" in clirun.run("--brain", db, "show", trace_id).stdout
     assert json.loads(clirun.run("--brain", db, "show", trace_id, "--json").stdout)["content"] == content
+    assert "evil \x1b]0;pwned\x07" in json.loads(clirun.run("--brain", db, "context", "evil", "--json").stdout)["text"]
 
 
 @pytest.mark.parametrize("encoding", ["ascii", "latin-1", "cp1252"])

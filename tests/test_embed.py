@@ -143,6 +143,16 @@ def test_openai_without_a_key_is_invalid_input(monkeypatch, tmp_path) -> None:
     with pytest.raises(InvalidInput, match="API key"):
         Brain(str(tmp_path / "b.db"), embedder="openai:text-embedding-3-small")
     assert not (tmp_path / "b.db").exists()
+    # the message told a Python caller to set BRAINMEM_EMBED_API_KEY, which only the CLI and
+    # embedder_from_env() read: set, the same error came back. It names what the API takes.
+    monkeypatch.setenv("BRAINMEM_EMBED_API_KEY", "sk-set-as-advised")
+    with pytest.raises(InvalidInput) as info:
+        OpenAIEmbedder("text-embedding-3-small")
+    message = str(info.value)
+    assert "api_key=" in message and "OPENAI_API_KEY" in message
+    assert "embedder_from_env" in message  # where BRAINMEM_EMBED_API_KEY counts
+    assert isinstance(embedder_from_env({"BRAINMEM_EMBEDDER": "openai:m", "BRAINMEM_EMBED_API_KEY": "k"}),
+                      OpenAIEmbedder)
 
 
 def test_a_failing_callable_is_a_provider_failure() -> None:

@@ -10,7 +10,9 @@ Mapping (decisions):
   (LangGraph forbids ``.`` in labels, so a namespace prefix is a key prefix).
   A namespace or key whose brain key would be over ``Policy.max_key_chars``, or
   an empty namespace, does not map: :class:`NamespaceError`, which is both the
-  brain's ``InvalidInput`` and LangGraph's ``InvalidNamespaceError``. So does a put
+  brain's ``InvalidInput`` and LangGraph's ``InvalidNamespaceError`` (LangGraph's
+  ``put``, ``get``, ``search`` and ``delete`` check the labels first, and ``put`` the
+  emptiness, raising a plain ``InvalidNamespaceError``; ``batch`` reaches ours). So does a put
   whose brain key another item holds (a key with a ``.``: ``("x",)`` + ``"a.b"``
   and ``("x", "a")`` + ``"b"`` are both ``lg:x.a.b``): refused, never overwritten.
 * ``put`` is ``Brain.put``: an overwritten item keeps its trace id and the old

@@ -15,6 +15,7 @@ from . import (
     open_brain,
     print_json,
     print_table,
+    printable,
     read_stdin,
     scope_args,
     time_arg,
@@ -104,8 +105,8 @@ def _context(args: argparse.Namespace) -> int:
                               scope_id=args.scope_id, now=time_arg(args.now))
     if args.json:
         print_json(block.to_dict())
-    elif block.text:
-        print(block.text)
+    elif block.text:  # control characters escaped, as in tables; --json keeps the text exact
+        print(printable(block.text))
     return 0
 
 

@@ -20,7 +20,7 @@ def register(commands: Any) -> None:
     p.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1)")
     p.add_argument("--token", help="secret every request must carry (required for a non-local --host)")
     p.add_argument("--write", action="store_true",
-                   help="allow edits: pin, delete/restore, edit content and tags, run reflect")
+                   help="allow edits: pin, delete/restore, unmerge, edit content and tags, run reflect")
     p.set_defaults(handler=cmd_ui)
 
 
