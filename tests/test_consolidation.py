@@ -367,6 +367,25 @@ def test_cluster_produces_exactly_one_insight(brain: Brain, clock: Clock) -> Non
     assert brain._store.execute("SELECT count(*) FROM traces WHERE tags LIKE '%derived%'").get == 1
 
 
+def test_derive_never_brings_back_a_replaced_fact_as_a_current_insight(brain: Brain, clock: Clock) -> None:
+    """A fact used together with others, then replaced (add supersedes=), stayed in its
+    co-use cluster: reflect copied "lives in Berlin" into a new, current insight, which a
+    default search then answered after the user had moved to Lisbon."""
+    berlin = brain.add("The user lives in Berlin near the park.", type="semantic")
+    others = [brain.add(t, type="semantic").id for t in (
+        "The user works at a bakery in the city.", "The user cycles to the bakery every morning.",
+        "The user buys bread at the bakery on Sundays.")]
+    _use_together(brain, "user lives bakery", [berlin.id, *others])
+    clock.now += 60
+    brain.add("The user lives in Lisbon now.", type="semantic", supersedes=[berlin.id])
+    report = brain.reflect()
+    assert report.derived == 1
+    insight = brain.get(report.derived_ids[0])
+    assert "Berlin" not in insight.content and insight.metadata["derived_from"] == sorted(others)
+    assert not [h for h in brain.search("Berlin") if "Berlin" in h.trace.content]
+    assert berlin.id not in {m for c in brain.clusters() for m in c}
+
+
 def test_a_slow_llm_never_lets_the_lease_lapse_mid_derive(tmp_path: Path, clock: Clock) -> None:
     """derive renewed the lease only between steps: insights written by a slow LLM (a local
     model, 20 per run) could outlast Policy.lease_seconds, and a second reflect (cron) took
