@@ -36,7 +36,8 @@ the same ``now`` changes nothing.
    clusters: a user expects insights from what keeps being useful together, not a
    summary of every conversation. Insights get a modest importance
    (``derive_importance``, 0.3) so they rank below their sources on equal
-   relevance; at most ``derive_max_per_run`` are written per run. The text comes
+   relevance, and the latest expiry of their sources (none if any has none: what a
+   ttl'd memory said must not outlive it); at most ``derive_max_per_run`` are written per run. The text comes
    from the LLM when one is configured, else (or when it fails — the report says
    why) from the most central sentences of the sources. An LLM text that adds or
    drops negation, or names a number no source has
@@ -79,7 +80,7 @@ from . import decay, graph, merge_step, sameness, similarity
 from . import llm as llm_mod
 from .errors import StorageError
 from .merge_step import absorb
-from .model import Trace, has_visible, iso
+from .model import Trace, has_visible, iso, latest_expiry
 from .policy import Policy
 from .store import Store
 from .store_log import FEEDBACK_WATERMARK, lease_owner
@@ -529,8 +530,11 @@ def _insight(policy: Policy, sources: Sequence[Trace], text: str, method: str, l
         metadata["llm"] = llm_mod.describe(llm)
     if not has_visible(text):
         text = sources[0].content[:1000]
+    # it lasts no longer than what it copies: the latest expiry of its sources (none if any
+    # has none), as a merge keeps; else a ttl'd memory would outlive its expiry in the insight
     return build_trace({"content": text, "type": "semantic", "scope": sources[0].scope,
                         "scope_id": sources[0].scope_id, "importance": importance,
+                        "expires_at": latest_expiry(t.expires_at for t in sources),
                         "tags": [DERIVED_TAG, *shared][: policy.max_tags], "metadata": metadata},
                        now, policy)
 

@@ -386,6 +386,28 @@ def test_derive_never_brings_back_a_replaced_fact_as_a_current_insight(brain: Br
     assert berlin.id not in {m for c in brain.clusters() for m in c}
 
 
+def test_an_insight_expires_with_the_sources_it_copies(brain: Brain, clock: Clock) -> None:
+    """Sources with a ttl (a door code for the week) were copied verbatim into an insight
+    that never expired: after prune removed the expired sources, search still answered
+    their text. An insight now expires when the last of its sources does (never, if one
+    of them never does), as a merge keeps the latest expiry."""
+    texts = ("The user's door code is 4512 this week.", "The user's guest code for the door is 9931.",
+             "The user's door code changes weekly.")
+    ids = [brain.add(t, ttl=3600 * (1 + n)).id for n, t in enumerate(texts)]
+    _use_together(brain, "door code", ids)
+    report = brain.reflect()
+    assert report.derived == 1
+    insight = brain.get(report.derived_ids[0])
+    assert insight.expires_at == T0 + 3 * 3600
+    clock.now += 4 * 3600
+    assert brain.reflect().expired == 4
+    assert list(brain.search("door code")) == []
+    lasting = [brain.add(f"{t} (noted)", ttl=None if n == 0 else 60).id for n, t in enumerate(texts)]
+    _use_together(brain, "door code noted", lasting)
+    (kept,) = brain.reflect().derived_ids
+    assert brain.get(kept).expires_at is None
+
+
 def test_a_slow_llm_never_lets_the_lease_lapse_mid_derive(tmp_path: Path, clock: Clock) -> None:
     """derive renewed the lease only between steps: insights written by a slow LLM (a local
     model, 20 per run) could outlast Policy.lease_seconds, and a second reflect (cron) took
