@@ -32,7 +32,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -54,6 +53,8 @@ MAX_MESSAGES = 1000
 KNOWN_FACTS = 20
 #: Longest conversation text sent to the extractor, in characters (the latest turns win).
 MAX_PROMPT_CHARS = 24_000
+#: Most places a JSON object is looked for in a model's reply (a "{" where none starts).
+JSON_TRIES = 20
 #: Metadata key on the turns an extraction failed on: observing them again retries it.
 FAILED_MARK = "extraction_failed"
 
@@ -247,13 +248,10 @@ def _prompt(turns: list[_Turn], known: list[Trace]) -> str:
 
 
 def _parse_reply(reply: str, n_turns: int, known: set[str]) -> list[dict[str, Any]]:
-    """The facts in the model's JSON reply (fences and chatter around it tolerated)."""
-    match = re.search(r"\{.*\}", reply, re.DOTALL)
-    try:
-        data = json.loads(match.group(0) if match else reply)
-    except ValueError:
-        raise llm_mod.LLMError("the model's reply was not the JSON asked for") from None
-    facts = data.get("facts") if isinstance(data, dict) else None
+    """The facts in the model's JSON reply: its first JSON object with a "facts" key
+    (fences and chatter around it tolerated, braces in the chatter too)."""
+    data = _json_object(reply)
+    facts = data.get("facts")
     if not isinstance(facts, list):
         raise llm_mod.LLMError('the model\'s reply has no "facts" list')
     out = []
@@ -266,6 +264,30 @@ def _parse_reply(reply: str, n_turns: int, known: set[str]) -> list[dict[str, An
         replaced = [i for i in _listed(fact.get("supersedes")) if isinstance(i, str) and i in known]
         out.append({"content": content.strip(), "turns": turns, "supersedes": replaced})
     return out
+
+
+def _json_object(reply: str) -> dict[str, Any]:
+    """The first JSON object in ``reply`` holding a "facts" key, else the first JSON object;
+    LLMError when it holds none. Each "{" is tried in turn, skipping the inside of an
+    object already read, so a brace in the chatter ("I found {2} facts") is passed over;
+    at most :data:`JSON_TRIES` fail (each failure costs a pass over the reply)."""
+    decoder = json.JSONDecoder()
+    first: dict[str, Any] | None = None
+    position, failed = reply.find("{"), 0
+    while position >= 0 and failed < JSON_TRIES:
+        try:
+            data, end = decoder.raw_decode(reply, position)
+        except ValueError:
+            end, failed = position + 1, failed + 1
+        else:
+            if isinstance(data, dict):
+                if "facts" in data:
+                    return data
+                first = data if first is None else first
+        position = reply.find("{", end)
+    if first is None:
+        raise llm_mod.LLMError("the model's reply was not the JSON asked for")
+    return first
 
 
 def _listed(value: Any) -> list[Any]:

@@ -201,3 +201,18 @@ def test_a_turn_repeated_in_one_call_is_stored_once(tmp_path: Path) -> None:
                             {"role": "user", "content": "ok"}])
     assert len(report.stored) == 2 and report.duplicates == [report.stored[0]]
     assert brain.stats()["live"] == len(report.stored)
+
+
+@pytest.mark.parametrize("reply", [
+    'I found {1} durable fact:\n```json\n{"facts": [{"content": "The user likes tea.", "turns": [0]}]}\n```',
+    '{"facts": [{"content": "The user likes tea.", "turns": [0]}]}\nNote: I skipped the {small talk}.',
+    '{"facts": [{"content": "The user likes tea.", "turns": [0]}]} {"facts": []}'])
+def test_braces_in_the_chatter_around_the_json_are_tolerated(tmp_path: Path, reply: str) -> None:
+    """The reply's JSON was taken from its first "{" to its last "}", so a brace in the
+    chatter before or after it (which the extractor promises to tolerate) made the whole
+    extraction fail ("not the JSON asked for"). The first JSON object with "facts" is read."""
+    with stub_server(lambda body: {"role": "assistant", "content": reply}) as url:
+        brain = Brain(str(tmp_path / "b.db"), clock=lambda: T0, llm=LLM(base_url=url, model="m"))
+        report = brain.observe([{"role": "user", "content": "I like tea"}])
+    assert report.extraction["ok"] is True, report.extraction
+    assert [brain.get(i).content for i in report.facts] == ["The user likes tea."]
