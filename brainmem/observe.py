@@ -270,14 +270,15 @@ def _json_object(reply: str) -> dict[str, Any]:
     """The first JSON object in ``reply`` holding a "facts" key, else the first JSON object;
     LLMError when it holds none. Each "{" is tried in turn, skipping the inside of an
     object already read, so a brace in the chatter ("I found {2} facts") is passed over;
-    at most :data:`JSON_TRIES` fail (each failure costs a pass over the reply)."""
+    at most :data:`JSON_TRIES` fail (each failure costs a pass over the reply), and JSON
+    nested too deep to read (RecursionError) is junk like any other."""
     decoder = json.JSONDecoder()
     first: dict[str, Any] | None = None
     position, failed = reply.find("{"), 0
     while position >= 0 and failed < JSON_TRIES:
         try:
             data, end = decoder.raw_decode(reply, position)
-        except ValueError:
+        except (ValueError, RecursionError):
             end, failed = position + 1, failed + 1
         else:
             if isinstance(data, dict):

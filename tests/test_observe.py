@@ -216,3 +216,14 @@ def test_braces_in_the_chatter_around_the_json_are_tolerated(tmp_path: Path, rep
         report = brain.observe([{"role": "user", "content": "I like tea"}])
     assert report.extraction["ok"] is True, report.extraction
     assert [brain.get(i).content for i in report.facts] == ["The user likes tea."]
+
+
+@pytest.mark.parametrize("reply", ['{"facts": ' + "[" * 100_000, '{"facts": [' + '{"a": ' * 50_000])
+def test_a_reply_nested_too_deep_is_junk_not_a_crash(tmp_path: Path, reply: str) -> None:
+    """JSON nested deeper than the parser's recursion limit raised RecursionError out of
+    observe after the turns were stored (unmarked, so never retried; through the tools an
+    internal error). It is an unusable reply like any other junk: reported, turns kept."""
+    brain = Brain(str(tmp_path / "b.db"), clock=lambda: T0, llm=lambda texts: reply)
+    report = brain.observe([{"role": "user", "content": "I like tea"}])
+    assert report.extraction["ok"] is False and "JSON" in report.extraction["error"]
+    assert report.facts == [] and brain.get(report.stored[0]).metadata["extraction_failed"] is True
