@@ -120,6 +120,30 @@ def test_prune_counts_only_what_it_deleted(tmp_path: Path, clock: Clock) -> None
         assert b.reflect(now=late).expired == 1
 
 
+def test_prune_spares_a_trace_pinned_or_kept_since_it_was_read(tmp_path: Path, clock: Clock) -> None:
+    """Prune decides on a snapshot (reflect runs beside the brain's other writers) and spared
+    only a trace *used* since: one pinned meanwhile (a pin is not a use), made a superseded
+    fact or given a later expiry was deleted all the same. The delete now re-checks what
+    made it due. A trigger stands in for the writes landing between read and delete."""
+    late = T0 + 4 * 365 * DAY
+    with Brain(str(tmp_path / "p.brain"), clock=clock) as b:
+        first = b.add("a passing remark about the weather", importance=0)
+        pinned = b.add("another remark about the traffic", importance=0)
+        closed = b.add("the user drives a blue car", type="semantic", importance=0)
+        kept = b.add("a note that was meant to expire", ttl=60)
+        b._store.execute(
+            "CREATE TRIGGER keep_during_prune AFTER UPDATE OF deleted_at ON traces "
+            f"WHEN NEW.id = '{first.id}' BEGIN "
+            f"UPDATE traces SET pinned = 1 WHERE id = '{pinned.id}'; "
+            f"UPDATE traces SET valid_until = {T0 + 1} WHERE id = '{closed.id}'; "
+            f"UPDATE traces SET expires_at = {late + DAY} WHERE id = '{kept.id}'; END")
+        report = b.reflect(now=late)
+        b._store.execute("DROP TRIGGER keep_during_prune")
+        assert not b.get(first.id, include_deleted=True).live
+        assert all(b.get(t.id, include_deleted=True).deleted_at is None for t in (pinned, closed, kept))
+        assert (report.pruned_weak, report.expired) == (1, 0)
+
+
 def test_capacity_evicts_weakest_unpinned_per_scope(tmp_path: Path, clock: Clock) -> None:
     with Brain(str(tmp_path / "cap.brain"), clock=clock, policy=replace(Policy(), capacity=2)) as b:
         old = b.add("oldest note", scope_id="u1")
