@@ -84,19 +84,24 @@ class LLM:
 
     def complete(self, system: str, user: str, max_tokens: int | None = None) -> str:
         """The model's reply to one system + user message (``observe``'s extraction);
-        raises :class:`LLMError` on any failure or an empty reply."""
+        raises :class:`LLMError` on any failure, an empty reply or one the server cut at
+        ``max_tokens`` (``finish_reason`` "length": half a sentence, half a JSON)."""
+        limit = max_tokens or self.max_tokens
         try:
             response = self._openai().chat.completions.create(
                 model=self.model,
                 messages=[{"role": "system", "content": system}, {"role": "user", "content": user}],
                 temperature=self.temperature,
-                max_tokens=max_tokens or self.max_tokens,
+                max_tokens=limit,
             )
             content = response.choices[0].message.content
+            finish = response.choices[0].finish_reason
         except Exception as exc:  # network, HTTP status, timeouts, unparsable replies
             raise LLMError(f"{type(exc).__name__}: {_short(exc)}") from exc
         if not isinstance(content, str) or not content.strip():
             raise LLMError("the model returned an empty reply")
+        if finish == "length":
+            raise LLMError(f"the model's reply was cut at max_tokens ({limit}): {_short(content, 80)}")
         return content.strip()
 
     def insight(self, texts: Sequence[str]) -> str:
@@ -159,6 +164,6 @@ def _reply(call: Callable[[], Any]) -> str:
     return result.strip()
 
 
-def _short(exc: BaseException, limit: int = 200) -> str:
+def _short(exc: object, limit: int = 200) -> str:
     text = " ".join(str(exc).split()) or type(exc).__name__
     return text if len(text) <= limit else text[: limit - 1] + "…"

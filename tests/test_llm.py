@@ -7,6 +7,7 @@ import time
 from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 import pytest
 from loopback import JSONHandler, base_url, serving
@@ -241,3 +242,26 @@ def test_an_extractive_insight_over_a_smaller_limit_is_cut_between_words(tmp_pat
         content = brain.get(report.derived_ids[0]).content
         assert len(content.encode()) <= 44
         assert any(t.startswith(content + " ") for t in RENT)
+
+
+def _cut_reply(content: str) -> Any:
+    def respond(body: dict[str, Any]) -> dict[str, Any]:
+        return {"id": "x", "object": "chat.completion", "created": 0, "model": body["model"],
+                "choices": [{"index": 0, "finish_reason": "length",
+                             "message": {"role": "assistant", "content": content}}],
+                "usage": {"prompt_tokens": 1, "completion_tokens": 200, "total_tokens": 201}}
+    return respond
+
+
+def test_an_insight_the_server_cut_at_max_tokens_falls_back(tmp_path: Path) -> None:
+    """A wordy model stopped by max_tokens (finish_reason "length") returned half a
+    sentence, and derive stored it as the insight ("... took it to the v"). A reply cut
+    short is now an LLM failure: the insight is extractive and the report says why."""
+    cut = "The user has a ginger cat called Miso, feeds it twice a day and once took it to the v"
+    with stub_server(_cut_reply(cut)) as url:
+        brain, ids = _brain_with_cluster(tmp_path / "b.brain", LLM(base_url=url, model="m", timeout=5))
+        with brain:
+            report = brain.reflect()
+            assert report.derived == 1 and report.derived_by == {"extractive": 1}
+            assert report.llm_fallback and "max_tokens" in report.llm_fallback
+            assert brain.get(report.derived_ids[0]).content != cut
