@@ -27,7 +27,8 @@ SYSTEM_PROMPT = (
     "of the general fact, preference or procedure they share. Use only what the "
     "memories say; do not invent details. Reply with the statement only."
 )
-#: Longest insight kept from a model's reply, in characters.
+#: Longest insight taken from a model's reply, in characters: a longer one is refused
+#: (an LLMError), never cut inside a word.
 MAX_INSIGHT_CHARS = 2_000
 
 
@@ -107,7 +108,7 @@ class LLM:
     def insight(self, texts: Sequence[str]) -> str:
         """One insight for memories ``texts``; raises :class:`LLMError` on any failure."""
         listing = "\n".join(f"- {' '.join(t.split())}" for t in texts)
-        return self.complete(SYSTEM_PROMPT, f"Memories:\n{listing}")[:MAX_INSIGHT_CHARS]
+        return self.complete(SYSTEM_PROMPT, f"Memories:\n{listing}")
 
 
 def describe(llm: Any) -> str | None:
@@ -120,12 +121,17 @@ def describe(llm: Any) -> str | None:
 
 
 def ask(llm: Any, texts: Sequence[str]) -> str:
-    """Call whatever ``llm`` is (an :class:`LLM`, an object with ``insight``, a callable)."""
+    """Call whatever ``llm`` is (an :class:`LLM`, an object with ``insight``, a callable) for
+    one insight; LLMError when it fails or its reply is over :data:`MAX_INSIGHT_CHARS`."""
     if hasattr(llm, "insight"):
-        return _reply(lambda: llm.insight(list(texts)))[:MAX_INSIGHT_CHARS]
-    if callable(llm):
-        return _reply(lambda: llm(list(texts)))[:MAX_INSIGHT_CHARS]
-    raise LLMError(f"llm must have an insight(texts) method or be callable, not {type(llm).__name__}")
+        text = _reply(lambda: llm.insight(list(texts)))
+    elif callable(llm):
+        text = _reply(lambda: llm(list(texts)))
+    else:
+        raise LLMError(f"llm must have an insight(texts) method or be callable, not {type(llm).__name__}")
+    if len(text) > MAX_INSIGHT_CHARS:
+        raise LLMError(f"the insight is {len(text)} characters, over MAX_INSIGHT_CHARS ({MAX_INSIGHT_CHARS})")
+    return text
 
 
 def complete(llm: Any, system: str, user: str, max_tokens: int = 1000) -> str:

@@ -265,3 +265,18 @@ def test_an_insight_the_server_cut_at_max_tokens_falls_back(tmp_path: Path) -> N
             assert report.derived == 1 and report.derived_by == {"extractive": 1}
             assert report.llm_fallback and "max_tokens" in report.llm_fallback
             assert brain.get(report.derived_ids[0]).content != cut
+
+
+def test_an_insight_over_the_longest_kept_is_refused_not_cut(tmp_path: Path) -> None:
+    """An insight over MAX_INSIGHT_CHARS (a custom backend with no token limit) was cut at
+    2,000 characters, inside a word, and stored so. It is now an LLM failure like a reply
+    the server cut: the insight is extractive and the report says why."""
+    from brainmem.llm import MAX_INSIGHT_CHARS
+
+    wordy = ("The user's cat Miso is ginger and sleeps on the keyboard. " * 40).strip()
+    assert len(wordy) > MAX_INSIGHT_CHARS
+    brain, _ = _brain_with_cluster(tmp_path / "b.brain", lambda texts: wordy)
+    with brain:
+        report = brain.reflect()
+        assert report.derived_by == {"extractive": 1}
+        assert report.llm_fallback and "MAX_INSIGHT_CHARS" in report.llm_fallback
