@@ -30,7 +30,8 @@ the same ``now`` changes nothing.
    second run at the same ``now`` prunes nothing new).
 4. :func:`derive` — clusters of traces *used together* (``co_activated`` edges of
    weight ≥ ``derive_min_weight``, i.e. at least two co-uses by default, within one
-   scope; a superseded fact is left out) that no live insight covers become one
+   scope; a superseded fact, a reminder and task scratch are left out) that no live
+   insight covers become one
    ``semantic`` trace tagged
    ``derived``, linked ``derived_from`` each source. Episode chains are not
    clusters: a user expects insights from what keeps being useful together, not a

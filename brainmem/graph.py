@@ -13,6 +13,8 @@ from typing import Any
 from .store import Store
 
 EDGE_KINDS = ("co_activated", "episode_next", "derived_from", "supersedes")
+#: Types no insight is derived from (:func:`clusters`): a reminder, task scratch.
+NOT_FACTS = ("prospective", "working")
 
 
 def add_edges(store: Store, edges: Iterable[tuple[str, str, str, float]], at: float) -> None:
@@ -143,7 +145,9 @@ def clusters(
     would turn each conversation into a "cluster" and reflect would write one insight
     per conversation. Derived traces are left out (no insights about insights), so are
     replaced facts (``valid_until`` set: an insight is a current fact, and one copying a
-    replaced fact would bring it back into every default search), and
+    replaced fact would bring it back into every default search), reminders and task
+    scratch (``prospective`` and ``working``: an intention or a note end_task archives is no
+    fact, and an insight would outlive it), and
     an edge joins a cluster only inside one scope and scope_id (an insight must not
     mix what different users or threads may see). Connected components larger than
     ``max_size`` are split into Louvain communities (deterministic ``seed``).
@@ -158,7 +162,7 @@ def clusters(
     keep = nx.Graph()
     for a, b, data in view.edges(data=True):
         na, nb = view.nodes[a], view.nodes[b]
-        if na.get("derived") or nb.get("derived") or na.get("superseded") or nb.get("superseded"):
+        if any(n.get("derived") or n.get("superseded") or n.get("type") in NOT_FACTS for n in (na, nb)):
             continue
         if (na.get("scope"), na.get("scope_id")) != (nb.get("scope"), nb.get("scope_id")):
             continue

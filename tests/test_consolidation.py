@@ -432,6 +432,30 @@ def test_an_insight_expires_with_the_sources_it_copies(brain: Brain, clock: Cloc
     assert brain.get(kept).expires_at is None
 
 
+def test_derive_never_states_a_reminder_or_task_scratch_as_a_fact(brain: Brain, clock: Clock) -> None:
+    """A reminder used together with facts was copied into the insight, a current fact
+    ("... Call the landlord about the leak.") that outlived the reminder once done and
+    deleted; task scratch (working) was kept the same way past end_task, which archives
+    what was not promoted. Derive's clusters now hold neither."""
+    facts = [brain.add(t, type="semantic").id for t in (
+        "The user rents a flat with a leaking kitchen tap.", "The landlord of the flat is called Rui.",
+        "The flat's kitchen tap leaks every morning.")]
+    reminder = brain.add("Call the landlord about the leaking tap.", due_at=T0 + DAY)
+    _use_together(brain, "flat landlord leaking tap", [*facts, reminder.id])
+    scratch = [brain.add(t, type="working", task_id="fix-1").id for t in (
+        "tried patching the parser: fails on empty input", "the parser fails on unicode input too",
+        "patching the parser tokenizer works for empty input")]
+    _use_together(brain, "parser input", scratch)
+    report = brain.reflect()
+    assert report.derived == 1
+    insight = brain.get(report.derived_ids[0])
+    assert insight.metadata["derived_from"] == sorted(facts) and "Call" not in insight.content
+    brain.delete(reminder.id)
+    brain.end_task("fix-1")
+    assert not [h for h in brain.search("call the landlord parser") if h.trace.type == "semantic"
+                and ("Call" in h.trace.content or "parser" in h.trace.content)]
+
+
 def test_a_slow_llm_never_lets_the_lease_lapse_mid_derive(tmp_path: Path, clock: Clock) -> None:
     """derive renewed the lease only between steps: insights written by a slow LLM (a local
     model, 20 per run) could outlast Policy.lease_seconds, and a second reflect (cron) took
