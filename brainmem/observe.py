@@ -24,7 +24,8 @@ Decisions:
   the conversation, and may mark a known fact as replaced. Facts are written in a
   second transaction as ``semantic`` traces with ``derived_from`` edges (and
   ``metadata["derived_from"]``) to their source turns; a replaced fact is closed
-  as with ``add(supersedes=...)``. An LLM error or an unusable reply leaves the
+  as with ``add(supersedes=...)``; a fact said again after its replacement is current
+  again. An LLM error or an unusable reply leaves the
   turns stored and is reported in ``extraction``; nothing of the facts is written.
 """
 
@@ -314,7 +315,10 @@ def _write_facts(brain: Brain, facts: list[dict[str, Any]], turns: list[_Turn], 
             olds = [by_id[i] for i in fact["supersedes"] if i not in closed
                     and by_id[i].key is None and by_id[i].content_hash != content_hash(fact["content"])]
             trace = brain._add_one(fact["content"], fields, prepared).trace
-            if olds and trace.id not in {o.id for o in olds}:
+            # a fact said again after it was replaced (the add deduplicated to the closed
+            # trace) is current again from ``at``, its earlier period kept, whether or not the
+            # model named what it replaces now: extracted now, it must not stay hidden
+            if (olds or trace.valid_until is not None) and trace.id not in {o.id for o in olds}:
                 changed = timeline.close(brain._store, trace, olds, at)
                 told.extend(timeline.update_events(brain._store, changed))
                 closed.update(o.id for o in olds)

@@ -227,3 +227,23 @@ def test_a_reply_nested_too_deep_is_junk_not_a_crash(tmp_path: Path, reply: str)
     report = brain.observe([{"role": "user", "content": "I like tea"}])
     assert report.extraction["ok"] is False and "JSON" in report.extraction["error"]
     assert report.facts == [] and brain.get(report.stored[0]).metadata["extraction_failed"] is True
+
+
+def test_a_fact_said_again_after_its_replacement_is_current_again(tmp_path: Path) -> None:
+    """The model extracted "The user lives in Berlin." (the user moved back) without naming
+    the Lisbon fact as replaced: the add deduplicated to the old Berlin trace, superseded
+    since, so the fact observe reported was hidden from every default search. It is current
+    again from the conversation's time, its earlier period kept, as add(supersedes=) does."""
+    reply = json.dumps({"facts": [{"content": "The user lives in Berlin.", "turns": [0]}]})
+    clock = {"now": T0}
+    brain = Brain(str(tmp_path / "b.db"), clock=lambda: clock["now"], llm=lambda texts: reply)
+    berlin = brain.add("The user lives in Berlin.", type="semantic")
+    clock["now"] += 100
+    lisbon = brain.add("The user lives in Lisbon.", type="semantic", supersedes=[berlin.id])
+    clock["now"] += 100
+    report = brain.observe([{"role": "user", "content": "I moved back to Berlin last week!"}])
+    assert report.extraction["ok"] is True and report.facts == [berlin.id]
+    found = [h.trace.id for h in brain.search("where does the user live", type="semantic")]
+    assert berlin.id in found and lisbon.id in found
+    assert brain.get(berlin.id).valid_until is None and brain.get(berlin.id).valid_from == T0 + 200
+    assert brain.search("user live Berlin", type="semantic", as_of=T0 + 150)[0].trace.id == lisbon.id
