@@ -25,7 +25,8 @@ Decisions:
   second transaction as ``semantic`` traces with ``derived_from`` edges (and
   ``metadata["derived_from"]``) to their source turns; a replaced fact is closed
   as with ``add(supersedes=...)``; a fact said again after its replacement is current
-  again. An LLM error or an unusable reply leaves the
+  again. A fact no add would take (empty, not Unicode, over the content limit) is
+  skipped and listed in ``extraction["skipped_facts"]``. An LLM error or an unusable reply leaves the
   turns stored and is reported in ``extraction``; nothing of the facts is written.
 """
 
@@ -41,7 +42,7 @@ from . import graph, timeline
 from . import llm as llm_mod
 from .errors import BrainmemError, InvalidInput
 from .model import Hit, TimeLike, Trace, content_hash, has_visible, normalise_whitespace
-from .validate import check_text, to_timestamp
+from .validate import check_content, check_text, to_timestamp
 
 if TYPE_CHECKING:
     from .brain import Brain
@@ -75,7 +76,8 @@ EXTRACT_PROMPT = (
 @dataclass
 class ObserveReport:
     """What ``observe`` did. ``extraction``: ``ran`` (bool), ``ok`` (bool or None),
-    ``reason`` (why it did not run) or ``error`` (why it failed), ``model``."""
+    ``reason`` (why it did not run) or ``error`` (why it failed), ``model``, and
+    ``skipped_facts`` (``{"index", "reason"}`` of the reply's unusable entries) when any."""
 
     episode: str
     stored: list[str] = field(default_factory=list)
@@ -214,14 +216,18 @@ def _extract(brain: Brain, turns: list[_Turn], stored: list[Trace], report: Obse
     prompt = _prompt(turns, known)
     try:
         reply = llm_mod.complete(brain.llm, EXTRACT_PROMPT, prompt)
-        facts = _parse_reply(reply, len(turns), {t.id for t in known})
+        facts, unusable = _parse_reply(reply, len(turns), {t.id for t in known},
+                                       brain.policy.max_content_bytes)
         _write_facts(brain, facts, turns, stored, known, at, report)
     except BrainmemError as exc:  # LLMError, an unusable reply, a fact the brain refused
         # observing these turns again retries (a duplicate turn alone would not)
         _mark_failed(brain, [t for t in stored if t.id in new], True)
         return {"ran": True, "ok": False, "error": str(exc), "model": model}
     _mark_failed(brain, retried, False)
-    return {"ran": True, "ok": True, "model": model}
+    done: dict[str, Any] = {"ran": True, "ok": True, "model": model}
+    if unusable:
+        done["skipped_facts"] = unusable
+    return done
 
 
 def _known_facts(brain: Brain, turns: list[_Turn], first: Trace) -> list[Trace]:
@@ -248,23 +254,31 @@ def _prompt(turns: list[_Turn], known: list[Trace]) -> str:
     return f"Known facts:\n{facts}\n\nConversation:\n{conversation}"
 
 
-def _parse_reply(reply: str, n_turns: int, known: set[str]) -> list[dict[str, Any]]:
+def _parse_reply(reply: str, n_turns: int, known: set[str], max_bytes: int,
+                 ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     """The facts in the model's JSON reply: its first JSON object with a "facts" key
-    (fences and chatter around it tolerated, braces in the chatter too)."""
+    (fences and chatter around it tolerated, braces in the chatter too); and the entries
+    skipped as ``{"index", "reason"}``: not an object, or a content an add would refuse
+    (:func:`brainmem.validate.check_content`: empty, not Unicode, over ``max_bytes``)."""
     data = _json_object(reply)
     facts = data.get("facts")
     if not isinstance(facts, list):
         raise llm_mod.LLMError('the model\'s reply has no "facts" list')
-    out = []
-    for fact in facts:
-        content = fact.get("content") if isinstance(fact, dict) else None
-        if not isinstance(content, str) or not has_visible(content):
-            continue  # one unusable entry does not spoil the others
+    out, skipped = [], []
+    for index, fact in enumerate(facts):
+        if not isinstance(fact, dict):
+            skipped.append({"index": index, "reason": "not an object"})
+            continue
+        try:  # one unusable entry does not spoil the others
+            content = check_content(fact.get("content"), max_bytes)
+        except InvalidInput as exc:
+            skipped.append({"index": index, "reason": str(exc)})
+            continue
         turns = [n for n in _listed(fact.get("turns"))
                  if isinstance(n, int) and not isinstance(n, bool) and 0 <= n < n_turns]
         replaced = [i for i in _listed(fact.get("supersedes")) if isinstance(i, str) and i in known]
         out.append({"content": content.strip(), "turns": turns, "supersedes": replaced})
-    return out
+    return out, skipped
 
 
 def _json_object(reply: str) -> dict[str, Any]:

@@ -81,7 +81,8 @@ def test_extraction_with_real_openai_client(tmp_path: Path) -> None:
                       llm=LLM(base_url=url, model="stub-model", api_key="k"))
         berlin = brain.add("The user lives in Berlin.", type="semantic", created_at=T0 - 86_400)
         report = brain.observe(CONVERSATION, episode="chat-1", at=T0 - 60)
-    assert report.extraction == {"ran": True, "ok": True, "model": f"stub-model at {url}"}
+    assert report.extraction == {"ran": True, "ok": True, "model": f"stub-model at {url}",
+                                 "skipped_facts": [{"index": 2, "reason": "content must not be empty"}]}
     assert len(report.facts) == 2 and report.superseded == [berlin.id]
     lisbon, seats = brain.read(report.facts).traces
     assert lisbon.type == "semantic" and lisbon.metadata["derived_from"] == [report.stored[0]]
@@ -247,3 +248,22 @@ def test_a_fact_said_again_after_its_replacement_is_current_again(tmp_path: Path
     assert berlin.id in found and lisbon.id in found
     assert brain.get(berlin.id).valid_until is None and brain.get(berlin.id).valid_from == T0 + 200
     assert brain.search("user live Berlin", type="semantic", as_of=T0 + 150)[0].trace.id == lisbon.id
+
+
+def test_one_fact_the_brain_would_refuse_does_not_spoil_the_others(tmp_path: Path) -> None:
+    """A fact over Policy.max_content_bytes, or holding a lone surrogate (valid JSON,
+    "\\ud800"), failed the whole extraction, and every retry of a deterministic model failed
+    the same way, while an empty or invisible one was skipped without a word. Each such
+    entry is now skipped, and listed in extraction["skipped_facts"] with why."""
+    long = "The user " + "really " * 12_000 + "likes tea."
+    reply = json.dumps({"facts": [{"content": "The user likes coffee.", "turns": [0]}, {"content": long},
+                                  {"content": "The user likes \ud800 tea."}, {"content": "\u200b"},
+                                  "not an object"]})
+    brain = Brain(str(tmp_path / "b.db"), clock=lambda: T0, llm=lambda texts: reply)
+    report = brain.observe([{"role": "user", "content": "I like coffee and tea"}])
+    assert report.extraction["ok"] is True
+    assert [brain.get(i).content for i in report.facts] == ["The user likes coffee."]
+    skipped = report.extraction["skipped_facts"]
+    assert [s["index"] for s in skipped] == [1, 2, 3, 4]
+    assert "Policy.max_content_bytes" in skipped[0]["reason"] and "Unicode" in skipped[1]["reason"]
+    assert "extraction_failed" not in brain.get(report.stored[0]).metadata
