@@ -53,6 +53,10 @@ ROLES = ("system", "developer", "user", "assistant", "tool", "function")
 MAX_MESSAGES = 1000
 #: Known facts shown to the extractor (the supersession candidates).
 KNOWN_FACTS = 20
+#: Longest text of one known fact shown to the extractor, in characters (a longer one is
+#: cut, marked "…"): it is shown to be recognised as replaced, not to be read whole, and a
+#: pasted document of 64 KiB would push every extraction of its scope past a model's context.
+KNOWN_FACT_CHARS = 500
 #: Longest conversation text sent to the extractor, in characters (the latest turns win).
 MAX_PROMPT_CHARS = 24_000
 #: Most places a JSON object is looked for in a model's reply (a "{" where none starts).
@@ -247,11 +251,16 @@ def _known_facts(brain: Brain, turns: list[_Turn], first: Trace) -> list[Trace]:
 
 
 def _prompt(turns: list[_Turn], known: list[Trace]) -> str:
-    facts = "\n".join(f"[{t.id}] {normalise_whitespace(t.content)}" for t in known) or "(none)"
+    facts = "\n".join(f"[{t.id}] {_shown(normalise_whitespace(t.content))}" for t in known) or "(none)"
     lines = [f"[{n}] {t.role}{f' ({t.name})' if t.name else ''}: {normalise_whitespace(t.text)}"
              for n, t in enumerate(turns)]
     conversation = "\n".join(lines)[-MAX_PROMPT_CHARS:]
     return f"Known facts:\n{facts}\n\nConversation:\n{conversation}"
+
+
+def _shown(text: str) -> str:
+    """A known fact's text as the prompt shows it: at most :data:`KNOWN_FACT_CHARS`."""
+    return text if len(text) <= KNOWN_FACT_CHARS else text[: KNOWN_FACT_CHARS - 1] + "…"
 
 
 def _parse_reply(reply: str, n_turns: int, known: set[str], max_bytes: int,

@@ -267,3 +267,26 @@ def test_one_fact_the_brain_would_refuse_does_not_spoil_the_others(tmp_path: Pat
     assert [s["index"] for s in skipped] == [1, 2, 3, 4]
     assert "Policy.max_content_bytes" in skipped[0]["reason"] and "Unicode" in skipped[1]["reason"]
     assert "extraction_failed" not in brain.get(report.stored[0]).metadata
+
+
+def test_a_long_known_fact_does_not_blow_up_the_extraction_prompt(tmp_path: Path) -> None:
+    """Known facts went into the extractor's prompt whole: one long semantic memory of the
+    scope (a pasted document, up to 64 KiB) made every extraction of that scope a prompt far
+    over a model's context (the conversation itself is bounded by MAX_PROMPT_CHARS). Each
+    known fact is now shown cut to KNOWN_FACT_CHARS, its id intact."""
+    from brainmem.observe import KNOWN_FACT_CHARS, KNOWN_FACTS, MAX_PROMPT_CHARS
+
+    prompts: list[str] = []
+
+    def respond(body: dict[str, Any]) -> dict[str, Any]:
+        prompts.append(body["messages"][1]["content"])
+        return {"role": "assistant", "content": '{"facts": []}'}
+
+    with stub_server(respond) as url:
+        brain = Brain(str(tmp_path / "b.db"), clock=lambda: T0, llm=LLM(base_url=url, model="m"))
+        doc = brain.add("The user's tea notes: " + "oolong sencha darjeeling " * 2500, type="semantic")
+        report = brain.observe([{"role": "user", "content": "I drink oolong tea every day"}])
+    assert report.extraction["ok"] is True
+    (prompt,) = prompts
+    assert f"[{doc.id}] The user's tea notes: oolong" in prompt
+    assert len(prompt) < MAX_PROMPT_CHARS + 2 * KNOWN_FACTS * (KNOWN_FACT_CHARS + 60)
