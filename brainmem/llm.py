@@ -32,6 +32,12 @@ SYSTEM_PROMPT = (
 MAX_INSIGHT_CHARS = 2_000
 
 
+#: Longest text of one memory shown in the insight prompt, in characters (a longer one is
+#: cut, marked "…"): one pasted document of 64 KiB in a cluster overflowed a model's context,
+#: and the failure sent the rest of the run extractive.
+INSIGHT_SOURCE_CHARS = 1_000
+
+
 class LLMError(BrainmemError):
     """The LLM could not produce an insight (unreachable, error status, bad reply)."""
 
@@ -107,7 +113,7 @@ class LLM:
 
     def insight(self, texts: Sequence[str]) -> str:
         """One insight for memories ``texts``; raises :class:`LLMError` on any failure."""
-        listing = "\n".join(f"- {' '.join(t.split())}" for t in texts)
+        listing = "\n".join(f"- {clip(' '.join(t.split()), INSIGHT_SOURCE_CHARS)}" for t in texts)
         return self.complete(SYSTEM_PROMPT, f"Memories:\n{listing}")
 
 
@@ -171,5 +177,9 @@ def _reply(call: Callable[[], Any]) -> str:
 
 
 def _short(exc: object, limit: int = 200) -> str:
-    text = " ".join(str(exc).split()) or type(exc).__name__
+    return clip(" ".join(str(exc).split()) or type(exc).__name__, limit)
+
+
+def clip(text: str, limit: int) -> str:
+    """``text`` at most ``limit`` characters: cut, marked "…", when longer."""
     return text if len(text) <= limit else text[: limit - 1] + "…"

@@ -251,16 +251,12 @@ def _known_facts(brain: Brain, turns: list[_Turn], first: Trace) -> list[Trace]:
 
 
 def _prompt(turns: list[_Turn], known: list[Trace]) -> str:
-    facts = "\n".join(f"[{t.id}] {_shown(normalise_whitespace(t.content))}" for t in known) or "(none)"
+    facts = "\n".join(f"[{t.id}] {llm_mod.clip(normalise_whitespace(t.content), KNOWN_FACT_CHARS)}"
+                      for t in known) or "(none)"
     lines = [f"[{n}] {t.role}{f' ({t.name})' if t.name else ''}: {normalise_whitespace(t.text)}"
              for n, t in enumerate(turns)]
     conversation = "\n".join(lines)[-MAX_PROMPT_CHARS:]
     return f"Known facts:\n{facts}\n\nConversation:\n{conversation}"
-
-
-def _shown(text: str) -> str:
-    """A known fact's text as the prompt shows it: at most :data:`KNOWN_FACT_CHARS`."""
-    return text if len(text) <= KNOWN_FACT_CHARS else text[: KNOWN_FACT_CHARS - 1] + "…"
 
 
 def _parse_reply(reply: str, n_turns: int, known: set[str], max_bytes: int,

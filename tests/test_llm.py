@@ -280,3 +280,25 @@ def test_an_insight_over_the_longest_kept_is_refused_not_cut(tmp_path: Path) -> 
         report = brain.reflect()
         assert report.derived_by == {"extractive": 1}
         assert report.llm_fallback and "MAX_INSIGHT_CHARS" in report.llm_fallback
+
+
+def test_one_long_memory_does_not_push_the_insight_prompt_past_the_context(tmp_path: Path) -> None:
+    """Each memory went into the insight prompt whole: a cluster holding one long memory (a
+    pasted document, up to 64 KiB) overflowed the model's context, the call failed, and the
+    run's later clusters, every scope's, went extractive too. Each memory is now shown cut
+    to INSIGHT_SOURCE_CHARS; the stub refuses prompts over a small context, as a server does."""
+    def respond(body: dict[str, Any]) -> Any:
+        if len(body["messages"][1]["content"]) > 16_000:
+            return 400
+        return {"role": "assistant", "content": INSIGHT}
+
+    with stub_server(respond) as url:
+        brain = Brain(str(tmp_path / "b.brain"), clock=lambda: T0, llm=LLM(base_url=url, model="m", timeout=5))
+        with brain:
+            texts = ["The user's cat is called Miso. " + "Miso purrs and naps all day. " * 1500,
+                     "The user feeds the cat Miso twice a day.", "Miso the cat sleeps on the user's keyboard."]
+            ids = [brain.add(t).id for t in texts]
+            for _ in range(2):
+                brain.feedback(brain.search("Miso cat", limit=5).retrieval_id, used=ids)
+            report = brain.reflect()
+            assert report.llm_fallback is None and report.derived_by == {"llm": 1}
