@@ -30,17 +30,21 @@ the same ``now`` changes nothing.
    second run at the same ``now`` prunes nothing new).
 4. :func:`derive` — clusters of traces *used together* (``co_activated`` edges of
    weight ≥ ``derive_min_weight``, i.e. at least two co-uses by default, within one
-   scope) that no live insight covers become one ``semantic`` trace tagged
+   scope; a superseded fact, a reminder and task scratch are left out) that no live
+   insight covers become one
+   ``semantic`` trace tagged
    ``derived``, linked ``derived_from`` each source. Episode chains are not
    clusters: a user expects insights from what keeps being useful together, not a
    summary of every conversation. Insights get a modest importance
    (``derive_importance``, 0.3) so they rank below their sources on equal
-   relevance; at most ``derive_max_per_run`` are written per run. The text comes
+   relevance, and the latest expiry of their sources (none if any has none: what a
+   ttl'd memory said must not outlive it); at most ``derive_max_per_run`` are written per run. The text comes
    from the LLM when one is configured, else (or when it fails — the report says
    why) from the most central sentences of the sources. An LLM text that adds or
    drops negation, or names a number no source has
-   (:func:`brainmem.sameness.contradiction`), is refused for the extractive summary,
-   which copies source sentences verbatim and so cannot contradict them.
+   (:func:`brainmem.sameness.contradiction`), or does not fit ``Policy.max_content_bytes``,
+   is refused for the extractive summary, which copies whole source sentences verbatim
+   (those that fit) and so cannot contradict them.
 5. :func:`compact` — episodic traces (not keyed, not superseded) older than
    ``compact_age`` recalled at least ``compact_min_retrievals`` times (``access_count``:
    search hits and repeated adds) become semantic; stability is rescaled to the semantic base keeping the
@@ -78,7 +82,7 @@ from . import decay, graph, merge_step, sameness, similarity
 from . import llm as llm_mod
 from .errors import StorageError
 from .merge_step import absorb
-from .model import Trace, has_visible, iso
+from .model import Trace, has_visible, iso, latest_expiry
 from .policy import Policy
 from .store import Store
 from .store_log import FEEDBACK_WATERMARK, lease_owner
@@ -494,12 +498,16 @@ def derive(ctx: _Run) -> None:
             if text is not None:
                 # an insight must not say the opposite of its sources (brainmem.sameness)
                 problem = sameness.contradiction(text, texts)
+                size = len(text.encode("utf-8"))
+                if problem is None and size > policy.max_content_bytes:  # stored whole, or not at all
+                    problem = f"{size} bytes, over Policy.max_content_bytes ({policy.max_content_bytes})"
                 if problem is not None:
                     report.notes.append(f"LLM insight for {len(sources)} traces refused ({problem}): "
                                         f"used an extractive summary")
                     text, method = None, "extractive"
         if text is None:
-            text = " ".join(similarity.central_sentences(texts, policy.derive_sentences))
+            text = _fitting(similarity.central_sentences(texts, policy.derive_sentences),
+                            policy.max_content_bytes)
         insight = _insight(policy, sources, text, method, ctx.llm if method == "llm" else None, now)
         with store.write():
             twin = store.find_duplicate(insight.content_hash, insight.type, insight.scope, insight.scope_id)
@@ -514,9 +522,25 @@ def derive(ctx: _Run) -> None:
         report.derived_by[method] = report.derived_by.get(method, 0) + 1
 
 
+def _fitting(sentences: Sequence[str], limit: int) -> str:
+    """The whole ``sentences`` that fit ``limit`` UTF-8 bytes joined, in order; when not
+    even the first fits (a source stored under a larger limit), the first cut at the last
+    word that fits: never inside a word or a number, which could make another one."""
+    kept: list[str] = []
+    for sentence in sentences:
+        if len(" ".join([*kept, sentence]).encode("utf-8")) <= limit:
+            kept.append(sentence)
+    if kept or not sentences:
+        return " ".join(kept)
+    head = sentences[0].encode("utf-8")[:limit].decode("utf-8", "ignore")
+    words = head.split()
+    if not (head[-1:].isspace() or sentences[0][len(head):][:1].isspace()):
+        words = words[:-1]  # its last word was cut: drop it whole
+    return " ".join(words) or head  # one long word (text without spaces): cut between characters
+
+
 def _insight(policy: Policy, sources: Sequence[Trace], text: str, method: str, llm: Any,
              now: float) -> Trace:
-    text = text[: policy.max_content_bytes // 4] or sources[0].content[:1000]
     counts: dict[str, int] = {}
     for t in sources:
         for tag in t.tags:
@@ -527,9 +551,12 @@ def _insight(policy: Policy, sources: Sequence[Trace], text: str, method: str, l
     if llm is not None:
         metadata["llm"] = llm_mod.describe(llm)
     if not has_visible(text):
-        text = sources[0].content[:1000]
+        text = _fitting([sources[0].content], policy.max_content_bytes)
+    # it lasts no longer than what it copies: the latest expiry of its sources (none if any
+    # has none), as a merge keeps; else a ttl'd memory would outlive its expiry in the insight
     return build_trace({"content": text, "type": "semantic", "scope": sources[0].scope,
                         "scope_id": sources[0].scope_id, "importance": importance,
+                        "expires_at": latest_expiry(t.expires_at for t in sources),
                         "tags": [DERIVED_TAG, *shared][: policy.max_tags], "metadata": metadata},
                        now, policy)
 

@@ -13,6 +13,8 @@ from typing import Any
 from .store import Store
 
 EDGE_KINDS = ("co_activated", "episode_next", "derived_from", "supersedes")
+#: Types no insight is derived from (:func:`clusters`): a reminder, task scratch.
+NOT_FACTS = ("prospective", "working")
 
 
 def add_edges(store: Store, edges: Iterable[tuple[str, str, str, float]], at: float) -> None:
@@ -114,8 +116,8 @@ def hebbian(
 def to_networkx(store: Store, kinds: Sequence[str] | None = None, *, min_weight: float = 0.0) -> Any:
     """An undirected networkx view of the edges (of ``kinds``, default all) between live traces.
 
-    Nodes carry ``type``, ``scope``, ``scope_id`` and ``derived`` (tagged ``derived``)
-    attributes; edges carry ``kind`` and ``weight`` (the larger weight wins when two
+    Nodes carry ``type``, ``scope``, ``scope_id``, ``derived`` (tagged ``derived``) and
+    ``superseded`` (a replaced fact: ``valid_until`` set) attributes; edges carry ``kind`` and ``weight`` (the larger weight wins when two
     kinds join the same pair).
     """
     import networkx as nx
@@ -127,9 +129,9 @@ def to_networkx(store: Store, kinds: Sequence[str] | None = None, *, min_weight:
             continue
         graph.add_edge(src, dst, kind=kind, weight=weight)
     if graph.number_of_nodes():
-        for tid, type_, scope, scope_id, tags in store.node_attributes(list(graph.nodes)):
+        for tid, type_, scope, scope_id, tags, valid_until in store.node_attributes(list(graph.nodes)):
             graph.nodes[tid].update(type=type_, scope=scope, scope_id=scope_id,
-                                    derived='"derived"' in tags)
+                                    derived='"derived"' in tags, superseded=valid_until is not None)
     return graph
 
 
@@ -141,7 +143,11 @@ def clusters(
     Built from ``co_activated`` edges of at least ``min_weight`` only. ``episode_next``
     edges are left out on purpose: they chain every trace of a conversation, so they
     would turn each conversation into a "cluster" and reflect would write one insight
-    per conversation. Derived traces are left out (no insights about insights), and
+    per conversation. Derived traces are left out (no insights about insights), so are
+    replaced facts (``valid_until`` set: an insight is a current fact, and one copying a
+    replaced fact would bring it back into every default search), reminders and task
+    scratch (``prospective`` and ``working``: an intention or a note end_task archives is no
+    fact, and an insight would outlive it), and
     an edge joins a cluster only inside one scope and scope_id (an insight must not
     mix what different users or threads may see). Connected components larger than
     ``max_size`` are split into Louvain communities (deterministic ``seed``).
@@ -156,7 +162,7 @@ def clusters(
     keep = nx.Graph()
     for a, b, data in view.edges(data=True):
         na, nb = view.nodes[a], view.nodes[b]
-        if na.get("derived") or nb.get("derived"):
+        if any(n.get("derived") or n.get("superseded") or n.get("type") in NOT_FACTS for n in (na, nb)):
             continue
         if (na.get("scope"), na.get("scope_id")) != (nb.get("scope"), nb.get("scope_id")):
             continue

@@ -27,8 +27,15 @@ SYSTEM_PROMPT = (
     "of the general fact, preference or procedure they share. Use only what the "
     "memories say; do not invent details. Reply with the statement only."
 )
-#: Longest insight kept from a model's reply, in characters.
+#: Longest insight taken from a model's reply, in characters: a longer one is refused
+#: (an LLMError), never cut inside a word.
 MAX_INSIGHT_CHARS = 2_000
+
+
+#: Longest text of one memory shown in the insight prompt, in characters (a longer one is
+#: cut, marked "…"): one pasted document of 64 KiB in a cluster overflowed a model's context,
+#: and the failure sent the rest of the run extractive.
+INSIGHT_SOURCE_CHARS = 1_000
 
 
 class LLMError(BrainmemError):
@@ -84,25 +91,30 @@ class LLM:
 
     def complete(self, system: str, user: str, max_tokens: int | None = None) -> str:
         """The model's reply to one system + user message (``observe``'s extraction);
-        raises :class:`LLMError` on any failure or an empty reply."""
+        raises :class:`LLMError` on any failure, an empty reply or one the server cut at
+        ``max_tokens`` (``finish_reason`` "length": half a sentence, half a JSON)."""
+        limit = max_tokens or self.max_tokens
         try:
             response = self._openai().chat.completions.create(
                 model=self.model,
                 messages=[{"role": "system", "content": system}, {"role": "user", "content": user}],
                 temperature=self.temperature,
-                max_tokens=max_tokens or self.max_tokens,
+                max_tokens=limit,
             )
             content = response.choices[0].message.content
+            finish = response.choices[0].finish_reason
         except Exception as exc:  # network, HTTP status, timeouts, unparsable replies
             raise LLMError(f"{type(exc).__name__}: {_short(exc)}") from exc
         if not isinstance(content, str) or not content.strip():
             raise LLMError("the model returned an empty reply")
+        if finish == "length":
+            raise LLMError(f"the model's reply was cut at max_tokens ({limit}): {_short(content, 80)}")
         return content.strip()
 
     def insight(self, texts: Sequence[str]) -> str:
         """One insight for memories ``texts``; raises :class:`LLMError` on any failure."""
-        listing = "\n".join(f"- {' '.join(t.split())}" for t in texts)
-        return self.complete(SYSTEM_PROMPT, f"Memories:\n{listing}")[:MAX_INSIGHT_CHARS]
+        listing = "\n".join(f"- {clip(' '.join(t.split()), INSIGHT_SOURCE_CHARS)}" for t in texts)
+        return self.complete(SYSTEM_PROMPT, f"Memories:\n{listing}")
 
 
 def describe(llm: Any) -> str | None:
@@ -115,12 +127,17 @@ def describe(llm: Any) -> str | None:
 
 
 def ask(llm: Any, texts: Sequence[str]) -> str:
-    """Call whatever ``llm`` is (an :class:`LLM`, an object with ``insight``, a callable)."""
+    """Call whatever ``llm`` is (an :class:`LLM`, an object with ``insight``, a callable) for
+    one insight; LLMError when it fails or its reply is over :data:`MAX_INSIGHT_CHARS`."""
     if hasattr(llm, "insight"):
-        return _reply(lambda: llm.insight(list(texts)))[:MAX_INSIGHT_CHARS]
-    if callable(llm):
-        return _reply(lambda: llm(list(texts)))[:MAX_INSIGHT_CHARS]
-    raise LLMError(f"llm must have an insight(texts) method or be callable, not {type(llm).__name__}")
+        text = _reply(lambda: llm.insight(list(texts)))
+    elif callable(llm):
+        text = _reply(lambda: llm(list(texts)))
+    else:
+        raise LLMError(f"llm must have an insight(texts) method or be callable, not {type(llm).__name__}")
+    if len(text) > MAX_INSIGHT_CHARS:
+        raise LLMError(f"the insight is {len(text)} characters, over MAX_INSIGHT_CHARS ({MAX_INSIGHT_CHARS})")
+    return text
 
 
 def complete(llm: Any, system: str, user: str, max_tokens: int = 1000) -> str:
@@ -159,6 +176,10 @@ def _reply(call: Callable[[], Any]) -> str:
     return result.strip()
 
 
-def _short(exc: BaseException, limit: int = 200) -> str:
-    text = " ".join(str(exc).split()) or type(exc).__name__
+def _short(exc: object, limit: int = 200) -> str:
+    return clip(" ".join(str(exc).split()) or type(exc).__name__, limit)
+
+
+def clip(text: str, limit: int) -> str:
+    """``text`` at most ``limit`` characters: cut, marked "…", when longer."""
     return text if len(text) <= limit else text[: limit - 1] + "…"

@@ -24,7 +24,9 @@ Decisions:
   the conversation, and may mark a known fact as replaced. Facts are written in a
   second transaction as ``semantic`` traces with ``derived_from`` edges (and
   ``metadata["derived_from"]``) to their source turns; a replaced fact is closed
-  as with ``add(supersedes=...)``. An LLM error or an unusable reply leaves the
+  as with ``add(supersedes=...)``; a fact said again after its replacement is current
+  again. A fact no add would take (empty, not Unicode, over the content limit) is
+  skipped and listed in ``extraction["skipped_facts"]``. An LLM error or an unusable reply leaves the
   turns stored and is reported in ``extraction``; nothing of the facts is written.
 """
 
@@ -32,7 +34,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -41,7 +42,7 @@ from . import graph, timeline
 from . import llm as llm_mod
 from .errors import BrainmemError, InvalidInput
 from .model import Hit, TimeLike, Trace, content_hash, has_visible, normalise_whitespace
-from .validate import check_text, to_timestamp
+from .validate import check_content, check_text, to_timestamp
 
 if TYPE_CHECKING:
     from .brain import Brain
@@ -52,8 +53,14 @@ ROLES = ("system", "developer", "user", "assistant", "tool", "function")
 MAX_MESSAGES = 1000
 #: Known facts shown to the extractor (the supersession candidates).
 KNOWN_FACTS = 20
+#: Longest text of one known fact shown to the extractor, in characters (a longer one is
+#: cut, marked "…"): it is shown to be recognised as replaced, not to be read whole, and a
+#: pasted document of 64 KiB would push every extraction of its scope past a model's context.
+KNOWN_FACT_CHARS = 500
 #: Longest conversation text sent to the extractor, in characters (the latest turns win).
 MAX_PROMPT_CHARS = 24_000
+#: Most places a JSON object is looked for in a model's reply (a "{" where none starts).
+JSON_TRIES = 20
 #: Metadata key on the turns an extraction failed on: observing them again retries it.
 FAILED_MARK = "extraction_failed"
 
@@ -73,7 +80,8 @@ EXTRACT_PROMPT = (
 @dataclass
 class ObserveReport:
     """What ``observe`` did. ``extraction``: ``ran`` (bool), ``ok`` (bool or None),
-    ``reason`` (why it did not run) or ``error`` (why it failed), ``model``."""
+    ``reason`` (why it did not run) or ``error`` (why it failed), ``model``, and
+    ``skipped_facts`` (``{"index", "reason"}`` of the reply's unusable entries) when any."""
 
     episode: str
     stored: list[str] = field(default_factory=list)
@@ -219,14 +227,18 @@ def _extract(brain: Brain, turns: list[_Turn], stored: list[Trace], report: Obse
     prompt = _prompt(turns, known)
     try:
         reply = llm_mod.complete(brain.llm, EXTRACT_PROMPT, prompt)
-        facts = _parse_reply(reply, len(turns), {t.id for t in known})
+        facts, unusable = _parse_reply(reply, len(turns), {t.id for t in known},
+                                       brain.policy.max_content_bytes)
         _write_facts(brain, facts, turns, stored, known, at, report)
     except BrainmemError as exc:  # LLMError, an unusable reply, a fact the brain refused
         # observing these turns again retries (a duplicate turn alone would not)
         _mark_failed(brain, [t for t in stored if t.id in new], True)
         return {"ran": True, "ok": False, "error": str(exc), "model": model}
     _mark_failed(brain, retried, False)
-    return {"ran": True, "ok": True, "model": model}
+    done: dict[str, Any] = {"ran": True, "ok": True, "model": model}
+    if unusable:
+        done["skipped_facts"] = unusable
+    return done
 
 
 def _known_facts(brain: Brain, turns: list[_Turn], first: Trace) -> list[Trace]:
@@ -246,33 +258,64 @@ def _known_facts(brain: Brain, turns: list[_Turn], first: Trace) -> list[Trace]:
 
 
 def _prompt(turns: list[_Turn], known: list[Trace]) -> str:
-    facts = "\n".join(f"[{t.id}] {normalise_whitespace(t.content)}" for t in known) or "(none)"
+    facts = "\n".join(f"[{t.id}] {llm_mod.clip(normalise_whitespace(t.content), KNOWN_FACT_CHARS)}"
+                      for t in known) or "(none)"
     lines = [f"[{n}] {t.role}{f' ({t.name})' if t.name else ''}: {normalise_whitespace(t.text)}"
              for n, t in enumerate(turns)]
     conversation = "\n".join(lines)[-MAX_PROMPT_CHARS:]
     return f"Known facts:\n{facts}\n\nConversation:\n{conversation}"
 
 
-def _parse_reply(reply: str, n_turns: int, known: set[str]) -> list[dict[str, Any]]:
-    """The facts in the model's JSON reply (fences and chatter around it tolerated)."""
-    match = re.search(r"\{.*\}", reply, re.DOTALL)
-    try:
-        data = json.loads(match.group(0) if match else reply)
-    except ValueError:
-        raise llm_mod.LLMError("the model's reply was not the JSON asked for") from None
-    facts = data.get("facts") if isinstance(data, dict) else None
+def _parse_reply(reply: str, n_turns: int, known: set[str], max_bytes: int,
+                 ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """The facts in the model's JSON reply: its first JSON object with a "facts" key
+    (fences and chatter around it tolerated, braces in the chatter too); and the entries
+    skipped as ``{"index", "reason"}``: not an object, or a content an add would refuse
+    (:func:`brainmem.validate.check_content`: empty, not Unicode, over ``max_bytes``)."""
+    data = _json_object(reply)
+    facts = data.get("facts")
     if not isinstance(facts, list):
         raise llm_mod.LLMError('the model\'s reply has no "facts" list')
-    out = []
-    for fact in facts:
-        content = fact.get("content") if isinstance(fact, dict) else None
-        if not isinstance(content, str) or not has_visible(content):
-            continue  # one unusable entry does not spoil the others
+    out, skipped = [], []
+    for index, fact in enumerate(facts):
+        if not isinstance(fact, dict):
+            skipped.append({"index": index, "reason": "not an object"})
+            continue
+        try:  # one unusable entry does not spoil the others
+            content = check_content(fact.get("content"), max_bytes)
+        except InvalidInput as exc:
+            skipped.append({"index": index, "reason": str(exc)})
+            continue
         turns = [n for n in _listed(fact.get("turns"))
                  if isinstance(n, int) and not isinstance(n, bool) and 0 <= n < n_turns]
         replaced = [i for i in _listed(fact.get("supersedes")) if isinstance(i, str) and i in known]
         out.append({"content": content.strip(), "turns": turns, "supersedes": replaced})
-    return out
+    return out, skipped
+
+
+def _json_object(reply: str) -> dict[str, Any]:
+    """The first JSON object in ``reply`` holding a "facts" key, else the first JSON object;
+    LLMError when it holds none. Each "{" is tried in turn, skipping the inside of an
+    object already read, so a brace in the chatter ("I found {2} facts") is passed over;
+    at most :data:`JSON_TRIES` fail (each failure costs a pass over the reply), and JSON
+    nested too deep to read (RecursionError) is junk like any other."""
+    decoder = json.JSONDecoder()
+    first: dict[str, Any] | None = None
+    position, failed = reply.find("{"), 0
+    while position >= 0 and failed < JSON_TRIES:
+        try:
+            data, end = decoder.raw_decode(reply, position)
+        except (ValueError, RecursionError):
+            end, failed = position + 1, failed + 1
+        else:
+            if isinstance(data, dict):
+                if "facts" in data:
+                    return data
+                first = data if first is None else first
+        position = reply.find("{", end)
+    if first is None:
+        raise llm_mod.LLMError("the model's reply was not the JSON asked for")
+    return first
 
 
 def _listed(value: Any) -> list[Any]:
@@ -298,7 +341,10 @@ def _write_facts(brain: Brain, facts: list[dict[str, Any]], turns: list[_Turn], 
             olds = [by_id[i] for i in fact["supersedes"] if i not in closed
                     and by_id[i].key is None and by_id[i].content_hash != content_hash(fact["content"])]
             trace = brain._add_one(fact["content"], fields, prepared).trace
-            if olds and trace.id not in {o.id for o in olds}:
+            # a fact said again after it was replaced (the add deduplicated to the closed
+            # trace) is current again from ``at``, its earlier period kept, whether or not the
+            # model named what it replaces now: extracted now, it must not stay hidden
+            if (olds or trace.valid_until is not None) and trace.id not in {o.id for o in olds}:
                 changed = timeline.close(brain._store, trace, olds, at)
                 told.extend(timeline.update_events(brain._store, changed))
                 closed.update(o.id for o in olds)

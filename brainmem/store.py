@@ -91,6 +91,9 @@ def _column_value(name: str, value: Any) -> Any:
     return value
 
 
+#: What prune and capacity eviction keep but for its expiry (:meth:`Store.decay_rows`): a
+#: pinned trace, a superseded fact, a reminder.
+_KEPT = "pinned OR valid_until IS NOT NULL OR due_at IS NOT NULL"
 _INSERT = f"INSERT INTO traces ({', '.join(TRACE_COLUMNS)}) VALUES ({', '.join('?' * len(TRACE_COLUMNS))})"
 _GET_VALUES = operator.attrgetter(*TRACE_COLUMNS)
 #: Rows per INSERT ... SELECT in :meth:`Store.insert_many` (FTS5 flushes once per statement).
@@ -570,7 +573,7 @@ class Store(IndexTables, EdgeTables, LogTables, InspectTables, VectorTables, Mai
         reinforces it, and it is kept until the caller deletes it or clears its due time."""
         return list(self.execute(
             "SELECT rid, id, scope, scope_id, strength, stability, last_accessed_at, "
-            "pinned OR valid_until IS NOT NULL OR due_at IS NOT NULL, expires_at FROM traces "
+            f"{_KEPT}, expires_at FROM traces "
             "WHERE rid > ? AND deleted_at IS NULL ORDER BY rid LIMIT ?", (after, limit),
         ))
 
@@ -590,14 +593,18 @@ class Store(IndexTables, EdgeTables, LogTables, InspectTables, VectorTables, Mai
 
     def soft_delete_unchanged(self, seen: Sequence[tuple[str, float, str]], at: float) -> set[str]:
         """Soft-delete live traces whose ``last_accessed_at`` is still the one seen (prune
-        decides on a snapshot; a trace used since then is spared), noting the reason given
-        with each in ``metadata["deleted_reason"]``; returns the ids deleted."""
+        decides on a snapshot; a trace used since then is spared) and that are still due:
+        an "expired" one still expired at ``at``, another still neither pinned nor kept as
+        :meth:`decay_rows` keeps them (superseded, a reminder); noting the reason given with
+        each in ``metadata["deleted_reason"]``. Returns the ids deleted."""
         deleted: set[str] = set()
         for trace_id, last, reason in seen:
+            due, more = (("expires_at <= ?", (at,)) if reason == "expired" else (f"NOT ({_KEPT})", ()))
             for _id, text in list(self.execute(
                     "UPDATE traces SET deleted_at = ?, updated_at = ? "
-                    "WHERE id = ? AND deleted_at IS NULL AND last_accessed_at = ? RETURNING id, metadata",
-                    (at, at, trace_id, last))):
+                    f"WHERE id = ? AND deleted_at IS NULL AND last_accessed_at = ? AND {due} "
+                    "RETURNING id, metadata",
+                    (at, at, trace_id, last, *more))):
                 try:
                     metadata = {**json.loads(text), "deleted_reason": reason}
                 except (ValueError, TypeError) as exc:  # edited outside brainmem

@@ -136,11 +136,12 @@ class EdgeTables(Database):
             [*kinds, min_weight],
         )
 
-    def node_attributes(self, ids: Sequence[str]) -> Iterator[tuple[str, str, str, str, str]]:
-        """(id, type, scope, scope_id, tags JSON) of each trace in ``ids``."""
+    def node_attributes(self, ids: Sequence[str]) -> Iterator[tuple[str, str, str, str, str, float | None]]:
+        """(id, type, scope, scope_id, tags JSON, valid_until) of each trace in ``ids``."""
         for chunk in in_chunks(ids):
             yield from self.execute(
-                f"SELECT id, type, scope, scope_id, tags FROM traces WHERE id IN ({', '.join('?' * len(chunk))})",
+                "SELECT id, type, scope, scope_id, tags, valid_until FROM traces "
+                f"WHERE id IN ({', '.join('?' * len(chunk))})",
                 chunk,
             )
 

@@ -221,3 +221,18 @@ def test_call_memory_observe_extracts_with_the_llm_from_env(tmp_path: Path) -> N
     env = {"BRAINMEM_LLM_MODEL": "stub", "BRAINMEM_LLM_TIMEOUT": "abc"}  # checked like observe's
     done = cli("call", "memory_reflect", "--brain", db, env=env)
     assert done.returncode == 2 and "BRAINMEM_LLM_TIMEOUT" in done.stderr
+
+
+def test_observe_says_how_many_extracted_facts_it_skipped(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    """`brainmem observe` printed "extraction: ok" when the model's reply held a fact no add
+    would take (skipped, listed in --json's extraction.skipped_facts): it now says so."""
+    db = str(tmp_path / "b.db")
+    facts = {"facts": [{"content": "The user likes tea."}, {"content": "x" * 70_000}]}
+    with stub_server(lambda body: {"role": "assistant", "content": json.dumps(facts)}) as url:
+        monkeypatch.setenv("BRAINMEM_LLM_MODEL", "stub")
+        monkeypatch.setenv("BRAINMEM_LLM_BASE_URL", url)
+        monkeypatch.setattr("sys.stdin", io.StringIO('{"role": "user", "content": "I like tea"}\n'))
+        code = main(["observe", "-", "--brain", db])
+    out = capsys.readouterr().out
+    assert code == 0 and "1 facts," in out and "extraction: ok (1 unusable fact skipped)" in out

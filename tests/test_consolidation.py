@@ -120,6 +120,30 @@ def test_prune_counts_only_what_it_deleted(tmp_path: Path, clock: Clock) -> None
         assert b.reflect(now=late).expired == 1
 
 
+def test_prune_spares_a_trace_pinned_or_kept_since_it_was_read(tmp_path: Path, clock: Clock) -> None:
+    """Prune decides on a snapshot (reflect runs beside the brain's other writers) and spared
+    only a trace *used* since: one pinned meanwhile (a pin is not a use), made a superseded
+    fact or given a later expiry was deleted all the same. The delete now re-checks what
+    made it due. A trigger stands in for the writes landing between read and delete."""
+    late = T0 + 4 * 365 * DAY
+    with Brain(str(tmp_path / "p.brain"), clock=clock) as b:
+        first = b.add("a passing remark about the weather", importance=0)
+        pinned = b.add("another remark about the traffic", importance=0)
+        closed = b.add("the user drives a blue car", type="semantic", importance=0)
+        kept = b.add("a note that was meant to expire", ttl=60)
+        b._store.execute(
+            "CREATE TRIGGER keep_during_prune AFTER UPDATE OF deleted_at ON traces "
+            f"WHEN NEW.id = '{first.id}' BEGIN "
+            f"UPDATE traces SET pinned = 1 WHERE id = '{pinned.id}'; "
+            f"UPDATE traces SET valid_until = {T0 + 1} WHERE id = '{closed.id}'; "
+            f"UPDATE traces SET expires_at = {late + DAY} WHERE id = '{kept.id}'; END")
+        report = b.reflect(now=late)
+        b._store.execute("DROP TRIGGER keep_during_prune")
+        assert not b.get(first.id, include_deleted=True).live
+        assert all(b.get(t.id, include_deleted=True).deleted_at is None for t in (pinned, closed, kept))
+        assert (report.pruned_weak, report.expired) == (1, 0)
+
+
 def test_capacity_evicts_weakest_unpinned_per_scope(tmp_path: Path, clock: Clock) -> None:
     with Brain(str(tmp_path / "cap.brain"), clock=clock, policy=replace(Policy(), capacity=2)) as b:
         old = b.add("oldest note", scope_id="u1")
@@ -365,6 +389,71 @@ def test_cluster_produces_exactly_one_insight(brain: Brain, clock: Clock) -> Non
     _use_together(brain, "Miso cat", ids)  # more co-use of the same cluster: still covered
     assert brain.reflect().derived == 0
     assert brain._store.execute("SELECT count(*) FROM traces WHERE tags LIKE '%derived%'").get == 1
+
+
+def test_derive_never_brings_back_a_replaced_fact_as_a_current_insight(brain: Brain, clock: Clock) -> None:
+    """A fact used together with others, then replaced (add supersedes=), stayed in its
+    co-use cluster: reflect copied "lives in Berlin" into a new, current insight, which a
+    default search then answered after the user had moved to Lisbon."""
+    berlin = brain.add("The user lives in Berlin near the park.", type="semantic")
+    others = [brain.add(t, type="semantic").id for t in (
+        "The user works at a bakery in the city.", "The user cycles to the bakery every morning.",
+        "The user buys bread at the bakery on Sundays.")]
+    _use_together(brain, "user lives bakery", [berlin.id, *others])
+    clock.now += 60
+    brain.add("The user lives in Lisbon now.", type="semantic", supersedes=[berlin.id])
+    report = brain.reflect()
+    assert report.derived == 1
+    insight = brain.get(report.derived_ids[0])
+    assert "Berlin" not in insight.content and insight.metadata["derived_from"] == sorted(others)
+    assert not [h for h in brain.search("Berlin") if "Berlin" in h.trace.content]
+    assert berlin.id not in {m for c in brain.clusters() for m in c}
+
+
+def test_an_insight_expires_with_the_sources_it_copies(brain: Brain, clock: Clock) -> None:
+    """Sources with a ttl (a door code for the week) were copied verbatim into an insight
+    that never expired: after prune removed the expired sources, search still answered
+    their text. An insight now expires when the last of its sources does (never, if one
+    of them never does), as a merge keeps the latest expiry."""
+    texts = ("The user's door code is 4512 this week.", "The user's guest code for the door is 9931.",
+             "The user's door code changes weekly.")
+    ids = [brain.add(t, ttl=3600 * (1 + n)).id for n, t in enumerate(texts)]
+    _use_together(brain, "door code", ids)
+    report = brain.reflect()
+    assert report.derived == 1
+    insight = brain.get(report.derived_ids[0])
+    assert insight.expires_at == T0 + 3 * 3600
+    clock.now += 4 * 3600
+    assert brain.reflect().expired == 4
+    assert list(brain.search("door code")) == []
+    lasting = [brain.add(f"{t} (noted)", ttl=None if n == 0 else 60).id for n, t in enumerate(texts)]
+    _use_together(brain, "door code noted", lasting)
+    (kept,) = brain.reflect().derived_ids
+    assert brain.get(kept).expires_at is None
+
+
+def test_derive_never_states_a_reminder_or_task_scratch_as_a_fact(brain: Brain, clock: Clock) -> None:
+    """A reminder used together with facts was copied into the insight, a current fact
+    ("... Call the landlord about the leak.") that outlived the reminder once done and
+    deleted; task scratch (working) was kept the same way past end_task, which archives
+    what was not promoted. Derive's clusters now hold neither."""
+    facts = [brain.add(t, type="semantic").id for t in (
+        "The user rents a flat with a leaking kitchen tap.", "The landlord of the flat is called Rui.",
+        "The flat's kitchen tap leaks every morning.")]
+    reminder = brain.add("Call the landlord about the leaking tap.", due_at=T0 + DAY)
+    _use_together(brain, "flat landlord leaking tap", [*facts, reminder.id])
+    scratch = [brain.add(t, type="working", task_id="fix-1").id for t in (
+        "tried patching the parser: fails on empty input", "the parser fails on unicode input too",
+        "patching the parser tokenizer works for empty input")]
+    _use_together(brain, "parser input", scratch)
+    report = brain.reflect()
+    assert report.derived == 1
+    insight = brain.get(report.derived_ids[0])
+    assert insight.metadata["derived_from"] == sorted(facts) and "Call" not in insight.content
+    brain.delete(reminder.id)
+    brain.end_task("fix-1")
+    assert not [h for h in brain.search("call the landlord parser") if h.trace.type == "semantic"
+                and ("Call" in h.trace.content or "parser" in h.trace.content)]
 
 
 def test_a_slow_llm_never_lets_the_lease_lapse_mid_derive(tmp_path: Path, clock: Clock) -> None:

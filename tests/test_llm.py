@@ -5,12 +5,15 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Iterator
+from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 import pytest
 from loopback import JSONHandler, base_url, serving
+from openai_stub import stub_server
 
-from brainmem import Brain
+from brainmem import Brain, Policy
 from brainmem.llm import LLM, LLMError
 
 T0 = 1_767_225_600.0
@@ -188,3 +191,114 @@ def test_insight_contradicting_its_sources_is_refused(server: str, tmp_path: Pat
         edges = set(brain._store.execute("SELECT dst FROM edges WHERE src = ? AND kind = 'derived_from'",
                                          (insight.id,)))
         assert {e[0] for e in edges} == set(ids)
+
+
+RENT = ["The user rents a small flat in Lisbon for 1450 euros a month with a balcony facing the river.",
+        "The flat in Lisbon that the user rents has a balcony and costs 1450 euros a month in total.",
+        "The user pays 1450 euros a month for the Lisbon flat and likes the balcony over the river."]
+
+
+@pytest.mark.parametrize("reply", [
+    "The user rents a flat in Lisbon with a lovely balcony over the river for 1450 euros a month.",
+    " ".join(["The user rents a flat in Lisbon with a balcony for 1450 euros a month."] * 5)])
+def test_an_insight_is_never_cut_inside_a_word_or_over_the_content_limit(tmp_path: Path, reply: str) -> None:
+    """derive cut every insight at a quarter of Policy.max_content_bytes in characters,
+    after the contradiction check: an LLM insight that fitted the limit was stored cut
+    mid-number ("... for 14"), a number none of its sources has, and so was the extractive
+    summary. Now an insight that fits is kept whole; an LLM insight over the limit is
+    refused for the extractive one, whose whole sentences are kept while they fit."""
+    policy = replace(Policy(), max_content_bytes=300)
+    with stub_server(lambda body: {"role": "assistant", "content": reply}) as url, \
+            Brain(str(tmp_path / "b.brain"), clock=lambda: T0, policy=policy,
+                  llm=LLM(base_url=url, model="m", timeout=5)) as brain:
+        ids = [brain.add(t).id for t in RENT]
+        for _ in range(2):
+            brain.feedback(brain.search("Lisbon flat", limit=5).retrieval_id, used=ids)
+        report = brain.reflect()
+        assert report.status == "ok" and report.derived == 1
+        insight = brain.get(report.derived_ids[0])
+        assert len(insight.content.encode()) <= policy.max_content_bytes
+        if len(reply.encode()) <= policy.max_content_bytes:
+            assert insight.content == reply and report.derived_by == {"llm": 1}
+        else:
+            assert report.derived_by == {"extractive": 1}
+            assert any("max_content_bytes" in note for note in report.notes)
+            from brainmem.similarity import sentences
+
+            assert sentences(insight.content) and all(s in RENT for s in sentences(insight.content))
+
+
+def test_an_extractive_insight_over_a_smaller_limit_is_cut_between_words(tmp_path: Path) -> None:
+    """Sources stored under a larger Policy.max_content_bytes than the brain now has: the
+    insight is cut at the last whole word that fits, never inside "1450"."""
+    path = str(tmp_path / "b.brain")
+    with Brain(path, clock=lambda: T0) as brain:
+        ids = [brain.add(t).id for t in RENT]
+        for _ in range(2):
+            brain.feedback(brain.search("Lisbon flat", limit=5).retrieval_id, used=ids)
+    with Brain(path, clock=lambda: T0, policy=replace(Policy(), max_content_bytes=44)) as brain:
+        report = brain.reflect()
+        assert report.status == "ok" and report.derived == 1
+        content = brain.get(report.derived_ids[0]).content
+        assert len(content.encode()) <= 44
+        assert any(t.startswith(content + " ") for t in RENT)
+
+
+def _cut_reply(content: str) -> Any:
+    def respond(body: dict[str, Any]) -> dict[str, Any]:
+        return {"id": "x", "object": "chat.completion", "created": 0, "model": body["model"],
+                "choices": [{"index": 0, "finish_reason": "length",
+                             "message": {"role": "assistant", "content": content}}],
+                "usage": {"prompt_tokens": 1, "completion_tokens": 200, "total_tokens": 201}}
+    return respond
+
+
+def test_an_insight_the_server_cut_at_max_tokens_falls_back(tmp_path: Path) -> None:
+    """A wordy model stopped by max_tokens (finish_reason "length") returned half a
+    sentence, and derive stored it as the insight ("... took it to the v"). A reply cut
+    short is now an LLM failure: the insight is extractive and the report says why."""
+    cut = "The user has a ginger cat called Miso, feeds it twice a day and once took it to the v"
+    with stub_server(_cut_reply(cut)) as url:
+        brain, ids = _brain_with_cluster(tmp_path / "b.brain", LLM(base_url=url, model="m", timeout=5))
+        with brain:
+            report = brain.reflect()
+            assert report.derived == 1 and report.derived_by == {"extractive": 1}
+            assert report.llm_fallback and "max_tokens" in report.llm_fallback
+            assert brain.get(report.derived_ids[0]).content != cut
+
+
+def test_an_insight_over_the_longest_kept_is_refused_not_cut(tmp_path: Path) -> None:
+    """An insight over MAX_INSIGHT_CHARS (a custom backend with no token limit) was cut at
+    2,000 characters, inside a word, and stored so. It is now an LLM failure like a reply
+    the server cut: the insight is extractive and the report says why."""
+    from brainmem.llm import MAX_INSIGHT_CHARS
+
+    wordy = ("The user's cat Miso is ginger and sleeps on the keyboard. " * 40).strip()
+    assert len(wordy) > MAX_INSIGHT_CHARS
+    brain, _ = _brain_with_cluster(tmp_path / "b.brain", lambda texts: wordy)
+    with brain:
+        report = brain.reflect()
+        assert report.derived_by == {"extractive": 1}
+        assert report.llm_fallback and "MAX_INSIGHT_CHARS" in report.llm_fallback
+
+
+def test_one_long_memory_does_not_push_the_insight_prompt_past_the_context(tmp_path: Path) -> None:
+    """Each memory went into the insight prompt whole: a cluster holding one long memory (a
+    pasted document, up to 64 KiB) overflowed the model's context, the call failed, and the
+    run's later clusters, every scope's, went extractive too. Each memory is now shown cut
+    to INSIGHT_SOURCE_CHARS; the stub refuses prompts over a small context, as a server does."""
+    def respond(body: dict[str, Any]) -> Any:
+        if len(body["messages"][1]["content"]) > 16_000:
+            return 400
+        return {"role": "assistant", "content": INSIGHT}
+
+    with stub_server(respond) as url:
+        brain = Brain(str(tmp_path / "b.brain"), clock=lambda: T0, llm=LLM(base_url=url, model="m", timeout=5))
+        with brain:
+            texts = ["The user's cat is called Miso. " + "Miso purrs and naps all day. " * 1500,
+                     "The user feeds the cat Miso twice a day.", "Miso the cat sleeps on the user's keyboard."]
+            ids = [brain.add(t).id for t in texts]
+            for _ in range(2):
+                brain.feedback(brain.search("Miso cat", limit=5).retrieval_id, used=ids)
+            report = brain.reflect()
+            assert report.llm_fallback is None and report.derived_by == {"llm": 1}

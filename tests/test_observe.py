@@ -81,7 +81,8 @@ def test_extraction_with_real_openai_client(tmp_path: Path) -> None:
                       llm=LLM(base_url=url, model="stub-model", api_key="k"))
         berlin = brain.add("The user lives in Berlin.", type="semantic", created_at=T0 - 86_400)
         report = brain.observe(CONVERSATION, episode="chat-1", at=T0 - 60)
-    assert report.extraction == {"ran": True, "ok": True, "model": f"stub-model at {url}"}
+    assert report.extraction == {"ran": True, "ok": True, "model": f"stub-model at {url}",
+                                 "skipped_facts": [{"index": 2, "reason": "content must not be empty"}]}
     assert len(report.facts) == 2 and report.superseded == [berlin.id]
     lisbon, seats = brain.read(report.facts).traces
     assert lisbon.type == "semantic" and lisbon.metadata["derived_from"] == [report.stored[0]]
@@ -201,3 +202,91 @@ def test_a_turn_repeated_in_one_call_is_stored_once(tmp_path: Path) -> None:
                             {"role": "user", "content": "ok"}])
     assert len(report.stored) == 2 and report.duplicates == [report.stored[0]]
     assert brain.stats()["live"] == len(report.stored)
+
+
+@pytest.mark.parametrize("reply", [
+    'I found {1} durable fact:\n```json\n{"facts": [{"content": "The user likes tea.", "turns": [0]}]}\n```',
+    '{"facts": [{"content": "The user likes tea.", "turns": [0]}]}\nNote: I skipped the {small talk}.',
+    '{"facts": [{"content": "The user likes tea.", "turns": [0]}]} {"facts": []}'])
+def test_braces_in_the_chatter_around_the_json_are_tolerated(tmp_path: Path, reply: str) -> None:
+    """The reply's JSON was taken from its first "{" to its last "}", so a brace in the
+    chatter before or after it (which the extractor promises to tolerate) made the whole
+    extraction fail ("not the JSON asked for"). The first JSON object with "facts" is read."""
+    with stub_server(lambda body: {"role": "assistant", "content": reply}) as url:
+        brain = Brain(str(tmp_path / "b.db"), clock=lambda: T0, llm=LLM(base_url=url, model="m"))
+        report = brain.observe([{"role": "user", "content": "I like tea"}])
+    assert report.extraction["ok"] is True, report.extraction
+    assert [brain.get(i).content for i in report.facts] == ["The user likes tea."]
+
+
+@pytest.mark.parametrize("reply", ['{"facts": ' + "[" * 100_000, '{"facts": [' + '{"a": ' * 50_000])
+def test_a_reply_nested_too_deep_is_junk_not_a_crash(tmp_path: Path, reply: str) -> None:
+    """JSON nested deeper than the parser's recursion limit raised RecursionError out of
+    observe after the turns were stored (unmarked, so never retried; through the tools an
+    internal error). It is an unusable reply like any other junk: reported, turns kept."""
+    brain = Brain(str(tmp_path / "b.db"), clock=lambda: T0, llm=lambda texts: reply)
+    report = brain.observe([{"role": "user", "content": "I like tea"}])
+    assert report.extraction["ok"] is False and "JSON" in report.extraction["error"]
+    assert report.facts == [] and brain.get(report.stored[0]).metadata["extraction_failed"] is True
+
+
+def test_a_fact_said_again_after_its_replacement_is_current_again(tmp_path: Path) -> None:
+    """The model extracted "The user lives in Berlin." (the user moved back) without naming
+    the Lisbon fact as replaced: the add deduplicated to the old Berlin trace, superseded
+    since, so the fact observe reported was hidden from every default search. It is current
+    again from the conversation's time, its earlier period kept, as add(supersedes=) does."""
+    reply = json.dumps({"facts": [{"content": "The user lives in Berlin.", "turns": [0]}]})
+    clock = {"now": T0}
+    brain = Brain(str(tmp_path / "b.db"), clock=lambda: clock["now"], llm=lambda texts: reply)
+    berlin = brain.add("The user lives in Berlin.", type="semantic")
+    clock["now"] += 100
+    lisbon = brain.add("The user lives in Lisbon.", type="semantic", supersedes=[berlin.id])
+    clock["now"] += 100
+    report = brain.observe([{"role": "user", "content": "I moved back to Berlin last week!"}])
+    assert report.extraction["ok"] is True and report.facts == [berlin.id]
+    found = [h.trace.id for h in brain.search("where does the user live", type="semantic")]
+    assert berlin.id in found and lisbon.id in found
+    assert brain.get(berlin.id).valid_until is None and brain.get(berlin.id).valid_from == T0 + 200
+    assert brain.search("user live Berlin", type="semantic", as_of=T0 + 150)[0].trace.id == lisbon.id
+
+
+def test_one_fact_the_brain_would_refuse_does_not_spoil_the_others(tmp_path: Path) -> None:
+    """A fact over Policy.max_content_bytes, or holding a lone surrogate (valid JSON,
+    "\\ud800"), failed the whole extraction, and every retry of a deterministic model failed
+    the same way, while an empty or invisible one was skipped without a word. Each such
+    entry is now skipped, and listed in extraction["skipped_facts"] with why."""
+    long = "The user " + "really " * 12_000 + "likes tea."
+    reply = json.dumps({"facts": [{"content": "The user likes coffee.", "turns": [0]}, {"content": long},
+                                  {"content": "The user likes \ud800 tea."}, {"content": "\u200b"},
+                                  "not an object"]})
+    brain = Brain(str(tmp_path / "b.db"), clock=lambda: T0, llm=lambda texts: reply)
+    report = brain.observe([{"role": "user", "content": "I like coffee and tea"}])
+    assert report.extraction["ok"] is True
+    assert [brain.get(i).content for i in report.facts] == ["The user likes coffee."]
+    skipped = report.extraction["skipped_facts"]
+    assert [s["index"] for s in skipped] == [1, 2, 3, 4]
+    assert "Policy.max_content_bytes" in skipped[0]["reason"] and "Unicode" in skipped[1]["reason"]
+    assert "extraction_failed" not in brain.get(report.stored[0]).metadata
+
+
+def test_a_long_known_fact_does_not_blow_up_the_extraction_prompt(tmp_path: Path) -> None:
+    """Known facts went into the extractor's prompt whole: one long semantic memory of the
+    scope (a pasted document, up to 64 KiB) made every extraction of that scope a prompt far
+    over a model's context (the conversation itself is bounded by MAX_PROMPT_CHARS). Each
+    known fact is now shown cut to KNOWN_FACT_CHARS, its id intact."""
+    from brainmem.observe import KNOWN_FACT_CHARS, KNOWN_FACTS, MAX_PROMPT_CHARS
+
+    prompts: list[str] = []
+
+    def respond(body: dict[str, Any]) -> dict[str, Any]:
+        prompts.append(body["messages"][1]["content"])
+        return {"role": "assistant", "content": '{"facts": []}'}
+
+    with stub_server(respond) as url:
+        brain = Brain(str(tmp_path / "b.db"), clock=lambda: T0, llm=LLM(base_url=url, model="m"))
+        doc = brain.add("The user's tea notes: " + "oolong sencha darjeeling " * 2500, type="semantic")
+        report = brain.observe([{"role": "user", "content": "I drink oolong tea every day"}])
+    assert report.extraction["ok"] is True
+    (prompt,) = prompts
+    assert f"[{doc.id}] The user's tea notes: oolong" in prompt
+    assert len(prompt) < MAX_PROMPT_CHARS + 2 * KNOWN_FACTS * (KNOWN_FACT_CHARS + 60)

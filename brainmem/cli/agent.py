@@ -91,7 +91,9 @@ def _observe(args: argparse.Namespace) -> int:
         print_json(report.to_dict())
     else:
         ext = report.extraction
-        status = ("extraction: " + ("ok" if ext["ok"] else f"FAILED: {ext.get('error')}")
+        unusable = len(ext.get("skipped_facts", []))
+        ok = f"ok ({unusable} unusable fact{'s' * (unusable != 1)} skipped)" if unusable else "ok"
+        status = ("extraction: " + (ok if ext["ok"] else f"FAILED: {ext.get('error')}")
                   if ext["ran"] else f"extraction did not run: {ext['reason']}")
         print(f"episode {report.episode}: {len(report.stored)} turns stored, "
               f"{len(report.duplicates)} already known, {len(report.skipped)} skipped; "
