@@ -286,6 +286,8 @@ class Database:
         complete, so a backup that fails (a full disk) or is killed never leaves half a
         brain at ``path``: neither one to mistake for a backup nor one that blocks a retry.
         """
+        if self._closed:  # apsw's backup of a closed connection is a bare ValueError
+            raise BrainFileError(CLOSED)
         if os.path.exists(path):
             raise InvalidInput(f"backup target {path} already exists; choose a new path")
         try:

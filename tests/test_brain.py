@@ -948,6 +948,40 @@ def test_a_closed_brain_refuses_every_call_with_a_brain_file_error(tmp_path: Pat
         assert again.reflect_log() == []
 
 
+def test_every_file_call_of_a_closed_brain_is_a_brain_file_error(tmp_path: Path) -> None:
+    """backup and repair of a closed brain died with apsw's "ValueError: source connection
+    is closed!", and check() reported the closed connection as problems of the file
+    (``ok`` False, as if it were damaged). Every public method that reads or writes the
+    file (the list derived from Brain's methods) raises BrainFileError "closed", and
+    nothing is written."""
+    from brainmem import BrainFileError
+    from brainmem.aio import METHODS
+
+    path = tmp_path / "closed.brain"
+    brain = Brain(str(path))
+    a, b = brain.add("The user prefers tea"), brain.add("The user prefers green tea")
+    brain.close()
+    args: dict[str, tuple[object, ...]] = {
+        "add": ("x",), "add_many": (["x"],), "add_result": ("x",), "backup": (str(tmp_path / "bk"),),
+        "context": ("tea",), "delete": (a.id,), "delete_key": ("k",), "end_task": ("t",),
+        "export": (str(tmp_path / "x.jsonl"),), "feedback": (1, [a.id]), "get": (a.id,),
+        "get_key": ("k",), "history": (a.id,), "lineage": (a.id,), "merge": ([a.id, b.id],),
+        "neighbourhood": (a.id,), "observe": ([{"role": "user", "content": "hi"}],), "pin": (a.id,),
+        "put": ("k", "v"), "read": ([a.id],), "recalls": (a.id,), "reflect_changes": ({"id": 1},),
+        "reflect_run": (1,), "restore": (a.id,), "search": ("tea",), "unmerge": (a.id,),
+        "unpin": (a.id,), "update": (a.id,),
+    }
+    kwargs: dict[str, dict[str, object]] = {"update": {"content": "y"},
+                                            "repair": {"backup_to": str(tmp_path / "rb")}}
+    # no file call: the clock, events, tool specs, the file's presence; the tools answer
+    # with an error dict; close again is fine; embed and import_jsonl refuse their input first
+    no_file = {"now", "subscribe", "tools", "ensure_file", "call_tool", "close", "embed", "import_jsonl"}
+    for name in sorted(set(METHODS) - no_file):
+        with pytest.raises(BrainFileError, match="closed"):
+            getattr(brain, name)(*args.get(name, ()), **kwargs.get(name, {}))
+    assert sorted(os.listdir(tmp_path)) == ["closed.brain"]
+
+
 def test_a_clock_that_is_not_a_function_of_the_time_is_invalid_input(tmp_path: Path) -> None:
     """``Brain(path, clock=time.time())`` (the time, not the function) created the file and
     then every call died with "TypeError: 'float' object is not callable"; a clock giving a
