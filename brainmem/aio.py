@@ -2,8 +2,8 @@
 
 Every public method of ``Brain`` is available under the same name as a coroutine
 function that runs the call in a thread pool (``asyncio``'s ``run_in_executor``),
-so the event loop keeps serving while SQLite works. It is the same ``Brain`` over
-the same file underneath: calls are serialised by the Brain's lock (SQLite has
+so the event loop keeps serving while SQLite works (``close`` is
+:meth:`AsyncBrain.aclose`). It is the same ``Brain`` over the same file underneath: calls are serialised by the Brain's lock (SQLite has
 one writer anyway; an embedder's or reranker's calls run outside it), so
 concurrency buys responsiveness, not parallel writes; for
 parallel readers open one ``AsyncBrain`` per process. Attributes that are not
@@ -75,6 +75,11 @@ class AsyncBrain:
         # embedding), and closing beside it would fail it; later calls are refused.
         await loop.run_in_executor(None, functools.partial(self._pool.shutdown, wait=True))
         await loop.run_in_executor(None, self.brain.close)
+
+    async def close(self) -> None:
+        """:meth:`aclose` (``Brain.close`` run on a worker closed the Brain beside the calls
+        in flight and left the pool running)."""
+        await self.aclose()
 
     async def __aenter__(self) -> AsyncBrain:
         return self

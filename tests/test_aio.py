@@ -57,3 +57,49 @@ def test_a_bad_max_workers_is_invalid_input_and_opens_nothing(tmp_path: Path, wo
     with pytest.raises(InvalidInput, match="max_workers"):
         AsyncBrain(str(path), max_workers=workers)  # type: ignore[arg-type]
     assert not path.exists()  # refused before the Brain (and its file) was opened
+
+
+def test_awaiting_close_lets_the_calls_in_flight_finish(tmp_path: Path) -> None:
+    """``await brain.close()`` (Brain.close as a coroutine, as every public method is) closed
+    the Brain on a free worker at once: an add in flight outside the Brain's lock (waiting
+    for its embedding) failed with "this brain is closed" and its trace was lost, and the
+    thread pool was never shut down. It is ``aclose``: after the calls in flight."""
+    import threading
+
+    import numpy as np
+
+    from brainmem.embed import CallableEmbedder
+    from brainmem.errors import BrainFileError
+
+    embedding, closing = threading.Event(), threading.Event()
+
+    def embed(texts: list[str]) -> np.ndarray:
+        embedding.set()
+        assert closing.wait(10)  # the close has begun (as a pool shutdown or a Brain.close)
+        return np.ones((len(texts), 4), np.float32)
+
+    async def main() -> str:
+        brain = AsyncBrain(str(tmp_path / "b.db"), embedder=CallableEmbedder(embed))
+        real_close, real_shutdown = brain.brain.close, brain._pool.shutdown
+
+        def close() -> None:
+            closing.set()
+            real_close()
+
+        def shutdown(*args: object, **kwargs: object) -> None:
+            closing.set()
+            real_shutdown(*args, **kwargs)  # type: ignore[arg-type]
+
+        brain.brain.close = close  # type: ignore[method-assign]
+        brain._pool.shutdown = shutdown  # type: ignore[method-assign]
+        adding = asyncio.ensure_future(brain.add("the user owns a red bicycle"))
+        await asyncio.get_running_loop().run_in_executor(None, embedding.wait, 10)
+        await brain.close()
+        trace = await adding
+        with pytest.raises(BrainFileError, match="closed"):
+            await brain.search("bicycle")
+        return str(trace.id)
+
+    trace_id = asyncio.run(main())
+    with Brain(str(tmp_path / "b.db")) as again:
+        assert again.get(trace_id).content == "the user owns a red bicycle"
