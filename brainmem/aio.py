@@ -1,13 +1,14 @@
 """``AsyncBrain``: the :class:`~brainmem.brain.Brain` API as awaitables.
 
 Every public method of ``Brain`` is available under the same name as a coroutine
-function that runs the call in a thread pool (``asyncio``'s ``run_in_executor``),
-so the event loop keeps serving while SQLite works (``close`` is
-:meth:`AsyncBrain.aclose`). It is the same ``Brain`` over the same file underneath: calls are serialised by the Brain's lock (SQLite has
-one writer anyway; an embedder's or reranker's calls run outside it), so
-concurrency buys responsiveness, not parallel writes; for
-parallel readers open one ``AsyncBrain`` per process. Attributes that are not
-methods (``path``, ``policy``, ``llm``, ``readonly``) are read through as is.
+function that runs the call in a thread pool (``asyncio``'s ``run_in_executor``, in a
+copy of the caller's context variables, as ``asyncio.to_thread`` does), so the event
+loop keeps serving while SQLite works (``close`` is :meth:`AsyncBrain.aclose`). It is
+the same ``Brain`` over the same file underneath: calls are serialised by the Brain's
+lock (SQLite has one writer anyway; an embedder's or reranker's calls run outside it),
+so concurrency buys responsiveness, not parallel writes; for parallel readers open one
+``AsyncBrain`` per process. Attributes that are not methods (``path``, ``policy``,
+``llm``, ``readonly``) are read through as is.
 
     async with AsyncBrain("brain.db") as brain:
         await brain.add("The user prefers tea")
@@ -17,6 +18,7 @@ methods (``path``, ``policy``, ``llm``, ``readonly``) are read through as is.
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import functools
 import inspect
 import os
@@ -54,8 +56,10 @@ class AsyncBrain:
             @functools.wraps(method)
             async def call(*args: Any, **kwargs: Any) -> Any:
                 loop = asyncio.get_running_loop()
+                # in the caller's context variables, as the sync call (and asyncio.to_thread) has
+                run = contextvars.copy_context().run
                 try:
-                    future = loop.run_in_executor(self._pool, functools.partial(method, *args, **kwargs))
+                    future = loop.run_in_executor(self._pool, functools.partial(run, method, *args, **kwargs))
                 except RuntimeError:  # the pool is shut down: aclose was called
                     raise BrainFileError(CLOSED) from None
                 return await future

@@ -103,3 +103,28 @@ def test_awaiting_close_lets_the_calls_in_flight_finish(tmp_path: Path) -> None:
     trace_id = asyncio.run(main())
     with Brain(str(tmp_path / "b.db")) as again:
         assert again.get(trace_id).content == "the user owns a red bicycle"
+
+
+def test_each_call_runs_in_the_callers_context(tmp_path: Path) -> None:
+    """The worker thread ran each call in its own empty context: a context variable the
+    calling task had set (a request id for logging, a tracing span) was unset in what
+    the call runs (the clock, the embedder, the subscribers), although the sync API
+    and ``asyncio.to_thread`` carry it. Each call now runs in a copy of the caller's."""
+    import contextvars
+
+    request: contextvars.ContextVar[str] = contextvars.ContextVar("request", default="none")
+    seen: dict[str, str] = {}
+
+    async def main() -> None:
+        async with AsyncBrain(str(tmp_path / "b.db")) as brain:
+            await brain.subscribe(lambda kind, payload: seen.__setitem__(payload["trace"].content,
+                                                                         request.get()), ["add"])
+
+            async def as_request(name: str) -> None:
+                request.set(name)
+                await brain.add(f"note of {name}")
+
+            await asyncio.gather(as_request("alpha"), as_request("beta"))
+
+    asyncio.run(main())
+    assert seen == {"note of alpha": "alpha", "note of beta": "beta"}
