@@ -128,3 +128,32 @@ def test_each_call_runs_in_the_callers_context(tmp_path: Path) -> None:
 
     asyncio.run(main())
     assert seen == {"note of alpha": "alpha", "note of beta": "beta"}
+
+
+def test_an_async_subscriber_is_invalid_input(tmp_path: Path) -> None:
+    """``await brain.subscribe(async_callback)`` was accepted: each write then called it in
+    the worker thread, got a coroutine nobody awaited, and the event was lost with only a
+    "never awaited" warning. A coroutine function (or an object whose ``__call__`` is one)
+    is refused with InvalidInput, by Brain.subscribe and its async twin."""
+    import functools
+
+    from brainmem.errors import InvalidInput
+
+    async def on_event(kind: str, payload: dict[str, object]) -> None:  # pragma: no cover
+        pass
+
+    class Handler:
+        async def __call__(self, kind: str, payload: dict[str, object]) -> None:  # pragma: no cover
+            pass
+
+    async def main() -> None:
+        async with AsyncBrain(str(tmp_path / "b.db")) as brain:
+            for callback in (on_event, functools.partial(on_event), Handler()):
+                with pytest.raises(InvalidInput, match="async"):
+                    await brain.subscribe(callback)
+            seen: list[str] = []
+            await brain.subscribe(lambda kind, payload: seen.append(kind))
+            await brain.add("kettle")
+            assert seen == ["add"]
+
+    asyncio.run(main())
