@@ -36,17 +36,25 @@ METHODS = tuple(name for name, member in inspect.getmembers(Brain, inspect.isfun
 
 
 class AsyncBrain:
-    """``AsyncBrain(path, **brain_kwargs)`` or ``AsyncBrain(brain=existing)``.
+    """``AsyncBrain(path, **brain_kwargs)`` or ``AsyncBrain(brain=existing)`` (alone: a
+    path or Brain arguments beside it are :class:`InvalidInput`).
 
     ``max_workers`` sizes the thread pool (default 4: enough to keep slow calls such
     as reflect from queueing every quick read behind them at the Python level).
     """
 
-    def __init__(self, path: str | os.PathLike[str] = "brain.db", *, brain: Brain | None = None,
+    def __init__(self, path: str | os.PathLike[str] | None = None, *, brain: Brain | None = None,
                  max_workers: int = 4, **kwargs: Any) -> None:
         if isinstance(max_workers, bool) or not isinstance(max_workers, int) or max_workers < 1:
             raise InvalidInput(f"max_workers must be a positive integer, not {max_workers!r}")
-        self.brain = brain if brain is not None else Brain(path, **kwargs)
+        if brain is not None:
+            if not isinstance(brain, Brain):
+                raise InvalidInput(f"brain must be an open brainmem.Brain, not {type(brain).__name__}")
+            given = [*(["path"] if path is not None else []), *kwargs]
+            if given:  # they would be ignored: the Brain is already open as it is
+                raise InvalidInput(f"AsyncBrain(brain=...) takes the Brain as it was opened: "
+                                   f"{', '.join(given)} cannot be given beside it")
+        self.brain = brain if brain is not None else Brain("brain.db" if path is None else path, **kwargs)
         self._pool = ThreadPoolExecutor(max_workers=max_workers, thread_name_prefix="brainmem")
 
     def __getattr__(self, name: str) -> Any:

@@ -157,3 +157,28 @@ def test_an_async_subscriber_is_invalid_input(tmp_path: Path) -> None:
             assert seen == ["add"]
 
     asyncio.run(main())
+
+
+def test_arguments_beside_an_existing_brain_are_invalid_input(tmp_path: Path) -> None:
+    """``AsyncBrain(brain=b, readonly=True)`` (or with a path) ignored what was given beside
+    the Brain: the calls wrote through a Brain the caller had asked to be read-only, or
+    to another file than the path named. ``brain=`` something else than a Brain failed
+    later, at each call, with AttributeError. Each is InvalidInput, before a pool starts."""
+    from brainmem import ReadOnlyBrain
+
+    with Brain(str(tmp_path / "b.db")) as brain:
+        for kwargs in ({"readonly": True}, {"path": str(tmp_path / "other.db")}):
+            with pytest.raises(InvalidInput, match="brain="):
+                AsyncBrain(brain=brain, **kwargs)  # type: ignore[arg-type]
+        with pytest.raises(InvalidInput, match="Brain"):
+            AsyncBrain(brain=str(tmp_path / "b.db"))  # type: ignore[arg-type]
+        assert sorted(p.name for p in tmp_path.iterdir() if p.suffix == ".db") == ["b.db"]
+
+        async def main() -> None:
+            async with AsyncBrain(brain=brain) as wrapped:  # alone, as before
+                await wrapped.add("kept")
+            async with AsyncBrain(str(tmp_path / "b.db"), readonly=True) as readonly:
+                with pytest.raises(ReadOnlyBrain):
+                    await readonly.add("refused")
+
+        asyncio.run(main())
