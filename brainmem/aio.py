@@ -55,7 +55,9 @@ class AsyncBrain:
                 raise InvalidInput(f"AsyncBrain(brain=...) takes the Brain as it was opened: "
                                    f"{', '.join(given)} cannot be given beside it")
         self.brain = brain if brain is not None else Brain("brain.db" if path is None else path, **kwargs)
+        self._workers = max_workers
         self._pool = ThreadPoolExecutor(max_workers=max_workers, thread_name_prefix="brainmem")
+        self._pid = os.getpid()
 
     def __getattr__(self, name: str) -> Any:
         if name in METHODS:
@@ -64,6 +66,11 @@ class AsyncBrain:
             @functools.wraps(method)
             async def call(*args: Any, **kwargs: Any) -> Any:
                 loop = asyncio.get_running_loop()
+                if self._pid != os.getpid():
+                    # a forked child: the pool counts the parent's threads and would never
+                    # run a call; a pool of its own lets the Brain answer (it refuses)
+                    self._pool = ThreadPoolExecutor(max_workers=self._workers, thread_name_prefix="brainmem")
+                    self._pid = os.getpid()
                 # in the caller's context variables, as the sync call (and asyncio.to_thread) has
                 run = contextvars.copy_context().run
                 try:

@@ -43,20 +43,20 @@ import time
 from typing import Any
 
 from . import unmerge
-from .errors import BrainFileError, BrainmemError, ReadOnlyBrain, StorageError
+from .errors import BrainmemError, ReadOnlyBrain, StorageError
 from .store import Store
-from .store_base import CLOSED, is_lock_wait
+from .store_base import is_lock_wait
 
 
 def check(store: Store) -> dict[str, Any]:
     """A report of every problem found; ``report["ok"]`` is True when there is none.
 
     Never writes. Each check runs on its own, so one failing (a damaged page makes
-    queries fail) is reported and the others still run. A closed brain is no problem
-    of its file: :class:`BrainFileError`, as for any call after close.
+    queries fail) is reported and the others still run. A closed brain (or a forked
+    child's inherited one) is no problem of its file: :class:`BrainFileError`, as for
+    any other call.
     """
-    if store.closed:
-        raise BrainFileError(CLOSED)
+    store.check_open()
     report: dict[str, Any] = {"ok": True, "problems": []}
     problems: list[str] = report["problems"]
 
