@@ -252,17 +252,15 @@ class Database:
                     raise WriteBusy(self.path) from None
                 finally:
                     self.db.set_busy_timeout(self.busy_timeout_ms)
+            # everything after BEGIN is in the try: an exception anywhere (a KeyboardInterrupt)
+            # ends the transaction, never leaves it open for the next call to trip on
             try:
                 self._check_schema()
-            except BaseException:
-                self.db.execute("ROLLBACK")
-                raise
-            self._depth = 1
-            if not recall:
-                self.tx_serial += 1
-                self._writing = True
-            began = time.perf_counter()
-            try:
+                self._depth = 1
+                if not recall:
+                    self.tx_serial += 1
+                    self._writing = True
+                began = time.perf_counter()
                 yield
             except BaseException:
                 self._depth = 0
@@ -296,10 +294,10 @@ class Database:
                 yield
                 return
             self.db.execute("BEGIN")
-            # Nothing this connection caches can change inside the snapshot: the cache
-            # stamp is read once (a search read it ~6 times, ~4 µs each).
-            self._stamp = self.cache_stamp()
             try:
+                # Nothing this connection caches can change inside the snapshot: the cache
+                # stamp is read once (a search read it ~6 times, ~4 µs each).
+                self._stamp = self.cache_stamp()
                 yield
             finally:
                 self._stamp = None
