@@ -34,7 +34,15 @@ from .policy import Policy
 from .query import QueryCompiler
 from .rerank import resolve_reranker
 from .store import Filters, Store, WriteBusy
-from .validate import check_changes, check_ids, check_path, check_text, read_filters, to_timestamp
+from .validate import (
+    check_changes,
+    check_ids,
+    check_not_async,
+    check_path,
+    check_text,
+    read_filters,
+    to_timestamp,
+)
 from .write import Writer
 
 _B = TypeVar("_B", bound="BrainBase")
@@ -73,6 +81,8 @@ class BrainBase:
             raise InvalidInput(f"clock must be a function returning the time (e.g. time.time), "
                                f"not {type(clock).__name__}")
         embedder = hybrid.resolve_embedder(embedder)  # refused before the file is touched
+        if llm is not None:
+            check_not_async(llm, "llm", ("complete", "insight"))
         #: the reranker of this brain's searches (:mod:`brainmem.rerank`), or None
         self.reranker = resolve_reranker(reranker)
         self.clock = clock or time.time

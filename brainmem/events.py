@@ -8,13 +8,12 @@ function: an ``async def`` one would never be awaited, and is refused.
 from __future__ import annotations
 
 import contextlib
-import inspect
 import logging
 from collections.abc import Callable, Iterable
 from typing import Any
 
 from .errors import InvalidInput
-from .validate import check_choice
+from .validate import check_choice, check_not_async
 
 log = logging.getLogger("brainmem")
 
@@ -34,11 +33,9 @@ class Events:
         """Add ``callback`` for ``kinds`` (default: all); return a function that removes it."""
         if not callable(callback):  # else every later write would log its TypeError
             raise InvalidInput(f"callback must be a function (kind, payload) -> None, not {callback!r:.60}")
-        if inspect.iscoroutinefunction(callback) or inspect.iscoroutinefunction(type(callback).__call__):
-            # it would be called in the writer's thread and its coroutine never awaited
-            raise InvalidInput("callback must be a plain function, not async: it is called in the writer's "
-                               "thread and its coroutine would never be awaited (from an event loop, hand "
-                               "the event over with loop.call_soon_threadsafe)")
+        # it is called in the writer's thread (from an event loop, hand the event over with
+        # loop.call_soon_threadsafe)
+        check_not_async(callback, "a subscriber callback")
         if kinds is None:
             kinds = EVENT_KINDS
         elif isinstance(kinds, (str, bytes)) or not isinstance(kinds, Iterable):

@@ -182,3 +182,42 @@ def test_arguments_beside_an_existing_brain_are_invalid_input(tmp_path: Path) ->
                     await readonly.add("refused")
 
         asyncio.run(main())
+
+
+@pytest.mark.parametrize("what", ["embedder", "embedder_object", "reranker", "llm", "llm_object"])
+def test_an_async_provider_is_invalid_input_before_the_file_is_touched(tmp_path: Path, what: str) -> None:
+    """An ``async def`` embedder, reranker or LLM (the natural thing to hand an
+    AsyncBrain) was accepted; brainmem calls providers in its worker thread and never
+    awaits them, so each call failed on the coroutine it got back: every trace was
+    stored without its vector (search by meaning silently gone), every re-ranking
+    failed, and observe's facts and reflect's insights were never written ("the LLM
+    returned no text"), each beside a "never awaited" warning. Each is InvalidInput,
+    before the file is touched, from Brain and AsyncBrain alike."""
+    async def vectors(texts: list[str]) -> list[list[float]]:  # pragma: no cover
+        return [[1.0, 0.0] for _ in texts]
+
+    async def scores(query: str, texts: list[str]) -> list[float]:  # pragma: no cover
+        return [0.0 for _ in texts]
+
+    async def insight(texts: list[str]) -> str:  # pragma: no cover
+        return "an insight"
+
+    class AsyncEmbedder:
+        model_id, dimension, batch_size = "async-model", 2, 8
+
+        async def embed(self, texts: list[str], kind: str = "passage") -> list[list[float]]:  # pragma: no cover
+            return [[1.0, 0.0] for _ in texts]
+
+    class AsyncLLM:
+        async def complete(self, system: str, user: str, max_tokens: int = 0) -> str:  # pragma: no cover
+            return "{}"
+
+    given = {"embedder": {"embedder": vectors}, "embedder_object": {"embedder": AsyncEmbedder()},
+             "reranker": {"reranker": scores}, "llm": {"llm": insight},
+             "llm_object": {"llm": AsyncLLM()}}[what]
+    path = tmp_path / "b.db"
+    with pytest.raises(InvalidInput, match="async"):
+        Brain(str(path), **given)  # type: ignore[arg-type]
+    with pytest.raises(InvalidInput, match="async"):
+        AsyncBrain(str(path), **given)
+    assert not path.exists()
