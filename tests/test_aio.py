@@ -221,3 +221,27 @@ def test_an_async_provider_is_invalid_input_before_the_file_is_touched(tmp_path:
     with pytest.raises(InvalidInput, match="async"):
         AsyncBrain(str(path), **given)
     assert not path.exists()
+
+
+def test_an_async_brain_given_where_a_brain_is_needed_is_invalid_input(tmp_path: Path) -> None:
+    """An AsyncBrain handed to the tools (``Toolbox``, and through it ``run_with_memory``
+    and the MCP server) or to the LangGraph ``BrainStore`` was taken for a Brain: every
+    tool call answered an ``InternalError`` ("'coroutine' object is not iterable"), and
+    the store's calls died with AttributeError, each leaving a coroutine never awaited.
+    Each refuses it at once with InvalidInput naming ``.brain``."""
+    from brainmem.tools import Toolbox
+
+    wrapped = AsyncBrain(str(tmp_path / "b.db"))
+    try:
+        with pytest.raises(InvalidInput, match=r"\.brain"):
+            Toolbox(wrapped)  # type: ignore[arg-type]
+        with pytest.raises(InvalidInput, match="Brain"):
+            Toolbox("b.db")  # type: ignore[arg-type]
+        assert Toolbox(wrapped.brain).call("memory_add", {"content": "the user likes tea"})["trace_id"]
+        pytest.importorskip("langgraph")
+        from brainmem.adapters.langgraph import BrainStore
+
+        with pytest.raises(InvalidInput, match=r"\.brain"):
+            BrainStore(wrapped)
+    finally:
+        asyncio.run(wrapped.aclose())
