@@ -453,3 +453,13 @@ class Brain(FacesMixin, AdminMixin):
         from .tools import call_tool
 
         return call_tool(self, name, arguments, context=context, extra=extra)
+
+
+def require_brain(value: Any, what: str) -> Brain:
+    """``value`` when it is a :class:`Brain`, else :class:`InvalidInput` (an AsyncBrain's
+    coroutines, taken for a Brain's results, failed at every call)."""
+    if isinstance(value, Brain):
+        return value
+    if isinstance(getattr(value, "brain", None), Brain):  # an AsyncBrain
+        raise InvalidInput(f"{what} needs a brainmem.Brain, not {type(value).__name__}: pass its .brain")
+    raise InvalidInput(f"{what} needs a brainmem.Brain, not {type(value).__name__}")

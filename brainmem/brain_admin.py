@@ -213,7 +213,10 @@ class AdminMixin(BrainBase):
         and a fresh :meth:`check` under ``["after"]``."""
         from . import maintenance
 
+        at = self.now()
         if backup_to is not None:  # as backup() checks its path
             backup_to = check_path(str(backup_to), "backup path")
+        elif self._file is not None:  # beside the brain, whatever the working directory became
+            backup_to = maintenance.default_backup_path(self._file, at)
         with self._lock:
-            return maintenance.repair(self._store, backup_to, self.now(), unmerge_unsafe)
+            return maintenance.repair(self._store, backup_to, at, unmerge_unsafe)

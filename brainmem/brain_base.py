@@ -34,8 +34,15 @@ from .policy import Policy
 from .query import QueryCompiler
 from .rerank import resolve_reranker
 from .store import Filters, Store, WriteBusy
-from .store_base import CLOSED
-from .validate import check_changes, check_ids, check_path, check_text, read_filters, to_timestamp
+from .validate import (
+    check_changes,
+    check_ids,
+    check_not_async,
+    check_path,
+    check_text,
+    read_filters,
+    to_timestamp,
+)
 from .write import Writer
 
 _B = TypeVar("_B", bound="BrainBase")
@@ -74,6 +81,8 @@ class BrainBase:
             raise InvalidInput(f"clock must be a function returning the time (e.g. time.time), "
                                f"not {type(clock).__name__}")
         embedder = hybrid.resolve_embedder(embedder)  # refused before the file is touched
+        if llm is not None:
+            check_not_async(llm, "llm", ("complete", "insight"))
         #: the reranker of this brain's searches (:mod:`brainmem.rerank`), or None
         self.reranker = resolve_reranker(reranker)
         self.clock = clock or time.time
@@ -110,7 +119,7 @@ class BrainBase:
     def close(self) -> None:
         with self._lock:
             try:
-                if self._pending_retrievals and not self.readonly:
+                if self._pending_retrievals and not self.readonly and not self._store.inherited:
                     # best effort: the file may have become another brainmem's meanwhile
                     with contextlib.suppress(WriteBusy, SchemaTooNew), self._store.write(wait=False):
                         self._flush_retrievals()
@@ -141,8 +150,7 @@ class BrainBase:
         threads sharing the Brain keep adding and searching meanwhile (other processes
         always could). A database no other connection can open (``":memory:"``, a URI)
         is the Brain's own connection, under its lock, as before."""
-        if self._store.closed:  # a second connection would write after close
-            raise BrainFileError(CLOSED)
+        self._store.check_open()  # a second connection would write after close
         if self._file is None:
             with self._lock:
                 yield self._store

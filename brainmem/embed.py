@@ -29,7 +29,7 @@ from typing import Any, Protocol, runtime_checkable
 import numpy as np
 
 from .errors import BrainmemError, InvalidInput
-from .validate import check_int, check_seconds
+from .validate import check_int, check_not_async, check_seconds
 
 __all__ = [
     "CallableEmbedder",
@@ -340,6 +340,7 @@ def resolve_provider(value: Any, what: str, protocol: type, from_spec: Callable[
         return None
     if isinstance(value, str):
         return from_spec(value)
+    check_not_async(value, what, ("embed", "score"))
     model_id = getattr(value, "model_id", None)
     if isinstance(value, protocol) and isinstance(model_id, str) and model_id:
         return value

@@ -1,7 +1,8 @@
 """Subscriptions: callbacks run after a write commits (``Brain.subscribe``).
 
 A callback runs in the writer's thread, after the commit; an exception in one is
-logged and swallowed, so an observer never breaks the write it observes.
+logged and swallowed, so an observer never breaks the write it observes. It is a plain
+function: an ``async def`` one would never be awaited, and is refused.
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 from .errors import InvalidInput
-from .validate import check_choice
+from .validate import check_choice, check_not_async
 
 log = logging.getLogger("brainmem")
 
@@ -32,6 +33,9 @@ class Events:
         """Add ``callback`` for ``kinds`` (default: all); return a function that removes it."""
         if not callable(callback):  # else every later write would log its TypeError
             raise InvalidInput(f"callback must be a function (kind, payload) -> None, not {callback!r:.60}")
+        # it is called in the writer's thread (from an event loop, hand the event over with
+        # loop.call_soon_threadsafe)
+        check_not_async(callback, "a subscriber callback")
         if kinds is None:
             kinds = EVENT_KINDS
         elif isinstance(kinds, (str, bytes)) or not isinstance(kinds, Iterable):

@@ -52,8 +52,11 @@ def check(store: Store) -> dict[str, Any]:
     """A report of every problem found; ``report["ok"]`` is True when there is none.
 
     Never writes. Each check runs on its own, so one failing (a damaged page makes
-    queries fail) is reported and the others still run.
+    queries fail) is reported and the others still run. A closed brain (or a forked
+    child's inherited one) is no problem of its file: :class:`BrainFileError`, as for
+    any other call.
     """
+    store.check_open()
     report: dict[str, Any] = {"ok": True, "problems": []}
     problems: list[str] = report["problems"]
 

@@ -14,6 +14,7 @@ import contextlib
 import os
 import tempfile
 import time
+import weakref
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
@@ -64,6 +65,43 @@ def is_lock_wait(exc: BaseException) -> bool:
 
 #: What a call on a closed Brain (or Store) is told.
 CLOSED = "this brain is closed: open a new Brain on its file"
+
+
+def forked(pid: int) -> str:
+    """What a call in a forked child on its parent's Brain (or Store) is told."""
+    return (f"this brain was opened by process {pid}, which forked this one: an SQLite connection "
+            "must not cross a fork (both processes would write through one connection's locks); "
+            "open a new Brain in this process")
+
+
+class _OtherProcess:
+    """Stands for the connection of a :class:`Database` in a child forked after it opened:
+    every use raises :class:`BrainFileError` (:func:`forked`), none reaches SQLite."""
+
+    def __init__(self, pid: int) -> None:
+        self.pid = pid
+
+    def __getattr__(self, name: str) -> Any:
+        raise BrainFileError(forked(self.pid))
+
+
+#: Databases open in this process: a forked child's are refused (:func:`_after_fork`).
+_OPEN: weakref.WeakSet[Database] = weakref.WeakSet()
+#: The parent's connections in a forked child, kept so that none is ever closed (or
+#: checkpointed) from the child
+_INHERITED: list[Any] = []
+
+
+def _after_fork() -> None:
+    for database in list(_OPEN):
+        if not isinstance(database.db, _OtherProcess):
+            _INHERITED.append(database.db)
+            database.db = _OtherProcess(database.pid)  # type: ignore[assignment]
+    _OPEN.clear()
+
+
+if hasattr(os, "register_at_fork"):  # POSIX
+    os.register_at_fork(after_in_child=_after_fork)
 
 
 #: Values bound in one ``IN (...)`` list at most: far below SQLite's 32,766 parameters
@@ -144,8 +182,11 @@ class Database:
         self._closed = False
         #: ``data_version`` when :meth:`write` last saw this brainmem's schema in the file
         self._schema_seen: int | None = None
+        #: the process that opened the connection (a forked child may not use it)
+        self.pid = os.getpid()
         with translate_errors():
             self.db = files.open_connection(path, readonly, busy_timeout_ms)
+            _OPEN.add(self)
             # R(now) is defined once, in decay.py; SQL that ranks by it calls the same code
             self.db.create_scalar_function("retrievability", decay.retrievability,  # type: ignore[arg-type]
                                            4, deterministic=True)
@@ -156,8 +197,23 @@ class Database:
     def closed(self) -> bool:
         return self._closed
 
+    @property
+    def inherited(self) -> bool:
+        """Whether this is the connection of the process this one was forked from."""
+        return isinstance(self.db, _OtherProcess)
+
+    def check_open(self) -> None:
+        """:class:`BrainFileError` when the connection is closed or another process's."""
+        if self._closed:
+            raise BrainFileError(CLOSED)
+        if self.inherited:
+            raise BrainFileError(forked(self.pid))
+
     def close(self) -> None:
         self._closed = True
+        if self.inherited:  # the parent's, which it goes on using
+            return
+        _OPEN.discard(self)
         with translate_errors():
             if not self.readonly:
                 with contextlib.suppress(apsw.Error):
@@ -196,17 +252,15 @@ class Database:
                     raise WriteBusy(self.path) from None
                 finally:
                     self.db.set_busy_timeout(self.busy_timeout_ms)
+            # everything after BEGIN is in the try: an exception anywhere (a KeyboardInterrupt)
+            # ends the transaction, never leaves it open for the next call to trip on
             try:
                 self._check_schema()
-            except BaseException:
-                self.db.execute("ROLLBACK")
-                raise
-            self._depth = 1
-            if not recall:
-                self.tx_serial += 1
-                self._writing = True
-            began = time.perf_counter()
-            try:
+                self._depth = 1
+                if not recall:
+                    self.tx_serial += 1
+                    self._writing = True
+                began = time.perf_counter()
                 yield
             except BaseException:
                 self._depth = 0
@@ -240,10 +294,10 @@ class Database:
                 yield
                 return
             self.db.execute("BEGIN")
-            # Nothing this connection caches can change inside the snapshot: the cache
-            # stamp is read once (a search read it ~6 times, ~4 µs each).
-            self._stamp = self.cache_stamp()
             try:
+                # Nothing this connection caches can change inside the snapshot: the cache
+                # stamp is read once (a search read it ~6 times, ~4 µs each).
+                self._stamp = self.cache_stamp()
                 yield
             finally:
                 self._stamp = None
@@ -286,6 +340,7 @@ class Database:
         complete, so a backup that fails (a full disk) or is killed never leaves half a
         brain at ``path``: neither one to mistake for a backup nor one that blocks a retry.
         """
+        self.check_open()  # apsw's backup of a closed connection is a bare ValueError
         if os.path.exists(path):
             raise InvalidInput(f"backup target {path} already exists; choose a new path")
         try:

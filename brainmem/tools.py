@@ -91,7 +91,9 @@ class Toolbox:
 
     def __init__(self, brain: Brain, context: ToolContext | Mapping[str, Any] | None = None,
                  extra: Sequence[str] | str = ()) -> None:
-        self.brain = brain
+        from .brain import require_brain
+
+        self.brain = require_brain(brain, "Toolbox")
         self.context = ToolContext.coerce(context)
         enabled = self._enabled(extra)
         #: enabled tools this toolbox does not offer (ToolDef.offered): their calls are refused

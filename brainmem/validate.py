@@ -16,6 +16,7 @@ a read's ``until``: up to and including that day.
 
 from __future__ import annotations
 
+import inspect
 import json
 import math
 from collections.abc import Iterable, Mapping, Sequence
@@ -96,6 +97,18 @@ def check_content(content: Any, max_bytes: int) -> str:
             "(Policy.max_content_bytes)"
         )
     return content
+
+
+def check_not_async(value: Any, what: str, methods: Sequence[str] = ()) -> None:
+    """:class:`InvalidInput` when ``value`` (called as a function: itself, its class's
+    ``__call__``) or one of its ``methods`` is an ``async def``: brainmem calls it in the
+    calling (or an AsyncBrain's worker) thread and never awaits it, so every call would
+    fail on, or drop, the coroutine it got back."""
+    call = getattr(type(value), "__call__", None)  # noqa: B004 - its kind, not whether it is callable
+    called = [value, call, *(getattr(value, m, None) for m in methods)]
+    if any(inspect.iscoroutinefunction(c) for c in called):
+        raise InvalidInput(f"{what} must not be async (an async def): brainmem calls it in a worker "
+                           "thread and never awaits it")
 
 
 def check_choice(value: Any, choices: tuple[str, ...], what: str) -> str:

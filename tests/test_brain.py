@@ -948,6 +948,94 @@ def test_a_closed_brain_refuses_every_call_with_a_brain_file_error(tmp_path: Pat
         assert again.reflect_log() == []
 
 
+def test_every_file_call_of_a_closed_brain_is_a_brain_file_error(tmp_path: Path) -> None:
+    """backup and repair of a closed brain died with apsw's "ValueError: source connection
+    is closed!", and check() reported the closed connection as problems of the file
+    (``ok`` False, as if it were damaged). Every public method that reads or writes the
+    file (the list derived from Brain's methods) raises BrainFileError "closed", and
+    nothing is written."""
+    from brainmem import BrainFileError
+    from brainmem.aio import METHODS
+
+    path = tmp_path / "closed.brain"
+    brain = Brain(str(path))
+    a, b = brain.add("The user prefers tea"), brain.add("The user prefers green tea")
+    brain.close()
+    args: dict[str, tuple[object, ...]] = {
+        "add": ("x",), "add_many": (["x"],), "add_result": ("x",), "backup": (str(tmp_path / "bk"),),
+        "context": ("tea",), "delete": (a.id,), "delete_key": ("k",), "end_task": ("t",),
+        "export": (str(tmp_path / "x.jsonl"),), "feedback": (1, [a.id]), "get": (a.id,),
+        "get_key": ("k",), "history": (a.id,), "lineage": (a.id,), "merge": ([a.id, b.id],),
+        "neighbourhood": (a.id,), "observe": ([{"role": "user", "content": "hi"}],), "pin": (a.id,),
+        "put": ("k", "v"), "read": ([a.id],), "recalls": (a.id,), "reflect_changes": ({"id": 1},),
+        "reflect_run": (1,), "restore": (a.id,), "search": ("tea",), "unmerge": (a.id,),
+        "unpin": (a.id,), "update": (a.id,),
+    }
+    kwargs: dict[str, dict[str, object]] = {"update": {"content": "y"},
+                                            "repair": {"backup_to": str(tmp_path / "rb")}}
+    # no file call: the clock, events, tool specs, the file's presence; the tools answer
+    # with an error dict; close again is fine; embed and import_jsonl refuse their input first
+    no_file = {"now", "subscribe", "tools", "ensure_file", "call_tool", "close", "embed", "import_jsonl"}
+    for name in sorted(set(METHODS) - no_file):
+        with pytest.raises(BrainFileError, match="closed"):
+            getattr(brain, name)(*args.get(name, ()), **kwargs.get(name, {}))
+    assert sorted(os.listdir(tmp_path)) == ["closed.brain"]
+
+
+# --- an interrupted call ------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("where", ["read", "write"])
+def test_an_interrupt_as_a_transaction_begins_never_poisons_the_connection(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, where: str) -> None:
+    """A KeyboardInterrupt (Ctrl-C in a notebook) landing just after a search's BEGIN
+    (while its snapshot's cache stamp was read) or just after an add's BEGIN IMMEDIATE
+    (before the write's bookkeeping) left that transaction open: the Brain never again
+    saw another process's writes, held its snapshot (or the write lock) for good, and
+    every later write failed with apsw's raw "cannot start a transaction within a
+    transaction". The transaction now ends with the interrupt."""
+    from brainmem import store_base
+
+    path = str(tmp_path / "b.db")
+    brain, other = Brain(path), Brain(path, busy_timeout=1)
+    brain.add("the first note")
+    armed = [True]
+    if where == "read":
+        real_stamp = store_base.Database.cache_stamp
+
+        def stamp(self: store_base.Database) -> tuple[int, int]:
+            if self is brain._store and armed[0] and self.db.in_transaction:  # just after BEGIN
+                armed[0] = False
+                raise KeyboardInterrupt
+            return real_stamp(self)
+
+        monkeypatch.setattr(store_base.Database, "cache_stamp", stamp)
+        with pytest.raises(KeyboardInterrupt):
+            brain.search("note")
+    else:
+        real_time = store_base.time
+
+        class Clock:  # the write's timer, read just after BEGIN IMMEDIATE and the schema check
+            @staticmethod
+            def perf_counter() -> float:
+                if armed[0]:
+                    armed[0] = False
+                    raise KeyboardInterrupt
+                return real_time.perf_counter()
+
+        monkeypatch.setattr(store_base, "time", Clock)
+        with pytest.raises(KeyboardInterrupt):
+            brain.add("the interrupted note")
+        monkeypatch.setattr(store_base, "time", real_time)
+    assert not brain._store.db.in_transaction
+    other.add("the second note")  # no lock left held
+    brain.add("the third note")
+    assert sorted(h.trace.content for h in brain.search("note")) == [
+        "the first note", "the second note", "the third note"]
+    brain.close()
+    other.close()
+
+
 def test_a_clock_that_is_not_a_function_of_the_time_is_invalid_input(tmp_path: Path) -> None:
     """``Brain(path, clock=time.time())`` (the time, not the function) created the file and
     then every call died with "TypeError: 'float' object is not callable"; a clock giving a

@@ -567,3 +567,101 @@ def test_opening_while_another_process_vacuums_is_no_truncated_file(tmp_path: Pa
         with Brain(str(path)) as brain:
             assert brain.stats()["live"] == 10
     assert vacuumed and vacuumed[0]["checkpointed"] and path.stat().st_size < before
+
+
+def _in_forked_child(body: Callable[[], object]) -> object:
+    """``body()`` run in a child forked from this process: ``{"result": ...}`` (or the type
+    and message of what it raised) comes back as JSON. The child is killed after 20 s."""
+    import json
+
+    read_end, write_end = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: never back into pytest
+        try:
+            os.close(read_end)
+            try:
+                answer: object = {"result": body()}
+            except BaseException as exc:  # noqa: BLE001 - reported to the parent
+                answer = {"raised": type(exc).__name__, "message": str(exc)}
+            os.write(write_end, json.dumps(answer).encode())
+        finally:
+            os._exit(0)
+    os.close(write_end)
+    deadline = time.monotonic() + 20
+    while os.waitpid(pid, os.WNOHANG) == (0, 0):
+        if time.monotonic() > deadline:
+            os.kill(pid, signal.SIGKILL)
+            os.waitpid(pid, 0)
+            pytest.fail("the forked child never answered")
+        time.sleep(0.01)
+    with os.fdopen(read_end, "rb") as pipe:
+        return json.loads(pipe.read() or b"null")
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="fork is POSIX")
+def test_a_forked_child_is_refused_the_parents_connection(tmp_path: Path) -> None:
+    """A child forked after the Brain opened used the parent's SQLite connection, which
+    SQLite says must never cross a fork (its locks are the parent's: two processes
+    writing through one connection's state can corrupt the file). The child's calls now
+    raise BrainFileError saying so, its close leaves the parent's connection alone, and
+    a Brain the child opens itself works."""
+    path = str(tmp_path / "b.db")
+    brain = Brain(path)
+    kept = brain.add("the parent's note")
+
+    def child() -> object:
+        answers: list[object] = []
+        for call in (lambda: brain.add("the child's note"), lambda: brain.search("note"),
+                     lambda: brain.get(kept.id), lambda: brain.check(), lambda: brain.reflect()):
+            try:
+                call()
+                answers.append("ran")
+            except BrainFileError as exc:
+                answers.append(str(exc))
+        answers.append(brain.call_tool("memory_search", {"query": "note"})["error"]["type"])
+        brain.close()
+        with Brain(path) as own:
+            answers.append(own.add("the child's own note").content)
+        return answers
+
+    out = _in_forked_child(child)
+    assert isinstance(out, dict) and "result" in out, out
+    answers = out["result"]
+    assert answers[-1] == "the child's own note", answers
+    assert answers[-2] == "BrainFileError"
+    assert all("fork" in str(a) for a in answers[:-2]), answers
+    # the parent's connection goes on, and saw only the note the child opened a Brain for
+    assert brain.add("the parent's second note").content == "the parent's second note"
+    assert sorted(h.trace.content for h in brain.search("note")) == [
+        "the child's own note", "the parent's note", "the parent's second note"]
+    assert brain.check()["ok"]
+    brain.close()
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="fork is POSIX")
+def test_a_forked_childs_async_call_is_refused_not_hung(tmp_path: Path) -> None:
+    """An AsyncBrain whose pool had threads before a fork never ran a call in the child
+    (the pool counted the parent's threads, which the child has not): every await hung.
+    It is refused with the same BrainFileError as the sync call."""
+    import asyncio
+
+    from brainmem import AsyncBrain
+
+    wrapped = AsyncBrain(str(tmp_path / "b.db"))
+    asyncio.run(wrapped.add("the parent's note"))  # the pool's thread is started
+
+    def child() -> object:
+        async def main() -> object:
+            try:
+                await asyncio.wait_for(wrapped.search("note"), 5)
+            except BrainFileError as exc:
+                return str(exc)
+            finally:
+                await wrapped.aclose()
+            return "ran"
+        return asyncio.run(main())
+
+    out = _in_forked_child(child)
+    assert isinstance(out, dict) and "fork" in str(out.get("result")), out
+    assert [h.trace.content for h in asyncio.run(wrapped.search("note"))] == ["the parent's note"]
+    asyncio.run(wrapped.aclose())

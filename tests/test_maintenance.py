@@ -212,6 +212,25 @@ def test_repair_backs_up_beside_the_brain_by_default(tmp_path: Path) -> None:
     assert second != first and Path(second).exists()  # never overwrites an earlier backup
 
 
+
+def test_repair_of_a_long_open_brain_backs_up_beside_it_after_a_chdir(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A Brain opened on a relative path, kept open while the process changed directory (a
+    notebook, a long-running service), wrote repair's default backup ``brain.db.<time>.bak``
+    into the new working directory, not beside the brain it backs up (and failed where
+    that directory was not writable). It goes beside the brain, as reflect already finds
+    the file by the absolute path taken at open."""
+    home, elsewhere = tmp_path / "home", tmp_path / "elsewhere"
+    home.mkdir()
+    elsewhere.mkdir()
+    _healthy(home / "brain.db", 3)
+    monkeypatch.chdir(home)
+    with Brain("brain.db", clock=lambda: 1_767_225_600.0) as brain:
+        monkeypatch.chdir(elsewhere)
+        backup = brain.repair()["backup"]
+    assert Path(backup) == home / "brain.db.20260101T000000Z.bak" and Path(backup).exists()
+    assert list(elsewhere.iterdir()) == []
+
 def _corrupt_an_index_page(path: Path) -> None:
     db = apsw.Connection(str(path))
     page_size = db.pragma("page_size")

@@ -59,6 +59,7 @@ from langgraph.store.base import (
     SearchOp,
 )
 
+from ..brain import require_brain
 from ..errors import InvalidInput, NotFound, QueryError
 from ..model import Trace
 from ..validate import check_content, check_metadata
@@ -158,7 +159,7 @@ class BrainStore(BaseStore):
 
     def __init__(self, brain: Any, *, scope: str = "user", scope_id: str = "langgraph",
                  index: list[str] | Mapping[str, Any] | None = None) -> None:
-        self.brain = brain
+        self.brain = require_brain(brain, "BrainStore")
         self.scope = scope
         self.scope_id = scope_id
         self.index_fields = _index_fields(index)
