@@ -255,7 +255,7 @@ class BrainBase:
             if not ids:
                 raise InvalidInput("delete needs at least one trace id")
         with self._lock, self._store.write():
-            live = {t.id for t in self._store.get_many(ids)}
+            live = self._store.live_ids(ids)
             missing = [i for i in ids if i not in live]
             if missing and isinstance(trace_id, str):
                 return False

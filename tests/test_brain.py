@@ -201,6 +201,24 @@ def test_delete_of_several_ids_is_all_or_nothing(file_brain):
         file_brain.get(a)
 
 
+
+def test_delete_of_many_ids_does_not_read_every_trace_whole(file_brain):
+    """delete(ids) read every trace it was given, content and metadata, only to learn
+    which were live: deleting 50,000 traces held 113 MB of them. It now asks the id
+    index which ids are live."""
+    import tracemalloc
+
+    ids = [t.id for t in file_brain.add_many(
+        [{"content": f"note {i}", "metadata": {"blob": "-" * 40_000}} for i in range(100)])]
+    tracemalloc.start()
+    try:
+        assert file_brain.delete(ids) is True
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < 1_000_000  # the 100 traces' metadata alone is 4 MB
+    assert file_brain.stats()["live"] == 0
+
 def test_restore_brings_a_trace_back(file_brain, clock):
     t = file_brain.add("restore me please", tags=["x"])
     file_brain.delete(t.id)
