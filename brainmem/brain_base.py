@@ -27,7 +27,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Any, TypeVar
 
 from . import files, hybrid
-from .errors import BrainFileError, InvalidInput, NotFound, SchemaTooNew
+from .errors import BrainFileError, InvalidInput, NotFound, SchemaTooNew, listed
 from .events import Events, Subscriber
 from .model import TimeLike, Trace
 from .policy import Policy
@@ -263,12 +263,12 @@ class BrainBase:
             if not ids:
                 raise InvalidInput("delete needs at least one trace id")
         with self._lock, self._store.write():
-            live = {t.id for t in self._store.get_many(ids)}
+            live = self._store.live_ids(ids)
             missing = [i for i in ids if i not in live]
             if missing and isinstance(trace_id, str):
                 return False
             if missing:
-                raise NotFound(f"no live trace with id {', '.join(missing)}: nothing was deleted")
+                raise NotFound(f"no live trace with id {listed(missing)}: nothing was deleted")
             for i in ids:
                 self._store.update_fields(i, {"deleted_at": at, "updated_at": at})
         for i in ids:

@@ -26,6 +26,7 @@ prints one line and exits 2 for :class:`InvalidInput` and its children, 1 otherw
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from typing import Any
 
 
@@ -101,6 +102,13 @@ __all__ = [
     "ReadOnlyBrain",
     "StorageError",
 ]
+
+
+def listed(values: Sequence[Any], most: int = 10) -> str:
+    """Values an error message names, comma-joined: the first ``most`` and how many more,
+    so a list of 100,000 ids is never dumped whole."""
+    named = ", ".join(str(v) for v in values[:most])
+    return named if len(values) <= most else f"{named} and {len(values) - most} more"
 
 
 def shown(value: Any) -> str:

@@ -33,8 +33,9 @@ Decisions:
 from __future__ import annotations
 
 import hashlib
+import itertools
 import json
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence, Sized
 from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -122,14 +123,21 @@ def _text_of(content: Any, index: int) -> str | None:
                        f"not {type(content).__name__}")
 
 
+def too_many(count: int | None = None) -> InvalidInput:
+    """The refusal of more than :data:`MAX_MESSAGES` messages (``count``, when known)."""
+    said = f"{count} messages" if count is not None else f"more than {MAX_MESSAGES} messages"
+    return InvalidInput(f"{said}, over the limit of {MAX_MESSAGES} per observe call; "
+                        "observe the conversation in parts")
+
+
 def parse(messages: Any) -> tuple[list[_Turn], list[dict[str, Any]]]:
     """Validate ``messages``; the turns to store and the skipped ones (index, reason)."""
     if isinstance(messages, (str, bytes, Mapping)) or not isinstance(messages, Iterable):
         raise InvalidInput("messages must be a list of {role, content} objects")
-    messages = list(messages)
+    count = len(messages) if isinstance(messages, Sized) else None
+    messages = list(itertools.islice(messages, MAX_MESSAGES + 1))  # a stream: no further
     if len(messages) > MAX_MESSAGES:
-        raise InvalidInput(f"{len(messages)} messages, over the limit of {MAX_MESSAGES} per "
-                           "observe call; observe the conversation in parts")
+        raise too_many(count)
     turns: list[_Turn] = []
     skipped: list[dict[str, Any]] = []
     for index, message in enumerate(messages):

@@ -122,8 +122,11 @@ class IndexTables(Database):
         The check is an INSERT command: SQLite refuses it on a read-only connection, and
         a read-write one would wait for the write lock (and fail when another process
         held it past the busy timeout). A read-only brain, and a read-write one whose
-        lock another connection holds, is checked on an in-memory copy instead (a
-        consistent snapshot): checking never waits for a writer.
+        lock another connection holds, is checked on a copy instead (a consistent
+        snapshot): checking never waits for a writer. The copy is SQLite's private
+        temporary database (filename ``""``: a file in its temporary folder, deleted when
+        closed, a few pages of it cached), not ``:memory:``, which held the whole brain
+        in memory.
         """
         with translate_errors():
             if not self.readonly:
@@ -134,7 +137,7 @@ class IndexTables(Database):
                     pass  # another connection is writing: check a copy
                 finally:
                     self.db.set_busy_timeout(self.busy_timeout_ms)
-            copy = apsw.Connection(":memory:")
+            copy = apsw.Connection("")  # on disk: memory does not grow with the brain
             try:
                 with copy.backup("main", self.db, "main") as backup:
                     backup.step(-1)

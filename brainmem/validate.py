@@ -92,10 +92,7 @@ def check_content(content: Any, max_bytes: int) -> str:
     except UnicodeEncodeError as exc:
         raise InvalidInput(f"content is not valid Unicode text ({exc.reason})") from None
     if size > max_bytes:
-        raise InvalidInput(
-            f"content is {size} bytes, over the limit of {max_bytes} bytes "
-            "(Policy.max_content_bytes)"
-        )
+        raise content_over_limit(str(size), max_bytes)
     return content
 
 
@@ -109,6 +106,13 @@ def check_not_async(value: Any, what: str, methods: Sequence[str] = ()) -> None:
     if any(inspect.iscoroutinefunction(c) for c in called):
         raise InvalidInput(f"{what} must not be async (an async def): brainmem calls it in a worker "
                            "thread and never awaits it")
+
+
+def content_over_limit(size: str, max_bytes: int) -> InvalidInput:
+    """The refusal of content of ``size`` bytes (a number, or "more than N" when it was
+    not read to its end)."""
+    return InvalidInput(f"content is {size} bytes, over the limit of {max_bytes} bytes "
+                        "(Policy.max_content_bytes)")
 
 
 def check_choice(value: Any, choices: tuple[str, ...], what: str) -> str:

@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from . import decay, graph, timeline, unmerge
-from .errors import InvalidInput, NotFound, QuotaExceeded, VersionConflict
+from .errors import InvalidInput, NotFound, QuotaExceeded, VersionConflict, listed
 from .model import Trace, merge_fields, outlasting
 from .policy import Policy
 from .store import Filters, Store
@@ -459,7 +459,7 @@ class Writer:
         by_id = {t.id: t for t in working}
         strangers = [i for i in promote if i not in by_id]
         if strangers:
-            raise InvalidInput(f"cannot promote {', '.join(map(str, strangers))}: not a live "
+            raise InvalidInput(f"cannot promote {listed(strangers)}: not a live "
                                f"working trace of task {task_id!r}")
         changed: list[Trace] = []
         promoted: list[str] = []

@@ -264,3 +264,33 @@ def test_options_may_come_between_a_commands_arguments(capsys: Any, db: str) -> 
     assert code == 2 and "key" in err and err.count("\n") == 1
     code, _, err = run(capsys, "put", "k", "v", "extra", "--brain", db)
     assert code == 2 and "unrecognized arguments: extra" in err
+
+
+def test_add_and_put_from_standard_input_stop_reading_past_the_content_limit(
+        capsys: Any, db: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`brainmem add -` and `put KEY -` read all of standard input before the content
+    limit (64 KiB) was checked: `cat big.log | brainmem add -` held the whole log, a
+    few times over, for one line of error. They now read a character past the limit."""
+    import io
+
+    class Endless(io.TextIOBase):  # a pipe that never ends; reading it whole never returns
+        def readable(self) -> bool:
+            return True
+
+        def read(self, size: int | None = -1) -> str:
+            if size is None or size < 0 or size > 1_000_000:
+                raise AssertionError("read all of standard input")
+            return "x" * size
+
+    Brain(db).close()
+    for argv in (("add", "-"), ("put", "log", "-")):
+        monkeypatch.setattr("sys.stdin", Endless())
+        code, out, err = run(capsys, *argv, "--brain", db)
+        assert (code, out) == (2, ""), err
+        assert "content is more than 65536 bytes, over the limit of 65536 bytes" in err
+        assert len(err.strip().splitlines()) == 1
+    monkeypatch.setattr("sys.stdin", io.StringIO("\ufeff" + "y" * 65536))  # at the limit, a BOM dropped
+    code, out, err = run(capsys, "add", "-", "--brain", db)
+    assert code == 0, err
+    with Brain(db) as brain:
+        assert brain.get(out.strip()).content == "y" * 65536

@@ -236,3 +236,28 @@ def test_observe_says_how_many_extracted_facts_it_skipped(tmp_path: Path, capsys
         code = main(["observe", "-", "--brain", db])
     out = capsys.readouterr().out
     assert code == 0 and "1 facts," in out and "extraction: ok (1 unusable fact skipped)" in out
+
+
+def test_observe_of_a_file_over_the_message_limit_stops_reading_at_the_limit(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    """`brainmem observe` read and parsed the whole file before observe refused more than
+    1000 messages: a 100,000-line chat export took 170 MB, and a bigger one all the
+    machine's memory, for one line of error. It now stops at message 1001: what follows
+    (here lines that are not JSON) is never read."""
+    from brainmem.observe import MAX_MESSAGES
+
+    db = str(tmp_path / "b.db")
+    Brain(db).close()
+    lines = "".join(json.dumps({"role": "user", "content": f"turn {i}"}) + "\n"
+                    for i in range(MAX_MESSAGES + 1)) + "not json\n" * 10
+    path = tmp_path / "chat.jsonl"
+    path.write_text(lines, encoding="utf-8")
+    for source, stdin in ((str(path), ""), ("-", lines)):
+        monkeypatch.setattr("sys.stdin", io.StringIO(stdin))
+        code = main(["observe", source, "--brain", db])
+        err = capsys.readouterr().err
+        assert code == 2, err
+        assert f"more than {MAX_MESSAGES} messages, over the limit" in err
+        assert len(err.strip().splitlines()) == 1
+    with Brain(db) as brain:
+        assert brain.stats()["live"] == 0

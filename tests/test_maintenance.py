@@ -363,3 +363,22 @@ def test_repair_facing_a_held_write_lock_says_locked_not_damaged(tmp_path: Path)
         holder.close()
     message = str(caught.value)
     assert "locked" in message and "damaged" not in message and "nothing was repaired" in message
+
+
+def test_check_of_a_read_only_brain_does_not_copy_the_file_into_memory(tmp_path: Path) -> None:
+    """A read-only brain (``brainmem check`` opens one) had its FTS5 index checked on a copy
+    of the whole file in memory: 147 MB of SQLite memory for a 100 MB brain, so checking a
+    brain bigger than the machine's memory failed. The copy is now a temporary file on disk
+    (SQLite keeps a few pages of it in memory)."""
+    path = tmp_path / "brain.db"
+    with Brain(str(path)) as brain:  # 7 MB, mostly metadata: quick to index and to check
+        brain.add_many([{"content": f"note {i}", "metadata": {"blob": "-" * 50_000}} for i in range(140)])
+    size = path.stat().st_size
+    assert size > 6_000_000
+    with Brain(str(path), readonly=True) as brain:
+        assert brain.check()["ok"]  # the file's pages now in this connection's own cache
+        apsw.status(apsw.SQLITE_STATUS_MEMORY_USED, True)  # reset the high-water mark
+        before = apsw.memory_used()
+        assert brain.check()["ok"]
+        _, peak = apsw.status(apsw.SQLITE_STATUS_MEMORY_USED, True)
+    assert peak - before < size / 2, (peak - before, size)

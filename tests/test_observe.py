@@ -66,6 +66,27 @@ def test_malformed_messages_write_nothing(tmp_path: Path, messages: Any, match: 
     assert brain.stats()["live"] == 0
 
 
+
+def test_a_stream_of_messages_is_read_no_further_than_the_limit(tmp_path: Path) -> None:
+    """observe() made a list of every message it was given before counting them: a
+    generator of a long (or endless) conversation was read to its end, all in memory,
+    only to be refused. It now stops at the first message over the limit."""
+    read = 0
+
+    def stream() -> Any:
+        nonlocal read
+        while True:
+            read += 1
+            if read > MAX_MESSAGES + 1:
+                raise AssertionError("read past the limit")
+            yield {"role": "user", "content": f"turn {read}"}
+
+    brain = Brain(str(tmp_path / "b.db"), clock=lambda: T0)
+    with pytest.raises(InvalidInput, match=f"more than {MAX_MESSAGES} messages, over the limit"):
+        brain.observe(stream())
+    assert read == MAX_MESSAGES + 1 and brain.stats()["live"] == 0
+
+
 def _extractor(body: dict[str, Any]) -> dict[str, Any]:
     prompt = body["messages"][1]["content"]
     known = [line[1:].split("]")[0] for line in prompt.split("\n") if line.startswith("[mt_")]

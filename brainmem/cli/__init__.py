@@ -348,6 +348,22 @@ def stdin_if_dash(value: str) -> str:
     return read_stdin() if value == "-" else value
 
 
+def content_if_dash(value: str) -> str:
+    """A content argument, or standard input when it is ``-``: read no further than the
+    content limit allows (a character is at least a byte), so a huge pipe is refused
+    without being held whole (``add -``, ``put KEY -``)."""
+    from ..policy import Policy
+    from ..validate import content_over_limit
+
+    if value != "-":
+        return value
+    most = Policy().max_content_bytes  # the CLI's brains use the default Policy
+    text = str(standard("stdin").read(most + 2)).removeprefix("\ufeff")  # + a BOM + one over
+    if len(text) > most:
+        raise content_over_limit(f"more than {most}", most)
+    return text
+
+
 def print_table(rows: Sequence[Sequence[Any]], headers: Sequence[str]) -> None:
     """A plain aligned table; cells are cut to keep lines readable."""
     cells = [[_cell(v) for v in row] for row in rows]

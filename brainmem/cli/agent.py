@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import json
+from collections.abc import Iterable
 from typing import Any
 
 from ..errors import InvalidInput
@@ -16,8 +17,8 @@ from . import (
     print_json,
     print_table,
     printable,
-    read_stdin,
     scope_args,
+    standard,
     time_arg,
 )
 
@@ -59,22 +60,33 @@ def register(commands: Any) -> None:
 
 
 def _read_messages(name: str) -> list[Any]:
+    """The messages of a JSON Lines file (``-``: standard input), read a line at a time and
+    no further than one message over observe's limit (a long chat export is refused
+    without being read whole)."""
     if name == "-":
-        text = read_stdin()
-    else:
-        try:  # -sig: a byte order mark (UTF-8 saved by a Windows editor) is dropped
-            with open(name, encoding="utf-8-sig") as fp:
-                text = fp.read()
-        except OSError as exc:
-            raise InvalidInput(f"cannot read {name}: {exc.strerror or exc}") from None
-        except UnicodeDecodeError:
-            raise InvalidInput(f"{name} is not UTF-8 text") from None
-    messages = []
-    # newlines only: str.splitlines also breaks at U+2028, U+0085 ..., which JSON
-    # text may hold raw (json.dumps(ensure_ascii=False) writes them so)
-    for number, line in enumerate(text.split("\n"), start=1):
+        return _parse_lines(standard("stdin"))
+    try:  # -sig: a byte order mark (UTF-8 saved by a Windows editor) is dropped
+        with open(name, encoding="utf-8-sig") as fp:
+            return _parse_lines(fp)
+    except OSError as exc:
+        raise InvalidInput(f"cannot read {name}: {exc.strerror or exc}") from None
+    except UnicodeDecodeError:
+        raise InvalidInput(f"{name} is not UTF-8 text") from None
+
+
+def _parse_lines(lines: Iterable[str]) -> list[Any]:
+    from ..observe import MAX_MESSAGES, too_many
+
+    messages: list[Any] = []
+    # a text file's lines end at newlines only: str.splitlines would also break at U+2028,
+    # U+0085 ..., which JSON text may hold raw (json.dumps(ensure_ascii=False) writes them so)
+    for number, line in enumerate(lines, start=1):
+        if number == 1:
+            line = line.removeprefix("\ufeff")  # standard input's byte order mark, as import drops it
         if not line.strip():
             continue
+        if len(messages) == MAX_MESSAGES:
+            raise too_many()
         try:
             messages.append(json.loads(line))
         except ValueError as exc:

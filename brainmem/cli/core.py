@@ -20,6 +20,7 @@ from ..model import SCOPES, TYPES
 from . import (
     add_json_flag,
     brain_path,
+    content_if_dash,
     env_llm,
     metadata_arg,
     open_brain,
@@ -216,7 +217,7 @@ def cmd_add(args: argparse.Namespace) -> int:
         fields["importance"] = args.importance
     if args.pin:
         fields["pinned"] = True
-    content = stdin_if_dash(args.content)
+    content = content_if_dash(args.content)
     with open_brain(args) as brain:
         added = brain.add_result(content, **{k: v for k, v in fields.items() if v is not None})
     trace, created = added.trace, added.created

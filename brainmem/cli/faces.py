@@ -15,13 +15,13 @@ from ..model import TYPES, iso
 from ..validate import LIMIT_MAX
 from . import (
     add_json_flag,
+    content_if_dash,
     metadata_arg,
     open_brain,
     print_json,
     print_table,
     print_trace,
     scope_args,
-    stdin_if_dash,
     time_arg,
     trace_json,
 )
@@ -121,7 +121,7 @@ def register(commands: Any) -> None:
 
 
 def _put(args: argparse.Namespace) -> int:
-    content = stdin_if_dash(args.content)
+    content = content_if_dash(args.content)
     metadata = metadata_arg(args.metadata)
     with open_brain(args) as brain:
         trace = brain.put(
