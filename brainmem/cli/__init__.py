@@ -33,6 +33,7 @@ from __future__ import annotations
 import argparse
 import codecs
 import contextlib
+import errno
 import importlib
 import io
 import os
@@ -393,6 +394,27 @@ class Progress:
         sys.stderr.flush()
 
 
+#: What a write to standard output fails with: the reader left (``| head -1``), a full
+#: disk or quota (``> file``), an I/O error. Everything else the engine writes fails as a
+#: :class:`BrainmemError`, so an escaping ``OSError`` of these is the output's.
+_OUTPUT_ERRORS = frozenset(getattr(errno, name) for name in ("EPIPE", "ENOSPC", "EDQUOT", "EFBIG", "EIO")
+                           if hasattr(errno, name))
+
+
+def _drop_output() -> None:
+    """After standard output failed: what is still buffered would fail again when the
+    interpreter flushes it at exit ("Exception ignored ...", exit 120), so the stream is
+    pointed at the null device (:data:`os.devnull`) and the rest written there."""
+    stream = sys.stdout
+    if stream is None:
+        return
+    with contextlib.suppress(OSError, ValueError):  # a stream with no descriptor (tests)
+        fd = stream.fileno()
+        null = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(null, fd)
+        os.close(null)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     _created.clear()
@@ -404,6 +426,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         args = parser.parse_args(argv)
         handler: Handler = args.handler
         code = int(handler(args) or 0)
+        if sys.stdout is not None and not sys.stdout.closed:
+            sys.stdout.flush()  # a write that fails is reported here, not at the interpreter's exit
     except (_UsageError, InvalidInput) as exc:
         print(f"brainmem: error: {exc}", file=sys.stderr)
         code = 2
@@ -413,7 +437,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("brainmem: interrupted", file=sys.stderr)
         code = 1
-    except BrokenPipeError:
+    except OSError as exc:
+        if exc.errno not in _OUTPUT_ERRORS:
+            raise
+        _drop_output()
+        if not isinstance(exc, BrokenPipeError):  # the reader left (| head -1): nothing to say
+            print(f"brainmem: error: cannot write the output: {exc.strerror or exc}", file=sys.stderr)
         code = 1
     if code == 0:
         _created.clear()
