@@ -6,8 +6,10 @@ from __future__ import annotations
 import errno
 import io
 import os
+import stat
 import subprocess
 import sys
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -76,3 +78,31 @@ def test_a_reader_that_left_before_the_output_is_silent_exit_1(db: str) -> None:
     finally:
         os.close(write)
     assert (done.returncode, done.stderr) == (1, "")
+
+
+def _read_fifo(path: Path) -> tuple[threading.Thread, list[str]]:
+    """A reader of the named pipe at ``path`` (``cat path``), in a daemon thread."""
+    got: list[str] = []
+
+    def read() -> None:
+        with open(path, encoding="utf-8") as fp:
+            got.append(fp.read())
+
+    thread = threading.Thread(target=read, daemon=True)
+    thread.start()
+    return thread, got
+
+
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="named pipes are POSIX")
+def test_export_into_a_named_pipe_writes_into_the_pipe(db: str, tmp_path: Path, capsys: Any) -> None:
+    # `brainmem export >(gzip > x.gz)` and `mkfifo p; brainmem export p`: the export was
+    # written to a new file moved over the pipe, so the reader got nothing (and waited on)
+    fifo = tmp_path / "pipe"
+    os.mkfifo(fifo)
+    thread, got = _read_fifo(fifo)
+    assert main(["--brain", db, "export", str(fifo)]) == 0
+    thread.join(timeout=10)
+    assert got and got[0].count("\n") == 2 and "cats sleep in the sun" in got[0]
+    assert stat.S_ISFIFO(os.stat(fifo).st_mode)  # still the pipe, not a file in its place
+    assert capsys.readouterr().err.startswith("exported 1 traces")
+    assert not [p for p in tmp_path.iterdir() if p.name.startswith(".brainmem-export")]
