@@ -6,10 +6,12 @@ from __future__ import annotations
 import errno
 import io
 import os
+import signal
 import stat
 import subprocess
 import sys
 import threading
+import time
 from pathlib import Path
 from typing import Any
 
@@ -106,3 +108,40 @@ def test_export_into_a_named_pipe_writes_into_the_pipe(db: str, tmp_path: Path, 
     assert stat.S_ISFIFO(os.stat(fifo).st_mode)  # still the pipe, not a file in its place
     assert capsys.readouterr().err.startswith("exported 1 traces")
     assert not [p for p in tmp_path.iterdir() if p.name.startswith(".brainmem-export")]
+
+
+def test_ctrl_c_is_exit_130_with_one_line(db: str, monkeypatch: Any, capsys: Any) -> None:
+    def interrupted(self: Any) -> Any:
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(Brain, "stats", interrupted)
+    assert main(["--brain", db, "stats"]) == 130  # 128 + SIGINT, as a shell reports Ctrl-C
+    assert capsys.readouterr().err == "brainmem: interrupted\n"
+
+
+@pytest.mark.slow  # a subprocess
+@pytest.mark.skipif(sys.platform == "win32", reason="SIGINT to another process is POSIX")
+def test_ctrl_c_ends_the_process_by_sigint_and_leaves_nothing(tmp_path: Path) -> None:
+    # A shell loop (`for f in *.jsonl; do brainmem import "$f"; done`) stops on Ctrl-C only
+    # if the command died of SIGINT; one that exits normally (it was 1) was taken to have
+    # handled it, and the loop went on to the next command.
+    path = tmp_path / "new.brain"
+    proc = subprocess.Popen([sys.executable, "-m", "brainmem", "--brain", str(path), "import", "-"],
+                            stdin=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        assert proc.stdin is not None
+        proc.stdin.write('{"brainmem": "0", "schema": 9}\n')
+        proc.stdin.flush()
+        for _ in range(600):  # the brain is created once the import reads its input
+            if path.exists() or proc.poll() is not None:
+                break
+            time.sleep(0.05)
+        time.sleep(0.2)
+        proc.send_signal(signal.SIGINT)
+        _, err = proc.communicate(timeout=30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert (proc.returncode, err) == (-signal.SIGINT, "brainmem: interrupted\n")
+    assert not path.exists()  # the brain this import created is removed again

@@ -16,8 +16,8 @@ by theme, each with a ``register(commands)`` function adding its subparsers:
 
 Errors print one line on stderr; the exit code is 2 for bad input
 (:class:`~brainmem.errors.InvalidInput`, argument errors, a brain file that does not
-exist) and 1 for any other failure. Heavy modules are imported inside the commands,
-so ``--help`` is fast.
+exist), 130 for Ctrl-C (the process ends by SIGINT) and 1 for any other failure.
+Heavy modules are imported inside the commands, so ``--help`` is fast.
 
 The brain file: commands that only read (search, show, stats, export, list, ...)
 refuse a missing file instead of creating an empty one, so a typo in ``--brain``
@@ -95,7 +95,7 @@ def build_parser() -> argparse.ArgumentParser:
         description="A persistent brain for one AI agent, in a single SQLite file.",
         epilog=(
             "The brain file is --brain PATH, else $BRAINMEM_PATH, else ./brain.db. "
-            "Exit codes: 0 ok, 1 failure, 2 bad input."
+            "Exit codes: 0 ok, 1 failure, 2 bad input, 130 interrupted (Ctrl-C)."
         ),
     )
     _file_flags(parser, top=True)
@@ -401,6 +401,10 @@ _OUTPUT_ERRORS = frozenset(getattr(errno, name) for name in ("EPIPE", "ENOSPC", 
                            if hasattr(errno, name))
 
 
+#: The exit code of a command stopped by Ctrl-C (128 + SIGINT, as a shell reports it).
+INTERRUPTED = 130
+
+
 def _drop_output() -> None:
     """After standard output failed: what is still buffered would fail again when the
     interpreter flushes it at exit ("Exception ignored ...", exit 120), so the stream is
@@ -436,7 +440,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         code = 1
     except KeyboardInterrupt:
         print("brainmem: interrupted", file=sys.stderr)
-        code = 1
+        code = INTERRUPTED
     except OSError as exc:
         if exc.errno not in _OUTPUT_ERRORS:
             raise
@@ -448,7 +452,24 @@ def main(argv: Sequence[str] | None = None) -> int:
         _created.clear()
     else:
         _remove_created()
+    if code == INTERRUPTED and argv is None:
+        _die_of_sigint()
     return code
+
+
+def _die_of_sigint() -> None:
+    """End the process by SIGINT, as Python does on a Ctrl-C nobody caught: a shell stops
+    a loop or script on Ctrl-C only when its command died of it (exit status 130); a
+    command that exits normally, whatever its code, was taken to have handled it."""
+    import signal
+
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(Exception):
+            if stream is not None:
+                stream.flush()
+    if hasattr(signal, "SIGINT") and hasattr(os, "kill") and sys.platform != "win32":
+        signal.signal(signal.SIGINT, signal.SIG_DFL)
+        os.kill(os.getpid(), signal.SIGINT)
 
 
 if __name__ == "__main__":  # pragma: no cover
