@@ -145,3 +145,32 @@ def test_ctrl_c_ends_the_process_by_sigint_and_leaves_nothing(tmp_path: Path) ->
             proc.wait()
     assert (proc.returncode, err) == (-signal.SIGINT, "brainmem: interrupted\n")
     assert not path.exists()  # the brain this import created is removed again
+
+
+def test_a_failed_command_never_removes_a_new_brain_another_process_has_open(
+        tmp_path: Path, monkeypatch: Any, capsys: Any) -> None:
+    # `for i in ...; do brainmem --brain new.db add "$i" & done`: the first add creates the
+    # brain; one that failed (bad input) removed the brain it had "created" -- while the
+    # others had it open, so what they wrote then went into a deleted file (exit 0, lost)
+    path = tmp_path / "new.brain"
+    others: list[Brain] = []
+    add_result = Brain.add_result
+
+    def add_while_another_opens(self: Brain, *args: Any, **kwargs: Any) -> Any:
+        others.append(Brain(path))  # another command opens the brain this one just created
+        return add_result(self, *args, **kwargs)
+
+    monkeypatch.setattr(Brain, "add_result", add_while_another_opens)
+    assert main(["--brain", str(path), "add", "bad", "--importance", "5"]) == 2
+    assert "importance" in capsys.readouterr().err
+    monkeypatch.undo()
+    with others[0] as other:
+        kept = other.add("the other command's fact")
+    with Brain(path) as brain:
+        assert brain.get(kept.id).content == "the other command's fact"
+
+
+def test_a_failed_command_still_removes_the_brain_it_created_alone(tmp_path: Path, capsys: Any) -> None:
+    path = tmp_path / "new.brain"
+    assert main(["--brain", str(path), "add", "bad", "--importance", "5"]) == 2
+    assert list(tmp_path.iterdir()) == []

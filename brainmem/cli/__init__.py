@@ -208,21 +208,12 @@ def check_brain_file(args: argparse.Namespace, path: str, readonly: bool) -> boo
 
 def _remove_created() -> None:
     """A failed command leaves no brain file it created (a typo must not leave a brain)
-    -- unless something was written to it after all (``serve`` stopped by an error)."""
-    from ..brain import Brain
+    -- unless something was written to it after all (``serve`` stopped by an error), or
+    another process has it open (:func:`files.remove_if_unused`)."""
+    from .. import files
 
     while _created:
-        path = _created.pop()
-        try:
-            with Brain(path, readonly=True) as brain:
-                stats = brain.stats()
-            if stats["live"] or stats["deleted"]:
-                continue
-        except (BrainmemError, OSError):
-            pass  # not a brain we can read: we created it in this run, so it holds nothing
-        for suffix in ("", "-wal", "-shm", "-journal"):
-            with contextlib.suppress(OSError):
-                os.remove(path + suffix)
+        files.remove_if_unused(_created.pop())
 
 
 def scope_args(parser: argparse.ArgumentParser, *, filter: bool = False, what: str = "the") -> None:
