@@ -174,3 +174,16 @@ def test_a_failed_command_still_removes_the_brain_it_created_alone(tmp_path: Pat
     path = tmp_path / "new.brain"
     assert main(["--brain", str(path), "add", "bad", "--importance", "5"]) == 2
     assert list(tmp_path.iterdir()) == []
+
+
+def test_update_content_dash_reads_standard_input_as_add_and_put_do(db: str) -> None:
+    # `cat note.txt | brainmem update ID --content -` replaced the memory with "-"
+    from clirun import run as run_cli
+
+    trace_id = run_cli("--brain", db, "add", "-", stdin="the old note\n").stdout.strip()
+    done = run_cli("--brain", db, "update", trace_id, "--content", "-", stdin="the new note\n")
+    assert (done.returncode, done.stderr) == (0, "")
+    with Brain(db) as brain:
+        assert brain.get(trace_id).content == "the new note\n"
+    empty = run_cli("--brain", db, "update", trace_id, "--content", "-", stdin="")
+    assert empty.returncode == 2 and "empty" in empty.stderr
