@@ -187,3 +187,20 @@ def test_update_content_dash_reads_standard_input_as_add_and_put_do(db: str) -> 
         assert brain.get(trace_id).content == "the new note\n"
     empty = run_cli("--brain", db, "update", trace_id, "--content", "-", stdin="")
     assert empty.returncode == 2 and "empty" in empty.stderr
+
+
+@pytest.mark.parametrize("argv", [["add", "x"], ["init"], ["stats"]])
+def test_an_empty_brain_path_is_refused_not_taken_as_the_default(
+        tmp_path: Path, monkeypatch: Any, argv: list[str]) -> None:
+    # `brainmem --brain "$BRAIN" add x` with $BRAIN unset wrote to ./brain.db (or to
+    # $BRAINMEM_PATH): another brain than the script meant, and no word about it
+    from clirun import run as run_cli
+
+    monkeypatch.chdir(tmp_path)
+    Brain(str(tmp_path / "brain.db")).close()
+    done = run_cli("--brain", "", *argv, drop=("BRAINMEM_",))
+    assert (done.returncode, done.stdout) == (2, "") and done.stderr.count("\n") == 1
+    assert "--brain" in done.stderr and "empty" in done.stderr
+    with Brain(str(tmp_path / "brain.db")) as brain:
+        assert brain.stats()["live"] == 0
+    assert sorted(os.listdir(tmp_path)) == ["brain.db"]
