@@ -204,3 +204,31 @@ def test_an_empty_brain_path_is_refused_not_taken_as_the_default(
     with Brain(str(tmp_path / "brain.db")) as brain:
         assert brain.stats()["live"] == 0
     assert sorted(os.listdir(tmp_path)) == ["brain.db"]
+
+
+@pytest.mark.slow  # a subprocess
+@pytest.mark.skipif(sys.platform == "win32", reason="SIGTERM to another process is POSIX")
+def test_sigterm_cleans_up_as_ctrl_c_does(tmp_path: Path) -> None:
+    # `timeout 60 brainmem export x.jsonl`, a supervisor stopping a job: SIGTERM killed the
+    # process where it stood, leaving the .brainmem-export-* file it was writing (as big
+    # as the export so far) or a brain it had just created; it now ends as Ctrl-C does
+    path = tmp_path / "new.brain"
+    proc = subprocess.Popen([sys.executable, "-m", "brainmem", "--brain", str(path), "import", "-"],
+                            stdin=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        assert proc.stdin is not None
+        proc.stdin.write('{"brainmem": "0", "schema": 9}\n')
+        proc.stdin.flush()
+        for _ in range(600):  # the brain is created once the import reads its input
+            if path.exists() or proc.poll() is not None:
+                break
+            time.sleep(0.05)
+        time.sleep(0.2)
+        proc.terminate()
+        _, err = proc.communicate(timeout=30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert (proc.returncode, err) == (-signal.SIGTERM, "brainmem: terminated\n")
+    assert list(tmp_path.iterdir()) == []

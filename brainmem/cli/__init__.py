@@ -16,7 +16,8 @@ by theme, each with a ``register(commands)`` function adding its subparsers:
 
 Errors print one line on stderr; the exit code is 2 for bad input
 (:class:`~brainmem.errors.InvalidInput`, argument errors, a brain file that does not
-exist), 130 for Ctrl-C (the process ends by SIGINT) and 1 for any other failure.
+exist), 130 for Ctrl-C and 143 for SIGTERM (the process ends by that signal) and
+1 for any other failure.
 Heavy modules are imported inside the commands, so ``--help`` is fast.
 
 The brain file: commands that only read (search, show, stats, export, list, ...)
@@ -400,6 +401,8 @@ _OUTPUT_ERRORS = frozenset(getattr(errno, name) for name in ("EPIPE", "ENOSPC", 
 
 #: The exit code of a command stopped by Ctrl-C (128 + SIGINT, as a shell reports it).
 INTERRUPTED = 130
+#: ... and by SIGTERM (128 + 15).
+TERMINATED = 143
 
 
 def _drop_output() -> None:
@@ -417,6 +420,8 @@ def _drop_output() -> None:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    if argv is None:  # the process's own entry point, not a call from Python
+        _catch_sigterm()
     parser = build_parser()
     _created.clear()
     if not writes_any_text(sys.stdout) and isinstance(sys.stdout, io.TextIOWrapper):
@@ -435,9 +440,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     except BrainmemError as exc:
         print(f"brainmem: error: {exc}", file=sys.stderr)
         code = 1
-    except KeyboardInterrupt:
-        print("brainmem: interrupted", file=sys.stderr)
-        code = INTERRUPTED
+    except KeyboardInterrupt as exc:
+        terminated = isinstance(exc, Terminated)
+        print(f"brainmem: {'terminated' if terminated else 'interrupted'}", file=sys.stderr)
+        code = TERMINATED if terminated else INTERRUPTED
     except OSError as exc:
         if exc.errno not in _OUTPUT_ERRORS:
             raise
@@ -449,24 +455,45 @@ def main(argv: Sequence[str] | None = None) -> int:
         _created.clear()
     else:
         _remove_created()
-    if code == INTERRUPTED and argv is None:
-        _die_of_sigint()
+    if code in (INTERRUPTED, TERMINATED) and argv is None:
+        _die_of("SIGTERM" if code == TERMINATED else "SIGINT")
     return code
 
 
-def _die_of_sigint() -> None:
-    """End the process by SIGINT, as Python does on a Ctrl-C nobody caught: a shell stops
-    a loop or script on Ctrl-C only when its command died of it (exit status 130); a
-    command that exits normally, whatever its code, was taken to have handled it."""
+class Terminated(KeyboardInterrupt):
+    """SIGTERM (``timeout``, a supervisor, ``kill``), raised where the process stood so that
+    what a Ctrl-C undoes is undone too: a half-written export's temporary file, a brain
+    the command created, the transaction in progress. A server stops on it as on Ctrl-C."""
+
+
+def _raise_terminated(signum: int, frame: Any) -> NoReturn:
+    raise Terminated
+
+
+def _catch_sigterm() -> None:
+    """Turn SIGTERM into :class:`Terminated`, unless the process was started with it
+    ignored or handled."""
+    import signal
+
+    if sys.platform != "win32" and signal.getsignal(signal.SIGTERM) is signal.SIG_DFL:
+        signal.signal(signal.SIGTERM, _raise_terminated)
+
+
+def _die_of(name: str) -> None:
+    """End the process by the signal ``name`` stopped it with (SIGINT, SIGTERM), as Python
+    does on a Ctrl-C nobody caught: a shell stops a loop or script on Ctrl-C only when its
+    command died of it (exit status 130); a command that exits normally, whatever its
+    code, was taken to have handled it."""
     import signal
 
     for stream in (sys.stdout, sys.stderr):
         with contextlib.suppress(Exception):
             if stream is not None:
                 stream.flush()
-    if hasattr(signal, "SIGINT") and hasattr(os, "kill") and sys.platform != "win32":
-        signal.signal(signal.SIGINT, signal.SIG_DFL)
-        os.kill(os.getpid(), signal.SIGINT)
+    number = getattr(signal, name, None)
+    if number is not None and hasattr(os, "kill") and sys.platform != "win32":
+        signal.signal(number, signal.SIG_DFL)
+        os.kill(os.getpid(), number)
 
 
 if __name__ == "__main__":  # pragma: no cover
