@@ -447,7 +447,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     except OSError as exc:
         if exc.errno not in _OUTPUT_ERRORS:
             raise
-        _drop_output()
+        if argv is None:  # the process's own output; a Python caller's stays as it is
+            _drop_output()
         if not isinstance(exc, BrokenPipeError):  # the reader left (| head -1): nothing to say
             print(f"brainmem: error: cannot write the output: {exc.strerror or exc}", file=sys.stderr)
         code = 1
