@@ -96,7 +96,7 @@ def build_parser() -> argparse.ArgumentParser:
         description="A persistent brain for one AI agent, in a single SQLite file.",
         epilog=(
             "The brain file is --brain PATH, else $BRAINMEM_PATH, else ./brain.db. "
-            "Exit codes: 0 ok, 1 failure, 2 bad input, 130 interrupted (Ctrl-C)."
+            "Exit codes: 0 ok, 1 failure, 2 bad input, 130 Ctrl-C, 143 SIGTERM."
         ),
     )
     _file_flags(parser, top=True)
