@@ -91,6 +91,41 @@ def is_empty(path: str) -> bool:
     return head.startswith(SQLITE_HEADER) and _version_and_id(head) == (0, 0) and schema_is_empty(head)
 
 
+def remove_if_unused(path: str) -> bool:
+    """Remove the brain file at ``path`` and its ``-wal``/``-shm``/``-journal`` when it holds
+    no trace and no other connection has it open; return whether it was removed.
+
+    For a command that created the file and then failed: another process may have opened
+    the new brain meanwhile (``brainmem add ... &`` in a shell loop) and be about to write
+    to it; removing it then would lose that write into a deleted file. The check and the
+    removal hold SQLite's exclusive lock, which an open connection does not let it take.
+    A file SQLite cannot read at all holds nothing and is removed.
+    """
+    try:
+        db = apsw.Connection(path, flags=apsw.SQLITE_OPEN_READWRITE)
+    except (apsw.Error, UnicodeError, ValueError):  # e.g. a name SQLite cannot take (not UTF-8)
+        db = None
+    try:
+        if db is not None:
+            db.set_busy_timeout(0)
+            db.pragma("locking_mode", "EXCLUSIVE")  # in WAL mode too: refused while others have it open
+            db.execute("BEGIN EXCLUSIVE")
+            if schema.holds_traces(db):
+                return False
+    except apsw.BusyError:
+        return False
+    except apsw.Error:
+        pass  # not a database SQLite can read: nothing in it to keep
+    try:
+        for suffix in ("", "-wal", "-shm", "-journal"):
+            with contextlib.suppress(OSError):
+                os.remove(path + suffix)
+    finally:
+        if db is not None:
+            db.close()
+    return True
+
+
 def empty_file_error(path: str, how: str = "a read-write open makes it a new brain") -> NotABrainFile:
     """What opening an empty file (:func:`is_empty`) without creating a brain in it says;
     ``how`` tells how to make it one, in the words of the surface that opened it."""

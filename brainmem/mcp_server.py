@@ -246,4 +246,8 @@ def run_http(brain: Any, address: str, context: Any = None, extra: Sequence[str]
         url = f"{origin(host, sock)}/mcp"
         print(f"brainmem serve: MCP for {brain.path} at {url}  (Ctrl-C to stop)",
               file=sys.stderr, flush=True)
-        uvicorn.Server(uvicorn.Config(app, log_level="warning")).run(sockets=[sock])
+        try:
+            uvicorn.Server(uvicorn.Config(app, log_level="warning")).run(sockets=[sock])
+        except KeyboardInterrupt:  # uvicorn re-raises the SIGINT it handled, after shutdown
+            pass
+        print("brainmem serve: stopped", file=sys.stderr, flush=True)

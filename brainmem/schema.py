@@ -390,6 +390,14 @@ def inspect(db: apsw.Connection) -> tuple[bool, int]:
     return False, version
 
 
+def holds_traces(db: apsw.Connection) -> bool:
+    """Whether the brain holds any trace, live or deleted (False before its tables exist)."""
+    try:
+        return bool(db.execute("SELECT EXISTS (SELECT 1 FROM traces)").get)
+    except apsw.SQLError:  # no such table: a file not yet made a brain
+        return False
+
+
 def migrate(db: apsw.Connection, upto: int = SCHEMA_VERSION) -> int:
     """Apply missing migrations (up to ``upto``) in one transaction; return the version.
 

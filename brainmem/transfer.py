@@ -39,9 +39,12 @@ Import decisions:
 
 from __future__ import annotations
 
+import contextlib
+import errno
 import json
 import os
-import tempfile
+import secrets
+import stat
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field, fields
 from typing import IO, Any
@@ -104,18 +107,66 @@ def _refuse_database(path: str) -> None:
                            "export does not write over it: choose another path (e.g. brain.jsonl)")
 
 
+def _temp_beside(path: str) -> tuple[int, str]:
+    """A new temporary file beside ``path`` (open descriptor, name) for :func:`write_atomically`,
+    with the permissions the export should have: those of the file it replaces, else what
+    the umask gives a new file (``tempfile.mkstemp``'s are 0600, and became the export's)."""
+    folder = os.path.dirname(os.path.abspath(path))
+    try:
+        mode: int | None = stat.S_IMODE(os.stat(path).st_mode)
+    except (OSError, ValueError):
+        mode = None
+    for _ in range(100):
+        tmp = os.path.join(folder, f".brainmem-export-{secrets.token_hex(6)}")
+        try:
+            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_BINARY", 0), 0o666)
+        except FileExistsError:
+            continue
+        if mode is not None:
+            with contextlib.suppress(OSError):
+                os.chmod(tmp, mode)
+        return fd, tmp
+    raise FileExistsError(errno.EEXIST, "no free temporary file name", folder)
+
+
+def _is_stream(path: str) -> bool:
+    """Whether ``path`` exists and is not a regular file or a directory (a pipe, a device)."""
+    try:
+        mode = os.stat(path).st_mode
+    except (OSError, ValueError):
+        return False
+    return not (stat.S_ISREG(mode) or stat.S_ISDIR(mode))
+
+
+def _write_stream(path: str, write: Callable[[IO[str]], Any]) -> Any:
+    """``write(fp)`` straight into the pipe or device at ``path`` (:func:`write_atomically`)."""
+    try:
+        fp = open(path, "w", encoding="utf-8", newline="\n")
+    except OSError as exc:
+        raise InvalidInput(f"cannot write {path}: {exc.strerror or exc}") from None
+    try:
+        with fp:
+            return write(fp)
+    except OSError as exc:
+        raise StorageError(f"writing {path} failed: {exc.strerror or exc}") from exc
+
+
 def write_atomically(path: str, write: Callable[[IO[str]], Any]) -> Any:
     """Run ``write(fp)`` on a temporary file next to ``path``, then move it into place.
 
     A path that cannot be written (no such folder, a directory, no permission) is
     :class:`InvalidInput`, and so is one holding a SQLite database or write-ahead log (a
     brain: its own file, given by a slip for ``.jsonl``, would be replaced by its export);
-    failing to write the data (disk full) is :class:`StorageError`.
+    failing to write the data (disk full) is :class:`StorageError`. A path that is not a
+    file (a named pipe, ``>(gzip > x.gz)``'s ``/dev/fd/63``, a device) is written into as
+    it is: a file moved over it would take its place, and its reader would get nothing.
     """
     check_path(path, "export path", utf8=False)
     _refuse_database(path)
+    if _is_stream(path):
+        return _write_stream(path, write)
     try:
-        fd, tmp = tempfile.mkstemp(prefix=".brainmem-export-", dir=os.path.dirname(os.path.abspath(path)))
+        fd, tmp = _temp_beside(path)
     except (OSError, UnicodeError) as exc:
         raise InvalidInput(f"cannot write {path}: {getattr(exc, 'strerror', None) or exc}") from None
     try:

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import io
 import json
+import os
+import stat
 from pathlib import Path
 
 import pytest
@@ -165,6 +167,27 @@ def test_export_to_path_is_atomic_and_overwrites(mem_brain: Brain, tmp_path: Pat
     mem_brain.export(path)
     assert path.read_text().startswith('{"brainmem"')
     assert [p.name for p in tmp_path.iterdir()] == ["out.jsonl"]  # no temp file left
+
+
+@pytest.mark.skipif(os.name != "posix", reason="POSIX permission bits")
+def test_export_keeps_the_mode_of_the_file_it_replaces_and_the_umask_of_a_new_one(
+        mem_brain: Brain, tmp_path: Path) -> None:
+    # the temporary file it is written to is private (0600), and became the export: a new
+    # export unreadable by the group the umask lets read, a re-export of a file made
+    # readable (`chmod 644`, for a web server, a sync job) private again
+    mem_brain.add("one")
+    shared = tmp_path / "shared.jsonl"
+    shared.write_text("old contents")
+    shared.chmod(0o644)
+    mem_brain.export(shared)
+    assert stat.S_IMODE(shared.stat().st_mode) == 0o644
+    old = os.umask(0o027)
+    try:
+        mem_brain.export(tmp_path / "new.jsonl")
+    finally:
+        os.umask(old)
+    assert stat.S_IMODE((tmp_path / "new.jsonl").stat().st_mode) == 0o640
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["new.jsonl", "shared.jsonl"]
 
 
 def test_export_never_writes_over_a_brain(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import importlib.util
 import json
 import re
+import signal
 import socket
 import subprocess
 import sys
@@ -154,3 +155,22 @@ def test_serve_http_on_a_port_in_use_is_one_line_and_leaves_no_brain(tmp_path: P
     assert r.returncode == 2, (r.returncode, r.stderr)
     assert r.stderr.startswith("brainmem: error: cannot listen on 127.0.0.1:") and r.stderr.count("\n") == 1
     assert not target.exists()  # the brain file this run created is removed again
+
+
+def test_serve_http_stops_cleanly_on_ctrl_c_as_it_says(tmp_path: Path) -> None:
+    # "(Ctrl-C to stop)": stopping it so was "brainmem: interrupted", a failure exit code,
+    # where the inspector (`brainmem ui`) says "stopped" and exits 0
+    path = tmp_path / "http.brain"
+    proc = subprocess.Popen([sys.executable, "-m", "brainmem", "--brain", str(path), "serve",
+                             "--http", "127.0.0.1:0"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        match = re.search(r"at http://127\.0\.0\.1:(\d+)/mcp ", _first_line(proc))
+        assert match
+        _wait_for(int(match.group(1)), proc)
+        proc.send_signal(signal.SIGINT)
+        out, err = proc.communicate(timeout=30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert (proc.returncode, out, err) == (0, "", "brainmem serve: stopped\n")

@@ -16,8 +16,9 @@ by theme, each with a ``register(commands)`` function adding its subparsers:
 
 Errors print one line on stderr; the exit code is 2 for bad input
 (:class:`~brainmem.errors.InvalidInput`, argument errors, a brain file that does not
-exist) and 1 for any other failure. Heavy modules are imported inside the commands,
-so ``--help`` is fast.
+exist), 130 for Ctrl-C and 143 for SIGTERM (the process ends by that signal) and
+1 for any other failure.
+Heavy modules are imported inside the commands, so ``--help`` is fast.
 
 The brain file: commands that only read (search, show, stats, export, list, ...)
 refuse a missing file instead of creating an empty one, so a typo in ``--brain``
@@ -33,6 +34,7 @@ from __future__ import annotations
 import argparse
 import codecs
 import contextlib
+import errno
 import importlib
 import io
 import os
@@ -94,7 +96,7 @@ def build_parser() -> argparse.ArgumentParser:
         description="A persistent brain for one AI agent, in a single SQLite file.",
         epilog=(
             "The brain file is --brain PATH, else $BRAINMEM_PATH, else ./brain.db. "
-            "Exit codes: 0 ok, 1 failure, 2 bad input."
+            "Exit codes: 0 ok, 1 failure, 2 bad input, 130 Ctrl-C, 143 SIGTERM."
         ),
     )
     _file_flags(parser, top=True)
@@ -140,6 +142,12 @@ def _accept_brain_after_command(commands: Any) -> None:
 
 
 def brain_path(args: argparse.Namespace) -> str:
+    """``--brain``, else ``$BRAINMEM_PATH`` (empty is unset), else ``./brain.db``. An empty
+    ``--brain`` (``--brain "$BRAIN"`` with ``$BRAIN`` unset) is :class:`InvalidInput`: taken
+    as not given, it was another brain than the one meant."""
+    if args.brain == "":
+        raise InvalidInput("--brain is empty: give the brain file's path, or leave --brain out "
+                           f"for $BRAINMEM_PATH or ./{DEFAULT_BRAIN}")
     return args.brain or os.environ.get("BRAINMEM_PATH") or DEFAULT_BRAIN
 
 
@@ -207,21 +215,12 @@ def check_brain_file(args: argparse.Namespace, path: str, readonly: bool) -> boo
 
 def _remove_created() -> None:
     """A failed command leaves no brain file it created (a typo must not leave a brain)
-    -- unless something was written to it after all (``serve`` stopped by an error)."""
-    from ..brain import Brain
+    -- unless something was written to it after all (``serve`` stopped by an error), or
+    another process has it open (:func:`files.remove_if_unused`)."""
+    from .. import files
 
     while _created:
-        path = _created.pop()
-        try:
-            with Brain(path, readonly=True) as brain:
-                stats = brain.stats()
-            if stats["live"] or stats["deleted"]:
-                continue
-        except (BrainmemError, OSError):
-            pass  # not a brain we can read: we created it in this run, so it holds nothing
-        for suffix in ("", "-wal", "-shm", "-journal"):
-            with contextlib.suppress(OSError):
-                os.remove(path + suffix)
+        files.remove_if_unused(_created.pop())
 
 
 def scope_args(parser: argparse.ArgumentParser, *, filter: bool = False, what: str = "the") -> None:
@@ -409,7 +408,36 @@ class Progress:
         sys.stderr.flush()
 
 
+#: What a write to standard output fails with: the reader left (``| head -1``), a full
+#: disk or quota (``> file``), an I/O error. Everything else the engine writes fails as a
+#: :class:`BrainmemError`, so an escaping ``OSError`` of these is the output's.
+_OUTPUT_ERRORS = frozenset(getattr(errno, name) for name in ("EPIPE", "ENOSPC", "EDQUOT", "EFBIG", "EIO")
+                           if hasattr(errno, name))
+
+
+#: The exit code of a command stopped by Ctrl-C (128 + SIGINT, as a shell reports it).
+INTERRUPTED = 130
+#: ... and by SIGTERM (128 + 15).
+TERMINATED = 143
+
+
+def _drop_output() -> None:
+    """After standard output failed: what is still buffered would fail again when the
+    interpreter flushes it at exit ("Exception ignored ...", exit 120), so the stream is
+    pointed at the null device (:data:`os.devnull`) and the rest written there."""
+    stream = sys.stdout
+    if stream is None:
+        return
+    with contextlib.suppress(OSError, ValueError):  # a stream with no descriptor (tests)
+        fd = stream.fileno()
+        null = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(null, fd)
+        os.close(null)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
+    if argv is None:  # the process's own entry point, not a call from Python
+        _catch_sigterm()
     parser = build_parser()
     _created.clear()
     if not writes_any_text(sys.stdout) and isinstance(sys.stdout, io.TextIOWrapper):
@@ -420,22 +448,69 @@ def main(argv: Sequence[str] | None = None) -> int:
         args = parser.parse_args(argv)
         handler: Handler = args.handler
         code = int(handler(args) or 0)
+        if sys.stdout is not None and not sys.stdout.closed:
+            sys.stdout.flush()  # a write that fails is reported here, not at the interpreter's exit
     except (_UsageError, InvalidInput) as exc:
         print(f"brainmem: error: {exc}", file=sys.stderr)
         code = 2
     except BrainmemError as exc:
         print(f"brainmem: error: {exc}", file=sys.stderr)
         code = 1
-    except KeyboardInterrupt:
-        print("brainmem: interrupted", file=sys.stderr)
-        code = 1
-    except BrokenPipeError:
+    except KeyboardInterrupt as exc:
+        terminated = isinstance(exc, Terminated)
+        print(f"brainmem: {'terminated' if terminated else 'interrupted'}", file=sys.stderr)
+        code = TERMINATED if terminated else INTERRUPTED
+    except OSError as exc:
+        if exc.errno not in _OUTPUT_ERRORS:
+            raise
+        if argv is None:  # the process's own output; a Python caller's stays as it is
+            _drop_output()
+        if not isinstance(exc, BrokenPipeError):  # the reader left (| head -1): nothing to say
+            print(f"brainmem: error: cannot write the output: {exc.strerror or exc}", file=sys.stderr)
         code = 1
     if code == 0:
         _created.clear()
     else:
         _remove_created()
+    if code in (INTERRUPTED, TERMINATED) and argv is None:
+        _die_of("SIGTERM" if code == TERMINATED else "SIGINT")
     return code
+
+
+class Terminated(KeyboardInterrupt):
+    """SIGTERM (``timeout``, a supervisor, ``kill``), raised where the process stood so that
+    what a Ctrl-C undoes is undone too: a half-written export's temporary file, a brain
+    the command created, the transaction in progress. A server stops on it as on Ctrl-C."""
+
+
+def _raise_terminated(signum: int, frame: Any) -> NoReturn:
+    raise Terminated
+
+
+def _catch_sigterm() -> None:
+    """Turn SIGTERM into :class:`Terminated`, unless the process was started with it
+    ignored or handled."""
+    import signal
+
+    if sys.platform != "win32" and signal.getsignal(signal.SIGTERM) is signal.SIG_DFL:
+        signal.signal(signal.SIGTERM, _raise_terminated)
+
+
+def _die_of(name: str) -> None:
+    """End the process by the signal ``name`` stopped it with (SIGINT, SIGTERM), as Python
+    does on a Ctrl-C nobody caught: a shell stops a loop or script on Ctrl-C only when its
+    command died of it (exit status 130); a command that exits normally, whatever its
+    code, was taken to have handled it."""
+    import signal
+
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(Exception):
+            if stream is not None:
+                stream.flush()
+    number = getattr(signal, name, None)
+    if number is not None and hasattr(os, "kill") and sys.platform != "win32":
+        signal.signal(number, signal.SIG_DFL)
+        os.kill(os.getpid(), number)
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -85,7 +85,7 @@ def register(commands: Any) -> None:
 
     p = commands.add_parser("update", help="change a trace", description="Update a trace in place.")
     p.add_argument("id")
-    p.add_argument("--content")
+    p.add_argument("--content", help='the new text ("-" reads stdin)')
     _trace_fields(p)
     p.add_argument("--unpin", action="store_true")
     p.add_argument("--expected-version", type=int, metavar="N")
@@ -279,7 +279,8 @@ def cmd_show(args: argparse.Namespace) -> int:
 def cmd_update(args: argparse.Namespace) -> int:
     if args.pin and args.unpin:
         raise InvalidInput("give --pin or --unpin, not both")
-    changes: dict[str, Any] = {"content": args.content, "type": args.type, "tags": args.tags,
+    content = None if args.content is None else stdin_if_dash(args.content)
+    changes: dict[str, Any] = {"content": content, "type": args.type, "tags": args.tags,
                                "importance": args.importance, "metadata": metadata_arg(args.metadata)}
     changes = {k: v for k, v in changes.items() if v is not None}
     if args.pin or args.unpin:
