@@ -377,3 +377,17 @@ def test_a_change_timed_before_the_value_began_keeps_history_in_order(file_brain
     assert chain[0].valid_until == chain[1].valid_from == T0 + DAY
     assert all(t.updated_at >= t.created_at for t in chain)
     assert file_brain.search("Sam lives", as_of=T0 + DAY + 1)[0].trace.content.endswith("Lisbon")
+
+
+def test_a_fact_superseded_before_it_began_is_not_current(file_brain: Brain, clock: FakeClock) -> None:
+    # a fact stored later than the clock says now (a message dated ahead, a clock set back)
+    # and then replaced: the replacement happens as the old fact began, so the default
+    # search (facts current now) shows only the new fact, and history stays oldest first
+    berlin = file_brain.add("Sam lives in Berlin", created_at=T0 + DAY)
+    lisbon = file_brain.add("Sam lives in Lisbon", supersedes=[berlin.id])
+    assert [h.trace.id for h in file_brain.search("Sam lives")] == [lisbon.id]
+    assert [h.trace.id for h in file_brain.search("Sam lives", now=T0 + 2 * DAY)] == [lisbon.id]
+    chain = file_brain.history(lisbon.id)
+    assert [t.id for t in chain] == [berlin.id, lisbon.id]
+    assert chain[0].valid_until == chain[1].valid_from == T0 + DAY
+    assert [h.trace.id for h in file_brain.search("Sam lives", as_of=T0 + DAY)] == [lisbon.id]
