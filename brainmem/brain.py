@@ -184,7 +184,9 @@ class Brain(FacesMixin, AdminMixin):
         The new trace gets ``content`` (default: the sources' contents, one per line),
         the union of tags, the highest strength, stability and importance, the sum of
         access counts, the earliest creation time, the latest expiry (none if any source
-        has none), and ``supersedes`` edges to the sources; the sources' edges are
+        has none), the earliest due time and every cue (reminders merge into a reminder;
+        one listed after a memory of another type is InvalidInput, as that type would drop
+        the due time), and ``supersedes`` edges to the sources; the sources' edges are
         re-pointed to it.
         """
         ids = [] if isinstance(ids, str) else list(dict.fromkeys(check_ids(ids, "ids")))

@@ -31,7 +31,15 @@ from .errors import InvalidInput, NotFound, QuotaExceeded, VersionConflict
 from .model import Trace, merge_fields, outlasting
 from .policy import Policy
 from .store import Filters, Store
-from .validate import INT64_MAX, build_trace, check_changes, check_choice, check_int, check_reminder
+from .validate import (
+    INT64_MAX,
+    REMINDER_TYPE,
+    build_trace,
+    check_changes,
+    check_choice,
+    check_int,
+    check_reminder,
+)
 
 
 @dataclass(frozen=True)
@@ -488,10 +496,15 @@ class Writer:
         if len(scopes) > 1:
             raise InvalidInput("merge needs traces of one scope and scope_id")
         first, kept = sources[0], merge_fields(sources)
+        if kept["due_at"] is not None and first.type != REMINDER_TYPE:
+            raise InvalidInput(f"{first.id} is a {first.type} memory and the merge takes its type, which "
+                               f"would drop the reminders' due time: list a reminder first, or clear "
+                               f"their due_at")
         text = content if content is not None else "\n".join(s.content for s in sources)
         built = build_trace(
             {"content": text, "type": first.type, "scope": first.scope, "scope_id": first.scope_id,
              "episode": first.episode, "tags": kept["tags"],  # validated: over max_tags refuses
+             "due_at": kept["due_at"], "cue": kept["cue"],  # validated: a cue over its limit refuses
              "metadata": {"merged_from": [s.id for s in sources], "merged_by": "merge"}},
             at, self.policy,
         )

@@ -506,6 +506,23 @@ def test_a_merge_lives_as_long_as_its_longest_lived_source(file_brain, clock):
     assert file_brain.merge([n.id for n in mixed]).expires_at is None  # one never expired
 
 
+def test_a_merge_of_reminders_is_a_reminder_due_at_the_earliest(file_brain, clock):
+    # the merged trace was a prospective memory with no due time and no cue: due() never
+    # listed it again and its cue no longer brought it back
+    visa = file_brain.add("ask about the visa", due_at=clock.now + 100, cue="travel")
+    form = file_brain.add("fill in the visa form", due_at=clock.now + 200, cue="paperwork")
+    merged = file_brain.merge([form.id, visa.id])
+    assert (merged.type, merged.due_at) == ("prospective", clock.now + 100)
+    assert merged.cue == "paperwork\ntravel"
+    assert [t.id for t in file_brain.due(now=clock.now + 150)] == [merged.id]
+    # a plain memory listed first would make it a plain memory, dropping the due time: refused
+    plan = file_brain.add("we fly on friday")
+    call = file_brain.add("call the embassy", due_at=clock.now + 300)
+    with pytest.raises(InvalidInput, match="due"):
+        file_brain.merge([plan.id, call.id])
+    assert file_brain.get(plan.id) and file_brain.get(call.id)
+
+
 def test_merge_rejects_bad_input(mem_brain):
     a = mem_brain.add("one")
     b = mem_brain.add("two", scope_id="other")
