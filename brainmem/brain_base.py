@@ -131,7 +131,9 @@ class BrainBase:
         stamp = to_timestamp(now, "now")
         if stamp is None:  # the clock's time, read as any time argument (a datetime too)
             stamp = to_timestamp(self.clock(), "the clock's time")
-        assert stamp is not None
+            if stamp is None:  # a clock that forgot to return the time
+                raise InvalidInput("the clock returned None; it must return the time "
+                                   "(unix seconds, a datetime or an ISO-8601 string)")
         return stamp
 
     @contextlib.contextmanager

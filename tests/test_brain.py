@@ -986,6 +986,17 @@ def test_a_clock_that_is_not_a_function_of_the_time_is_invalid_input(tmp_path: P
             brain.add("y")
 
 
+def test_a_clock_that_returns_none_is_invalid_input(tmp_path: Path) -> None:
+    # a clock that forgets to return the time (a lambda around a function returning
+    # None) raised a bare AssertionError from Brain.now; under python -O a None time went on
+    with Brain(str(tmp_path / "b.db"), clock=lambda: None) as brain:
+        with pytest.raises(InvalidInput, match="clock"):
+            brain.add("x")
+        assert brain.call_tool("memory_search", {"query": "x"})["error"]["type"] == "InvalidInput"
+    with Brain(str(tmp_path / "b.db")) as again:
+        assert again.stats()["live"] == 0
+
+
 def test_stats_count_expired_traces_awaiting_prune(file_brain: Brain, clock) -> None:
     """``live`` counted traces past their expiry (invisible to every read) with no word
     of it; ``expired`` says how many until reflect prunes them."""
