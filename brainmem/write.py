@@ -508,7 +508,7 @@ class Writer:
              "metadata": {"merged_from": [s.id for s in sources], "merged_by": "merge"}},
             at, self.policy,
         )
-        merged = dataclasses.replace(built, **kept, updated_at=at)
+        merged = dataclasses.replace(built, **kept, updated_at=max(at, kept["created_at"]))
         self.store.insert(merged)
         # sources soft-deleted with a merge record, edges re-pointed, supersedes edges:
         # the one fold every merge goes through, so Brain.unmerge can undo it

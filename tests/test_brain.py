@@ -997,6 +997,21 @@ def test_a_clock_that_returns_none_is_invalid_input(tmp_path: Path) -> None:
         assert again.stats()["live"] == 0
 
 
+def test_updated_at_never_goes_back_when_the_clock_does(file_brain: Brain, clock) -> None:
+    # delete, restore, merge and reflect's merge wrote the clock's time as updated_at:
+    # with a clock set back it went back, before the trace's own created_at
+    a = file_brain.add("the red kettle is in the attic")
+    b = file_brain.add("the blue kettle is in the shed")
+    clock.advance(-3600)
+    file_brain.delete(a.id)
+    file_brain.restore(a.id)
+    merged = file_brain.merge([a.id, b.id])
+    file_brain.unmerge(merged.id)
+    for trace in (merged, *(file_brain.get(i, include_deleted=True) for i in (a.id, b.id, merged.id))):
+        assert trace.updated_at >= trace.created_at, trace
+    assert file_brain.get(a.id).updated_at == clock.now + 3600
+
+
 def test_stats_count_expired_traces_awaiting_prune(file_brain: Brain, clock) -> None:
     """``live`` counted traces past their expiry (invisible to every read) with no word
     of it; ``expired`` says how many until reflect prunes them."""
