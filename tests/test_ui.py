@@ -127,6 +127,21 @@ def test_overview_bounds_the_by_scope_table(tmp_path: Path, clock: Any,
     assert table.count("<tr>") == 1 + 5 and "7 more not shown" in page
 
 
+def test_overview_growth_days_before_year_1000_and_1970(tmp_path: Path, clock: Any) -> None:
+    # a day before year 1000 was written "999-03-01" (strftime drops the zeros), which the
+    # growth chart could not read back: the overview page was a 500; and a time before 1970
+    # counted on the next day (the day number truncated toward zero)
+    path = tmp_path / "old.brain"
+    with Brain(str(path), clock=clock) as brain:
+        brain.add("a very old note", created_at="0999-03-01T12:00:00Z")
+        brain.add("just before the epoch", created_at="1969-12-31T23:00:00Z")
+        brain.add("today")
+    ui = client(path, clock)
+    assert ui.get("/").status_code == 200
+    days = [d["day"] for d in ui.get("/api/overview").json()["growth"]]
+    assert days[:2] == ["0999-03-01", "1969-12-31"] and len(days) == 3
+
+
 def test_overview_reports_check_problems(built: Any, clock: Any) -> None:
     import apsw
 

@@ -163,7 +163,7 @@ def growth(days: Sequence[dict[str, Any]], width: int = 420, height: int = 140) 
 
 def day_text(ts: float) -> str:
     """"YYYY-MM-DD" of unix seconds (UTC)."""
-    return datetime.fromtimestamp(ts, tz=timezone.utc).strftime("%Y-%m-%d")
+    return datetime.fromtimestamp(ts, tz=timezone.utc).date().isoformat()  # strftime: "999-03-01"
 
 
 def _day(day: str | float) -> float:
