@@ -142,6 +142,19 @@ def test_overview_growth_days_before_year_1000_and_1970(tmp_path: Path, clock: A
     assert days[:2] == ["0999-03-01", "1969-12-31"] and len(days) == 3
 
 
+def test_trace_page_of_a_memory_dated_in_the_last_years_of_the_calendar(tmp_path: Path, clock: Any) -> None:
+    # its R(t) curve ran past the year 9999 and the time it reaches the prune threshold
+    # was past it too: both were printed as dates, and the page was a server error
+    path = tmp_path / "late.brain"
+    with Brain(str(path), clock=clock) as brain:
+        late = brain.add("a note from the far future", created_at="9999-06-01T00:00:00Z")
+        last = brain.add("the last moment", created_at="9999-12-31T23:59:59.999999Z")
+    ui = client(path, clock)
+    for trace in (late, last):
+        assert ui.get(f"/trace/{trace.id}").status_code == 200
+        assert ui.get(f"/api/trace/{trace.id}").json()["reaches_threshold_at"] is None
+
+
 def test_overview_reports_check_problems(built: Any, clock: Any) -> None:
     import apsw
 
