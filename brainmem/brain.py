@@ -165,7 +165,8 @@ class Brain(FacesMixin, AdminMixin):
 
     def restore(self, trace_id: str, *, now: TimeLike | None = None) -> Trace:
         """Bring a soft-deleted trace back to life (it keeps its id and history; its
-        metadata loses ``deleted_reason`` and the notes that came with it)."""
+        metadata loses ``deleted_reason`` and the notes that came with it; an expiry that
+        has passed is cleared, so an expired trace comes back lasting until deleted)."""
         at = self.now(now)
         prepared = self._prepare_missing_vectors([self.get(trace_id, include_deleted=True)])
         with self._write_with_events() as evicted:  # a quota may evict to make room

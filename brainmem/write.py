@@ -351,7 +351,8 @@ class Writer:
         """Bring a soft-deleted trace back (same id, ``version`` + 1), unless its key or its
         content is live in another trace now (an expired one is soft-deleted, as for
         an add); a live trace more counts against
-        ``Policy.quota`` as an add does (refused, or room made by eviction)."""
+        ``Policy.quota`` as an add does (refused, or room made by eviction). An expiry that
+        has passed is cleared (kept, it would leave the trace invisible, pruned again)."""
         if trace.key is not None and self.key_holder(trace.key, trace.scope, trace.scope_id, at):
             raise InvalidInput(f"cannot restore {trace.id}: key {trace.key!r} is taken by a live trace")
         duplicate = self.live_duplicate(trace.content_hash, trace.type, trace.scope, trace.scope_id, at)
@@ -360,8 +361,10 @@ class Writer:
         self.before_insert(trace, at)
         reason = trace.metadata.get("deleted_reason")
         notes = {"deleted_reason", *_DELETE_NOTES.get(reason, ())} if isinstance(reason, str) else set()
+        expired = trace.expires_at is not None and trace.expires_at <= at
         self.store.update_fields(trace.id, {"deleted_at": None, "merged_into": None, "updated_at": at,
                                             "version": trace.version + 1,
+                                            **({"expires_at": None} if expired else {}),
                                             "metadata": {k: v for k, v in trace.metadata.items()
                                                          if k not in notes}})
         restored = self.store.get(trace.id)

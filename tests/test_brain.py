@@ -254,6 +254,22 @@ def test_restore_clears_why_the_trace_was_deleted(brain_factory, tmp_path, clock
     assert brain.restore(note.id).metadata == {}
 
 
+def test_restore_of_an_expired_trace_brings_it_back(file_brain, clock):
+    # restore said it was live again, yet the trace was still past its expiry: invisible to
+    # get and search, and pruned again by the next reflect. A passed expiry is cleared; one
+    # still ahead is kept.
+    code = file_brain.add("the door code is 4821", ttl=60)
+    clock.advance(120)
+    assert file_brain.reflect().expired == 1
+    back = file_brain.restore(code.id)
+    assert back.expires_at is None and file_brain.get(code.id).id == code.id
+    assert [h.trace.id for h in file_brain.search("door code", reinforce=False)] == [code.id]
+    assert file_brain.reflect().expired == 0 and file_brain.get(code.id)
+    later = file_brain.add("the parcel locker pin is 77", ttl=600)
+    file_brain.delete(later.id)
+    assert file_brain.restore(later.id).expires_at == later.expires_at
+
+
 def test_restore_unknown_raises_not_found(mem_brain):
     with pytest.raises(NotFound) as caught:
         mem_brain.restore("mt_nope")
