@@ -70,8 +70,9 @@ _END_TIME = (datetime(9999, 12, 31, tzinfo=timezone.utc) - _EPOCH + timedelta(da
 #: The last unix seconds before _END_TIME: a datetime in the last microseconds of 9999
 #: (23:59:59.999999) is rounded up to _END_TIME by a float, and is held as this instead.
 _LAST_TIME = math.nextafter(_END_TIME, 0.0)
-#: The last time a trace can hold (and :func:`brainmem.model.iso` show): 9999-12-31T23:59:59.999…Z.
-LAST_TIME = _LAST_TIME
+#: The first and last times a trace can hold (and :func:`brainmem.model.iso` show):
+#: 0001-01-01T00:00:00Z and 9999-12-31T23:59:59.999…Z.
+FIRST_TIME, LAST_TIME = _MIN_TIME, _LAST_TIME
 
 
 def _default(value: Any, default: str) -> Any:

@@ -155,6 +155,15 @@ def test_trace_page_of_a_memory_dated_in_the_last_years_of_the_calendar(tmp_path
         assert ui.get(f"/api/trace/{trace.id}").json()["reaches_threshold_at"] is None
 
 
+def test_search_with_a_cue_reaching_before_year_1_shows_its_window(ro: TestClient) -> None:
+    # "3000 years ago" makes a window starting before the year 1, which has no date to
+    # show: the search page and /api/search were a server error
+    for query in ("tea 3000 years ago", "tea in the past 2100 years"):
+        assert ro.get("/search", params={"q": query}).status_code == 200
+        (window,) = ro.get("/api/search", params={"q": query}).json()["windows"]
+        assert window["since"] == "0001-01-01T00:00:00Z" and window["since"] <= window["until"]
+
+
 def test_overview_reports_check_problems(built: Any, clock: Any) -> None:
     import apsw
 
