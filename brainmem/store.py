@@ -153,6 +153,14 @@ class Store(IndexTables, EdgeTables, LogTables, InspectTables, VectorTables, Mai
                 found[trace.id] = trace
         return [found[i] for i in ids if i in found]
 
+    def rids_of(self, ids: Sequence[str]) -> dict[str, int]:
+        """The row id (the order rows were written in) of each of ``ids`` that exists."""
+        found: dict[str, int] = {}
+        for chunk in in_chunks(ids):
+            found.update((str(i), int(r)) for i, r in self.execute(
+                f"SELECT id, rid FROM traces WHERE id IN ({', '.join('?' * len(chunk))})", list(chunk)))
+        return found
+
     def find_duplicate(self, content_hash: str, type: str, scope: str, scope_id: str, *,
                        max_rid: int | None = None, other_than: str | None = None) -> Trace | None:
         """The live trace with this content hash in this type and scope, if any (among

@@ -211,8 +211,12 @@ def history(store: Store, trace_id: str) -> list[Trace]:
         frontier = list(found)[: MAX_HISTORY - len(seen)]
         seen.update(frontier)
     traces = store.get_many(list(seen), include_deleted=True)
-    # at equal times (one clock tick) the closed version is the older one
-    return sorted(traces, key=lambda t: (began(t), t.valid_until is None, t.created_at))
+    rids = store.rids_of([t.id for t in traces])
+    # at equal times (one clock tick, or a clock set back: each change then happens as the
+    # value before it began) the closed version is the older one, and among those the one
+    # written first (a snapshot, or a replaced fact, is written when it is replaced)
+    return sorted(traces, key=lambda t: (began(t), t.valid_until is None, t.valid_until or 0.0,
+                                         rids.get(t.id, 0)))
 
 
 def history_view(traces: Sequence[Trace]) -> list[dict[str, Any]]:

@@ -391,3 +391,18 @@ def test_a_fact_superseded_before_it_began_is_not_current(file_brain: Brain, clo
     assert [t.id for t in chain] == [berlin.id, lisbon.id]
     assert chain[0].valid_until == chain[1].valid_from == T0 + DAY
     assert [h.trace.id for h in file_brain.search("Sam lives", as_of=T0 + DAY)] == [lisbon.id]
+
+
+def test_history_of_changes_at_one_instant_is_in_the_order_they_were_made(file_brain: Brain,
+                                                                           clock: FakeClock) -> None:
+    # values put at the same instant (a clock that did not move, or one set back: each change
+    # then happens as the value before began) were listed in any order
+    for i in range(6):
+        current = file_brain.put("city", f"Sam lives in town {i}")
+    assert [t.content[-1] for t in file_brain.history(current.id)] == list("012345")
+    facts = [file_brain.add("Ana lives in town 0")]
+    for i in range(1, 6):
+        clock.advance(-60)
+        facts.append(file_brain.add(f"Ana lives in town {i}", supersedes=[facts[-1].id]))
+    assert [t.id for t in file_brain.history(facts[-1].id)] == [t.id for t in facts]
+    assert [h.trace.id for h in file_brain.search("Ana")] == [facts[-1].id]
