@@ -1028,6 +1028,19 @@ def test_updated_at_never_goes_back_when_the_clock_does(file_brain: Brain, clock
     assert file_brain.get(a.id).updated_at == clock.now + 3600
 
 
+def test_a_time_shown_for_a_trace_selects_it_when_given_back() -> None:
+    # every surface shows times to the microsecond, the clock (time.time) gives finer ones:
+    # a created_at read from memory_read or list --json and given back as since or until
+    # left out the very trace it came from, about half the time
+    moments = iter(T0 + 0.1234567 + i * 0.0000003 for i in range(1000))
+    with Brain(":memory:", clock=lambda: next(moments)) as brain:
+        for i in range(30):
+            trace = brain.add(f"kettle note {i}")
+            shown = brain.call_tool("memory_read", {"ids": [trace.id]}, extra="all")["traces"][0]
+            for window in ({"since": shown["created_at"]}, {"until": shown["created_at"]}):
+                assert trace.id in {item.id for item in brain.list(limit=100, **window).items}, window
+
+
 def test_stats_count_expired_traces_awaiting_prune(file_brain: Brain, clock) -> None:
     """``live`` counted traces past their expiry (invisible to every read) with no word
     of it; ``expired`` says how many until reflect prunes them."""
