@@ -126,12 +126,17 @@ def latest_expiry(expiries: Iterable[float | None]) -> float | None:
 def outlasting(existing: Trace, repeat: Trace, decided: dict[str, Any] | None = None) -> dict[str, Any]:
     """The fields that keep ``existing`` at least as long as ``repeat``, the same memory
     said again (an add deduplicated, an import skipped), asks: the later expiry (None:
-    never), pinned if ``repeat`` is; never shortened, never unpinned. ``decided``: the
-    changes already chosen for ``existing`` (an earlier repeat in the same batch)."""
+    never), pinned if ``repeat`` is, due no later than ``repeat`` is (a reminder asked
+    for sooner comes due sooner); never shortened, never unpinned, never postponed.
+    ``decided``: the changes already chosen for ``existing`` (an earlier repeat in the
+    same batch)."""
     longer = dict(decided or {})
     expiry = longer.get("expires_at", existing.expires_at)
     if latest_expiry([expiry, repeat.expires_at]) != expiry:
         longer["expires_at"] = repeat.expires_at
+    due = longer.get("due_at", existing.due_at)
+    if repeat.due_at is not None and (due is None or repeat.due_at < due):
+        longer["due_at"] = repeat.due_at
     if repeat.pinned and not existing.pinned:
         longer["pinned"] = True
     return longer
