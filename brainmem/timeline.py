@@ -6,7 +6,8 @@ A fact is replaced, never deleted. Three ways lead to a replacement:
   value is kept as a snapshot row (soft-deleted, ``merged_into`` the live trace,
   joined by a ``supersedes`` edge) whose ``valid_until`` is the time of the put
   (never before that value began), and the live trace's ``valid_from`` moves to that time. ``update`` of the content
-  does the same (a correction is also "what was believed until then").
+  does the same (a correction is also "what was believed until then"); a fact already
+  replaced keeps its period when corrected, and its old text is kept for that period.
 * ``Brain.add(content, supersedes=[ids])`` stores a new fact and closes the older
   ones: each keeps its row, live and indexed, with ``valid_until`` = the new
   fact's ``created_at``, never before that older fact began (``version`` + 1; subscribers
@@ -213,10 +214,11 @@ def history(store: Store, trace_id: str) -> list[Trace]:
     traces = store.get_many(list(seen), include_deleted=True)
     rids = store.rids_of([t.id for t in traces])
     # at equal times (one clock tick, or a clock set back: each change then happens as the
-    # value before it began) the closed version is the older one, and among those the one
-    # written first (a snapshot, or a replaced fact, is written when it is replaced)
+    # value before it began) the closed version is the older one, an old text (a snapshot)
+    # before the fact it was corrected into, and among those the one written first (a
+    # snapshot, or a replaced fact, is written when it is replaced)
     return sorted(traces, key=lambda t: (began(t), t.valid_until is None, t.valid_until or 0.0,
-                                         rids.get(t.id, 0)))
+                                         t.merged_into is None, rids.get(t.id, 0)))
 
 
 def history_view(traces: Sequence[Trace]) -> list[dict[str, Any]]:

@@ -426,8 +426,11 @@ class Writer:
                 # began, as a supersession does (timeline.close): no period ends before it starts
                 moment = max(at, timeline.began(current))
                 fields["content_hash"] = probe.content_hash
-                fields["valid_from"] = moment
-                timeline.keep_snapshot(self.store, current, moment, until=moment)  # the old content
+                if current.valid_until is None:
+                    fields["valid_from"] = moment
+                    timeline.keep_snapshot(self.store, current, moment, until=moment)  # the old content
+                else:  # a fact already replaced, corrected: it keeps its period, and so does its old text
+                    timeline.keep_snapshot(self.store, current, moment, until=current.valid_until)
         if "type" in fields or "importance" in fields:
             # re-derive stability so the new type's base applies, keeping reinforcement gained
             fields["stability"] = decay.rebase_stability(

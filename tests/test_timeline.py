@@ -406,3 +406,22 @@ def test_history_of_changes_at_one_instant_is_in_the_order_they_were_made(file_b
         facts.append(file_brain.add(f"Ana lives in town {i}", supersedes=[facts[-1].id]))
     assert [t.id for t in file_brain.history(facts[-1].id)] == [t.id for t in facts]
     assert [h.trace.id for h in file_brain.search("Ana")] == [facts[-1].id]
+
+
+def test_correcting_a_replaced_fact_keeps_the_period_it_had(file_brain: Brain, clock: FakeClock) -> None:
+    # correcting the text of a fact already replaced kept its old text as believed until the
+    # correction, past its replacement (as_of then answered both), and gave the corrected
+    # fact a period that ended before it began, listed in history after the current fact
+    berlin = file_brain.add("Ana lives in Berln")
+    clock.advance(DAY)
+    lisbon = file_brain.add("Ana lives in Lisbon", supersedes=[berlin.id])
+    clock.advance(DAY)
+    fixed = file_brain.update(berlin.id, content="Ana lives in Berlin")
+    assert (fixed.valid_from, fixed.valid_until) == (None, T0 + DAY)
+    assert [t.content for t in file_brain.history(lisbon.id)] == \
+        ["Ana lives in Berln", "Ana lives in Berlin", "Ana lives in Lisbon"]
+    assert all(t.valid_until is None or t.valid_until > (t.valid_from or t.created_at)
+               for t in file_brain.history(lisbon.id))
+    assert [h.trace.id for h in file_brain.search("Ana lives", as_of=T0 + 1.5 * DAY)] == [lisbon.id]
+    assert [h.trace.id for h in file_brain.search("Ana lives", as_of=T0 + 0.5 * DAY)] == [berlin.id]
+    assert [h.trace.id for h in file_brain.search("Ana lives")] == [lisbon.id]
