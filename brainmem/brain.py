@@ -165,7 +165,8 @@ class Brain(FacesMixin, AdminMixin):
 
     def restore(self, trace_id: str, *, now: TimeLike | None = None) -> Trace:
         """Bring a soft-deleted trace back to life (it keeps its id and history; its
-        metadata loses ``deleted_reason`` and the notes that came with it)."""
+        metadata loses ``deleted_reason`` and the notes that came with it; an expiry that
+        has passed is cleared, so an expired trace comes back lasting until deleted)."""
         at = self.now(now)
         prepared = self._prepare_missing_vectors([self.get(trace_id, include_deleted=True)])
         with self._write_with_events() as evicted:  # a quota may evict to make room
@@ -184,7 +185,9 @@ class Brain(FacesMixin, AdminMixin):
         The new trace gets ``content`` (default: the sources' contents, one per line),
         the union of tags, the highest strength, stability and importance, the sum of
         access counts, the earliest creation time, the latest expiry (none if any source
-        has none), and ``supersedes`` edges to the sources; the sources' edges are
+        has none), the earliest due time and every cue (reminders merge into a reminder;
+        one listed after a memory of another type is InvalidInput, as that type would drop
+        the due time), and ``supersedes`` edges to the sources; the sources' edges are
         re-pointed to it.
         """
         ids = [] if isinstance(ids, str) else list(dict.fromkeys(check_ids(ids, "ids")))

@@ -35,6 +35,7 @@ from .query import QueryCompiler
 from .rerank import resolve_reranker
 from .store import Filters, Store, WriteBusy
 from .validate import (
+    LAST_TIME,
     check_changes,
     check_ids,
     check_not_async,
@@ -136,11 +137,17 @@ class BrainBase:
         return f"Brain({self.path!r})"
 
     def now(self, now: TimeLike | None = None) -> float:
-        """``now`` as unix seconds, or the clock's time when it is None."""
+        """``now`` as unix seconds, or the clock's time when it is None, to the microsecond:
+        what every surface shows (``iso``), so a time the clock stamped, shown and given
+        back (``since``, ``until``), is the time stored, not one a fraction of a
+        microsecond away. A ``now`` given is taken as it is."""
         stamp = to_timestamp(now, "now")
         if stamp is None:  # the clock's time, read as any time argument (a datetime too)
             stamp = to_timestamp(self.clock(), "the clock's time")
-        assert stamp is not None
+            if stamp is None:  # a clock that forgot to return the time
+                raise InvalidInput("the clock returned None; it must return the time "
+                                   "(unix seconds, a datetime or an ISO-8601 string)")
+            stamp = min(round(stamp, 6), LAST_TIME)  # not rounded up into the year 10000
         return stamp
 
     @contextlib.contextmanager

@@ -617,7 +617,7 @@ def _compact_one(ctx: _Run, trace: Trace, report: ReflectReport) -> int:
         "metadata": {**trace.metadata, "compacted": provenance},
         "version": trace.version + 1,
         "updated_at": now,
-    })
+    }, run_stamp=True)
     report.compacted += 1
     return 1
 

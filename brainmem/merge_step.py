@@ -158,5 +158,5 @@ def absorb(store: Store, policy: Policy, survivor: Trace, losers: Sequence[Trace
         "metadata": {**survivor.metadata, "merged_from": merged_from},
         "version": survivor.version + 1,
         "updated_at": now,
-    })
+    }, run_stamp=True)  # a reflect step (merge, compact): the run's stamp
     return unmerge_mod.fold(store, survivor, losers, by, now, unmerge_mod.survivor_state(survivor))

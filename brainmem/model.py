@@ -99,7 +99,9 @@ def merge_fields(traces: Sequence[Trace]) -> dict[str, Any]:
     merge and compact): the union of tags in order, the highest strength, stability and
     importance, pinned if any was, the summed access counts, the earliest creation, the
     latest access and the latest expiry (:func:`latest_expiry`: a lasting fact folded into
-    one with a TTL must not expire with it)."""
+    one with a TTL must not expire with it), the earliest due time and every cue (a merge of
+    reminders is one, due when the first of them was)."""
+    dues = [t.due_at for t in traces if t.due_at is not None]
     return {
         "tags": list(dict.fromkeys(tag for t in traces for tag in t.tags)),
         "strength": max(t.strength for t in traces),
@@ -110,6 +112,8 @@ def merge_fields(traces: Sequence[Trace]) -> dict[str, Any]:
         "created_at": min(t.created_at for t in traces),
         "last_accessed_at": max(t.last_accessed_at for t in traces),
         "expires_at": latest_expiry(t.expires_at for t in traces),
+        "due_at": min(dues) if dues else None,
+        "cue": "\n".join(dict.fromkeys(t.cue for t in traces if t.cue)) or None,
     }
 
 
@@ -122,12 +126,17 @@ def latest_expiry(expiries: Iterable[float | None]) -> float | None:
 def outlasting(existing: Trace, repeat: Trace, decided: dict[str, Any] | None = None) -> dict[str, Any]:
     """The fields that keep ``existing`` at least as long as ``repeat``, the same memory
     said again (an add deduplicated, an import skipped), asks: the later expiry (None:
-    never), pinned if ``repeat`` is; never shortened, never unpinned. ``decided``: the
-    changes already chosen for ``existing`` (an earlier repeat in the same batch)."""
+    never), pinned if ``repeat`` is, due no later than ``repeat`` is (a reminder asked
+    for sooner comes due sooner); never shortened, never unpinned, never postponed.
+    ``decided``: the changes already chosen for ``existing`` (an earlier repeat in the
+    same batch)."""
     longer = dict(decided or {})
     expiry = longer.get("expires_at", existing.expires_at)
     if latest_expiry([expiry, repeat.expires_at]) != expiry:
         longer["expires_at"] = repeat.expires_at
+    due = longer.get("due_at", existing.due_at)
+    if repeat.due_at is not None and (due is None or repeat.due_at < due):
+        longer["due_at"] = repeat.due_at
     if repeat.pinned and not existing.pinned:
         longer["pinned"] = True
     return longer

@@ -156,6 +156,14 @@ class Store(IndexTables, EdgeTables, LogTables, InspectTables, VectorTables, Mai
                 found[trace.id] = trace
         return [found[i] for i in ids if i in found]
 
+    def rids_of(self, ids: Sequence[str]) -> dict[str, int]:
+        """The row id (the order rows were written in) of each of ``ids`` that exists."""
+        found: dict[str, int] = {}
+        for chunk in in_chunks(ids):
+            found.update((str(i), int(r)) for i, r in self.execute(
+                f"SELECT id, rid FROM traces WHERE id IN ({', '.join('?' * len(chunk))})", list(chunk)))
+        return found
+
     def find_duplicate(self, content_hash: str, type: str, scope: str, scope_id: str, *,
                        max_rid: int | None = None, other_than: str | None = None) -> Trace | None:
         """The live trace with this content hash in this type and scope, if any (among
@@ -213,14 +221,17 @@ class Store(IndexTables, EdgeTables, LogTables, InspectTables, VectorTables, Mai
                 f"OR dst IN ({marks}))", [*chunk, *chunk])
         return [(src, dst) for _, src, dst in sorted(pairs, key=lambda p: -p[0])]
 
-    def update_fields(self, trace_id: str, fields: dict[str, Any]) -> None:
-        """Set columns of one trace (names checked against :data:`MUTABLE`)."""
+    def update_fields(self, trace_id: str, fields: dict[str, Any], *, run_stamp: bool = False) -> None:
+        """Set columns of one trace (names checked against :data:`MUTABLE`). ``updated_at``
+        never goes back (a clock set back), except with ``run_stamp``: a reflect step
+        stamps the run's ``now`` exactly, which is how :meth:`stamped` finds its changes."""
         unknown = set(fields) - MUTABLE
         if unknown:
             raise InvalidInput(f"cannot set {', '.join(sorted(unknown))}")
         if not fields:
             return
-        assignments = ", ".join(f"{name} = ?" for name in fields)
+        later = "updated_at = ?" if run_stamp else "updated_at = max(?, updated_at)"
+        assignments = ", ".join(later if name == "updated_at" else f"{name} = ?" for name in fields)
         values = [_column_value(name, value) for name, value in fields.items()]
         self.execute(f"UPDATE traces SET {assignments} WHERE id = ?", [*values, trace_id])
         if "tags" in fields:
@@ -609,7 +620,7 @@ class Store(IndexTables, EdgeTables, LogTables, InspectTables, VectorTables, Mai
         for trace_id, last, reason in seen:
             due, more = (("expires_at <= ?", (at,)) if reason == "expired" else (f"NOT ({_KEPT})", ()))
             for _id, text in list(self.execute(
-                    "UPDATE traces SET deleted_at = ?, updated_at = ? "
+                    "UPDATE traces SET deleted_at = ?, updated_at = max(?, updated_at) "
                     f"WHERE id = ? AND deleted_at IS NULL AND last_accessed_at = ? AND {due} "
                     "RETURNING id, metadata",
                     (at, at, trace_id, last, *more))):
@@ -625,7 +636,7 @@ class Store(IndexTables, EdgeTables, LogTables, InspectTables, VectorTables, Mai
     def soft_delete_many(self, ids: Sequence[str], at: float, merged_into: str | None = None) -> None:
         """Soft-delete live traces (optionally recording the survivor they merged into)."""
         self.db.executemany(
-            "UPDATE traces SET deleted_at = ?, updated_at = ?, merged_into = ? "
+            "UPDATE traces SET deleted_at = ?, updated_at = max(?, updated_at), merged_into = ? "
             "WHERE id = ? AND deleted_at IS NULL",
             [(at, at, merged_into, i) for i in ids],
         )
@@ -634,7 +645,7 @@ class Store(IndexTables, EdgeTables, LogTables, InspectTables, VectorTables, Mai
         """Soft-delete live traces merged into ``merged_into``, each with new metadata
         (the merge record :mod:`brainmem.unmerge` reads back)."""
         self.db.executemany(
-            "UPDATE traces SET deleted_at = ?, updated_at = ?, merged_into = ?, metadata = ? "
+            "UPDATE traces SET deleted_at = ?, updated_at = max(?, updated_at), merged_into = ?, metadata = ? "
             "WHERE id = ? AND deleted_at IS NULL",
             [(at, at, merged_into, _column_value("metadata", meta), i) for i, meta in rows],
         )

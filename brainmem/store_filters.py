@@ -79,7 +79,9 @@ class Filters:
             where.append("(" + (" OR ".join("(t.scope = ? AND t.scope_id = ?)" for _ in pairs) or "0") + ")")
             params.extend(v for pair in pairs for v in pair)
         if self.current_at is not None:
-            where.append("(t.valid_until IS NULL OR t.valid_until > ?)")
+            # a period that ends as it begins (a fact superseded before it began) is never current
+            where.append("(t.valid_until IS NULL OR (t.valid_until > ? "
+                         "AND t.valid_until > COALESCE(t.valid_from, t.created_at)))")
             params.append(self.current_at)
         if self.valid_at is not None:
             # began by then: a value changed since is answered by its snapshot (timeline)

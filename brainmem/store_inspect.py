@@ -94,7 +94,10 @@ class InspectTables(Database):
     def growth_by_day(self) -> list[tuple[int, int, int]]:
         """(day as unix seconds, traces created that day, of them deleted since)."""
         return [(int(day) * 86_400, added, deleted) for day, added, deleted in self.execute(
-            "SELECT CAST(created_at / 86400 AS INTEGER) AS d, count(*), count(deleted_at) "
+            # the day number rounded down (CAST truncates toward zero: a time before 1970
+            # would count on the next day); floor() is not in every SQLite build
+            "SELECT CAST(created_at / 86400 AS INTEGER) - (created_at < 0 AND "
+            "created_at != CAST(created_at / 86400 AS INTEGER) * 86400) AS d, count(*), count(deleted_at) "
             "FROM traces GROUP BY d ORDER BY d")]
 
     def stamped(self, at: float, limit: int, skip: Iterable[str] = ()

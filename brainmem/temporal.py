@@ -157,7 +157,10 @@ class TemporalCues:
 def parse(text: str, now: float, tz: tzinfo = timezone.utc) -> TemporalCues:
     """The time windows ``text`` refers to, relative to ``now`` (unix seconds), with
     calendar spans ("yesterday", "in October") in the time zone ``tz``."""
-    today = datetime.fromtimestamp(now, tz=tz)
+    try:
+        today = datetime.fromtimestamp(now, tz=tz)
+    except (ValueError, OverflowError):  # its local day is outside the calendar (year 0 or 10000)
+        return TemporalCues([], text)
     windows: list[Window] = []
     taken: list[tuple[int, int]] = []
     given = text

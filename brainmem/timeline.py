@@ -6,10 +6,12 @@ A fact is replaced, never deleted. Three ways lead to a replacement:
   value is kept as a snapshot row (soft-deleted, ``merged_into`` the live trace,
   joined by a ``supersedes`` edge) whose ``valid_until`` is the time of the put
   (never before that value began), and the live trace's ``valid_from`` moves to that time. ``update`` of the content
-  does the same (a correction is also "what was believed until then").
+  does the same (a correction is also "what was believed until then"); a fact already
+  replaced keeps its period when corrected, and its old text is kept for that period.
 * ``Brain.add(content, supersedes=[ids])`` stores a new fact and closes the older
   ones: each keeps its row, live and indexed, with ``valid_until`` = the new
-  fact's ``created_at`` (``version`` + 1; subscribers are told "update"); the new one gets ``valid_from`` = that time and a
+  fact's ``created_at``, never before that older fact began (``version`` + 1; subscribers
+  are told "update"); the new one gets ``valid_from`` = that time and a
   ``supersedes`` edge (new -> old) per replaced fact. A fact said again after it
   was replaced (the add deduplicates to the old trace) is current again from that
   add on; its earlier period is kept as a snapshot, as ``update`` keeps old content.
@@ -17,7 +19,8 @@ A fact is replaced, never deleted. Three ways lead to a replacement:
   replaces a known one; it is then added with ``supersedes`` as above.
 
 How search favours the current fact: it is a filter, not a weight. A default
-search only sees facts current at ``now`` (``valid_until`` unset or later), so a
+search only sees facts current at ``now`` (``valid_until`` unset, or later than ``now``
+and than the fact began: a period that ends as it begins is never current), so a
 superseded fact never outranks its replacement; there is no factor to fit.
 ``search(..., as_of=T)`` sees the facts valid at T instead: created by T and not
 superseded by then. A value changed after T (by ``put`` or an ``update`` of its
@@ -160,11 +163,14 @@ def close(store: Store, new: Trace, olds: Sequence[Trace], at: float | None = No
     content) and it is current again from ``at``; if it was still current, it stays so
     from when it began."""
     at = new.created_at if at is None else at
-    for old in olds:
-        store.update_fields(old.id, {"valid_until": max(at, began(old)), "version": old.version + 1,
+    # a replacement timed before an old fact began (a fact dated ahead, a clock set back)
+    # happens as it began: no period ends before it starts, and the new fact begins there
+    ends = [max(at, began(old)) for old in olds]
+    for old, end in zip(olds, ends, strict=True):
+        store.update_fields(old.id, {"valid_until": end, "version": old.version + 1,
                                      "updated_at": max(at, old.updated_at)})
     changed = [old.id for old in olds]
-    start = began(new)
+    start = max([began(new), *ends])
     reopened: dict[str, Any] = {}
     if new.valid_until is not None:  # replaced before, said again: current from ``at`` on
         keep_snapshot(store, new, at, new.valid_until)
@@ -206,8 +212,13 @@ def history(store: Store, trace_id: str) -> list[Trace]:
         frontier = list(found)[: MAX_HISTORY - len(seen)]
         seen.update(frontier)
     traces = store.get_many(list(seen), include_deleted=True)
-    # at equal times (one clock tick) the closed version is the older one
-    return sorted(traces, key=lambda t: (began(t), t.valid_until is None, t.created_at))
+    rids = store.rids_of([t.id for t in traces])
+    # at equal times (one clock tick, or a clock set back: each change then happens as the
+    # value before it began) the closed version is the older one, an old text (a snapshot)
+    # before the fact it was corrected into, and among those the one written first (a
+    # snapshot, or a replaced fact, is written when it is replaced)
+    return sorted(traces, key=lambda t: (began(t), t.valid_until is None, t.valid_until or 0.0,
+                                         t.merged_into is None, rids.get(t.id, 0)))
 
 
 def history_view(traces: Sequence[Trace]) -> list[dict[str, Any]]:

@@ -25,7 +25,7 @@ Import decisions:
   metadata links, :data:`brainmem.import_stream.LINK_KEYS`, follow the mapping, as they
   do with ``new_ids``). The brain's trace then lasts as long as the file's asks, as
   for a repeated add (:func:`brainmem.model.outlasting`: pinned if it was, the later
-  expiry).
+  expiry, the earlier due time).
   Duplicates inside the file itself are kept, so a round trip is lossless.
 * A keyed live trace whose key is held by a different live value in the brain is a
   conflict: :class:`InvalidInput`, nothing imported (same value: skipped, mapped);

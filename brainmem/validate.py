@@ -71,6 +71,9 @@ _END_TIME = (datetime(9999, 12, 31, tzinfo=timezone.utc) - _EPOCH + timedelta(da
 #: The last unix seconds before _END_TIME: a datetime in the last microseconds of 9999
 #: (23:59:59.999999) is rounded up to _END_TIME by a float, and is held as this instead.
 _LAST_TIME = math.nextafter(_END_TIME, 0.0)
+#: The first and last times a trace can hold (and :func:`brainmem.model.iso` show):
+#: 0001-01-01T00:00:00Z and 9999-12-31T23:59:59.999…Z.
+FIRST_TIME, LAST_TIME = _MIN_TIME, _LAST_TIME
 
 
 def _default(value: Any, default: str) -> Any:
@@ -291,13 +294,15 @@ def to_timestamp(value: TimeLike | None, what: str = "time", *, end_of_day: bool
     given = value
     if isinstance(value, str):
         text = value.strip()
+        try:  # RFC 3339 allows a lowercase z
+            moment = datetime.fromisoformat(text.replace("Z", "+00:00").replace("z", "+00:00"))
+        except ValueError:
+            # checked first: Python 3.11's date.fromisoformat reads "2026030109" as 2026-03-01
+            raise InvalidInput(f"{what} {shown(value)} is not an ISO-8601 time") from None
         try:
             value = date.fromisoformat(text)  # a day, no time part
         except ValueError:
-            try:  # RFC 3339 allows a lowercase z
-                value = datetime.fromisoformat(text.replace("Z", "+00:00").replace("z", "+00:00"))
-            except ValueError:
-                raise InvalidInput(f"{what} {shown(value)} is not an ISO-8601 time") from None
+            value = moment
     if isinstance(value, date) and not isinstance(value, datetime):  # a day: its midnight, UTC
         midnight = datetime(value.year, value.month, value.day, tzinfo=timezone.utc)
         if end_of_day:  # the float before the next midnight (9999-12-31: _LAST_TIME)

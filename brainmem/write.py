@@ -31,7 +31,15 @@ from .errors import InvalidInput, NotFound, QuotaExceeded, VersionConflict, list
 from .model import Trace, merge_fields, outlasting
 from .policy import Policy
 from .store import Filters, Store
-from .validate import INT64_MAX, build_trace, check_changes, check_choice, check_int, check_reminder
+from .validate import (
+    INT64_MAX,
+    REMINDER_TYPE,
+    build_trace,
+    check_changes,
+    check_choice,
+    check_int,
+    check_reminder,
+)
 
 
 @dataclass(frozen=True)
@@ -343,7 +351,8 @@ class Writer:
         """Bring a soft-deleted trace back (same id, ``version`` + 1), unless its key or its
         content is live in another trace now (an expired one is soft-deleted, as for
         an add); a live trace more counts against
-        ``Policy.quota`` as an add does (refused, or room made by eviction)."""
+        ``Policy.quota`` as an add does (refused, or room made by eviction). An expiry that
+        has passed is cleared (kept, it would leave the trace invisible, pruned again)."""
         if trace.key is not None and self.key_holder(trace.key, trace.scope, trace.scope_id, at):
             raise InvalidInput(f"cannot restore {trace.id}: key {trace.key!r} is taken by a live trace")
         duplicate = self.live_duplicate(trace.content_hash, trace.type, trace.scope, trace.scope_id, at)
@@ -352,8 +361,10 @@ class Writer:
         self.before_insert(trace, at)
         reason = trace.metadata.get("deleted_reason")
         notes = {"deleted_reason", *_DELETE_NOTES.get(reason, ())} if isinstance(reason, str) else set()
+        expired = trace.expires_at is not None and trace.expires_at <= at
         self.store.update_fields(trace.id, {"deleted_at": None, "merged_into": None, "updated_at": at,
                                             "version": trace.version + 1,
+                                            **({"expires_at": None} if expired else {}),
                                             "metadata": {k: v for k, v in trace.metadata.items()
                                                          if k not in notes}})
         restored = self.store.get(trace.id)
@@ -415,8 +426,11 @@ class Writer:
                 # began, as a supersession does (timeline.close): no period ends before it starts
                 moment = max(at, timeline.began(current))
                 fields["content_hash"] = probe.content_hash
-                fields["valid_from"] = moment
-                timeline.keep_snapshot(self.store, current, moment, until=moment)  # the old content
+                if current.valid_until is None:
+                    fields["valid_from"] = moment
+                    timeline.keep_snapshot(self.store, current, moment, until=moment)  # the old content
+                else:  # a fact already replaced, corrected: it keeps its period, and so does its old text
+                    timeline.keep_snapshot(self.store, current, moment, until=current.valid_until)
         if "type" in fields or "importance" in fields:
             # re-derive stability so the new type's base applies, keeping reinforcement gained
             fields["stability"] = decay.rebase_stability(
@@ -488,14 +502,19 @@ class Writer:
         if len(scopes) > 1:
             raise InvalidInput("merge needs traces of one scope and scope_id")
         first, kept = sources[0], merge_fields(sources)
+        if kept["due_at"] is not None and first.type != REMINDER_TYPE:
+            raise InvalidInput(f"{first.id} is a {first.type} memory and the merge takes its type, which "
+                               f"would drop the reminders' due time: list a reminder first, or clear "
+                               f"their due_at")
         text = content if content is not None else "\n".join(s.content for s in sources)
         built = build_trace(
             {"content": text, "type": first.type, "scope": first.scope, "scope_id": first.scope_id,
              "episode": first.episode, "tags": kept["tags"],  # validated: over max_tags refuses
+             "due_at": kept["due_at"], "cue": kept["cue"],  # validated: a cue over its limit refuses
              "metadata": {"merged_from": [s.id for s in sources], "merged_by": "merge"}},
             at, self.policy,
         )
-        merged = dataclasses.replace(built, **kept, updated_at=at)
+        merged = dataclasses.replace(built, **kept, updated_at=max(at, kept["created_at"]))
         self.store.insert(merged)
         # sources soft-deleted with a merge record, edges re-pointed, supersedes edges:
         # the one fold every merge goes through, so Brain.unmerge can undo it

@@ -289,6 +289,22 @@ def test_restore_clears_why_the_trace_was_deleted(brain_factory, tmp_path, clock
     assert brain.restore(note.id).metadata == {}
 
 
+def test_restore_of_an_expired_trace_brings_it_back(file_brain, clock):
+    # restore said it was live again, yet the trace was still past its expiry: invisible to
+    # get and search, and pruned again by the next reflect. A passed expiry is cleared; one
+    # still ahead is kept.
+    code = file_brain.add("the door code is 4821", ttl=60)
+    clock.advance(120)
+    assert file_brain.reflect().expired == 1
+    back = file_brain.restore(code.id)
+    assert back.expires_at is None and file_brain.get(code.id).id == code.id
+    assert [h.trace.id for h in file_brain.search("door code", reinforce=False)] == [code.id]
+    assert file_brain.reflect().expired == 0 and file_brain.get(code.id)
+    later = file_brain.add("the parcel locker pin is 77", ttl=600)
+    file_brain.delete(later.id)
+    assert file_brain.restore(later.id).expires_at == later.expires_at
+
+
 def test_restore_unknown_raises_not_found(mem_brain):
     with pytest.raises(NotFound) as caught:
         mem_brain.restore("mt_nope")
@@ -539,6 +555,23 @@ def test_a_merge_lives_as_long_as_its_longest_lived_source(file_brain, clock):
     assert file_brain.merge([n.id for n in notes]).expires_at == pytest.approx(clock.now + 600)
     mixed = [file_brain.add("gate code 1", ttl=60), file_brain.add("gate code 2")]
     assert file_brain.merge([n.id for n in mixed]).expires_at is None  # one never expired
+
+
+def test_a_merge_of_reminders_is_a_reminder_due_at_the_earliest(file_brain, clock):
+    # the merged trace was a prospective memory with no due time and no cue: due() never
+    # listed it again and its cue no longer brought it back
+    visa = file_brain.add("ask about the visa", due_at=clock.now + 100, cue="travel")
+    form = file_brain.add("fill in the visa form", due_at=clock.now + 200, cue="paperwork")
+    merged = file_brain.merge([form.id, visa.id])
+    assert (merged.type, merged.due_at) == ("prospective", clock.now + 100)
+    assert merged.cue == "paperwork\ntravel"
+    assert [t.id for t in file_brain.due(now=clock.now + 150)] == [merged.id]
+    # a plain memory listed first would make it a plain memory, dropping the due time: refused
+    plan = file_brain.add("we fly on friday")
+    call = file_brain.add("call the embassy", due_at=clock.now + 300)
+    with pytest.raises(InvalidInput, match="due"):
+        file_brain.merge([plan.id, call.id])
+    assert file_brain.get(plan.id) and file_brain.get(call.id)
 
 
 def test_merge_rejects_bad_input(mem_brain):
@@ -1090,6 +1123,45 @@ def test_a_clock_that_is_not_a_function_of_the_time_is_invalid_input(tmp_path: P
     with Brain(str(path), clock=lambda: "soon") as brain:
         with pytest.raises(InvalidInput, match="clock"):
             brain.add("y")
+
+
+def test_a_clock_that_returns_none_is_invalid_input(tmp_path: Path) -> None:
+    # a clock that forgets to return the time (a lambda around a function returning
+    # None) raised a bare AssertionError from Brain.now; under python -O a None time went on
+    with Brain(str(tmp_path / "b.db"), clock=lambda: None) as brain:
+        with pytest.raises(InvalidInput, match="clock"):
+            brain.add("x")
+        assert brain.call_tool("memory_search", {"query": "x"})["error"]["type"] == "InvalidInput"
+    with Brain(str(tmp_path / "b.db")) as again:
+        assert again.stats()["live"] == 0
+
+
+def test_updated_at_never_goes_back_when_the_clock_does(file_brain: Brain, clock) -> None:
+    # delete, restore, merge and reflect's merge wrote the clock's time as updated_at:
+    # with a clock set back it went back, before the trace's own created_at
+    a = file_brain.add("the red kettle is in the attic")
+    b = file_brain.add("the blue kettle is in the shed")
+    clock.advance(-3600)
+    file_brain.delete(a.id)
+    file_brain.restore(a.id)
+    merged = file_brain.merge([a.id, b.id])
+    file_brain.unmerge(merged.id)
+    for trace in (merged, *(file_brain.get(i, include_deleted=True) for i in (a.id, b.id, merged.id))):
+        assert trace.updated_at >= trace.created_at, trace
+    assert file_brain.get(a.id).updated_at == clock.now + 3600
+
+
+def test_a_time_shown_for_a_trace_selects_it_when_given_back() -> None:
+    # every surface shows times to the microsecond, the clock (time.time) gives finer ones:
+    # a created_at read from memory_read or list --json and given back as since or until
+    # left out the very trace it came from, about half the time
+    moments = iter(T0 + 0.1234567 + i * 0.0000003 for i in range(1000))
+    with Brain(":memory:", clock=lambda: next(moments)) as brain:
+        for i in range(30):
+            trace = brain.add(f"kettle note {i}")
+            shown = brain.call_tool("memory_read", {"ids": [trace.id]}, extra="all")["traces"][0]
+            for window in ({"since": shown["created_at"]}, {"until": shown["created_at"]}):
+                assert trace.id in {item.id for item in brain.list(limit=100, **window).items}, window
 
 
 def test_stats_count_expired_traces_awaiting_prune(file_brain: Brain, clock) -> None:

@@ -642,6 +642,19 @@ def test_due_at_without_a_type_makes_a_reminder_and_with_another_type_is_refused
     assert file_brain.update(note.id, type="prospective", due_at=clock.now + 5).due_at == clock.now + 5
 
 
+def test_a_reminder_said_again_sooner_comes_due_sooner(file_brain: Brain, clock) -> None:
+    # the repeat deduplicated to the first reminder and its earlier due time was dropped:
+    # "call mom" asked for tomorrow came due in five days
+    DAY = 86_400
+    first = file_brain.add("call mom", due_at=clock.now + 5 * DAY)
+    again = file_brain.add_result("call mom", due_at=clock.now + DAY)
+    assert again.deduplicated and again.trace.id == first.id and again.trace.due_at == clock.now + DAY
+    assert [t.id for t in file_brain.due(clock.now + 2 * DAY)] == [first.id]
+    # a later due time, or none, never postpones it
+    assert file_brain.add("call mom", due_at=clock.now + 9 * DAY).due_at == clock.now + DAY
+    assert file_brain.add("call mom", type="prospective").due_at == clock.now + DAY
+
+
 def test_import_keeps_a_due_time_on_a_memory_that_is_not_a_reminder(brain_factory, tmp_path,
                                                                       clock) -> None:
     # a brain may already hold such traces (written before due_at made a reminder): they

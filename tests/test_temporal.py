@@ -172,3 +172,16 @@ def test_a_curly_apostrophe_is_the_same_cue(phrase: str) -> None:
     assert straight.windows and [(w.start, w.end) for w in curly.windows] == \
         [(w.start, w.end) for w in straight.windows]
     assert curly.rest.split() == straight.rest.split() and curly.kept == straight.kept
+
+
+@pytest.mark.parametrize("zone, now", [("America/New_York", "0001-01-01T00:00:00Z"),
+                                       ("Asia/Tokyo", "9999-12-31T23:59:59Z")])
+def test_a_now_whose_local_day_is_outside_the_calendar_searches(brain_factory, zone: str, now: str) -> None:
+    # 0001-01-01 00:00 UTC is still year 0 in New York (9999-12-31 23:59 UTC is year 10000
+    # in Tokyo): every search there, with a time cue or without, raised OverflowError
+    from brainmem import Policy
+
+    brain = brain_factory(policy=Policy(time_zone=zone))
+    gym = brain.add("met Ana at the gym", created_at=now)
+    for query in ("gym", "gym yesterday", "what did I do last week at the gym"):
+        assert [h.trace.id for h in brain.search(query, now=now)] == [gym.id]

@@ -377,3 +377,51 @@ def test_a_change_timed_before_the_value_began_keeps_history_in_order(file_brain
     assert chain[0].valid_until == chain[1].valid_from == T0 + DAY
     assert all(t.updated_at >= t.created_at for t in chain)
     assert file_brain.search("Sam lives", as_of=T0 + DAY + 1)[0].trace.content.endswith("Lisbon")
+
+
+def test_a_fact_superseded_before_it_began_is_not_current(file_brain: Brain, clock: FakeClock) -> None:
+    # a fact stored later than the clock says now (a message dated ahead, a clock set back)
+    # and then replaced: the replacement happens as the old fact began, so the default
+    # search (facts current now) shows only the new fact, and history stays oldest first
+    berlin = file_brain.add("Sam lives in Berlin", created_at=T0 + DAY)
+    lisbon = file_brain.add("Sam lives in Lisbon", supersedes=[berlin.id])
+    assert [h.trace.id for h in file_brain.search("Sam lives")] == [lisbon.id]
+    assert [h.trace.id for h in file_brain.search("Sam lives", now=T0 + 2 * DAY)] == [lisbon.id]
+    chain = file_brain.history(lisbon.id)
+    assert [t.id for t in chain] == [berlin.id, lisbon.id]
+    assert chain[0].valid_until == chain[1].valid_from == T0 + DAY
+    assert [h.trace.id for h in file_brain.search("Sam lives", as_of=T0 + DAY)] == [lisbon.id]
+
+
+def test_history_of_changes_at_one_instant_is_in_the_order_they_were_made(file_brain: Brain,
+                                                                           clock: FakeClock) -> None:
+    # values put at the same instant (a clock that did not move, or one set back: each change
+    # then happens as the value before began) were listed in any order
+    for i in range(6):
+        current = file_brain.put("city", f"Sam lives in town {i}")
+    assert [t.content[-1] for t in file_brain.history(current.id)] == list("012345")
+    facts = [file_brain.add("Ana lives in town 0")]
+    for i in range(1, 6):
+        clock.advance(-60)
+        facts.append(file_brain.add(f"Ana lives in town {i}", supersedes=[facts[-1].id]))
+    assert [t.id for t in file_brain.history(facts[-1].id)] == [t.id for t in facts]
+    assert [h.trace.id for h in file_brain.search("Ana")] == [facts[-1].id]
+
+
+def test_correcting_a_replaced_fact_keeps_the_period_it_had(file_brain: Brain, clock: FakeClock) -> None:
+    # correcting the text of a fact already replaced kept its old text as believed until the
+    # correction, past its replacement (as_of then answered both), and gave the corrected
+    # fact a period that ended before it began, listed in history after the current fact
+    berlin = file_brain.add("Ana lives in Berln")
+    clock.advance(DAY)
+    lisbon = file_brain.add("Ana lives in Lisbon", supersedes=[berlin.id])
+    clock.advance(DAY)
+    fixed = file_brain.update(berlin.id, content="Ana lives in Berlin")
+    assert (fixed.valid_from, fixed.valid_until) == (None, T0 + DAY)
+    assert [t.content for t in file_brain.history(lisbon.id)] == \
+        ["Ana lives in Berln", "Ana lives in Berlin", "Ana lives in Lisbon"]
+    assert all(t.valid_until is None or t.valid_until > (t.valid_from or t.created_at)
+               for t in file_brain.history(lisbon.id))
+    assert [h.trace.id for h in file_brain.search("Ana lives", as_of=T0 + 1.5 * DAY)] == [lisbon.id]
+    assert [h.trace.id for h in file_brain.search("Ana lives", as_of=T0 + 0.5 * DAY)] == [berlin.id]
+    assert [h.trace.id for h in file_brain.search("Ana lives")] == [lisbon.id]

@@ -127,6 +127,43 @@ def test_overview_bounds_the_by_scope_table(tmp_path: Path, clock: Any,
     assert table.count("<tr>") == 1 + 5 and "7 more not shown" in page
 
 
+def test_overview_growth_days_before_year_1000_and_1970(tmp_path: Path, clock: Any) -> None:
+    # a day before year 1000 was written "999-03-01" (strftime drops the zeros), which the
+    # growth chart could not read back: the overview page was a 500; and a time before 1970
+    # counted on the next day (the day number truncated toward zero)
+    path = tmp_path / "old.brain"
+    with Brain(str(path), clock=clock) as brain:
+        brain.add("a very old note", created_at="0999-03-01T12:00:00Z")
+        brain.add("just before the epoch", created_at="1969-12-31T23:00:00Z")
+        brain.add("today")
+    ui = client(path, clock)
+    assert ui.get("/").status_code == 200
+    days = [d["day"] for d in ui.get("/api/overview").json()["growth"]]
+    assert days[:2] == ["0999-03-01", "1969-12-31"] and len(days) == 3
+
+
+def test_trace_page_of_a_memory_dated_in_the_last_years_of_the_calendar(tmp_path: Path, clock: Any) -> None:
+    # its R(t) curve ran past the year 9999 and the time it reaches the prune threshold
+    # was past it too: both were printed as dates, and the page was a server error
+    path = tmp_path / "late.brain"
+    with Brain(str(path), clock=clock) as brain:
+        late = brain.add("a note from the far future", created_at="9999-06-01T00:00:00Z")
+        last = brain.add("the last moment", created_at="9999-12-31T23:59:59.999999Z")
+    ui = client(path, clock)
+    for trace in (late, last):
+        assert ui.get(f"/trace/{trace.id}").status_code == 200
+        assert ui.get(f"/api/trace/{trace.id}").json()["reaches_threshold_at"] is None
+
+
+def test_search_with_a_cue_reaching_before_year_1_shows_its_window(ro: TestClient) -> None:
+    # "3000 years ago" makes a window starting before the year 1, which has no date to
+    # show: the search page and /api/search were a server error
+    for query in ("tea 3000 years ago", "tea in the past 2100 years"):
+        assert ro.get("/search", params={"q": query}).status_code == 200
+        (window,) = ro.get("/api/search", params={"q": query}).json()["windows"]
+        assert window["since"] == "0001-01-01T00:00:00Z" and window["since"] <= window["until"]
+
+
 def test_overview_reports_check_problems(built: Any, clock: Any) -> None:
     import apsw
 

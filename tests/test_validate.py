@@ -169,6 +169,17 @@ def test_a_date_and_a_lowercase_z_are_times() -> None:
     assert to_timestamp("2026-01-15t00:00:00z", "since") == midnight == to_timestamp("2026-01-15T00:00:00Z")
 
 
+@pytest.mark.parametrize("text", ["2026030109", "20260301T9", "20260301xx"])
+def test_a_compact_day_with_two_more_characters_is_not_that_day(mem_brain: Brain, text: str) -> None:
+    # Python 3.11's date.fromisoformat reads 8 digits and skips 2 more characters: a time
+    # such as "2026030109" (meant as 09:00) was stored as 2026-03-01 00:00 without a word
+    with pytest.raises(InvalidInput, match="created_at"):
+        mem_brain.add("the kettle boiled", created_at=text)
+    assert mem_brain.stats()["live"] == 0
+    assert mem_brain.call_tool("memory_search", {"query": "kettle", "until": text})["error"]["type"] == \
+        "InvalidInput"
+
+
 def test_a_date_only_until_includes_that_whole_day(file_brain: Brain, tmp_path, capsys) -> None:
     # Before: until="2026-01-15" meant 2026-01-15T00:00Z, so everything later on the 15th
     # was left out; a day as until means up to and including that day (UTC).

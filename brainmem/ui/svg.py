@@ -14,6 +14,7 @@ from typing import Any
 from urllib.parse import quote
 
 from ..model import iso
+from ..validate import LAST_TIME
 
 #: Node fill per trace type (colour-blind-safe Okabe-Ito palette).
 TYPE_COLOURS = {"episodic": "#0072B2", "semantic": "#009E73", "procedural": "#E69F00",
@@ -69,9 +70,13 @@ def retrievability_curve(trace: Any, now: float, threshold: float, recall_times:
     crossing = None
     if stab > 0 and s0 > threshold > 0:
         crossing = last + stab * math.log(s0 / threshold)
+        if crossing > LAST_TIME:  # after the year 9999: no date to show, never as far as one can say
+            crossing = None
     start = min(float(trace.created_at), last)
     end = max(now, crossing if crossing is not None else now + max(stab, 86_400.0))
     end = min(end, now + 3650 * 86_400.0) if end > start else start + 86_400.0
+    end = min(end, LAST_TIME)  # a curve past the year 9999 has no date to end on
+    start = min(start, end - 86_400.0)
     left, right, top, bottom = 40, 10, 10, 30
     w, h = width - left - right, height - top - bottom
 
@@ -163,7 +168,7 @@ def growth(days: Sequence[dict[str, Any]], width: int = 420, height: int = 140) 
 
 def day_text(ts: float) -> str:
     """"YYYY-MM-DD" of unix seconds (UTC)."""
-    return datetime.fromtimestamp(ts, tz=timezone.utc).strftime("%Y-%m-%d")
+    return datetime.fromtimestamp(ts, tz=timezone.utc).date().isoformat()  # strftime: "999-03-01"
 
 
 def _day(day: str | float) -> float:

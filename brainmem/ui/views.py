@@ -17,7 +17,7 @@ from ..inspection import RECALL_WINDOW
 from ..jsonview import jsonable
 from ..model import SCOPES, TYPES
 from ..tool_base import hit_view, trace_view
-from ..validate import LIMIT_MAX
+from ..validate import FIRST_TIME, LAST_TIME, LIMIT_MAX
 from .app import MAX_QUERY_CHARS, UiError
 from .svg import day_text, retrievability_curve
 
@@ -115,7 +115,9 @@ def search(brain: Any, args: dict[str, Any]) -> dict[str, Any]:
         results.append(view)
     return {"query": query, "results": results, "offset": offset, "retrieval_id": hits.retrieval_id,
             "terms": list(hits.terms),
-            "windows": [{"since": a, "until": b} for a, b in hits.windows],
+            # a cue reaching past the calendar ("3000 years ago") is shown up to its ends
+            "windows": [{"since": min(max(a, FIRST_TIME), LAST_TIME), "until": min(max(b, FIRST_TIME), LAST_TIME)}
+                        for a, b in hits.windows],
             **({"degraded": hits.degraded} if hits.degraded else {})}
 
 
