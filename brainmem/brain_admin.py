@@ -195,7 +195,8 @@ class AdminMixin(BrainBase):
         (edges/tag rows of traces that do not exist), ``hashes`` (traces whose dedup
         hash is not their text's: edited outside brainmem), ``json`` (traces whose tags
         or metadata is not JSON: the same), ``tag_rows`` (traces whose tag filter does
-        not hold their tags: the same), ``unsafe_merges`` (past
+        not hold their tags: the same), ``vectors`` (embedding vectors whose bytes are not
+        a vector of their dimension: the same), ``unsafe_merges`` (past
         merges the merge rule refuses), ``counts`` and readable
         ``problems``. See :mod:`brainmem.maintenance`.
         """
@@ -208,7 +209,8 @@ class AdminMixin(BrainBase):
         """Back up the file (online backup, to ``backup_to`` or ``<path>.<time>.bak``),
         rebuild the search index, drop orphan edges and recompute stale dedup hashes
         and tag filters (``rehashed``, ``retagged``), and make unreadable tags and
-        metadata readable (``json_fixed``); with ``unmerge_unsafe``, undo
+        metadata readable (``json_fixed``), delete vectors edited into something else
+        (``vectors_dropped``; the next backfill embeds their traces again); with ``unmerge_unsafe``, undo
         the past merges :meth:`check` reports as ``unsafe_merges``. Returns what was done
         and a fresh :meth:`check` under ``["after"]``."""
         from . import maintenance

@@ -685,3 +685,22 @@ def test_reflect_says_when_another_backfill_held_its_vectors(tmp_path) -> None:
     report = reports[0]
     assert report.status == "ok" and report.embedded == 0
     assert any("another backfill" in note for note in report.notes), report.notes
+
+
+def test_a_vector_blob_cut_short_by_hand_is_skipped_reported_and_repaired(brain_factory, emb, tmp_path) -> None:
+    brain = brain_factory(embedder=emb)
+    luna = brain.add_many(STORY)[0]
+    brain.close()
+    db = apsw.Connection(str(tmp_path / "brain.db"))  # a vector edited outside brainmem
+    db.execute("UPDATE vectors SET v = x'0102' WHERE rid = (SELECT rid FROM traces WHERE id = ?)", (luna.id,))
+    db.close()
+    brain = brain_factory(embedder=emb)
+    hits = brain.search("which vehicle", reinforce=False)  # a search never trips over it
+    assert contents(hits)[0] == STORY[1] and hits.degraded is None
+    report = brain.check()
+    assert not report["ok"] and report["vectors"] == 1
+    assert any(p.startswith("vectors: 1 ") for p in report["problems"])
+    result = brain.repair()
+    assert result["ok"] and result["vectors_dropped"] == 1 and brain.stats()["embedder"]["missing"] == 1
+    assert brain.embed()["embedded"] == 1
+    assert contents(brain.search("which pet", reinforce=False))[0] == STORY[0]
