@@ -704,3 +704,36 @@ def test_a_vector_blob_cut_short_by_hand_is_skipped_reported_and_repaired(brain_
     assert result["ok"] and result["vectors_dropped"] == 1 and brain.stats()["embedder"]["missing"] == 1
     assert brain.embed()["embedded"] == 1
     assert contents(brain.search("which pet", reinforce=False))[0] == STORY[0]
+
+
+def test_a_context_block_says_when_its_search_went_lexical(brain_factory, emb, tmp_path, monkeypatch,
+                                                            capsys) -> None:
+    from _embedfakes import fake_server
+
+    brain = brain_factory(embedder=emb)
+    brain.add_many(STORY)
+    assert brain.context("which pet").degraded is None
+    emb.mode = "fail"
+    block = brain.context("which kitten")
+    assert "lexical only" in (block.degraded or "") and STORY[0] in block.text
+    assert block.to_dict()["degraded"] == block.degraded
+    answer = brain.call_tool("memory_context", {"query": "which kitten"}, extra="all")
+    assert "lexical only" in answer["degraded"]
+    emb.mode = "ok"
+    assert "degraded" not in brain.call_tool("memory_context", {"query": "which kitten"}, extra="all")
+    brain.close()
+
+    path = str(tmp_path / "cli.db")  # the CLI's context: a note on stderr, as its search gives
+    assert main(["--brain", path, "--create", "add", "We adopted a kitten"]) == 0
+    with fake_server() as srv:
+        monkeypatch.setenv("BRAINMEM_EMBEDDER", "openai:fake-embed")
+        monkeypatch.setenv("BRAINMEM_EMBED_BASE_URL", srv.url)
+        monkeypatch.setenv("BRAINMEM_EMBED_MAX_RETRIES", "0")
+        assert main(["--brain", path, "embed"]) == 0
+        srv.mode = "500"
+        capsys.readouterr()
+        assert main(["--brain", path, "context", "which kitten"]) == 0
+        out, err = capsys.readouterr()
+        assert "kitten" in out and err.startswith("note: lexical only")
+        assert main(["--brain", path, "context", "which kitten", "--json"]) == 0
+        assert "lexical only" in json.loads(capsys.readouterr().out)["degraded"]
