@@ -292,7 +292,13 @@ class OnnxEmbedder(OnnxModel):
 
 
 class CallableEmbedder:
-    """Any function ``fn(texts) -> vectors`` (or ``fn(texts, kind)``) as an embedder."""
+    """Any function ``fn(texts) -> vectors`` (or ``fn(texts, kind)``) as an embedder.
+
+    ``fn`` is given the kind (``"passage"`` or ``"query"``) as its second argument when
+    its second positional parameter has no default or is named ``kind``: an optional
+    one named otherwise is an option of its own (sentence-transformers'
+    ``encode(sentences, batch_size=32, ...)``). ``takes_kind`` decides instead.
+    """
 
     def __init__(self, fn: Callable[..., Any], model_id: str | None = None, *,
                  dimension: int | None = None, batch_size: int = 64, takes_kind: bool | None = None) -> None:
@@ -302,14 +308,7 @@ class CallableEmbedder:
         self.model_id = model_id or f"callable:{getattr(fn, '__module__', '?')}.{getattr(fn, '__qualname__', type(fn).__name__)}"
         self.dimension = dimension
         self.batch_size = check_int(batch_size, "batch_size", 1)
-        if takes_kind is None:
-            import inspect
-
-            try:
-                takes_kind = len(inspect.signature(fn).parameters) >= 2
-            except (TypeError, ValueError):
-                takes_kind = False
-        self.takes_kind = takes_kind
+        self.takes_kind = _takes_kind(fn) if takes_kind is None else takes_kind
 
     def embed(self, texts: list[str], kind: str = "passage") -> np.ndarray:
         _prefixed(texts, kind, "", "")
@@ -319,6 +318,20 @@ class CallableEmbedder:
             raise
         except Exception as e:  # a user's function: any failure is the provider's
             raise EmbedderError(f"embedder {self.model_id!r} failed ({type(e).__name__}): {e}") from e
+
+
+def _takes_kind(fn: Callable[..., Any]) -> bool:
+    """Whether ``fn``'s second positional parameter is the kind (:class:`CallableEmbedder`):
+    it has no default, or it is named ``kind``."""
+    import inspect
+
+    try:
+        params = inspect.signature(fn).parameters.values()
+    except (TypeError, ValueError):
+        return False
+    positional = [p for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+    return len(positional) >= 2 and (positional[1].default is inspect.Parameter.empty
+                                     or positional[1].name == "kind")
 
 
 def resolve_embedder(value: Any) -> Embedder | None:

@@ -737,3 +737,26 @@ def test_a_context_block_says_when_its_search_went_lexical(brain_factory, emb, t
         assert "kitten" in out and err.startswith("note: lexical only")
         assert main(["--brain", path, "context", "which kitten", "--json"]) == 0
         assert "lexical only" in json.loads(capsys.readouterr().out)["degraded"]
+
+
+def test_a_callable_whose_second_parameter_is_an_option_is_not_given_the_kind(brain_factory, tmp_path) -> None:
+    """Like sentence-transformers' ``model.encode(sentences, batch_size=32, ...)``: it got
+    "passage" as its batch size, so no trace ever had a vector."""
+    def encode(sentences, batch_size=32, **options):
+        return np.concatenate([concept_vectors(sentences[i: i + batch_size])
+                               for i in range(0, len(sentences), batch_size)])
+
+    def options_only(texts, **options):
+        return concept_vectors(texts)
+
+    for fn in (encode, options_only):
+        brain = brain_factory(tmp_path / f"{fn.__name__}.db", embedder=fn)
+        brain.add_many(STORY)
+        assert brain.stats()["embedder"]["missing"] == 0
+        assert contents(brain.search("a film to watch", reinforce=False))[0] == STORY[2]
+        brain.close()
+    def by_kind(texts, kind="passage"):  # an optional second parameter named kind gets it
+        return concept_vectors(texts, kind)
+
+    assert CallableEmbedder(by_kind).takes_kind and CallableEmbedder(lambda t, k: t).takes_kind
+    assert not CallableEmbedder(encode).takes_kind and not CallableEmbedder(options_only).takes_kind
