@@ -22,7 +22,7 @@ from __future__ import annotations
 import hashlib
 import os
 import threading
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
@@ -292,7 +292,8 @@ class OnnxEmbedder(OnnxModel):
 
 
 class CallableEmbedder:
-    """Any function ``fn(texts) -> vectors`` (or ``fn(texts, kind)``) as an embedder.
+    """Any function ``fn(texts) -> vectors`` (or ``fn(texts, kind)``) as an embedder: an
+    ``(n, d)`` array, a list of rows, or an iterator of rows (``map(embed_one, texts)``).
 
     ``fn`` is given the kind (``"passage"`` or ``"query"``) as its second argument when
     its second positional parameter has no default or is named ``kind``: an optional
@@ -313,7 +314,10 @@ class CallableEmbedder:
     def embed(self, texts: list[str], kind: str = "passage") -> np.ndarray:
         _prefixed(texts, kind, "", "")
         try:
-            return np.asarray(self.fn(texts, kind) if self.takes_kind else self.fn(texts), dtype=np.float32)
+            vectors = self.fn(texts, kind) if self.takes_kind else self.fn(texts)
+            if isinstance(vectors, Iterator):  # map(embed_one, texts), a generator: one row each
+                vectors = list(vectors)
+            return np.asarray(vectors, dtype=np.float32)
         except BrainmemError:
             raise
         except Exception as e:  # a user's function: any failure is the provider's

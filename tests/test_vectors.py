@@ -760,3 +760,18 @@ def test_a_callable_whose_second_parameter_is_an_option_is_not_given_the_kind(br
 
     assert CallableEmbedder(by_kind).takes_kind and CallableEmbedder(lambda t, k: t).takes_kind
     assert not CallableEmbedder(encode).takes_kind and not CallableEmbedder(options_only).takes_kind
+
+
+def test_a_callable_returning_its_vectors_one_by_one_is_an_embedder(brain_factory, tmp_path) -> None:
+    """``map(embed_one, texts)`` or a generator of rows (float64 lists): numpy made each an
+    object it could not read, so no trace got a vector."""
+    def one(text: str) -> list[float]:
+        return [float(x) for x in concept_vectors([text])[0]]
+
+    for name, fn in (("mapped", lambda texts: map(one, texts)),
+                     ("generated", lambda texts: (np.float64(one(t)) for t in texts))):
+        brain = brain_factory(tmp_path / f"{name}.db", embedder=CallableEmbedder(fn, name))
+        brain.add_many(STORY)
+        assert brain.stats()["embedder"]["missing"] == 0
+        assert contents(brain.search("a film to watch", reinforce=False))[0] == STORY[2]
+        brain.close()
