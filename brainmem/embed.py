@@ -181,7 +181,8 @@ class OnnxModel:
     reranker: both files checked when it is made (``~`` expanded: no shell expands one after
     ``onnx:``), its options checked, its model id (the file's name and content hash, and
     ``max_length`` when it is not the default 256), and onnxruntime and tokenizers loaded
-    on first use (``pip install brainmem[embed]``). ``threads`` caps onnxruntime's intra-op
+    on first use (``pip install brainmem[embed]``; a file that is no tokenizer.json or no ONNX
+    model is then :class:`InvalidInput` naming it). ``threads`` caps onnxruntime's intra-op
     threads (default: one per core)."""
 
     #: what the model is, in messages
@@ -220,14 +221,22 @@ class OnnxModel:
             raise InvalidInput(
                 f"the local ONNX {self.role} needs onnxruntime and tokenizers: pip install 'brainmem[embed]'"
             ) from e
-        tok = Tokenizer.from_file(str(self.tokenizer_path))
+        try:
+            tok = Tokenizer.from_file(str(self.tokenizer_path))
+        except Exception as e:  # the library's own error type ("Model missing. at line 1 column 2")
+            raise InvalidInput(f"{self.tokenizer_path} is not a tokenizer.json the tokenizers "
+                               f"library reads: {e}") from e
         tok.enable_truncation(max_length=self.max_length)
         tok.enable_padding(pad_id=0, pad_token="[PAD]")
         opts = ort.SessionOptions()
         opts.log_severity_level = 3
         if self.threads:
             opts.intra_op_num_threads = self.threads
-        session = ort.InferenceSession(str(self.model_path), sess_options=opts, providers=["CPUExecutionProvider"])
+        try:
+            session = ort.InferenceSession(str(self.model_path), sess_options=opts,
+                                           providers=["CPUExecutionProvider"])
+        except Exception as e:  # onnxruntime's own error types (InvalidProtobuf, Fail, ...)
+            raise InvalidInput(f"{self.model_path} is not an ONNX model onnxruntime loads: {e}") from e
         self._inputs = {i.name for i in session.get_inputs()}
         self._session, self._tokenizer = session, tok
 

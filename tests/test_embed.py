@@ -339,3 +339,26 @@ def test_a_bad_input_type_value_is_one_clear_line_not_silently_off(tmp_path, mon
     assert main(["--brain", path, "--create", "add", "a kitten"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "input_type" in err[0] and "'maybe'" in err[0]
+
+
+def test_a_tokenizer_json_or_model_that_is_not_one_is_a_clear_error_naming_it(tmp_path, monkeypatch,
+                                                                              capsys) -> None:
+    """A tokenizer.json that is not one failed with a bare ``Exception: Model missing. at line
+    1 column 2`` (``brainmem embed``: "failed (Exception): Model missing ..."), naming no file;
+    a file that is no ONNX model with onnxruntime's own exception type."""
+    from brainmem.cli import main
+
+    _, tok = minilm_files()
+    (tmp_path / "model.onnx").write_bytes(b"not a model")
+    (tmp_path / "tokenizer.json").write_text('{"not": "a tokenizer"}')
+    with pytest.raises(InvalidInput, match=r"tokenizer\.json is not a tokenizer\.json"):
+        OnnxEmbedder(tmp_path / "model.onnx").embed(["a kitten"])
+    with pytest.raises(InvalidInput, match=r"model\.onnx is not an ONNX model"):
+        OnnxEmbedder(tmp_path / "model.onnx", tok).embed(["a kitten"])
+    path = str(tmp_path / "b.db")
+    assert main(["--brain", path, "--create", "add", "a kitten"]) == 0
+    monkeypatch.setenv("BRAINMEM_EMBEDDER", f"onnx:{tmp_path / 'model.onnx'}")
+    capsys.readouterr()
+    assert main(["--brain", path, "embed"]) == 1
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and f"{tmp_path / 'tokenizer.json'} is not a tokenizer.json" in err[0]
