@@ -319,6 +319,8 @@ class Brain(FacesMixin, AdminMixin):
         # may take a network round trip, and threads sharing the brain need not wait for it.
         with self._lock:
             index = hybrid.query_index(self._vectors, self.policy)
+            if index is not None:  # a query with no searchable word is refused before the provider call
+                self._compiler.compile(query)
         qvec, degraded = hybrid.embed_query(index, query) if index is not None else (None, None)
         with self._lock:
             with self._store.read():  # one snapshot for the ~8 reads of a search

@@ -775,3 +775,27 @@ def test_a_callable_returning_its_vectors_one_by_one_is_an_embedder(brain_factor
         assert brain.stats()["embedder"]["missing"] == 0
         assert contents(brain.search("a film to watch", reinforce=False))[0] == STORY[2]
         brain.close()
+
+
+def test_a_query_without_searchable_words_is_refused_before_the_provider_is_called(brain_factory) -> None:
+    """search("?!") embedded the query first (with a server down: its timeout and every
+    retry, 90 s by default) and only then said the query had no searchable words."""
+    from brainmem import QueryError
+
+    calls: list[tuple[str, list[str]]] = []
+
+    def counting(texts, kind):
+        calls.append((kind, list(texts)))
+        return concept_vectors(texts, kind)
+
+    brain = brain_factory(embedder=counting)
+    brain.add_many(STORY)
+    calls.clear()
+    for query in ("", "   ", "?!"):
+        with pytest.raises(QueryError, match="no searchable words"):
+            brain.search(query, reinforce=False)
+    with pytest.raises(QueryError):
+        brain.context("?!")
+    assert calls == []
+    assert contents(brain.search("a film to watch", reinforce=False))[0] == STORY[2]
+    assert calls == [("query", ["a film to watch"])]
