@@ -51,8 +51,15 @@ class EmbedderError(BrainmemError):
     """The provider did not answer usefully (down, timed out, malformed answer).
 
     Writes keep the trace and leave its vector for later (``brainmem embed``);
-    searches fall back to lexical ranking and say so (``Hits.degraded``).
+    searches fall back to lexical ranking and say so (``Hits.degraded``). ``refused`` is
+    True when the server answered that it will not embed these texts (HTTP 400, 413 or
+    422: a text over the model's context length, a batch too big), not that it is down: a
+    backfill then embeds the call's texts one at a time and leaves out those refused.
     """
+
+    def __init__(self, message: str, *, refused: bool = False) -> None:
+        super().__init__(message)
+        self.refused = refused
 
 
 @runtime_checkable
@@ -113,6 +120,11 @@ def _prefixed(texts: Sequence[str], kind: str, query_prefix: str, passage_prefix
     return [prefix + t for t in texts]
 
 
+#: HTTP statuses by which a server refuses the texts it was given (too long, too many),
+#: as opposed to failing (5xx, timeouts, 401, 404, 429): :attr:`EmbedderError.refused`
+REFUSALS = (400, 413, 422)
+
+
 class OpenAIEmbedder:
     """Embeddings from an OpenAI-compatible ``/v1/embeddings`` endpoint via ``openai``.
 
@@ -162,7 +174,8 @@ class OpenAIEmbedder:
                 rows = sorted(answer.data, key=lambda d: d.index)
                 vectors = [r.embedding for r in rows]
             except (openai.OpenAIError, AttributeError, TypeError, ValueError) as e:
-                raise EmbedderError(f"embedding server failed ({type(e).__name__}): {e}") from e
+                refused = isinstance(e, openai.APIStatusError) and e.status_code in REFUSALS
+                raise EmbedderError(f"embedding server failed ({type(e).__name__}): {e}", refused=refused) from e
             arr = checked(vectors, len(batch), self.dimension, self.model_id)
             if self.dimension is None:
                 self.dimension = arr.shape[1]

@@ -229,7 +229,10 @@ class VectorIndex:
         """Embed live traces without a current vector for this model; one transaction per batch.
 
         Stops at the first provider failure (reported, nothing half-written); the vectors
-        of the calls that answered before it are stored. ``lock``
+        of the calls that answered before it are stored. A call the provider refused
+        (:attr:`~brainmem.embed.EmbedderError.refused`: a text over its context length) is
+        made again a text at a time: the texts it refuses are left without a vector and
+        their ids listed in ``refused``, and the backfill goes on after them. ``lock``
         (the brain's) is held while a batch is read and while it is written, never while
         the provider embeds it, so threads sharing the brain keep going meanwhile. Each
         batch starts after the last one's traces, so the table is walked once; a trace
@@ -247,7 +250,7 @@ class VectorIndex:
             if not taken:
                 return {"embedded": 0, "missing": self.missing(), "error": None,
                         "skipped": f"another backfill of {self.model_id} is running ({holder}, "
-                                   f"lease until {iso(until)})"}
+                                   f"lease until {iso(until)})", "refused": []}
         try:
             return self._backfill(guard, name, owner, batch_size, limit)
         finally:
@@ -257,31 +260,65 @@ class VectorIndex:
     def _backfill(self, guard: AbstractContextManager[Any], name: str, owner: str, batch_size: int,
                   limit: int | None) -> dict[str, Any]:
         done, error, after = 0, None, 0
+        refused: list[str] = []
         while limit is None or done < limit:
             n = batch_size if limit is None else min(batch_size, limit - done)
             with guard, self.store.read():
                 todo = self.store.vectors_missing(self.model_id, n, after)
             if not todo:
                 break
-            parts: list[np.ndarray] = []
+            rows: list[tuple[tuple[int, str, str, str], np.ndarray]] = []
+            failure: EmbedderError | None = None
             try:  # one provider call at a time: what came back before a failure is kept
                 for part in self.embed_steps([c for _, _, c, _ in todo]):
-                    parts.append(part)
+                    rows.extend(zip(todo[len(rows):], part))
             except EmbedderError as e:
-                error = str(e)
-            todo = todo[:sum(len(p) for p in parts)]
-            if todo:
-                vectors = np.concatenate(parts)
-                stub = [Trace(id=i, content=c, content_hash=h) for _, i, c, h in todo]
+                failure = e
+            seen = len(rows)  # the traces answered or refused: the next batch starts after them
+            if failure is not None and failure.refused:
+                # the server refused a text of the call (over its context length): the call's
+                # texts one at a time, so that one text does not stop every later one
+                chunk = todo[seen: seen + _batch_size(self.embedder)]
+                singly, failure = self._one_by_one(chunk)
+                if failure is None:
+                    answered = {row[1] for row, _ in singly}
+                    refused.extend(i for _, i, _, _ in chunk if i not in answered)
+                    seen += len(chunk)
+                rows.extend(singly)
+            if rows:
+                stub = [Trace(id=i, content=c, content_hash=h) for (_, i, c, h), _ in rows]
                 with guard, self.store.write():
-                    self.write(stub, {h: v for (_, _, _, h), v in zip(todo, vectors)})
+                    self.write(stub, {h: v for (_, _, _, h), v in rows})
                     self.store.lease_acquire(name, owner, time.time(), LEASE_SECONDS)
-                done += len(todo)
-                after = todo[-1][0]
-            if error is not None:
+                done += len(rows)
+            if seen:
+                after = todo[seen - 1][0]
+            if failure is not None:
+                error = str(failure)
                 break
+        if refused:
+            log.warning("brainmem: the embedder refused %d trace(s), left without a vector: %s",
+                        len(refused), ", ".join(refused))
         with guard:
-            return {"embedded": done, "missing": self.missing(), "error": error, "skipped": None}
+            return {"embedded": done, "missing": self.missing(), "error": error, "skipped": None,
+                    "refused": refused}
+
+    def _one_by_one(self, chunk: Sequence[tuple[int, str, str, str]]
+                    ) -> tuple[list[tuple[tuple[int, str, str, str], np.ndarray]], EmbedderError | None]:
+        """The vectors of ``chunk``'s texts (``vectors_missing`` rows), one provider call each,
+        leaving out those the provider refuses; and the failure that stopped it: one that is
+        not a refusal, or the refusal of every text of a chunk of two or more (a server
+        refusing everything, as for a parameter it does not take, is not refusing a text)."""
+        got: list[tuple[tuple[int, str, str, str], np.ndarray]] = []
+        last: EmbedderError | None = None
+        for row in chunk:
+            try:
+                got.append((row, self.embed([row[2]])[0]))
+            except EmbedderError as e:
+                if not e.refused:
+                    return got, e
+                last = e
+        return got, (last if not got and len(chunk) > 1 else None)
 
     def lacking(self, traces: Sequence[Trace]) -> list[Trace]:
         """Those of ``traces`` without a vector of this model for their current content."""

@@ -74,7 +74,7 @@ def test_provider_down_on_add_keeps_the_trace_and_backfill_embeds_it(brain_facto
     assert brain.get(trace.id).content == "We adopted a kitten"
     assert brain.stats()["embedder"] == {"model": "concepts-v1", "missing": 1, "kernel": "numpy"}
     assert brain.embed() == {"model": "concepts-v1", "embedded": 0, "missing": 1, "error": "provider down",
-                             "skipped": None}
+                             "skipped": None, "refused": []}
     emb.mode = "ok"
     assert brain.embed()["embedded"] == 1
     assert brain.stats()["embedder"]["missing"] == 0
@@ -219,7 +219,7 @@ def test_cli_embed_and_search_through_the_openai_compatible_env(tmp_path, monkey
         capsys.readouterr()
         assert main(["--brain", path, "embed", "--json"]) == 0
         assert json.loads(capsys.readouterr().out) == {
-            "model": "fake-embed", "embedded": 1, "missing": 0, "error": None, "skipped": None}
+            "model": "fake-embed", "embedded": 1, "missing": 0, "error": None, "skipped": None, "refused": []}
         assert main(["--brain", path, "search", "which animal", "--json", "--no-reinforce"]) == 0
         assert "kitten" in capsys.readouterr().out
     monkeypatch.delenv("BRAINMEM_EMBEDDER")
@@ -257,7 +257,8 @@ def test_a_brain_of_every_earlier_schema_gains_vectors(tmp_path, clock, emb, ver
     try:
         live = sum(1 for r in ROWS if not r[4])
         assert brain.stats()["schema_version"] == schema.SCHEMA_VERSION
-        assert brain.embed() == {"model": "concepts-v1", "embedded": live, "missing": 0, "error": None, "skipped": None}
+        assert brain.embed() == {"model": "concepts-v1", "embedded": live, "missing": 0, "error": None,
+                                 "skipped": None, "refused": []}
         brain.add("My cat Luna sleeps on the editor")
         hits = brain.search("which animal", explain=True, reinforce=False)
         assert hits[0].trace.content == "My cat Luna sleeps on the editor"
@@ -632,9 +633,9 @@ def test_a_provider_dying_halfway_through_embed_keeps_what_it_answered(tmp_path,
     dying.batch_size = 2
     with Brain(path, embedder=dying) as brain:
         assert brain.embed() == {"model": "dying", "embedded": 4, "missing": 3, "error": "provider down",
-                                 "skipped": None}
+                                 "skipped": None, "refused": []}
         dying.mode, dying.calls = "ok", 0
-        assert brain.embed() == {"model": "dying", "embedded": 3, "missing": 0, "error": None, "skipped": None}
+        assert brain.embed() == {"model": "dying", "embedded": 3, "missing": 0, "error": None, "skipped": None, "refused": []}
         assert dying.calls == 2  # only the three still missing
 
 
@@ -799,3 +800,33 @@ def test_a_query_without_searchable_words_is_refused_before_the_provider_is_call
     assert calls == []
     assert contents(brain.search("a film to watch", reinforce=False))[0] == STORY[2]
     assert calls == [("query", ["a film to watch"])]
+
+
+def test_a_text_the_server_refuses_does_not_stop_every_later_trace_from_being_embedded(tmp_path, monkeypatch,
+                                                                                       capsys) -> None:
+    """One trace over the server's context length (OpenAI's 8192 tokens, TEI's 512) made
+    the server refuse (HTTP 400) each call holding it: every backfill stopped there, and no
+    trace after it ever got a vector. The refused one is now left out, named, and the rest
+    embedded; a server refusing everything still stops the run."""
+    from _embedfakes import fake_server
+
+    path = str(tmp_path / "b.db")
+    texts = [f"my cat number {i} likes pizza" for i in range(7)]
+    texts[2] = "a very long note about the car " * 10
+    with Brain(path) as brain:
+        long_id = brain.add_many(texts)[2].id
+    with fake_server("refuse_long") as srv, \
+            Brain(path, embedder=OpenAIEmbedder("fake", base_url=srv.url, batch_size=3, max_retries=0)) as brain:
+        result = brain.embed()
+        assert result["embedded"] == 6 and result["missing"] == 1 and result["error"] is None
+        assert result["refused"] == [long_id]
+        assert contents(brain.search("pet number 6", reinforce=False))[0] == texts[6]
+        srv.mode = "500"
+        assert brain.embed()["error"] and brain.embed()["refused"] == []  # down: stopped, not refused
+        srv.mode = "refuse_long"
+        monkeypatch.setenv("BRAINMEM_EMBEDDER", "openai:fake")
+        monkeypatch.setenv("BRAINMEM_EMBED_BASE_URL", srv.url)
+        capsys.readouterr()
+        assert main(["--brain", path, "embed"]) == 0
+        out = capsys.readouterr().out
+        assert "0 embedded" in out and f"refused by the embedder: {long_id}" in out
