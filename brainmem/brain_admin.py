@@ -196,7 +196,7 @@ class AdminMixin(BrainBase):
         hash is not their text's: edited outside brainmem), ``json`` (traces whose tags
         or metadata is not JSON: the same), ``tag_rows`` (traces whose tag filter does
         not hold their tags: the same), ``vectors`` (embedding vectors whose bytes are not
-        a vector of their dimension: the same), ``unsafe_merges`` (past
+        a vector of their dimension, or of another dimension than their model's), ``unsafe_merges`` (past
         merges the merge rule refuses), ``counts`` and readable
         ``problems``. See :mod:`brainmem.maintenance`.
         """

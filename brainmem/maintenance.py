@@ -17,7 +17,9 @@ What is checked (the SQL lives in :mod:`brainmem.store`, section "maintenance"):
 * ``tag_rows`` — traces whose tag filter rows (``trace_tags``) do not hold their
   tags: tags edited outside brainmem, which ``tags=`` filters would not see.
 * ``vectors`` — embedding vectors whose bytes are not a vector of their dimension
-  (edited outside brainmem): a search skips them, and their traces count as embedded.
+  (edited outside brainmem), or of another dimension than their model's other vectors
+  (written by a release before the dimension check): a search skips them, and their
+  traces count as embedded.
 * ``unsafe_merges`` — past reflect merges whose two texts the merge rule of
   :mod:`brainmem.sameness` refuses (brains consolidated before the rule existed
   folded e.g. "likes cats, allergic to dogs" into its swap); each with both texts
@@ -98,9 +100,10 @@ def check(store: Store) -> dict[str, Any]:
                                                       "content (edited outside brainmem; brainmem repair recomputes it)"),
         ("tag_rows", store.stale_tags, "trace(s) whose tag filter does not hold their tags "
                                        "(edited outside brainmem; brainmem repair rebuilds it)"),
-        ("vectors", store.bad_vectors, "vector(s) whose bytes are not a vector of their dimension "
-                                       "(edited outside brainmem): search skips them; brainmem repair "
-                                       "deletes them and brainmem embed embeds their traces again"),
+        ("vectors", store.bad_vectors, "vector(s) whose bytes or dimension are not their model's "
+                                       "(edited outside brainmem, or an older release): search skips "
+                                       "them; brainmem repair deletes them and brainmem embed embeds "
+                                       "their traces again"),
     ):
         found = run(name, count)
         if found:

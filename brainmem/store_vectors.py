@@ -80,9 +80,12 @@ class VectorTables(Database):
                 "WHERE v.model = ?", (model,)):
             yield str(tid), str(h), int(dim), bytes(blob)
 
-    #: Vectors whose bytes are not a vector of their dimension (edited outside brainmem):
-    #: a search skips them, ``check`` counts them, ``repair`` deletes them.
-    _BAD_VECTORS = "FROM vectors WHERE length(v) NOT IN (4 + dim, 4 * dim)"
+    #: Vectors whose bytes are not a vector of their dimension (edited outside brainmem), or
+    #: whose dimension is not their model's (:meth:`vectors_dimension`; a file written before
+    #: the dimension was checked): a search skips them, ``check`` counts them, ``repair``
+    #: deletes them (their traces are then embedded again).
+    _BAD_VECTORS = ("FROM vectors WHERE length(v) NOT IN (4 + dim, 4 * dim) "
+                    "OR dim IS NOT (SELECT w.dim FROM vectors w WHERE w.model = vectors.model LIMIT 1)")
 
     def bad_vectors(self) -> int:
         """How many vectors :data:`_BAD_VECTORS` holds."""

@@ -830,3 +830,23 @@ def test_a_text_the_server_refuses_does_not_stop_every_later_trace_from_being_em
         assert main(["--brain", path, "embed"]) == 0
         out = capsys.readouterr().out
         assert "0 embedded" in out and f"refused by the embedder: {long_id}" in out
+
+
+def test_a_vector_of_another_dimension_than_its_models_is_reported_and_repaired(brain_factory, emb,
+                                                                                tmp_path) -> None:
+    """A file mixing two dimensions of one model (a release before the dimension check):
+    search skips the odd vector, yet its trace counted as embedded, so it was never found by
+    meaning nor embedded again, and check said the brain was healthy."""
+    brain = brain_factory(embedder=emb)
+    brain.add_many(STORY)
+    puppy = brain.add("Our new puppy chewed the sofa")
+    brain.close()
+    db = apsw.Connection(str(tmp_path / "brain.db"))
+    db.execute("UPDATE vectors SET dim = 4, v = ? WHERE rid = (SELECT rid FROM traces WHERE id = ?)",
+               (encode(np.ones(4, np.float32)), puppy.id))
+    db.close()
+    brain = brain_factory(embedder=emb)
+    assert brain.check()["vectors"] == 1
+    assert brain.repair()["vectors_dropped"] == 1
+    assert brain.embed()["embedded"] == 1
+    assert puppy.id in [h.trace.id for h in brain.search("which pet", reinforce=False)]
