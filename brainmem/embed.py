@@ -207,7 +207,10 @@ class OnnxModel:
         self.model_path = Path(model_path).expanduser()
         self.tokenizer_path = (Path(tokenizer_path).expanduser() if tokenizer_path
                                else self.model_path.with_name("tokenizer.json"))
-        for p, what in ((self.model_path, "ONNX model"), (self.tokenizer_path, "tokenizer.json")):
+        for p, what, name in ((self.model_path, "ONNX model", "an ONNX file: give the .onnx file"),
+                              (self.tokenizer_path, "tokenizer.json", "a tokenizer.json: give the tokenizer.json")):
+            if p.is_dir():  # the model's folder, as it is downloaded: not "not found"
+                raise InvalidInput(f"{p} is a folder, not {name} in it")
             if not p.is_file():
                 raise InvalidInput(f"{what} not found: {p}")
         self.max_length = check_int(max_length, "max_length", 1)

@@ -362,3 +362,14 @@ def test_a_tokenizer_json_or_model_that_is_not_one_is_a_clear_error_naming_it(tm
     assert main(["--brain", path, "embed"]) == 1
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and f"{tmp_path / 'tokenizer.json'} is not a tokenizer.json" in err[0]
+
+
+def test_a_model_folder_given_for_the_onnx_file_is_named_as_a_folder(tmp_path) -> None:
+    """``onnx:all-MiniLM-L6-v2`` (the model's folder, as it is downloaded) said "ONNX model
+    not found" of a path that exists."""
+    (tmp_path / "model.onnx").write_bytes(b"x")
+    (tmp_path / "tokenizer.json").write_text("{}")
+    with pytest.raises(InvalidInput, match=r"is a folder, not an ONNX file: give the \.onnx file in it"):
+        OnnxEmbedder(tmp_path)
+    with pytest.raises(InvalidInput, match=r"is a folder, not a tokenizer\.json: give the tokenizer\.json in it"):
+        OnnxEmbedder(tmp_path / "model.onnx", tmp_path)
