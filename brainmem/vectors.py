@@ -146,29 +146,72 @@ class VectorIndex:
         stored dimension) and no state of the call is kept, so threads sharing a brain
         may embed at once (each caller decides what a failure means)."""
         texts = list(texts)
-        parts = list(self.embed_steps(texts, kind))
+        dim = self._dimension()
+        parts = []
+        for chunk in self._chunks(texts):
+            parts.append(self._call(chunk, kind, dim))
+            dim = parts[-1].shape[1]  # the next calls must answer in the same dimension
         if len(parts) == 1:
             return parts[0]
-        return np.concatenate(parts) if parts else np.zeros((0, self._dimension() or 0), np.float32)
+        return np.concatenate(parts) if parts else np.zeros((0, dim or 0), np.float32)
 
-    def embed_steps(self, texts: Sequence[str], kind: str = "passage") -> Iterator[np.ndarray]:
-        """:meth:`embed` one provider call at a time: the checked vectors of each run of at
-        most the embedder's ``batch_size`` texts (the :class:`~brainmem.embed.Embedder`
-        contract: how many texts one ``embed`` call gets), in order. The ONNX embedder is
-        given them all: it batches them itself, sorted by length to keep padding small."""
-        texts = list(texts)
-        step = len(texts) if isinstance(self.embedder, OnnxEmbedder) else _batch_size(self.embedder)
-        dim = self._dimension()
-        for start in range(0, max(len(texts), 1), max(step, 1)):
-            chunk = texts[start: start + step] if texts else []
+    def embed_each(self, texts: Sequence[str]) -> tuple[list[np.ndarray | None], EmbedderError | None]:
+        """The passages ``texts`` embedded one provider call at a time: the vector of each
+        text in order (None for one the provider refused), up to the first failure, which is
+        returned with them (the list then ends before the failing call's texts; what the
+        calls before it answered is kept). A call the provider refused
+        (:attr:`~brainmem.embed.EmbedderError.refused`: a text over its context length) is
+        made again a text at a time, so that one text does not cost the others their
+        vectors; unless it refuses every text of a call of two or more (a server refusing
+        everything, as for a parameter it does not take): that is a failure."""
+        out: list[np.ndarray | None] = []
+        try:
+            dim = self._dimension()
+        except EmbedderError as e:
+            return out, e
+        for chunk in self._chunks(list(texts)):
             try:
-                arr = checked(self.embedder.embed(chunk, kind), len(chunk), dim, self.model_id)
-            except EmbedderError:
-                raise
-            except Exception as e:  # a provider is foreign code: whatever it raises is its failure
-                raise EmbedderError(f"embedder {self.model_id!r} failed ({type(e).__name__}): {e}") from e
-            dim = arr.shape[1]  # the next calls must answer in the same dimension
-            yield arr
+                arr = self._call(chunk, "passage", dim)
+            except EmbedderError as e:
+                if not e.refused:
+                    return out, e
+                singly: list[np.ndarray | None] = []
+                for text in chunk:
+                    try:
+                        row = self._call([text], "passage", dim)[0]
+                    except EmbedderError as each:
+                        if not each.refused:
+                            return out + singly, each
+                        singly.append(None)
+                        continue
+                    dim = len(row)
+                    singly.append(row)
+                if len(chunk) > 1 and all(v is None for v in singly):
+                    return out, e
+                out.extend(singly)
+                continue
+            dim = arr.shape[1]
+            out.extend(arr)
+        return out, None
+
+    def _chunks(self, texts: list[str]) -> Iterator[list[str]]:
+        """``texts`` in runs of at most the embedder's ``batch_size`` (the
+        :class:`~brainmem.embed.Embedder` contract: how many texts one ``embed`` call gets);
+        one run for the ONNX embedder, which batches them itself, sorted by length to keep
+        padding small; one empty run for no texts."""
+        step = max(len(texts) if isinstance(self.embedder, OnnxEmbedder) else _batch_size(self.embedder), 1)
+        for start in range(0, max(len(texts), 1), step):
+            yield texts[start: start + step]
+
+    def _call(self, chunk: list[str], kind: str, dim: int | None) -> np.ndarray:
+        """One provider call: the checked vectors of ``chunk`` (``dim``: the dimension they
+        must have, None when not known yet), or :class:`EmbedderError`."""
+        try:
+            return checked(self.embedder.embed(chunk, kind), len(chunk), dim, self.model_id)
+        except EmbedderError:
+            raise
+        except Exception as e:  # a provider is foreign code: whatever it raises is its failure
+            raise EmbedderError(f"embedder {self.model_id!r} failed ({type(e).__name__}): {e}") from e
 
     def _dimension(self) -> int | None:
         """The dimension answers must have: that of this model's stored vectors, else the
@@ -196,12 +239,13 @@ class VectorIndex:
         unique = {content_hash(t): t for t in texts}
         if not unique:
             return {}
-        try:
-            vectors = self.embed(list(unique.values()))
-        except EmbedderError as e:
-            log.warning("brainmem: embedding failed, continuing without vectors: %s", e)
-            return {}
-        return dict(zip(unique, vectors))
+        vectors, failure = self.embed_each(list(unique.values()))
+        if failure is not None:
+            log.warning("brainmem: embedding failed, continuing without vectors: %s", failure)
+        refused = sum(v is None for v in vectors)
+        if refused:
+            log.warning("brainmem: the embedder refused %d text(s), stored without a vector", refused)
+        return {h: v for h, v in zip(unique, vectors) if v is not None}
 
     # --- writing (inside the caller's transaction) ----------------------------------
 
@@ -267,24 +311,10 @@ class VectorIndex:
                 todo = self.store.vectors_missing(self.model_id, n, after)
             if not todo:
                 break
-            rows: list[tuple[tuple[int, str, str, str], np.ndarray]] = []
-            failure: EmbedderError | None = None
-            try:  # one provider call at a time: what came back before a failure is kept
-                for part in self.embed_steps([c for _, _, c, _ in todo]):
-                    rows.extend(zip(todo[len(rows):], part))
-            except EmbedderError as e:
-                failure = e
-            seen = len(rows)  # the traces answered or refused: the next batch starts after them
-            if failure is not None and failure.refused:
-                # the server refused a text of the call (over its context length): the call's
-                # texts one at a time, so that one text does not stop every later one
-                chunk = todo[seen: seen + _batch_size(self.embedder)]
-                singly, failure = self._one_by_one(chunk)
-                if failure is None:
-                    answered = {row[1] for row, _ in singly}
-                    refused.extend(i for _, i, _, _ in chunk if i not in answered)
-                    seen += len(chunk)
-                rows.extend(singly)
+            vectors, failure = self.embed_each([c for _, _, c, _ in todo])
+            seen = len(vectors)  # the traces answered or refused: the next batch starts after them
+            rows = [(row, v) for row, v in zip(todo, vectors) if v is not None]
+            refused.extend(row[1] for row, v in zip(todo, vectors) if v is None)
             if rows:
                 stub = [Trace(id=i, content=c, content_hash=h) for (_, i, c, h), _ in rows]
                 with guard, self.store.write():
@@ -302,23 +332,6 @@ class VectorIndex:
         with guard:
             return {"embedded": done, "missing": self.missing(), "error": error, "skipped": None,
                     "refused": refused}
-
-    def _one_by_one(self, chunk: Sequence[tuple[int, str, str, str]]
-                    ) -> tuple[list[tuple[tuple[int, str, str, str], np.ndarray]], EmbedderError | None]:
-        """The vectors of ``chunk``'s texts (``vectors_missing`` rows), one provider call each,
-        leaving out those the provider refuses; and the failure that stopped it: one that is
-        not a refusal, or the refusal of every text of a chunk of two or more (a server
-        refusing everything, as for a parameter it does not take, is not refusing a text)."""
-        got: list[tuple[tuple[int, str, str, str], np.ndarray]] = []
-        last: EmbedderError | None = None
-        for row in chunk:
-            try:
-                got.append((row, self.embed([row[2]])[0]))
-            except EmbedderError as e:
-                if not e.refused:
-                    return got, e
-                last = e
-        return got, (last if not got and len(chunk) > 1 else None)
 
     def lacking(self, traces: Sequence[Trace]) -> list[Trace]:
         """Those of ``traces`` without a vector of this model for their current content."""

@@ -830,6 +830,12 @@ def test_a_text_the_server_refuses_does_not_stop_every_later_trace_from_being_em
         assert main(["--brain", path, "embed"]) == 0
         out = capsys.readouterr().out
         assert "0 embedded" in out and f"refused by the embedder: {long_id}" in out
+    more = [f"a dog number {i} likes the garden" for i in range(5)]
+    more[1] = "another very long note about the engine " * 10
+    with fake_server("refuse_long") as srv, \
+            Brain(path, embedder=OpenAIEmbedder("fake", base_url=srv.url, batch_size=3, max_retries=0)) as brain:
+        brain.add_many(more)  # the add too: the others get their vectors at once, not at the next backfill
+        assert brain.stats()["embedder"]["missing"] == 2
 
 
 def test_a_vector_of_another_dimension_than_its_models_is_reported_and_repaired(brain_factory, emb,
