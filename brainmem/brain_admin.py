@@ -153,7 +153,8 @@ class AdminMixin(BrainBase):
                     hook_sees_rows=self.policy.quota is not None and self.policy.quota_policy == "evict")
         if self._vectors is not None and report.imported:
             # exports carry no vectors: imported traces are embedded anew
-            report.embed_error = self._vectors.backfill(lock=self._lock)["error"]
+            embedded = self._vectors.backfill(lock=self._lock)
+            report.embed_error, report.embed_refused = embedded["error"], embedded["refused"]
         self._emit_deletes(events)
         for trace in report.added:
             self._emit("add", {"id": trace.id, "trace": trace})

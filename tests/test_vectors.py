@@ -856,3 +856,24 @@ def test_a_vector_of_another_dimension_than_its_models_is_reported_and_repaired(
     assert brain.repair()["vectors_dropped"] == 1
     assert brain.embed()["embedded"] == 1
     assert puppy.id in [h.trace.id for h in brain.search("which pet", reinforce=False)]
+
+
+def test_an_import_says_which_traces_the_embedder_refused(tmp_path, capsys, monkeypatch) -> None:
+    """An import's backfill left the texts the server refused (over its context length)
+    without a vector and said nothing of it: the report's embed_error was None."""
+    from _embedfakes import fake_server
+
+    source = str(tmp_path / "a.db")
+    with Brain(source) as plain:
+        long_id = plain.add_many(["my cat likes pizza", "a very long note about the car " * 10])[1].id
+        plain.export(str(tmp_path / "dump.jsonl"))
+    with fake_server("refuse_long") as srv:
+        with Brain(str(tmp_path / "b.db"), embedder=OpenAIEmbedder("fake", base_url=srv.url, max_retries=0)) as brain:
+            report = brain.import_jsonl(str(tmp_path / "dump.jsonl"))
+            assert report.embed_error is None and report.embed_refused == [long_id]
+            assert report.to_dict()["embed_refused"] == [long_id]
+        monkeypatch.setenv("BRAINMEM_EMBEDDER", "openai:fake")
+        monkeypatch.setenv("BRAINMEM_EMBED_BASE_URL", srv.url)
+        capsys.readouterr()
+        assert main(["--brain", str(tmp_path / "c.db"), "--create", "import", str(tmp_path / "dump.jsonl")]) == 0
+        assert f"refused by the embedder: {long_id}" in capsys.readouterr().err
