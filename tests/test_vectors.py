@@ -877,3 +877,15 @@ def test_an_import_says_which_traces_the_embedder_refused(tmp_path, capsys, monk
         capsys.readouterr()
         assert main(["--brain", str(tmp_path / "c.db"), "--create", "import", str(tmp_path / "dump.jsonl")]) == 0
         assert f"refused by the embedder: {long_id}" in capsys.readouterr().err
+
+
+def test_reflect_notes_the_traces_the_embedder_refused(tmp_path) -> None:
+    from _embedfakes import fake_server
+
+    path = str(tmp_path / "b.db")
+    with Brain(path) as plain:
+        long_id = plain.add_many(["my cat likes pizza", "a very long note about the car " * 10])[1].id
+    with fake_server("refuse_long") as srv, \
+            Brain(path, embedder=OpenAIEmbedder("fake", base_url=srv.url, max_retries=0)) as brain:
+        report = brain.reflect()
+        assert report.embedded == 1 and any(long_id in note and "refused" in note for note in report.notes)
