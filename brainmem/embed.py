@@ -53,8 +53,9 @@ class EmbedderError(BrainmemError):
     Writes keep the trace and leave its vector for later (``brainmem embed``);
     searches fall back to lexical ranking and say so (``Hits.degraded``). ``refused`` is
     True when the server answered that it will not embed these texts (HTTP 400, 413 or
-    422: a text over the model's context length, a batch too big), not that it is down: a
-    backfill then embeds the call's texts one at a time and leaves out those refused.
+    422: a text over the model's context length, a batch too big) or answered a text with
+    NaN, infinity or the zero vector, not that it is down: the call's texts are then
+    embedded one at a time and those refused left out.
     """
 
     def __init__(self, message: str, *, refused: bool = False) -> None:
@@ -101,11 +102,15 @@ def checked(vectors: Any, n: int, dimension: int | None, model_id: str) -> np.nd
         raise EmbedderError(
             f"embedder {model_id!r} returned {arr.shape[1]}-d vectors, expected {dimension}-d"
         )
-    if arr.shape[1] == 0 or not np.isfinite(arr).all():
-        raise EmbedderError(f"embedder {model_id!r} returned NaN, infinite or empty vectors")
+    if arr.shape[1] == 0:
+        raise EmbedderError(f"embedder {model_id!r} returned empty vectors")
+    # a bad row is the answer for one text (an fp16 model overflowing on it): refused, so
+    # that a backfill embeds the call's other texts one at a time
+    if not np.isfinite(arr).all():
+        raise EmbedderError(f"embedder {model_id!r} returned NaN or infinite vectors", refused=True)
     peaks = np.abs(arr).max(axis=1, keepdims=True)
     if (peaks == 0).any():
-        raise EmbedderError(f"embedder {model_id!r} returned an all-zero vector")
+        raise EmbedderError(f"embedder {model_id!r} returned an all-zero vector", refused=True)
     # scaled to a largest component of 1 first: the squares of a row of 1e20s overflow
     # float32 (the row became all zeros) and those of 1e-30s underflow
     arr = arr / peaks

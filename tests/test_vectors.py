@@ -889,3 +889,23 @@ def test_reflect_notes_the_traces_the_embedder_refused(tmp_path) -> None:
             Brain(path, embedder=OpenAIEmbedder("fake", base_url=srv.url, max_retries=0)) as brain:
         report = brain.reflect()
         assert report.embedded == 1 and any(long_id in note and "refused" in note for note in report.notes)
+
+
+def test_a_text_the_provider_answers_with_nan_does_not_cost_the_others_their_vectors(tmp_path) -> None:
+    """A provider answering one text with NaN (an fp16 model overflowing on it) or the zero
+    vector failed each call holding it: every backfill stopped at that text's batch."""
+    def fn(texts):
+        out = concept_vectors(texts)
+        out[[("poison" in t) for t in texts]] = np.nan
+        return out
+
+    path = str(tmp_path / "b.db")
+    texts = [f"my cat number {i} likes pizza" for i in range(5)]
+    texts[1] = "a poison text about the car"
+    with Brain(path) as plain:
+        poison = plain.add_many(texts)[1].id
+    with Brain(path, embedder=CallableEmbedder(fn, "nan-on-poison", batch_size=2)) as brain:
+        result = brain.embed()
+        assert result["embedded"] == 4 and result["refused"] == [poison] and result["error"] is None
+        brain.add_many(["a dog likes the garden", "more poison for the engine"])
+        assert brain.stats()["embedder"]["missing"] == 2  # the two poisoned texts only
