@@ -175,19 +175,23 @@ class VectorIndex:
             except EmbedderError as e:
                 if not e.refused:
                     return out, e
-                singly: list[np.ndarray | None] = []
-                for text in chunk:
-                    try:
-                        row = self._call([text], "passage", dim)[0]
-                    except EmbedderError as each:
-                        if not each.refused:
-                            return out + singly, each
-                        singly.append(None)
-                        continue
-                    dim = len(row)
-                    singly.append(row)
-                if len(chunk) > 1 and all(v is None for v in singly):
-                    return out, e
+                singly: list[np.ndarray | None] = [None]  # a call of one text: that text refused
+                if len(chunk) > 1:
+                    singly = []
+                    for text in chunk:
+                        try:
+                            row = self._call([text], "passage", dim)[0]
+                        except EmbedderError as each:
+                            if not each.refused:
+                                return out + singly, each
+                            singly.append(None)
+                            continue
+                        dim = len(row)
+                        singly.append(row)
+                    if all(v is None for v in singly):
+                        return out, e
+                log.warning("brainmem: the embedder refused %d text(s), left without a vector: %s",
+                            sum(v is None for v in singly), e)
                 out.extend(singly)
                 continue
             dim = arr.shape[1]
@@ -242,9 +246,6 @@ class VectorIndex:
         vectors, failure = self.embed_each(list(unique.values()))
         if failure is not None:
             log.warning("brainmem: embedding failed, continuing without vectors: %s", failure)
-        refused = sum(v is None for v in vectors)
-        if refused:
-            log.warning("brainmem: the embedder refused %d text(s), stored without a vector", refused)
         return {h: v for h, v in zip(unique, vectors) if v is not None}
 
     # --- writing (inside the caller's transaction) ----------------------------------
@@ -327,8 +328,7 @@ class VectorIndex:
                 error = str(failure)
                 break
         if refused:
-            log.warning("brainmem: the embedder refused %d trace(s), left without a vector: %s",
-                        len(refused), ", ".join(refused))
+            log.warning("brainmem: traces left without a vector: %s", ", ".join(refused))
         with guard:
             return {"embedded": done, "missing": self.missing(), "error": error, "skipped": None,
                     "refused": refused}

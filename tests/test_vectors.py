@@ -909,3 +909,13 @@ def test_a_text_the_provider_answers_with_nan_does_not_cost_the_others_their_vec
         assert result["embedded"] == 4 and result["refused"] == [poison] and result["error"] is None
         brain.add_many(["a dog likes the garden", "more poison for the engine"])
         assert brain.stats()["embedder"]["missing"] == 2  # the two poisoned texts only
+
+
+def test_a_refused_text_alone_in_its_call_is_not_sent_again(tmp_path, caplog) -> None:
+    from _embedfakes import fake_server
+
+    with fake_server("refuse_long") as srv, \
+            Brain(str(tmp_path / "b.db"), embedder=OpenAIEmbedder("fake", base_url=srv.url, max_retries=0)) as brain:
+        brain.add("a very long note about the car " * 10)
+        assert len(srv.requests) == 1 and brain.stats()["embedder"]["missing"] == 1
+        assert "input too long" in caplog.text  # the server's reason, in the warning
