@@ -162,8 +162,9 @@ class VectorIndex:
         calls before it answered is kept). A call the provider refused
         (:attr:`~brainmem.embed.EmbedderError.refused`: a text over its context length) is
         made again a text at a time, so that one text does not cost the others their
-        vectors; unless it refuses every text of a call of two or more (a server refusing
-        everything, as for a parameter it does not take): that is a failure."""
+        vectors; unless it refuses every text of a call of two or more and a short plain
+        text too (a server refusing everything, as for a parameter it does not take): that
+        is a failure."""
         out: list[np.ndarray | None] = []
         try:
             dim = self._dimension()
@@ -188,7 +189,7 @@ class VectorIndex:
                             continue
                         dim = len(row)
                         singly.append(row)
-                    if all(v is None for v in singly):
+                    if all(v is None for v in singly) and not self._answers(dim):
                         return out, e
                 log.warning("brainmem: the embedder refused %d text(s), left without a vector: %s",
                             sum(v is None for v in singly), e)
@@ -197,6 +198,16 @@ class VectorIndex:
             dim = arr.shape[1]
             out.extend(arr)
         return out, None
+
+    def _answers(self, dim: int | None) -> bool:
+        """Whether the provider embeds a short plain text: after it refused every text of a
+        call, tells a server refusing everything (a parameter it does not take) from texts
+        that are each refused (all over its context length)."""
+        try:
+            self._call(["ok"], "passage", dim)
+        except EmbedderError:
+            return False
+        return True
 
     def _chunks(self, texts: list[str]) -> Iterator[list[str]]:
         """``texts`` in runs of at most the embedder's ``batch_size`` (the

@@ -919,3 +919,27 @@ def test_a_refused_text_alone_in_its_call_is_not_sent_again(tmp_path, caplog) ->
         brain.add("a very long note about the car " * 10)
         assert len(srv.requests) == 1 and brain.stats()["embedder"]["missing"] == 1
         assert "input too long" in caplog.text  # the server's reason, in the warning
+
+
+def test_a_whole_call_of_refused_texts_is_passed_over_but_a_server_refusing_all_stops(tmp_path) -> None:
+    """Two long texts in a row (a call of two, both refused) were taken for a server that
+    refuses everything: the backfill stopped there again at every run."""
+    from _embedfakes import fake_server
+
+    path = str(tmp_path / "b.db")
+    texts = ["a very long note about the car " * 10, "another long note about the engine " * 10,
+             "my cat likes pizza", "the dog barks at the car"]
+    with Brain(path) as plain:
+        ids = [t.id for t in plain.add_many(texts)]
+    with fake_server("refuse_long") as srv, \
+            Brain(path, embedder=OpenAIEmbedder("fake", base_url=srv.url, batch_size=2, max_retries=0)) as brain:
+        result = brain.embed()
+        assert result["embedded"] == 2 and result["refused"] == ids[:2] and result["error"] is None
+    with Brain(tmp_path / "c.db") as plain:
+        plain.add_many(texts[2:])
+    with fake_server("refuse_long") as srv, \
+            Brain(tmp_path / "c.db", embedder=OpenAIEmbedder("fake", base_url=srv.url, batch_size=2,
+                                                             max_retries=0)) as brain:
+        srv.mode = "400"  # refuses every text, the short probe too: a failure, not refusals
+        result = brain.embed()
+        assert result["embedded"] == 0 and result["refused"] == [] and "400" in result["error"]
