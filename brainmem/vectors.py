@@ -162,10 +162,11 @@ class VectorIndex:
         calls before it answered is kept). A call the provider refused
         (:attr:`~brainmem.embed.EmbedderError.refused`: a text over its context length) is
         made again a text at a time, so that one text does not cost the others their
-        vectors; unless it refuses every text of a call of two or more and a short plain
-        text too (a server refusing everything, as for a parameter it does not take): that
-        is a failure."""
+        vectors; unless, before it embedded any text of the run, it refuses every text of a
+        call and a short plain text too (a server refusing everything, as for a parameter it
+        does not take): that is a failure."""
         out: list[np.ndarray | None] = []
+        answers = False  # whether the provider was seen to embed a text in this run
         try:
             dim = self._dimension()
         except EmbedderError as e:
@@ -189,14 +190,18 @@ class VectorIndex:
                             continue
                         dim = len(row)
                         singly.append(row)
-                    if all(v is None for v in singly) and not self._answers(dim):
+                        answers = True
+                if not answers and all(v is None for v in singly):
+                    if not self._answers(dim):
                         return out, e
+                    answers = True
                 log.warning("brainmem: the embedder refused %d text(s), left without a vector: %s",
                             sum(v is None for v in singly), e)
                 out.extend(singly)
                 continue
             dim = arr.shape[1]
             out.extend(arr)
+            answers = True
         return out, None
 
     def _answers(self, dim: int | None) -> bool:

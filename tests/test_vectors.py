@@ -917,7 +917,8 @@ def test_a_refused_text_alone_in_its_call_is_not_sent_again(tmp_path, caplog) ->
     with fake_server("refuse_long") as srv, \
             Brain(str(tmp_path / "b.db"), embedder=OpenAIEmbedder("fake", base_url=srv.url, max_retries=0)) as brain:
         brain.add("a very long note about the car " * 10)
-        assert len(srv.requests) == 1 and brain.stats()["embedder"]["missing"] == 1
+        assert [r["input"] for r in srv.requests][1:] == [["ok"]]  # the text once, then a probe
+        assert brain.stats()["embedder"]["missing"] == 1
         assert "input too long" in caplog.text  # the server's reason, in the warning
 
 
@@ -943,3 +944,8 @@ def test_a_whole_call_of_refused_texts_is_passed_over_but_a_server_refusing_all_
         srv.mode = "400"  # refuses every text, the short probe too: a failure, not refusals
         result = brain.embed()
         assert result["embedded"] == 0 and result["refused"] == [] and "400" in result["error"]
+    with fake_server("400") as srv, \
+            Brain(tmp_path / "c.db", embedder=OpenAIEmbedder("fake", base_url=srv.url, batch_size=1,
+                                                             max_retries=0)) as brain:
+        result = brain.embed()  # one text a call: the first refusal is probed too
+        assert result["refused"] == [] and "400" in result["error"] and len(srv.requests) == 2
