@@ -93,9 +93,12 @@ def _memory_context(box: Toolbox, args: dict[str, Any]) -> JSON:
     block = box.brain.context(args.get("query"), budget=args.get("budget", 1000), **where)
     # each memory's content once, in the text: the items say which lines are which
     items = [{k: v for k, v in item.items() if k != "content"} for item in block.items]
-    return {"text": block.text, "items": items, "tokens": block.tokens,
-            "budget": block.budget, "tokenizer": block.tokenizer, "omitted": block.omitted,
-            "retrieval_id": block.retrieval_id}
+    out: JSON = {"text": block.text, "items": items, "tokens": block.tokens,
+                 "budget": block.budget, "tokenizer": block.tokenizer, "omitted": block.omitted,
+                 "retrieval_id": block.retrieval_id}
+    if block.degraded:
+        out["degraded"] = block.degraded  # as memory_search: the embedder or reranker failed
+    return out
 
 
 def _history_schema(ctx: ToolContext | None) -> JSON:

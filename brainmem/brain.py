@@ -322,6 +322,8 @@ class Brain(FacesMixin, AdminMixin):
         # may take a network round trip, and threads sharing the brain need not wait for it.
         with self._lock:
             index = hybrid.query_index(self._vectors, self.policy)
+            if index is not None:  # a query with no searchable word is refused before the provider call
+                self._compiler.compile(query)
         qvec, degraded = hybrid.embed_query(index, query) if index is not None else (None, None)
         with self._lock:
             with self._store.read():  # one snapshot for the ~8 reads of a search
@@ -392,10 +394,12 @@ class Brain(FacesMixin, AdminMixin):
     def embed(self, *, batch_size: int = 256, limit: int | None = None) -> dict[str, Any]:
         """Backfill vectors: embed live traces without a current vector of this brain's model.
 
-        Returns ``{"model", "embedded", "missing", "error", "skipped"}``; a provider
-        failure stops the run (what was embedded stays) and is reported, not raised.
+        Returns ``{"model", "embedded", "missing", "error", "skipped", "refused"}``; a
+        provider failure stops the run (what was embedded stays) and is reported, not raised.
         ``skipped`` says why nothing was done when another backfill of the same model
-        was running on the file (another process, a reflect); else it is None.
+        was running on the file (another process, a reflect); else it is None. ``refused``
+        lists the traces the provider refused to embed (HTTP 400/413/422, e.g. a text over
+        the model's context length): left without a vector, the run going on after them.
         """
         if self._vectors is None:
             raise InvalidInput("this brain has no embedder: open it with Brain(path, embedder=...)")

@@ -153,7 +153,8 @@ class AdminMixin(BrainBase):
                     hook_sees_rows=self.policy.quota is not None and self.policy.quota_policy == "evict")
         if self._vectors is not None and report.imported:
             # exports carry no vectors: imported traces are embedded anew
-            report.embed_error = self._vectors.backfill(lock=self._lock)["error"]
+            embedded = self._vectors.backfill(lock=self._lock)
+            report.embed_error, report.embed_refused = embedded["error"], embedded["refused"]
         self._emit_deletes(events)
         for trace in report.added:
             self._emit("add", {"id": trace.id, "trace": trace})
@@ -195,7 +196,8 @@ class AdminMixin(BrainBase):
         (edges/tag rows of traces that do not exist), ``hashes`` (traces whose dedup
         hash is not their text's: edited outside brainmem), ``json`` (traces whose tags
         or metadata is not JSON: the same), ``tag_rows`` (traces whose tag filter does
-        not hold their tags: the same), ``unsafe_merges`` (past
+        not hold their tags: the same), ``vectors`` (embedding vectors whose bytes are not
+        a vector of their dimension, or of another dimension than their model's), ``unsafe_merges`` (past
         merges the merge rule refuses), ``counts`` and readable
         ``problems``. See :mod:`brainmem.maintenance`.
         """
@@ -208,7 +210,8 @@ class AdminMixin(BrainBase):
         """Back up the file (online backup, to ``backup_to`` or ``<path>.<time>.bak``),
         rebuild the search index, drop orphan edges and recompute stale dedup hashes
         and tag filters (``rehashed``, ``retagged``), and make unreadable tags and
-        metadata readable (``json_fixed``); with ``unmerge_unsafe``, undo
+        metadata readable (``json_fixed``), delete vectors edited into something else
+        (``vectors_dropped``; the next backfill embeds their traces again); with ``unmerge_unsafe``, undo
         the past merges :meth:`check` reports as ``unsafe_merges``. Returns what was done
         and a fresh :meth:`check` under ``["after"]``."""
         from . import maintenance

@@ -260,6 +260,9 @@ def run(
                                     f"({embedded['missing']} trace(s) still without a vector)")
             elif embedded.get("skipped"):  # another backfill of this model holds the lease
                 report.notes.append(f"embedding skipped: {embedded['skipped']}")
+            if embedded.get("refused"):
+                report.notes.append(f"embedding refused {len(embedded['refused'])} trace(s), left "
+                                    f"without a vector: {' '.join(embedded['refused'][:20])}")
     except BaseException as exc:
         report.status = "failed"
         report.error = f"{type(exc).__name__}: {exc}"

@@ -70,7 +70,9 @@ def default_counter() -> tuple[str, Counter]:
 @dataclass
 class ContextBlock:
     """The text and the same as data: ``items`` (id, section, date, content, score,
-    tokens), ``tokens`` used of ``budget``, ``omitted`` (memories that did not fit)."""
+    tokens), ``tokens`` used of ``budget``, ``omitted`` (memories that did not fit),
+    ``degraded`` (why the search ranked without its embedder or reranker, as
+    ``Hits.degraded``; None when it did not)."""
 
     text: str
     items: list[dict[str, Any]] = field(default_factory=list)
@@ -79,6 +81,7 @@ class ContextBlock:
     tokenizer: str = ""
     omitted: int = 0
     retrieval_id: int | None = None
+    degraded: str | None = None
 
     def __str__(self) -> str:
         return self.text
@@ -137,7 +140,7 @@ def build(brain: Brain, query: str | None, *, budget: int = 1000, limit: int = 2
     shown = {t.id for t in core}
     sections: list[tuple[str, list[tuple[Trace, float | None]]]] = [("core", [(t, None) for t in core]),
                 ("relevant", [(h.trace, h.score) for h in hits if h.trace.id not in shown])]
-    block = ContextBlock("", budget=budget, tokenizer=name)
+    block = ContextBlock("", budget=budget, tokenizer=name, degraded=getattr(hits, "degraded", None))
     lines: list[str] = []
     used = 0
     for section, entries in sections:

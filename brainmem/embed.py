@@ -22,7 +22,7 @@ from __future__ import annotations
 import hashlib
 import os
 import threading
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
@@ -51,8 +51,16 @@ class EmbedderError(BrainmemError):
     """The provider did not answer usefully (down, timed out, malformed answer).
 
     Writes keep the trace and leave its vector for later (``brainmem embed``);
-    searches fall back to lexical ranking and say so (``Hits.degraded``).
+    searches fall back to lexical ranking and say so (``Hits.degraded``). ``refused`` is
+    True when the server answered that it will not embed these texts (HTTP 400, 413 or
+    422: a text over the model's context length, a batch too big) or answered a text with
+    NaN, infinity or the zero vector, not that it is down: the call's texts are then
+    embedded one at a time and those refused left out.
     """
+
+    def __init__(self, message: str, *, refused: bool = False) -> None:
+        super().__init__(message)
+        self.refused = refused
 
 
 @runtime_checkable
@@ -94,11 +102,15 @@ def checked(vectors: Any, n: int, dimension: int | None, model_id: str) -> np.nd
         raise EmbedderError(
             f"embedder {model_id!r} returned {arr.shape[1]}-d vectors, expected {dimension}-d"
         )
-    if arr.shape[1] == 0 or not np.isfinite(arr).all():
-        raise EmbedderError(f"embedder {model_id!r} returned NaN, infinite or empty vectors")
+    if arr.shape[1] == 0:
+        raise EmbedderError(f"embedder {model_id!r} returned empty vectors")
+    # a bad row is the answer for one text (an fp16 model overflowing on it): refused, so
+    # that a backfill embeds the call's other texts one at a time
+    if not np.isfinite(arr).all():
+        raise EmbedderError(f"embedder {model_id!r} returned NaN or infinite vectors", refused=True)
     peaks = np.abs(arr).max(axis=1, keepdims=True)
     if (peaks == 0).any():
-        raise EmbedderError(f"embedder {model_id!r} returned an all-zero vector")
+        raise EmbedderError(f"embedder {model_id!r} returned an all-zero vector", refused=True)
     # scaled to a largest component of 1 first: the squares of a row of 1e20s overflow
     # float32 (the row became all zeros) and those of 1e-30s underflow
     arr = arr / peaks
@@ -111,6 +123,11 @@ def _prefixed(texts: Sequence[str], kind: str, query_prefix: str, passage_prefix
         raise InvalidInput(f"embedding kind must be 'passage' or 'query', not {kind!r}")
     prefix = query_prefix if kind == "query" else passage_prefix
     return [prefix + t for t in texts]
+
+
+#: HTTP statuses by which a server refuses the texts it was given (too long, too many),
+#: as opposed to failing (5xx, timeouts, 401, 404, 429): :attr:`EmbedderError.refused`
+REFUSALS = (400, 413, 422)
 
 
 class OpenAIEmbedder:
@@ -163,7 +180,8 @@ class OpenAIEmbedder:
                 rows = sorted(answer.data, key=lambda d: d.index)
                 vectors = [r.embedding for r in rows]
             except (openai.OpenAIError, AttributeError, TypeError, ValueError) as e:
-                raise EmbedderError(f"embedding server failed ({type(e).__name__}): {e}") from e
+                refused = isinstance(e, openai.APIStatusError) and e.status_code in REFUSALS
+                raise EmbedderError(f"embedding server failed ({type(e).__name__}): {e}", refused=refused) from e
             arr = checked(vectors, len(batch), self.dimension, self.model_id)
             if self.dimension is None:
                 self.dimension = arr.shape[1]
@@ -182,7 +200,8 @@ class OnnxModel:
     reranker: both files checked when it is made (``~`` expanded: no shell expands one after
     ``onnx:``), its options checked, its model id (the file's name and content hash, and
     ``max_length`` when it is not the default 256), and onnxruntime and tokenizers loaded
-    on first use (``pip install brainmem[embed]``). ``threads`` caps onnxruntime's intra-op
+    on first use (``pip install brainmem[embed]``; a file that is no tokenizer.json or no ONNX
+    model is then :class:`InvalidInput` naming it). ``threads`` caps onnxruntime's intra-op
     threads (default: one per core)."""
 
     #: what the model is, in messages
@@ -194,7 +213,10 @@ class OnnxModel:
         self.model_path = Path(model_path).expanduser()
         self.tokenizer_path = (Path(tokenizer_path).expanduser() if tokenizer_path
                                else self.model_path.with_name("tokenizer.json"))
-        for p, what in ((self.model_path, "ONNX model"), (self.tokenizer_path, "tokenizer.json")):
+        for p, what, name in ((self.model_path, "ONNX model", "an ONNX file: give the .onnx file"),
+                              (self.tokenizer_path, "tokenizer.json", "a tokenizer.json: give the tokenizer.json")):
+            if p.is_dir():  # the model's folder, as it is downloaded: not "not found"
+                raise InvalidInput(f"{p} is a folder, not {name} in it")
             if not p.is_file():
                 raise InvalidInput(f"{what} not found: {p}")
         self.max_length = check_int(max_length, "max_length", 1)
@@ -221,14 +243,22 @@ class OnnxModel:
             raise InvalidInput(
                 f"the local ONNX {self.role} needs onnxruntime and tokenizers: pip install 'brainmem[embed]'"
             ) from e
-        tok = Tokenizer.from_file(str(self.tokenizer_path))
+        try:
+            tok = Tokenizer.from_file(str(self.tokenizer_path))
+        except Exception as e:  # the library's own error type ("Model missing. at line 1 column 2")
+            raise InvalidInput(f"{self.tokenizer_path} is not a tokenizer.json the tokenizers "
+                               f"library reads: {e}") from e
         tok.enable_truncation(max_length=self.max_length)
         tok.enable_padding(pad_id=0, pad_token="[PAD]")
         opts = ort.SessionOptions()
         opts.log_severity_level = 3
         if self.threads:
             opts.intra_op_num_threads = self.threads
-        session = ort.InferenceSession(str(self.model_path), sess_options=opts, providers=["CPUExecutionProvider"])
+        try:
+            session = ort.InferenceSession(str(self.model_path), sess_options=opts,
+                                           providers=["CPUExecutionProvider"])
+        except Exception as e:  # onnxruntime's own error types (InvalidProtobuf, Fail, ...)
+            raise InvalidInput(f"{self.model_path} is not an ONNX model onnxruntime loads: {e}") from e
         self._inputs = {i.name for i in session.get_inputs()}
         self._session, self._tokenizer = session, tok
 
@@ -293,7 +323,14 @@ class OnnxEmbedder(OnnxModel):
 
 
 class CallableEmbedder:
-    """Any function ``fn(texts) -> vectors`` (or ``fn(texts, kind)``) as an embedder."""
+    """Any function ``fn(texts) -> vectors`` (or ``fn(texts, kind)``) as an embedder: an
+    ``(n, d)`` array, a list of rows, or an iterator of rows (``map(embed_one, texts)``).
+
+    ``fn`` is given the kind (``"passage"`` or ``"query"``) as its second argument when
+    its second positional parameter has no default or is named ``kind``: an optional
+    one named otherwise is an option of its own (sentence-transformers'
+    ``encode(sentences, batch_size=32, ...)``). ``takes_kind`` decides instead.
+    """
 
     def __init__(self, fn: Callable[..., Any], model_id: str | None = None, *,
                  dimension: int | None = None, batch_size: int = 64, takes_kind: bool | None = None) -> None:
@@ -303,23 +340,33 @@ class CallableEmbedder:
         self.model_id = model_id or f"callable:{getattr(fn, '__module__', '?')}.{getattr(fn, '__qualname__', type(fn).__name__)}"
         self.dimension = dimension
         self.batch_size = check_int(batch_size, "batch_size", 1)
-        if takes_kind is None:
-            import inspect
-
-            try:
-                takes_kind = len(inspect.signature(fn).parameters) >= 2
-            except (TypeError, ValueError):
-                takes_kind = False
-        self.takes_kind = takes_kind
+        self.takes_kind = _takes_kind(fn) if takes_kind is None else takes_kind
 
     def embed(self, texts: list[str], kind: str = "passage") -> np.ndarray:
         _prefixed(texts, kind, "", "")
         try:
-            return np.asarray(self.fn(texts, kind) if self.takes_kind else self.fn(texts), dtype=np.float32)
+            vectors = self.fn(texts, kind) if self.takes_kind else self.fn(texts)
+            if isinstance(vectors, Iterator):  # map(embed_one, texts), a generator: one row each
+                vectors = list(vectors)
+            return np.asarray(vectors, dtype=np.float32)
         except BrainmemError:
             raise
         except Exception as e:  # a user's function: any failure is the provider's
             raise EmbedderError(f"embedder {self.model_id!r} failed ({type(e).__name__}): {e}") from e
+
+
+def _takes_kind(fn: Callable[..., Any]) -> bool:
+    """Whether ``fn``'s second positional parameter is the kind (:class:`CallableEmbedder`):
+    it has no default, or it is named ``kind``."""
+    import inspect
+
+    try:
+        params = inspect.signature(fn).parameters.values()
+    except (TypeError, ValueError):
+        return False
+    positional = [p for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+    return len(positional) >= 2 and (positional[1].default is inspect.Parameter.empty
+                                     or positional[1].name == "kind")
 
 
 def resolve_embedder(value: Any) -> Embedder | None:

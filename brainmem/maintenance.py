@@ -16,6 +16,10 @@ What is checked (the SQL lives in :mod:`brainmem.store`, section "maintenance"):
   still find as its duplicate.
 * ``tag_rows`` — traces whose tag filter rows (``trace_tags``) do not hold their
   tags: tags edited outside brainmem, which ``tags=`` filters would not see.
+* ``vectors`` — embedding vectors whose bytes are not a vector of their dimension
+  (edited outside brainmem), or of another dimension than their model's other vectors
+  (written by a release before the dimension check): a search skips them, and their
+  traces count as embedded.
 * ``unsafe_merges`` — past reflect merges whose two texts the merge rule of
   :mod:`brainmem.sameness` refuses (brains consolidated before the rule existed
   folded e.g. "likes cats, allergic to dogs" into its swap); each with both texts
@@ -27,7 +31,8 @@ their tag filter rows) and metadata (the unreadable text kept under
 ``unreadable_metadata``) for traces whose JSON is damaged, an FTS5 ``rebuild``
 from the live traces, deletion of orphan edges and tag rows, the hash of their
 content for traces whose dedup hash is stale, and the tag filter rows of traces
-whose tags were edited.
+whose tags were edited, and deletion of the broken vectors (``brainmem embed``, or the
+next ``reflect``, embeds their traces again).
 With ``unmerge_unsafe`` (``brainmem repair --unmerge-unsafe``), repair then undoes
 every merge into a survivor that has an unsafe merge (:func:`brainmem.unmerge.unmerge`:
 all its sources come back; the safe ones merge again at the next reflect).
@@ -98,6 +103,10 @@ def check(store: Store) -> dict[str, Any]:
                                                       "content (edited outside brainmem; brainmem repair recomputes it)"),
         ("tag_rows", store.stale_tags, "trace(s) whose tag filter does not hold their tags "
                                        "(edited outside brainmem; brainmem repair rebuilds it)"),
+        ("vectors", store.bad_vectors, "vector(s) whose bytes or dimension are not their model's "
+                                       "(edited outside brainmem, or an older release): search skips "
+                                       "them; brainmem repair deletes them and brainmem embed embeds "
+                                       "their traces again"),
     ):
         found = run(name, count)
         if found:
@@ -137,7 +146,7 @@ def repair(store: Store, backup_to: str | None, now: float, unmerge_unsafe: bool
         store.backup_to(backup)
     result: dict[str, Any] = {"backup": backup, "before": before, "fts_rebuilt": False,
                               "dropped": {"edges": 0, "tags": 0}, "json_fixed": 0, "rehashed": 0, "retagged": 0,
-                              "unmerged": [],
+                              "vectors_dropped": 0, "unmerged": [],
                               "error": None}
     try:
         result["json_fixed"] = store.fix_json()  # first: the index rebuild reads the tags
@@ -146,6 +155,7 @@ def repair(store: Store, backup_to: str | None, now: float, unmerge_unsafe: bool
         result["dropped"] = store.drop_orphans()
         result["rehashed"] = store.rehash()
         result["retagged"] = store.retag()
+        result["vectors_dropped"] = store.drop_bad_vectors()
         if unmerge_unsafe:
             result["unmerged"] = _unmerge_unsafe(store, before.get("unsafe_merges") or [], now)
     except BrainmemError as exc:

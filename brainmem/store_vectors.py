@@ -27,6 +27,10 @@ class VectorTables(Database):
             "SELECT rid, ?, content_hash, ?, ? FROM traces WHERE id = ? AND content_hash = ?",
             [(model, dim, blob, tid, h) for tid, h, blob in rows],
         )
+        self._vectors_changed()
+
+    def _vectors_changed(self) -> None:
+        """Bump the counter :meth:`vectors_stamp` reads: the cached matrices are stale."""
         self.db.execute(
             "INSERT INTO meta(key, value) VALUES (?, '1') "
             "ON CONFLICT(key) DO UPDATE SET value = CAST(value AS INTEGER) + 1", (VECTORS_WRITTEN,))
@@ -75,6 +79,27 @@ class VectorTables(Database):
                 "SELECT t.id, v.content_hash, v.dim, v.v FROM vectors v JOIN traces t ON t.rid = v.rid "
                 "WHERE v.model = ?", (model,)):
             yield str(tid), str(h), int(dim), bytes(blob)
+
+    #: Vectors whose bytes are not a vector of their dimension (edited outside brainmem), or
+    #: whose dimension is not their model's (:meth:`vectors_dimension`; a file written before
+    #: the dimension was checked): a search skips them, ``check`` counts them, ``repair``
+    #: deletes them (their traces are then embedded again).
+    _BAD_VECTORS = ("FROM vectors WHERE length(v) NOT IN (4 + dim, 4 * dim) "
+                    "OR dim IS NOT (SELECT w.dim FROM vectors w WHERE w.model = vectors.model LIMIT 1)")
+
+    def bad_vectors(self) -> int:
+        """How many vectors :data:`_BAD_VECTORS` holds."""
+        return int(self.execute(f"SELECT count(*) {self._BAD_VECTORS}").get)
+
+    def drop_bad_vectors(self) -> int:
+        """Delete the vectors :meth:`bad_vectors` counts (their traces are embedded again by
+        the next backfill); return how many went."""
+        with self.write():
+            found = self.bad_vectors()
+            if found:
+                self.execute(f"DELETE {self._BAD_VECTORS}")
+                self._vectors_changed()
+        return found
 
     def vectors_by_model(self) -> dict[str, int]:
         return {str(m): int(n) for m, n in self.execute("SELECT model, count(*) FROM vectors GROUP BY model")}

@@ -297,6 +297,9 @@ class ImportReport:
     #: there was nothing to embed). The traces are imported either way; ``brainmem embed``
     #: fills in what is missing later.
     embed_error: str | None = None
+    #: With an embedder: the traces it refused to embed (a text over its context length),
+    #: left without a vector (:meth:`Brain.embed <brainmem.Brain.embed>`'s ``refused``).
+    embed_refused: list[str] = field(default_factory=list)
     #: The live traces written, held only when an "add" subscriber will be told of them;
     #: not part of :meth:`to_dict`.
     added: list[Trace] = field(default_factory=list, repr=False)

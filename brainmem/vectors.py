@@ -146,29 +146,92 @@ class VectorIndex:
         stored dimension) and no state of the call is kept, so threads sharing a brain
         may embed at once (each caller decides what a failure means)."""
         texts = list(texts)
-        parts = list(self.embed_steps(texts, kind))
+        dim = self._dimension()
+        parts = []
+        for chunk in self._chunks(texts):
+            parts.append(self._call(chunk, kind, dim))
+            dim = parts[-1].shape[1]  # the next calls must answer in the same dimension
         if len(parts) == 1:
             return parts[0]
-        return np.concatenate(parts) if parts else np.zeros((0, self._dimension() or 0), np.float32)
+        return np.concatenate(parts) if parts else np.zeros((0, dim or 0), np.float32)
 
-    def embed_steps(self, texts: Sequence[str], kind: str = "passage") -> Iterator[np.ndarray]:
-        """:meth:`embed` one provider call at a time: the checked vectors of each run of at
-        most the embedder's ``batch_size`` texts (the :class:`~brainmem.embed.Embedder`
-        contract: how many texts one ``embed`` call gets), in order. The ONNX embedder is
-        given them all: it batches them itself, sorted by length to keep padding small."""
-        texts = list(texts)
-        step = len(texts) if isinstance(self.embedder, OnnxEmbedder) else _batch_size(self.embedder)
-        dim = self._dimension()
-        for start in range(0, max(len(texts), 1), max(step, 1)):
-            chunk = texts[start: start + step] if texts else []
+    def embed_each(self, texts: Sequence[str]) -> tuple[list[np.ndarray | None], EmbedderError | None]:
+        """The passages ``texts`` embedded one provider call at a time: the vector of each
+        text in order (None for one the provider refused), up to the first failure, which is
+        returned with them (the list then ends before the failing call's texts; what the
+        calls before it answered is kept). A call the provider refused
+        (:attr:`~brainmem.embed.EmbedderError.refused`: a text over its context length) is
+        made again a text at a time, so that one text does not cost the others their
+        vectors; unless, before it embedded any text of the run, it refuses every text of a
+        call and a short plain text too (a server refusing everything, as for a parameter it
+        does not take): that is a failure."""
+        out: list[np.ndarray | None] = []
+        answers = False  # whether the provider was seen to embed a text in this run
+        try:
+            dim = self._dimension()
+        except EmbedderError as e:
+            return out, e
+        for chunk in self._chunks(list(texts)):
             try:
-                arr = checked(self.embedder.embed(chunk, kind), len(chunk), dim, self.model_id)
-            except EmbedderError:
-                raise
-            except Exception as e:  # a provider is foreign code: whatever it raises is its failure
-                raise EmbedderError(f"embedder {self.model_id!r} failed ({type(e).__name__}): {e}") from e
-            dim = arr.shape[1]  # the next calls must answer in the same dimension
-            yield arr
+                arr = self._call(chunk, "passage", dim)
+            except EmbedderError as e:
+                if not e.refused:
+                    return out, e
+                singly: list[np.ndarray | None] = [None]  # a call of one text: that text refused
+                if len(chunk) > 1:
+                    singly = []
+                    for text in chunk:
+                        try:
+                            row = self._call([text], "passage", dim)[0]
+                        except EmbedderError as each:
+                            if not each.refused:
+                                return out + singly, each
+                            singly.append(None)
+                            continue
+                        dim = len(row)
+                        singly.append(row)
+                        answers = True
+                if not answers and all(v is None for v in singly):
+                    if not self._answers(dim):
+                        return out, e
+                    answers = True
+                log.warning("brainmem: the embedder refused %d text(s), left without a vector: %s",
+                            sum(v is None for v in singly), e)
+                out.extend(singly)
+                continue
+            dim = arr.shape[1]
+            out.extend(arr)
+            answers = True
+        return out, None
+
+    def _answers(self, dim: int | None) -> bool:
+        """Whether the provider embeds a short plain text: after it refused every text of a
+        call, tells a server refusing everything (a parameter it does not take) from texts
+        that are each refused (all over its context length)."""
+        try:
+            self._call(["ok"], "passage", dim)
+        except EmbedderError:
+            return False
+        return True
+
+    def _chunks(self, texts: list[str]) -> Iterator[list[str]]:
+        """``texts`` in runs of at most the embedder's ``batch_size`` (the
+        :class:`~brainmem.embed.Embedder` contract: how many texts one ``embed`` call gets);
+        one run for the ONNX embedder, which batches them itself, sorted by length to keep
+        padding small; one empty run for no texts."""
+        step = max(len(texts) if isinstance(self.embedder, OnnxEmbedder) else _batch_size(self.embedder), 1)
+        for start in range(0, max(len(texts), 1), step):
+            yield texts[start: start + step]
+
+    def _call(self, chunk: list[str], kind: str, dim: int | None) -> np.ndarray:
+        """One provider call: the checked vectors of ``chunk`` (``dim``: the dimension they
+        must have, None when not known yet), or :class:`EmbedderError`."""
+        try:
+            return checked(self.embedder.embed(chunk, kind), len(chunk), dim, self.model_id)
+        except EmbedderError:
+            raise
+        except Exception as e:  # a provider is foreign code: whatever it raises is its failure
+            raise EmbedderError(f"embedder {self.model_id!r} failed ({type(e).__name__}): {e}") from e
 
     def _dimension(self) -> int | None:
         """The dimension answers must have: that of this model's stored vectors, else the
@@ -196,12 +259,10 @@ class VectorIndex:
         unique = {content_hash(t): t for t in texts}
         if not unique:
             return {}
-        try:
-            vectors = self.embed(list(unique.values()))
-        except EmbedderError as e:
-            log.warning("brainmem: embedding failed, continuing without vectors: %s", e)
-            return {}
-        return dict(zip(unique, vectors))
+        vectors, failure = self.embed_each(list(unique.values()))
+        if failure is not None:
+            log.warning("brainmem: embedding failed, continuing without vectors: %s", failure)
+        return {h: v for h, v in zip(unique, vectors) if v is not None}
 
     # --- writing (inside the caller's transaction) ----------------------------------
 
@@ -229,7 +290,10 @@ class VectorIndex:
         """Embed live traces without a current vector for this model; one transaction per batch.
 
         Stops at the first provider failure (reported, nothing half-written); the vectors
-        of the calls that answered before it are stored. ``lock``
+        of the calls that answered before it are stored. A call the provider refused
+        (:attr:`~brainmem.embed.EmbedderError.refused`: a text over its context length) is
+        made again a text at a time: the texts it refuses are left without a vector and
+        their ids listed in ``refused``, and the backfill goes on after them. ``lock``
         (the brain's) is held while a batch is read and while it is written, never while
         the provider embeds it, so threads sharing the brain keep going meanwhile. Each
         batch starts after the last one's traces, so the table is walked once; a trace
@@ -247,7 +311,7 @@ class VectorIndex:
             if not taken:
                 return {"embedded": 0, "missing": self.missing(), "error": None,
                         "skipped": f"another backfill of {self.model_id} is running ({holder}, "
-                                   f"lease until {iso(until)})"}
+                                   f"lease until {iso(until)})", "refused": []}
         try:
             return self._backfill(guard, name, owner, batch_size, limit)
         finally:
@@ -257,31 +321,33 @@ class VectorIndex:
     def _backfill(self, guard: AbstractContextManager[Any], name: str, owner: str, batch_size: int,
                   limit: int | None) -> dict[str, Any]:
         done, error, after = 0, None, 0
+        refused: list[str] = []
         while limit is None or done < limit:
             n = batch_size if limit is None else min(batch_size, limit - done)
             with guard, self.store.read():
                 todo = self.store.vectors_missing(self.model_id, n, after)
             if not todo:
                 break
-            parts: list[np.ndarray] = []
-            try:  # one provider call at a time: what came back before a failure is kept
-                for part in self.embed_steps([c for _, _, c, _ in todo]):
-                    parts.append(part)
-            except EmbedderError as e:
-                error = str(e)
-            todo = todo[:sum(len(p) for p in parts)]
-            if todo:
-                vectors = np.concatenate(parts)
-                stub = [Trace(id=i, content=c, content_hash=h) for _, i, c, h in todo]
+            vectors, failure = self.embed_each([c for _, _, c, _ in todo])
+            seen = len(vectors)  # the traces answered or refused: the next batch starts after them
+            rows = [(row, v) for row, v in zip(todo, vectors) if v is not None]
+            refused.extend(row[1] for row, v in zip(todo, vectors) if v is None)
+            if rows:
+                stub = [Trace(id=i, content=c, content_hash=h) for (_, i, c, h), _ in rows]
                 with guard, self.store.write():
-                    self.write(stub, {h: v for (_, _, _, h), v in zip(todo, vectors)})
+                    self.write(stub, {h: v for (_, _, _, h), v in rows})
                     self.store.lease_acquire(name, owner, time.time(), LEASE_SECONDS)
-                done += len(todo)
-                after = todo[-1][0]
-            if error is not None:
+                done += len(rows)
+            if seen:
+                after = todo[seen - 1][0]
+            if failure is not None:
+                error = str(failure)
                 break
+        if refused:
+            log.warning("brainmem: traces left without a vector: %s", ", ".join(refused))
         with guard:
-            return {"embedded": done, "missing": self.missing(), "error": error, "skipped": None}
+            return {"embedded": done, "missing": self.missing(), "error": error, "skipped": None,
+                    "refused": refused}
 
     def lacking(self, traces: Sequence[Trace]) -> list[Trace]:
         """Those of ``traces`` without a vector of this model for their current content."""
@@ -309,6 +375,8 @@ class VectorIndex:
             want = self.stored_dimension() or 0
             for tid, h, d, blob in self.store.vectors_of(self.model_id):
                 if d != want:  # a file written before the dimension was checked: never mixed
+                    continue
+                if len(blob) not in (4 + d, 4 * d):  # edited by hand: check reports it, repair drops it
                     continue
                 ids.append(tid)
                 hashes.append(h)

@@ -74,6 +74,8 @@ class _Handler(JSONHandler):
             return self._send(500, b'{"error": {"message": "boom", "type": "server_error"}}')
         if mode == "slow":
             time.sleep(srv.delay)
+        if mode == "400" or mode == "refuse_long" and any(len(t) > 200 for t in texts):  # a model's context length
+            return self._send(400, b'{"error": {"message": "input too long", "type": "invalid_request_error"}}')
         if mode == "malformed":
             return self._send(200, b'{"data": "not a list"}')
         dim = srv.dim + (5 if mode == "wrong_dim" else 0)

@@ -349,3 +349,37 @@ def test_a_bad_input_type_value_is_one_clear_line_not_silently_off(tmp_path, mon
     assert main(["--brain", path, "--create", "add", "a kitten"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "input_type" in err[0] and "'maybe'" in err[0]
+
+
+def test_a_tokenizer_json_or_model_that_is_not_one_is_a_clear_error_naming_it(tmp_path, monkeypatch,
+                                                                              capsys) -> None:
+    """A tokenizer.json that is not one failed with a bare ``Exception: Model missing. at line
+    1 column 2`` (``brainmem embed``: "failed (Exception): Model missing ..."), naming no file;
+    a file that is no ONNX model with onnxruntime's own exception type."""
+    from brainmem.cli import main
+
+    _, tok = minilm_files()
+    (tmp_path / "model.onnx").write_bytes(b"not a model")
+    (tmp_path / "tokenizer.json").write_text('{"not": "a tokenizer"}')
+    with pytest.raises(InvalidInput, match=r"tokenizer\.json is not a tokenizer\.json"):
+        OnnxEmbedder(tmp_path / "model.onnx").embed(["a kitten"])
+    with pytest.raises(InvalidInput, match=r"model\.onnx is not an ONNX model"):
+        OnnxEmbedder(tmp_path / "model.onnx", tok).embed(["a kitten"])
+    path = str(tmp_path / "b.db")
+    assert main(["--brain", path, "--create", "add", "a kitten"]) == 0
+    monkeypatch.setenv("BRAINMEM_EMBEDDER", f"onnx:{tmp_path / 'model.onnx'}")
+    capsys.readouterr()
+    assert main(["--brain", path, "embed"]) == 1
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and f"{tmp_path / 'tokenizer.json'} is not a tokenizer.json" in err[0]
+
+
+def test_a_model_folder_given_for_the_onnx_file_is_named_as_a_folder(tmp_path) -> None:
+    """``onnx:all-MiniLM-L6-v2`` (the model's folder, as it is downloaded) said "ONNX model
+    not found" of a path that exists."""
+    (tmp_path / "model.onnx").write_bytes(b"x")
+    (tmp_path / "tokenizer.json").write_text("{}")
+    with pytest.raises(InvalidInput, match=r"is a folder, not an ONNX file: give the \.onnx file in it"):
+        OnnxEmbedder(tmp_path)
+    with pytest.raises(InvalidInput, match=r"is a folder, not a tokenizer\.json: give the tokenizer\.json in it"):
+        OnnxEmbedder(tmp_path / "model.onnx", tmp_path)

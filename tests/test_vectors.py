@@ -74,7 +74,7 @@ def test_provider_down_on_add_keeps_the_trace_and_backfill_embeds_it(brain_facto
     assert brain.get(trace.id).content == "We adopted a kitten"
     assert brain.stats()["embedder"] == {"model": "concepts-v1", "missing": 1, "kernel": "numpy"}
     assert brain.embed() == {"model": "concepts-v1", "embedded": 0, "missing": 1, "error": "provider down",
-                             "skipped": None}
+                             "skipped": None, "refused": []}
     emb.mode = "ok"
     assert brain.embed()["embedded"] == 1
     assert brain.stats()["embedder"]["missing"] == 0
@@ -219,7 +219,7 @@ def test_cli_embed_and_search_through_the_openai_compatible_env(tmp_path, monkey
         capsys.readouterr()
         assert main(["--brain", path, "embed", "--json"]) == 0
         assert json.loads(capsys.readouterr().out) == {
-            "model": "fake-embed", "embedded": 1, "missing": 0, "error": None, "skipped": None}
+            "model": "fake-embed", "embedded": 1, "missing": 0, "error": None, "skipped": None, "refused": []}
         assert main(["--brain", path, "search", "which animal", "--json", "--no-reinforce"]) == 0
         assert "kitten" in capsys.readouterr().out
     monkeypatch.delenv("BRAINMEM_EMBEDDER")
@@ -257,7 +257,8 @@ def test_a_brain_of_every_earlier_schema_gains_vectors(tmp_path, clock, emb, ver
     try:
         live = sum(1 for r in ROWS if not r[4])
         assert brain.stats()["schema_version"] == schema.SCHEMA_VERSION
-        assert brain.embed() == {"model": "concepts-v1", "embedded": live, "missing": 0, "error": None, "skipped": None}
+        assert brain.embed() == {"model": "concepts-v1", "embedded": live, "missing": 0, "error": None,
+                                 "skipped": None, "refused": []}
         brain.add("My cat Luna sleeps on the editor")
         hits = brain.search("which animal", explain=True, reinforce=False)
         assert hits[0].trace.content == "My cat Luna sleeps on the editor"
@@ -632,9 +633,9 @@ def test_a_provider_dying_halfway_through_embed_keeps_what_it_answered(tmp_path,
     dying.batch_size = 2
     with Brain(path, embedder=dying) as brain:
         assert brain.embed() == {"model": "dying", "embedded": 4, "missing": 3, "error": "provider down",
-                                 "skipped": None}
+                                 "skipped": None, "refused": []}
         dying.mode, dying.calls = "ok", 0
-        assert brain.embed() == {"model": "dying", "embedded": 3, "missing": 0, "error": None, "skipped": None}
+        assert brain.embed() == {"model": "dying", "embedded": 3, "missing": 0, "error": None, "skipped": None, "refused": []}
         assert dying.calls == 2  # only the three still missing
 
 
@@ -685,3 +686,266 @@ def test_reflect_says_when_another_backfill_held_its_vectors(tmp_path) -> None:
     report = reports[0]
     assert report.status == "ok" and report.embedded == 0
     assert any("another backfill" in note for note in report.notes), report.notes
+
+
+def test_a_vector_blob_cut_short_by_hand_is_skipped_reported_and_repaired(brain_factory, emb, tmp_path) -> None:
+    brain = brain_factory(embedder=emb)
+    luna = brain.add_many(STORY)[0]
+    brain.close()
+    db = apsw.Connection(str(tmp_path / "brain.db"))  # a vector edited outside brainmem
+    db.execute("UPDATE vectors SET v = x'0102' WHERE rid = (SELECT rid FROM traces WHERE id = ?)", (luna.id,))
+    db.close()
+    brain = brain_factory(embedder=emb)
+    hits = brain.search("which vehicle", reinforce=False)  # a search never trips over it
+    assert contents(hits)[0] == STORY[1] and hits.degraded is None
+    report = brain.check()
+    assert not report["ok"] and report["vectors"] == 1
+    assert any(p.startswith("vectors: 1 ") for p in report["problems"])
+    result = brain.repair()
+    assert result["ok"] and result["vectors_dropped"] == 1 and brain.stats()["embedder"]["missing"] == 1
+    assert brain.embed()["embedded"] == 1
+    assert contents(brain.search("which pet", reinforce=False))[0] == STORY[0]
+
+
+def test_a_context_block_says_when_its_search_went_lexical(brain_factory, emb, tmp_path, monkeypatch,
+                                                            capsys) -> None:
+    from _embedfakes import fake_server
+
+    brain = brain_factory(embedder=emb)
+    brain.add_many(STORY)
+    assert brain.context("which pet").degraded is None
+    emb.mode = "fail"
+    block = brain.context("which kitten")
+    assert "lexical only" in (block.degraded or "") and STORY[0] in block.text
+    assert block.to_dict()["degraded"] == block.degraded
+    answer = brain.call_tool("memory_context", {"query": "which kitten"}, extra="all")
+    assert "lexical only" in answer["degraded"]
+    emb.mode = "ok"
+    assert "degraded" not in brain.call_tool("memory_context", {"query": "which kitten"}, extra="all")
+    brain.close()
+
+    path = str(tmp_path / "cli.db")  # the CLI's context: a note on stderr, as its search gives
+    assert main(["--brain", path, "--create", "add", "We adopted a kitten"]) == 0
+    with fake_server() as srv:
+        monkeypatch.setenv("BRAINMEM_EMBEDDER", "openai:fake-embed")
+        monkeypatch.setenv("BRAINMEM_EMBED_BASE_URL", srv.url)
+        monkeypatch.setenv("BRAINMEM_EMBED_MAX_RETRIES", "0")
+        assert main(["--brain", path, "embed"]) == 0
+        srv.mode = "500"
+        capsys.readouterr()
+        assert main(["--brain", path, "context", "which kitten"]) == 0
+        out, err = capsys.readouterr()
+        assert "kitten" in out and err.startswith("note: lexical only")
+        assert main(["--brain", path, "context", "which kitten", "--json"]) == 0
+        assert "lexical only" in json.loads(capsys.readouterr().out)["degraded"]
+
+
+def test_a_callable_whose_second_parameter_is_an_option_is_not_given_the_kind(brain_factory, tmp_path) -> None:
+    """Like sentence-transformers' ``model.encode(sentences, batch_size=32, ...)``: it got
+    "passage" as its batch size, so no trace ever had a vector."""
+    def encode(sentences, batch_size=32, **options):
+        return np.concatenate([concept_vectors(sentences[i: i + batch_size])
+                               for i in range(0, len(sentences), batch_size)])
+
+    def options_only(texts, **options):
+        return concept_vectors(texts)
+
+    for fn in (encode, options_only):
+        brain = brain_factory(tmp_path / f"{fn.__name__}.db", embedder=fn)
+        brain.add_many(STORY)
+        assert brain.stats()["embedder"]["missing"] == 0
+        assert contents(brain.search("a film to watch", reinforce=False))[0] == STORY[2]
+        brain.close()
+    def by_kind(texts, kind="passage"):  # an optional second parameter named kind gets it
+        return concept_vectors(texts, kind)
+
+    assert CallableEmbedder(by_kind).takes_kind and CallableEmbedder(lambda t, k: t).takes_kind
+    assert not CallableEmbedder(encode).takes_kind and not CallableEmbedder(options_only).takes_kind
+
+
+def test_a_callable_returning_its_vectors_one_by_one_is_an_embedder(brain_factory, tmp_path) -> None:
+    """``map(embed_one, texts)`` or a generator of rows (float64 lists): numpy made each an
+    object it could not read, so no trace got a vector."""
+    def one(text: str) -> list[float]:
+        return [float(x) for x in concept_vectors([text])[0]]
+
+    for name, fn in (("mapped", lambda texts: map(one, texts)),
+                     ("generated", lambda texts: (np.float64(one(t)) for t in texts))):
+        brain = brain_factory(tmp_path / f"{name}.db", embedder=CallableEmbedder(fn, name))
+        brain.add_many(STORY)
+        assert brain.stats()["embedder"]["missing"] == 0
+        assert contents(brain.search("a film to watch", reinforce=False))[0] == STORY[2]
+        brain.close()
+
+
+def test_a_query_without_searchable_words_is_refused_before_the_provider_is_called(brain_factory) -> None:
+    """search("?!") embedded the query first (with a server down: its timeout and every
+    retry, 90 s by default) and only then said the query had no searchable words."""
+    from brainmem import QueryError
+
+    calls: list[tuple[str, list[str]]] = []
+
+    def counting(texts, kind):
+        calls.append((kind, list(texts)))
+        return concept_vectors(texts, kind)
+
+    brain = brain_factory(embedder=counting)
+    brain.add_many(STORY)
+    calls.clear()
+    for query in ("", "   ", "?!"):
+        with pytest.raises(QueryError, match="no searchable words"):
+            brain.search(query, reinforce=False)
+    with pytest.raises(QueryError):
+        brain.context("?!")
+    assert calls == []
+    assert contents(brain.search("a film to watch", reinforce=False))[0] == STORY[2]
+    assert calls == [("query", ["a film to watch"])]
+
+
+def test_a_text_the_server_refuses_does_not_stop_every_later_trace_from_being_embedded(tmp_path, monkeypatch,
+                                                                                       capsys) -> None:
+    """One trace over the server's context length (OpenAI's 8192 tokens, TEI's 512) made
+    the server refuse (HTTP 400) each call holding it: every backfill stopped there, and no
+    trace after it ever got a vector. The refused one is now left out, named, and the rest
+    embedded; a server refusing everything still stops the run."""
+    from _embedfakes import fake_server
+
+    path = str(tmp_path / "b.db")
+    texts = [f"my cat number {i} likes pizza" for i in range(7)]
+    texts[2] = "a very long note about the car " * 10
+    with Brain(path) as brain:
+        long_id = brain.add_many(texts)[2].id
+    with fake_server("refuse_long") as srv, \
+            Brain(path, embedder=OpenAIEmbedder("fake", base_url=srv.url, batch_size=3, max_retries=0)) as brain:
+        result = brain.embed()
+        assert result["embedded"] == 6 and result["missing"] == 1 and result["error"] is None
+        assert result["refused"] == [long_id]
+        assert contents(brain.search("pet number 6", reinforce=False))[0] == texts[6]
+        srv.mode = "500"
+        assert brain.embed()["error"] and brain.embed()["refused"] == []  # down: stopped, not refused
+        srv.mode = "refuse_long"
+        monkeypatch.setenv("BRAINMEM_EMBEDDER", "openai:fake")
+        monkeypatch.setenv("BRAINMEM_EMBED_BASE_URL", srv.url)
+        capsys.readouterr()
+        assert main(["--brain", path, "embed"]) == 0
+        out = capsys.readouterr().out
+        assert "0 embedded" in out and f"refused by the embedder: {long_id}" in out
+    more = [f"a dog number {i} likes the garden" for i in range(5)]
+    more[1] = "another very long note about the engine " * 10
+    with fake_server("refuse_long") as srv, \
+            Brain(path, embedder=OpenAIEmbedder("fake", base_url=srv.url, batch_size=3, max_retries=0)) as brain:
+        brain.add_many(more)  # the add too: the others get their vectors at once, not at the next backfill
+        assert brain.stats()["embedder"]["missing"] == 2
+
+
+def test_a_vector_of_another_dimension_than_its_models_is_reported_and_repaired(brain_factory, emb,
+                                                                                tmp_path) -> None:
+    """A file mixing two dimensions of one model (a release before the dimension check):
+    search skips the odd vector, yet its trace counted as embedded, so it was never found by
+    meaning nor embedded again, and check said the brain was healthy."""
+    brain = brain_factory(embedder=emb)
+    brain.add_many(STORY)
+    puppy = brain.add("Our new puppy chewed the sofa")
+    brain.close()
+    db = apsw.Connection(str(tmp_path / "brain.db"))
+    db.execute("UPDATE vectors SET dim = 4, v = ? WHERE rid = (SELECT rid FROM traces WHERE id = ?)",
+               (encode(np.ones(4, np.float32)), puppy.id))
+    db.close()
+    brain = brain_factory(embedder=emb)
+    assert brain.check()["vectors"] == 1
+    assert brain.repair()["vectors_dropped"] == 1
+    assert brain.embed()["embedded"] == 1
+    assert puppy.id in [h.trace.id for h in brain.search("which pet", reinforce=False)]
+
+
+def test_an_import_says_which_traces_the_embedder_refused(tmp_path, capsys, monkeypatch) -> None:
+    """An import's backfill left the texts the server refused (over its context length)
+    without a vector and said nothing of it: the report's embed_error was None."""
+    from _embedfakes import fake_server
+
+    source = str(tmp_path / "a.db")
+    with Brain(source) as plain:
+        long_id = plain.add_many(["my cat likes pizza", "a very long note about the car " * 10])[1].id
+        plain.export(str(tmp_path / "dump.jsonl"))
+    with fake_server("refuse_long") as srv:
+        with Brain(str(tmp_path / "b.db"), embedder=OpenAIEmbedder("fake", base_url=srv.url, max_retries=0)) as brain:
+            report = brain.import_jsonl(str(tmp_path / "dump.jsonl"))
+            assert report.embed_error is None and report.embed_refused == [long_id]
+            assert report.to_dict()["embed_refused"] == [long_id]
+        monkeypatch.setenv("BRAINMEM_EMBEDDER", "openai:fake")
+        monkeypatch.setenv("BRAINMEM_EMBED_BASE_URL", srv.url)
+        capsys.readouterr()
+        assert main(["--brain", str(tmp_path / "c.db"), "--create", "import", str(tmp_path / "dump.jsonl")]) == 0
+        assert f"refused by the embedder: {long_id}" in capsys.readouterr().err
+
+
+def test_reflect_notes_the_traces_the_embedder_refused(tmp_path) -> None:
+    from _embedfakes import fake_server
+
+    path = str(tmp_path / "b.db")
+    with Brain(path) as plain:
+        long_id = plain.add_many(["my cat likes pizza", "a very long note about the car " * 10])[1].id
+    with fake_server("refuse_long") as srv, \
+            Brain(path, embedder=OpenAIEmbedder("fake", base_url=srv.url, max_retries=0)) as brain:
+        report = brain.reflect()
+        assert report.embedded == 1 and any(long_id in note and "refused" in note for note in report.notes)
+
+
+def test_a_text_the_provider_answers_with_nan_does_not_cost_the_others_their_vectors(tmp_path) -> None:
+    """A provider answering one text with NaN (an fp16 model overflowing on it) or the zero
+    vector failed each call holding it: every backfill stopped at that text's batch."""
+    def fn(texts):
+        out = concept_vectors(texts)
+        out[[("poison" in t) for t in texts]] = np.nan
+        return out
+
+    path = str(tmp_path / "b.db")
+    texts = [f"my cat number {i} likes pizza" for i in range(5)]
+    texts[1] = "a poison text about the car"
+    with Brain(path) as plain:
+        poison = plain.add_many(texts)[1].id
+    with Brain(path, embedder=CallableEmbedder(fn, "nan-on-poison", batch_size=2)) as brain:
+        result = brain.embed()
+        assert result["embedded"] == 4 and result["refused"] == [poison] and result["error"] is None
+        brain.add_many(["a dog likes the garden", "more poison for the engine"])
+        assert brain.stats()["embedder"]["missing"] == 2  # the two poisoned texts only
+
+
+def test_a_refused_text_alone_in_its_call_is_not_sent_again(tmp_path, caplog) -> None:
+    from _embedfakes import fake_server
+
+    with fake_server("refuse_long") as srv, \
+            Brain(str(tmp_path / "b.db"), embedder=OpenAIEmbedder("fake", base_url=srv.url, max_retries=0)) as brain:
+        brain.add("a very long note about the car " * 10)
+        assert [r["input"] for r in srv.requests][1:] == [["ok"]]  # the text once, then a probe
+        assert brain.stats()["embedder"]["missing"] == 1
+        assert "input too long" in caplog.text  # the server's reason, in the warning
+
+
+def test_a_whole_call_of_refused_texts_is_passed_over_but_a_server_refusing_all_stops(tmp_path) -> None:
+    """Two long texts in a row (a call of two, both refused) were taken for a server that
+    refuses everything: the backfill stopped there again at every run."""
+    from _embedfakes import fake_server
+
+    path = str(tmp_path / "b.db")
+    texts = ["a very long note about the car " * 10, "another long note about the engine " * 10,
+             "my cat likes pizza", "the dog barks at the car"]
+    with Brain(path) as plain:
+        ids = [t.id for t in plain.add_many(texts)]
+    with fake_server("refuse_long") as srv, \
+            Brain(path, embedder=OpenAIEmbedder("fake", base_url=srv.url, batch_size=2, max_retries=0)) as brain:
+        result = brain.embed()
+        assert result["embedded"] == 2 and result["refused"] == ids[:2] and result["error"] is None
+    with Brain(tmp_path / "c.db") as plain:
+        plain.add_many(texts[2:])
+    with fake_server("refuse_long") as srv, \
+            Brain(tmp_path / "c.db", embedder=OpenAIEmbedder("fake", base_url=srv.url, batch_size=2,
+                                                             max_retries=0)) as brain:
+        srv.mode = "400"  # refuses every text, the short probe too: a failure, not refusals
+        result = brain.embed()
+        assert result["embedded"] == 0 and result["refused"] == [] and "400" in result["error"]
+    with fake_server("400") as srv, \
+            Brain(tmp_path / "c.db", embedder=OpenAIEmbedder("fake", base_url=srv.url, batch_size=1,
+                                                             max_retries=0)) as brain:
+        result = brain.embed()  # one text a call: the first refusal is probed too
+        assert result["refused"] == [] and "400" in result["error"] and len(srv.requests) == 2

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 from collections.abc import Iterable
 from typing import Any
 
@@ -117,6 +118,8 @@ def _context(args: argparse.Namespace) -> int:
     with open_brain(args) as brain:
         block = brain.context(args.query, budget=args.budget, limit=args.limit, scope=args.scope,
                               scope_id=args.scope_id, now=time_arg(args.now))
+    if block.degraded:  # as search: the embedder or reranker failed, the block went on without it
+        print(f"note: {block.degraded}", file=sys.stderr)
     if args.json:
         print_json(block.to_dict())
     elif block.text:  # control characters escaped, as in tables; --json keeps the text exact

@@ -40,6 +40,8 @@ def _embed(args: argparse.Namespace) -> int:
         print(f"skipped: {result['skipped']}")
     else:
         print(f"{result['embedded']} embedded with {result['model']}, {result['missing']} still without a vector")
+        if result["refused"]:  # e.g. over the model's context length: the rest went on
+            print(f"refused by the embedder: {' '.join(result['refused'])}")
     if result["error"]:
         print(f"brainmem: error: the embedder failed: {result['error']}", file=sys.stderr)
         return 1

@@ -21,7 +21,8 @@ def register(commands: Any) -> None:
         "check", help="look for damage in the brain file (read-only; exit 1 if any)",
         description="Run SQLite's integrity check, FTS5's integrity check, the index/trace "
                     "sync check, the orphan-edge check, the JSON, dedup-hash and tag-filter checks "
-                    "(tags, metadata and texts edited outside brainmem) and the past-merge check. "
+                    "(tags, metadata and texts edited outside brainmem), the vector check "
+                    "(embedding vectors edited outside brainmem) and the past-merge check. "
                     "Never writes. Exit 1 when a problem is found.",
     )
     add_json_flag(check)
@@ -32,7 +33,8 @@ def register(commands: Any) -> None:
         description="Back up the brain file first (online backup), then rebuild the FTS5 "
                     "index from the live traces, delete edges whose ends do not exist, make "
                     "tags and metadata that are no longer JSON readable, and recompute the dedup "
-                    "hash and tag filter of traces edited outside brainmem. "
+                    "hash and tag filter of traces edited outside brainmem, and delete broken "
+                    "embedding vectors (brainmem embed embeds their traces again). "
                     "Exit 1 when problems remain afterwards.",
     )
     repair.add_argument("--backup", metavar="PATH",
@@ -81,6 +83,8 @@ def _repair(args: argparse.Namespace) -> int:
         print(f"dedup hashes recomputed: {result['rehashed']}")
     if result["retagged"]:
         print(f"tag filters rebuilt: {result['retagged']}")
+    if result["vectors_dropped"]:
+        print(f"broken vectors deleted (brainmem embed embeds their traces again): {result['vectors_dropped']}")
     for done in result["unmerged"]:
         if done.get("error"):
             print(f"not unmerged: {done['id']}: {done['error']}")
