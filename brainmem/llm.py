@@ -17,9 +17,9 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from .errors import BrainmemError
-from .model import has_visible
-from .validate import check_seconds
+from .errors import BrainmemError, InvalidInput
+from .model import finite, has_visible
+from .validate import check_int, check_seconds
 
 SYSTEM_PROMPT = (
     "You consolidate an AI agent's long-term memory. You are given memories the agent "
@@ -40,19 +40,25 @@ class LLM:
 
     ``base_url`` is an OpenAI-compatible API root (e.g. ``http://localhost:11434/v1``),
     ``timeout`` is per request in seconds, ``max_retries`` is passed to the client
-    (0 by default: reflect prefers a quick fallback to waiting on retries).
+    (0 by default: reflect prefers a quick fallback to waiting on retries). A setting no
+    request could succeed with is :class:`~brainmem.errors.InvalidInput` here, not a
+    quiet extractive fallback at every reflect.
     """
 
     def __init__(self, base_url: str | None = None, model: str = "gpt-4o-mini",
                  api_key: str | None = None, timeout: float = 30.0, max_retries: int = 0,
                  temperature: float = 0.0, max_tokens: int = 200) -> None:
+        if not isinstance(model, str) or not model.strip():
+            raise InvalidInput(f"LLM model must be a model name, not {model!r}")
+        if isinstance(temperature, bool) or not isinstance(temperature, (int, float)) or not finite(temperature):
+            raise InvalidInput(f"LLM temperature must be a number, not {temperature!r}")
         self.base_url = base_url
         self.model = model
         self.api_key = api_key
-        self.timeout = timeout
-        self.max_retries = max_retries
-        self.temperature = temperature
-        self.max_tokens = max_tokens
+        self.timeout = check_seconds(timeout, "LLM timeout")
+        self.max_retries = check_int(max_retries, "LLM max_retries", 0)
+        self.temperature = float(temperature)
+        self.max_tokens = check_int(max_tokens, "LLM max_tokens", 1)
         self._client: Any = None
 
     def __repr__(self) -> str:
@@ -62,11 +68,12 @@ class LLM:
     def from_env(cls, env: Mapping[str, str]) -> LLM | None:
         """An LLM from ``BRAINMEM_LLM_BASE_URL``/``BRAINMEM_LLM_MODEL``/``OPENAI_API_KEY``.
 
-        None when neither a base URL nor a model is set (reflect then stays extractive);
+        None when neither a base URL nor a model is set (a blank value is unset; reflect then
+        stays extractive);
         InvalidInput when ``BRAINMEM_LLM_TIMEOUT`` is not a positive, finite number.
         """
-        base_url = env.get("BRAINMEM_LLM_BASE_URL") or None
-        model = env.get("BRAINMEM_LLM_MODEL") or None
+        base_url = env.get("BRAINMEM_LLM_BASE_URL", "").strip() or None  # blank: unset
+        model = env.get("BRAINMEM_LLM_MODEL", "").strip() or None
         if base_url is None and model is None:
             return None
         timeout = check_seconds(env.get("BRAINMEM_LLM_TIMEOUT") or "30", "BRAINMEM_LLM_TIMEOUT")

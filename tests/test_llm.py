@@ -188,3 +188,28 @@ def test_insight_contradicting_its_sources_is_refused(server: str, tmp_path: Pat
         edges = set(brain._store.execute("SELECT dst FROM edges WHERE src = ? AND kind = 'derived_from'",
                                          (insight.id,)))
         assert {e[0] for e in edges} == set(ids)
+
+
+@pytest.mark.parametrize(("kwargs", "words"), [
+    ({"timeout": 0}, "LLM timeout must be a positive number of seconds"),
+    ({"timeout": float("nan")}, "LLM timeout must be a positive number of seconds"),
+    ({"timeout": float("inf")}, "LLM timeout must be a positive number of seconds"),
+    ({"max_retries": -1}, "LLM max_retries must be an integer >= 0"),
+    ({"max_tokens": 0}, "LLM max_tokens must be an integer >= 1"),
+    ({"temperature": float("nan")}, "LLM temperature must be a number"),
+    ({"model": " "}, "LLM model must be a model name"),
+])
+def test_an_llm_made_with_a_bad_setting_is_refused(kwargs: dict, words: str) -> None:
+    # LLM(...) took any value and BRAINMEM_LLM_TIMEOUT was checked only by from_env: every
+    # reflect then failed its request and quietly wrote extractive insights instead.
+    from brainmem import InvalidInput
+
+    with pytest.raises(InvalidInput, match=words):
+        LLM(base_url="http://127.0.0.1:9/v1", **kwargs)
+
+
+def test_blank_llm_variables_are_unset() -> None:
+    # "  " was taken as a base URL (or model name) every request then failed on
+    assert LLM.from_env({"BRAINMEM_LLM_BASE_URL": "  ", "BRAINMEM_LLM_MODEL": "\t"}) is None
+    llm = LLM.from_env({"BRAINMEM_LLM_BASE_URL": " http://x/v1 ", "BRAINMEM_LLM_MODEL": " "})
+    assert llm is not None and (llm.base_url, llm.model) == ("http://x/v1", "gpt-4o-mini")
