@@ -535,3 +535,31 @@ def test_a_context_id_that_is_not_unicode_text_is_refused_as_configuration(
     assert done.returncode == 2 and "ToolContext.user_id" in json.loads(done.stdout)["error"]["message"]
     done = run("tools", "--brain", db, env={"BRAINMEM_CONTEXT": "user_id=bob\udcff"})
     assert done.returncode == 2 and "ToolContext.user_id" in done.stderr and done.stdout == ""
+
+
+@pytest.mark.parametrize("text", ["user_id", "=bob", "[1]"])
+def test_a_malformed_brainmem_context_is_named_as_the_variable(tmp_path: Any, text: str) -> None:
+    """A $BRAINMEM_CONTEXT that is not FIELD=VALUE was refused as "--context takes
+    FIELD=VALUE", a flag the user never gave."""
+    from clirun import run
+
+    done = run("tools", "--brain", str(tmp_path / "b.db"), env={"BRAINMEM_CONTEXT": text})
+    assert done.returncode == 2 and done.stdout == ""
+    assert "$BRAINMEM_CONTEXT takes FIELD=VALUE" in done.stderr and "--context" not in done.stderr
+    done = run("tools", "--brain", str(tmp_path / "b.db"), "--context", text)
+    assert done.returncode == 2 and "--context takes FIELD=VALUE" in done.stderr
+
+
+@pytest.mark.parametrize(("flags", "env"), [
+    (["--context", "user_id=alice", "--context", "user_id=bob"], {}),
+    ([], {"BRAINMEM_CONTEXT": "user_id=alice user_id=bob"}),
+    ([], {"BRAINMEM_CONTEXT": '{"user_id": "alice", "user_id": "bob"}'}),
+])
+def test_a_context_field_given_twice_is_refused(tmp_path: Any, flags: list[str], env: dict) -> None:
+    """The last of two values silently won: tools confined to one user when the
+    configuration named two."""
+    from clirun import run
+
+    done = run("tools", "--brain", str(tmp_path / "b.db"), *flags, env=env)
+    assert done.returncode == 2 and done.stdout == "" and "user_id is given twice" in done.stderr
+    assert "not valid JSON" not in done.stderr
