@@ -10,9 +10,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from typing import Any
 
+from .model import EDGE_KINDS as EDGE_KINDS  # declared with the other kinds; used here as before
 from .store import Store
-
-EDGE_KINDS = ("co_activated", "episode_next", "derived_from", "supersedes")
 
 
 def add_edges(store: Store, edges: Iterable[tuple[str, str, str, float]], at: float) -> None:

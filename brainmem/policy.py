@@ -20,7 +20,7 @@ from datetime import timezone, tzinfo
 from typing import Any
 
 from .errors import InvalidInput
-from .model import TYPES, finite
+from .model import EDGE_KINDS, TYPES, finite
 
 DAY = 86_400.0
 
@@ -259,6 +259,10 @@ class Policy:
         if self.derive_min_size > self.derive_max_size:
             raise InvalidInput("Policy.derive_min_size must not exceed derive_max_size")
         self.tz()  # an unknown time zone fails here, not at the first search
+        unknown = [k for k in self.spread_kinds if k not in EDGE_KINDS]
+        if unknown:  # a typo would silently switch spreading activation off
+            raise InvalidInput(f"Policy.spread_kinds {unknown[0]!r} is not an edge kind "
+                               f"({', '.join(EDGE_KINDS)})")
         if self.quota_policy not in ("refuse", "evict"):
             raise InvalidInput(f"Policy.quota_policy must be 'refuse' or 'evict', not {self.quota_policy!r}")
 

@@ -116,3 +116,11 @@ def test_a_brain_searches_and_reflects_with_the_largest_counts_and_weights(tmp_p
 def test_counts_and_weights_too_large_to_compute_with_are_refused(change: dict, words: str) -> None:
     with pytest.raises(InvalidInput, match=words):
         replace(Policy(), **change)
+
+
+def test_an_unknown_spread_kind_is_refused() -> None:
+    # a typo ("co-activated") silently switched spreading activation off
+    with pytest.raises(InvalidInput, match=r"Policy.spread_kinds .*'co-activated'.*co_activated"):
+        replace(Policy(), spread_kinds=("co-activated",))
+    assert replace(Policy(), spread_kinds=()).spread_kinds == ()
+    assert replace(Policy(), spread_kinds=("episode_next",)).spread_kinds == ("episode_next",)
