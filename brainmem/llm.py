@@ -112,6 +112,23 @@ class LLM:
         return self.complete(SYSTEM_PROMPT, f"Memories:\n{listing}")[:MAX_INSIGHT_CHARS]
 
 
+def check_llm(llm: Any) -> Any:
+    """What ``Brain(llm=...)`` accepts: None, an object with ``insight`` or ``complete``, or a
+    plain callable; anything else is :class:`~brainmem.errors.InvalidInput` when the brain is
+    made (every call would fail, and reflect and observe would quietly do without it)."""
+    if llm is None or not isinstance(llm, type) and (
+            hasattr(llm, "insight") or hasattr(llm, "complete") or callable(llm)):
+        return llm
+    if isinstance(llm, str):
+        got = f"the string {llm!r} (a model name is LLM(model=...))"
+    elif isinstance(llm, type):
+        got = f"the class {llm.__name__}, not an instance"
+    else:
+        got = type(llm).__name__
+    raise InvalidInput("llm must be an LLM(...), an object with an insight(texts) method or a "
+                       f"callable f(texts) -> str; got {got}")
+
+
 def describe(llm: Any) -> str | None:
     """A short name of the configured LLM for reports (never the API key)."""
     if llm is None:

@@ -213,3 +213,18 @@ def test_blank_llm_variables_are_unset() -> None:
     assert LLM.from_env({"BRAINMEM_LLM_BASE_URL": "  ", "BRAINMEM_LLM_MODEL": "\t"}) is None
     llm = LLM.from_env({"BRAINMEM_LLM_BASE_URL": " http://x/v1 ", "BRAINMEM_LLM_MODEL": " "})
     assert llm is not None and (llm.base_url, llm.model) == ("http://x/v1", "gpt-4o-mini")
+
+
+@pytest.mark.parametrize(("llm", "words"), [
+    ("gpt-4o-mini", "a model name is LLM"),
+    (42, "int"),
+    (LLM, "the class LLM, not an instance"),
+])
+def test_a_brain_refuses_an_llm_it_could_never_call(tmp_path: Path, llm: object, words: str) -> None:
+    # Brain(llm="gpt-4o-mini") opened, then every reflect quietly wrote extractive
+    # insights ("llm must have an insight(texts) method") and observe extracted nothing
+    from brainmem import InvalidInput
+
+    with pytest.raises(InvalidInput, match=words):
+        Brain(str(tmp_path / "b.brain"), llm=llm)
+    assert not (tmp_path / "b.brain").exists()
