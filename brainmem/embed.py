@@ -29,7 +29,7 @@ from typing import Any, Protocol, runtime_checkable
 import numpy as np
 
 from .errors import BrainmemError, InvalidInput
-from .validate import check_int, check_seconds
+from .validate import check_bool, check_int, check_seconds
 
 __all__ = [
     "CallableEmbedder",
@@ -133,14 +133,20 @@ class OpenAIEmbedder:
 
         if not model:
             raise InvalidInput("OpenAIEmbedder needs a model name")
+        # the spec/environment path checks these too: the same rules either way
+        if base_url is not None and (not isinstance(base_url, str) or not base_url.strip()):
+            raise InvalidInput(f"embedder base_url must be a URL (or None for OpenAI), not {base_url!r}")
+        for what, prefix in (("query_prefix", query_prefix), ("passage_prefix", passage_prefix)):
+            if not isinstance(prefix, str):
+                raise InvalidInput(f"embedder {what} must be a string, not {prefix!r}")
         self.model = model
         self.model_id = model_id or model
-        self.dimension = dimension
+        self.dimension = None if dimension is None else check_int(dimension, "embedder dimension", 1)
         self.batch_size = check_int(batch_size, "batch_size", 1)
         check_int(max_retries, "max_retries", 0)
         timeout = check_seconds(timeout, "embedder timeout")
         self.query_prefix, self.passage_prefix = query_prefix, passage_prefix
-        self.input_type = input_type
+        self.input_type = check_bool(input_type, "embedder input_type")
         key = api_key or os.environ.get("OPENAI_API_KEY") or ("unused" if base_url else None)
         if key is None:
             raise InvalidInput("OpenAIEmbedder needs an API key: set OPENAI_API_KEY or "
