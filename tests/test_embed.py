@@ -162,6 +162,14 @@ def test_an_openai_embedder_made_with_a_bad_setting_is_refused(kwargs: dict, wor
         OpenAIEmbedder("m", **{"base_url": "http://127.0.0.1:9/v1", **kwargs})
 
 
+def test_an_onnx_embedder_with_a_prefix_that_is_not_text_is_refused(tmp_path: Path) -> None:
+    # OnnxEmbedder(query_prefix=None) was made, then every query embedding was a TypeError
+    (tmp_path / "model.onnx").write_bytes(b"")
+    (tmp_path / "tokenizer.json").write_text("{}")
+    with pytest.raises(InvalidInput, match="embedder query_prefix must be a string"):
+        OnnxEmbedder(tmp_path / "model.onnx", query_prefix=None)  # type: ignore[arg-type]
+
+
 def test_a_failing_callable_is_a_provider_failure() -> None:
     def broken(texts):
         raise RuntimeError("GPU on fire")
