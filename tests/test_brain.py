@@ -1029,6 +1029,8 @@ def test_a_blank_brain_path_is_refused(tmp_path: Path, monkeypatch: pytest.Monke
     if path:
         done = clirun.run("add", "a note", env={"BRAINMEM_PATH": path})
         assert done.returncode == 2 and "brain path must not be blank" in done.stderr
-        done = clirun.run("--brain", path, "add", "a note")
-        assert done.returncode == 2 and "brain path must not be blank" in done.stderr
+    # --brain "" (an unset shell variable: --brain "$BRAIN") wrote to $BRAINMEM_PATH or
+    # ./brain.db instead
+    done = clirun.run("--brain", path, "add", "a note", env={"BRAINMEM_PATH": str(tmp_path / "env.db")})
+    assert done.returncode == 2 and "brain path must not be blank" in done.stderr
     assert list(tmp_path.iterdir()) == []

@@ -140,7 +140,11 @@ def _accept_brain_after_command(commands: Any) -> None:
 
 
 def brain_path(args: argparse.Namespace) -> str:
-    return args.brain or os.environ.get("BRAINMEM_PATH") or DEFAULT_BRAIN
+    from ..validate import check_path
+
+    # --brain "" (an unset shell variable) is refused, not skipped; so is a blank $BRAINMEM_PATH
+    path = args.brain if args.brain is not None else os.environ.get("BRAINMEM_PATH") or DEFAULT_BRAIN
+    return check_path(path, "brain path")
 
 
 class MissingBrain(InvalidInput):
