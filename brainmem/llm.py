@@ -14,6 +14,7 @@ The ``openai`` package is imported only when a call is made.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
@@ -38,7 +39,8 @@ class LLMError(BrainmemError):
 class LLM:
     """A chat-completions client for insights.
 
-    ``base_url`` is an OpenAI-compatible API root (e.g. ``http://localhost:11434/v1``),
+    ``base_url`` is an OpenAI-compatible API root (e.g. ``http://localhost:11434/v1``; None
+    is OpenAI itself, with ``api_key`` or else ``$OPENAI_API_KEY``),
     ``timeout`` is per request in seconds, ``max_retries`` is passed to the client
     (0 by default: reflect prefers a quick fallback to waiting on retries). A setting no
     request could succeed with is :class:`~brainmem.errors.InvalidInput` here, not a
@@ -48,6 +50,9 @@ class LLM:
     def __init__(self, base_url: str | None = None, model: str = "gpt-4o-mini",
                  api_key: str | None = None, timeout: float = 30.0, max_retries: int = 0,
                  temperature: float = 0.0, max_tokens: int = 200) -> None:
+        if base_url is None and not api_key and not os.environ.get("OPENAI_API_KEY"):
+            raise InvalidInput("an LLM for OpenAI itself (no base_url) needs a key: set OPENAI_API_KEY "
+                               "or give api_key=, or give base_url for a local server")
         if not isinstance(model, str) or not model.strip():
             raise InvalidInput(f"LLM model must be a model name, not {model!r}")
         if isinstance(temperature, bool) or not isinstance(temperature, (int, float)) or not finite(temperature):
@@ -84,8 +89,10 @@ class LLM:
         if self._client is None:
             import openai
 
-            # a local server usually needs no key; the client insists on one
-            self._client = openai.OpenAI(base_url=self.base_url, api_key=self.api_key or "not-needed",
+            # OpenAI itself: $OPENAI_API_KEY, as OpenAIEmbedder; a local server usually needs
+            # no key, but the client insists on one
+            key = self.api_key or (os.environ.get("OPENAI_API_KEY") if self.base_url is None else None)
+            self._client = openai.OpenAI(base_url=self.base_url, api_key=key or "not-needed",
                                          timeout=self.timeout, max_retries=self.max_retries)
         return self._client
 

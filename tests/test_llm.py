@@ -228,3 +228,20 @@ def test_a_brain_refuses_an_llm_it_could_never_call(tmp_path: Path, llm: object,
     with pytest.raises(InvalidInput, match=words):
         Brain(str(tmp_path / "b.brain"), llm=llm)
     assert not (tmp_path / "b.brain").exists()
+
+
+def test_an_llm_for_openai_itself_takes_the_key_from_openai_api_key(monkeypatch: pytest.MonkeyPatch) -> None:
+    # LLM(model=...) with no base_url is OpenAI, yet the client was given the key
+    # "not-needed" over $OPENAI_API_KEY: every request was a 401 and reflect quietly wrote
+    # extractive insights
+    from brainmem import InvalidInput
+
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-from-env")
+    assert LLM(model="gpt-4o-mini")._openai().api_key == "sk-from-env"
+    assert LLM(model="gpt-4o-mini", api_key="sk-given")._openai().api_key == "sk-given"
+    monkeypatch.delenv("OPENAI_API_KEY")
+    with pytest.raises(InvalidInput, match="OPENAI_API_KEY"):
+        LLM(model="gpt-4o-mini")
+    with pytest.raises(InvalidInput, match="OPENAI_API_KEY"):
+        LLM.from_env({"BRAINMEM_LLM_MODEL": "gpt-4o-mini"})
+    assert LLM(base_url="http://127.0.0.1:9/v1")._openai().api_key == "not-needed"  # a local server
