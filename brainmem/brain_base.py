@@ -29,6 +29,7 @@ from typing import Any, TypeVar
 from . import files, hybrid
 from .errors import BrainFileError, InvalidInput, NotFound, SchemaTooNew, listed
 from .events import Events, Subscriber
+from .llm import check_llm
 from .model import TimeLike, Trace
 from .policy import Policy
 from .query import QueryCompiler
@@ -81,6 +82,7 @@ class BrainBase:
         if clock is not None and not callable(clock):  # e.g. clock=time.time(), the time itself
             raise InvalidInput(f"clock must be a function returning the time (e.g. time.time), "
                                f"not {type(clock).__name__}")
+        check_llm(llm)  # refused before the file is touched, as the embedder
         embedder = hybrid.resolve_embedder(embedder)  # refused before the file is touched
         if llm is not None:
             check_not_async(llm, "llm", ("complete", "insight"))

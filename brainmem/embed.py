@@ -29,7 +29,7 @@ from typing import Any, Protocol, runtime_checkable
 import numpy as np
 
 from .errors import BrainmemError, InvalidInput
-from .validate import check_int, check_not_async, check_seconds
+from .validate import check_bool, check_int, check_not_async, check_seconds
 
 __all__ = [
     "CallableEmbedder",
@@ -118,6 +118,13 @@ def checked(vectors: Any, n: int, dimension: int | None, model_id: str) -> np.nd
     return out
 
 
+def _check_prefixes(query_prefix: Any, passage_prefix: Any) -> None:
+    """InvalidInput unless both prefixes are strings (else every embedding is a TypeError)."""
+    for what, prefix in (("query_prefix", query_prefix), ("passage_prefix", passage_prefix)):
+        if not isinstance(prefix, str):
+            raise InvalidInput(f"embedder {what} must be a string, not {prefix!r}")
+
+
 def _prefixed(texts: Sequence[str], kind: str, query_prefix: str, passage_prefix: str) -> list[str]:
     if kind not in KINDS:
         raise InvalidInput(f"embedding kind must be 'passage' or 'query', not {kind!r}")
@@ -150,14 +157,18 @@ class OpenAIEmbedder:
 
         if not model:
             raise InvalidInput("OpenAIEmbedder needs a model name")
+        # the spec/environment path checks these too: the same rules either way
+        if base_url is not None and (not isinstance(base_url, str) or not base_url.strip()):
+            raise InvalidInput(f"embedder base_url must be a URL (or None for OpenAI), not {base_url!r}")
+        _check_prefixes(query_prefix, passage_prefix)
         self.model = model
         self.model_id = model_id or model
-        self.dimension = dimension
+        self.dimension = None if dimension is None else check_int(dimension, "embedder dimension", 1)
         self.batch_size = check_int(batch_size, "batch_size", 1)
         check_int(max_retries, "max_retries", 0)
         timeout = check_seconds(timeout, "embedder timeout")
         self.query_prefix, self.passage_prefix = query_prefix, passage_prefix
-        self.input_type = input_type
+        self.input_type = check_bool(input_type, "embedder input_type")
         key = api_key or os.environ.get("OPENAI_API_KEY") or ("unused" if base_url else None)
         if key is None:
             raise InvalidInput("OpenAIEmbedder needs an API key: give api_key= or set OPENAI_API_KEY "
@@ -281,6 +292,7 @@ class OnnxEmbedder(OnnxModel):
                  pooling: str = "mean") -> None:
         if pooling not in POOLINGS:
             raise InvalidInput(f"pooling must be one of {', '.join(POOLINGS)}, not {pooling!r}")
+        _check_prefixes(query_prefix, passage_prefix)
         self.pooling = pooling
         super().__init__(model_path, tokenizer_path, max_length=max_length, batch_size=batch_size,
                          threads=threads, model_id=model_id,

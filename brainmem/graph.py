@@ -11,9 +11,9 @@ import heapq
 from collections.abc import Iterable, Sequence
 from typing import Any
 
+from .model import EDGE_KINDS as EDGE_KINDS  # declared with the other kinds; used here as before
 from .store import Store
 
-EDGE_KINDS = ("co_activated", "episode_next", "derived_from", "supersedes")
 #: Types no insight is derived from (:func:`clusters`): a reminder, task scratch.
 NOT_FACTS = ("prospective", "working")
 

@@ -14,12 +14,13 @@ The ``openai`` package is imported only when a call is made.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from .errors import BrainmemError
-from .model import has_visible
-from .validate import check_seconds
+from .errors import BrainmemError, InvalidInput
+from .model import finite, has_visible
+from .validate import check_int, check_seconds
 
 SYSTEM_PROMPT = (
     "You consolidate an AI agent's long-term memory. You are given memories the agent "
@@ -45,21 +46,31 @@ class LLMError(BrainmemError):
 class LLM:
     """A chat-completions client for insights.
 
-    ``base_url`` is an OpenAI-compatible API root (e.g. ``http://localhost:11434/v1``),
+    ``base_url`` is an OpenAI-compatible API root (e.g. ``http://localhost:11434/v1``; None
+    is OpenAI itself, with ``api_key`` or else ``$OPENAI_API_KEY``),
     ``timeout`` is per request in seconds, ``max_retries`` is passed to the client
-    (0 by default: reflect prefers a quick fallback to waiting on retries).
+    (0 by default: reflect prefers a quick fallback to waiting on retries). A setting no
+    request could succeed with is :class:`~brainmem.errors.InvalidInput` here, not a
+    quiet extractive fallback at every reflect.
     """
 
     def __init__(self, base_url: str | None = None, model: str = "gpt-4o-mini",
                  api_key: str | None = None, timeout: float = 30.0, max_retries: int = 0,
                  temperature: float = 0.0, max_tokens: int = 200) -> None:
+        if base_url is None and not api_key and not os.environ.get("OPENAI_API_KEY"):
+            raise InvalidInput("an LLM for OpenAI itself (no base_url) needs a key: set OPENAI_API_KEY "
+                               "or give api_key=, or give base_url for a local server")
+        if not isinstance(model, str) or not model.strip():
+            raise InvalidInput(f"LLM model must be a model name, not {model!r}")
+        if isinstance(temperature, bool) or not isinstance(temperature, (int, float)) or not finite(temperature):
+            raise InvalidInput(f"LLM temperature must be a number, not {temperature!r}")
         self.base_url = base_url
         self.model = model
         self.api_key = api_key
-        self.timeout = timeout
-        self.max_retries = max_retries
-        self.temperature = temperature
-        self.max_tokens = max_tokens
+        self.timeout = check_seconds(timeout, "LLM timeout")
+        self.max_retries = check_int(max_retries, "LLM max_retries", 0)
+        self.temperature = float(temperature)
+        self.max_tokens = check_int(max_tokens, "LLM max_tokens", 1)
         self._client: Any = None
 
     def __repr__(self) -> str:
@@ -69,11 +80,12 @@ class LLM:
     def from_env(cls, env: Mapping[str, str]) -> LLM | None:
         """An LLM from ``BRAINMEM_LLM_BASE_URL``/``BRAINMEM_LLM_MODEL``/``OPENAI_API_KEY``.
 
-        None when neither a base URL nor a model is set (reflect then stays extractive);
+        None when neither a base URL nor a model is set (a blank value is unset; reflect then
+        stays extractive);
         InvalidInput when ``BRAINMEM_LLM_TIMEOUT`` is not a positive, finite number.
         """
-        base_url = env.get("BRAINMEM_LLM_BASE_URL") or None
-        model = env.get("BRAINMEM_LLM_MODEL") or None
+        base_url = env.get("BRAINMEM_LLM_BASE_URL", "").strip() or None  # blank: unset
+        model = env.get("BRAINMEM_LLM_MODEL", "").strip() or None
         if base_url is None and model is None:
             return None
         timeout = check_seconds(env.get("BRAINMEM_LLM_TIMEOUT") or "30", "BRAINMEM_LLM_TIMEOUT")
@@ -84,8 +96,10 @@ class LLM:
         if self._client is None:
             import openai
 
-            # a local server usually needs no key; the client insists on one
-            self._client = openai.OpenAI(base_url=self.base_url, api_key=self.api_key or "not-needed",
+            # OpenAI itself: $OPENAI_API_KEY, as OpenAIEmbedder; a local server usually needs
+            # no key, but the client insists on one
+            key = self.api_key or (os.environ.get("OPENAI_API_KEY") if self.base_url is None else None)
+            self._client = openai.OpenAI(base_url=self.base_url, api_key=key or "not-needed",
                                          timeout=self.timeout, max_retries=self.max_retries)
         return self._client
 
@@ -115,6 +129,23 @@ class LLM:
         """One insight for memories ``texts``; raises :class:`LLMError` on any failure."""
         listing = "\n".join(f"- {clip(' '.join(t.split()), INSIGHT_SOURCE_CHARS)}" for t in texts)
         return self.complete(SYSTEM_PROMPT, f"Memories:\n{listing}")
+
+
+def check_llm(llm: Any) -> Any:
+    """What ``Brain(llm=...)`` accepts: None, an object with ``insight`` or ``complete``, or a
+    plain callable; anything else is :class:`~brainmem.errors.InvalidInput` when the brain is
+    made (every call would fail, and reflect and observe would quietly do without it)."""
+    if llm is None or not isinstance(llm, type) and (
+            hasattr(llm, "insight") or hasattr(llm, "complete") or callable(llm)):
+        return llm
+    if isinstance(llm, str):
+        got = f"the string {llm!r} (a model name is LLM(model=...))"
+    elif isinstance(llm, type):
+        got = f"the class {llm.__name__}, not an instance"
+    else:
+        got = type(llm).__name__
+    raise InvalidInput("llm must be an LLM(...), an object with an insight(texts) method or a "
+                       f"callable f(texts) -> str; got {got}")
 
 
 def describe(llm: Any) -> str | None:

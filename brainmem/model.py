@@ -18,6 +18,8 @@ from typing import Any
 
 TYPES = ("episodic", "semantic", "procedural", "prospective", "working")
 SCOPES = ("user", "thread", "persona", "organization")
+#: Kinds of edge in the graph (:mod:`brainmem.graph`).
+EDGE_KINDS = ("co_activated", "episode_next", "derived_from", "supersedes")
 DEFAULT_TYPE = "episodic"
 DEFAULT_SCOPE = "user"
 DEFAULT_SCOPE_ID = ""

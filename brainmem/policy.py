@@ -20,7 +20,7 @@ from datetime import timezone, tzinfo
 from typing import Any
 
 from .errors import InvalidInput
-from .model import TYPES, finite
+from .model import EDGE_KINDS, TYPES, finite
 
 DAY = 86_400.0
 
@@ -32,6 +32,14 @@ _UNIT_INTERVAL = frozenset({
 })
 #: Durations something is divided by: above 0.
 _POSITIVE = frozenset({"stability_base", "min_stability", "recency_half_life", "lease_seconds"})
+#: Durations that may be 0 (no upper bound either: seconds, not factors).
+_DURATIONS = _POSITIVE | {"compact_age"}
+#: Largest count (an integer field): larger ones overflow SQLite's 64-bit integers once
+#: multiplied (``reflect_chunk`` pages) and mean nothing a brain could hold.
+MAX_COUNT = 10**9
+#: Largest weight or factor (a number that is not a share or a duration): larger ones
+#: overflow to infinity in products of several and make scores NaN.
+MAX_WEIGHT = 1e6
 #: Counts that must be at least 1 (the others may be 0).
 _AT_LEAST_ONE = frozenset({
     "max_content_bytes", "max_tags", "max_tag_chars", "max_key_chars", "candidate_factor",
@@ -251,6 +259,10 @@ class Policy:
         if self.derive_min_size > self.derive_max_size:
             raise InvalidInput("Policy.derive_min_size must not exceed derive_max_size")
         self.tz()  # an unknown time zone fails here, not at the first search
+        unknown = [k for k in self.spread_kinds if k not in EDGE_KINDS]
+        if unknown:  # a typo would silently switch spreading activation off
+            raise InvalidInput(f"Policy.spread_kinds {unknown[0]!r} is not an edge kind "
+                               f"({', '.join(EDGE_KINDS)})")
         if self.quota_policy not in ("refuse", "evict"):
             raise InvalidInput(f"Policy.quota_policy must be 'refuse' or 'evict', not {self.quota_policy!r}")
 
@@ -280,6 +292,9 @@ def _check_number(name: str, value: Any, integer: bool) -> None:
         bounds = ("between 0 and 1" if name in _UNIT_INTERVAL else
                   "above 0" if name in _POSITIVE else f"at least {low}")
         raise InvalidInput(f"Policy.{name} must be {bounds}, not {value!r}")
+    high = MAX_COUNT if integer else None if name in _UNIT_INTERVAL | _DURATIONS else MAX_WEIGHT
+    if high is not None and value > high:
+        raise InvalidInput(f"Policy.{name} must be at most {int(high)}, not {value!r}")
 
 
 def _check_field(name: str, annotation: str, value: Any) -> None:

@@ -135,14 +135,16 @@ def check_text(value: Any, what: str, *, max_chars: int = 1024, allow_none: bool
 
 
 def check_path(value: Any, what: str, *, utf8: bool = True) -> str:
-    """A file path given as text without a NUL byte (no file system takes one; Python and
-    SQLite would raise a bare ValueError). ``utf8``: also :func:`check_text` (SQLite opens
+    """A file path given as text, not blank, without a NUL byte (no file system takes one;
+    Python and SQLite would raise a bare ValueError). ``utf8``: also :func:`check_text` (SQLite opens
     UTF-8 names only; Python's own ``open`` takes the lone surrogates of other bytes)."""
     path = check_text(value, what, max_chars=4096, allow_none=False) if utf8 else value
     if not isinstance(path, str):
         raise InvalidInput(f"{what} must be a string, not {type(path).__name__}")
     if "\0" in path:
         raise InvalidInput(f"{what} holds a NUL byte")
+    if not path.strip():  # "" is SQLite's private temporary database, " " an invisible file
+        raise InvalidInput(f"{what} must not be blank")
     return path
 
 

@@ -1210,3 +1210,22 @@ def test_an_update_that_changes_nothing_writes_nothing(file_brain):
     assert result == {"updated": False, "version": 1}
     result = file_brain.call_tool("memory_update", {"id": t.id, "tags": ["drinks", "tea"]})
     assert result == {"updated": True, "version": 2}
+
+
+@pytest.mark.parametrize("path", ["", " ", "\t"])
+def test_a_blank_brain_path_is_refused(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, path: str) -> None:
+    # Brain("") opened SQLite's private temporary database (every memory lost at close) and
+    # Brain(" ") a file named by a space; $BRAINMEM_PATH=" " did the same from the shell
+    import clirun
+
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(InvalidInput, match="brain path must not be blank"):
+        Brain(path)
+    if path:
+        done = clirun.run("add", "a note", env={"BRAINMEM_PATH": path})
+        assert done.returncode == 2 and "brain path must not be blank" in done.stderr
+    # --brain "" (an unset shell variable: --brain "$BRAIN") wrote to $BRAINMEM_PATH or
+    # ./brain.db instead
+    done = clirun.run("--brain", path, "add", "a note", env={"BRAINMEM_PATH": str(tmp_path / "env.db")})
+    assert done.returncode == 2 and "brain path must not be blank" in done.stderr
+    assert list(tmp_path.iterdir()) == []

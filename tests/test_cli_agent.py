@@ -213,7 +213,7 @@ def test_call_memory_observe_extracts_with_the_llm_from_env(tmp_path: Path) -> N
     assert report["extraction"]["ok"] is True and len(report["facts"]) == 1
     # `tools` lists what `call` and `serve` offer: with an LLM, observe writes facts, which
     # a context that may write episodic memories only may not
-    for env, offered in (({}, True), ({"BRAINMEM_LLM_MODEL": "stub"}, False)):
+    for env, offered in (({}, True), ({"BRAINMEM_LLM_MODEL": "stub", "OPENAI_API_KEY": "sk-test"}, False)):
         done = cli("tools", "--context", "user_id=u", "--context", "allowed_types=episodic", "--extra",
                    "all", env=env)
         names = [s["function"]["name"] for s in json.loads(done.stdout)]

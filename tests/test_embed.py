@@ -155,6 +155,31 @@ def test_openai_without_a_key_is_invalid_input(monkeypatch, tmp_path) -> None:
                       OpenAIEmbedder)
 
 
+@pytest.mark.parametrize(("kwargs", "words"), [
+    ({"dimension": "768"}, "embedder dimension must be an integer >= 1"),
+    ({"dimension": 0}, "embedder dimension must be an integer >= 1"),
+    ({"dimension": True}, "embedder dimension must be an integer >= 1"),
+    ({"input_type": "yes"}, "embedder input_type must be true or false"),
+    ({"base_url": 8080}, "embedder base_url must be a URL"),
+    ({"base_url": "  "}, "embedder base_url must be a URL"),
+    ({"query_prefix": None}, "embedder query_prefix must be a string"),
+])
+def test_an_openai_embedder_made_with_a_bad_setting_is_refused(kwargs: dict, words: str) -> None:
+    # only the spec and environment path checked these: OpenAIEmbedder(dimension="768")
+    # failed every embedding with "returned 768-d vectors, expected 768-d", dimension=0 or a
+    # blank base_url with another message at the first search, base_url=8080 with a TypeError
+    with pytest.raises(InvalidInput, match=words):
+        OpenAIEmbedder("m", **{"base_url": "http://127.0.0.1:9/v1", **kwargs})
+
+
+def test_an_onnx_embedder_with_a_prefix_that_is_not_text_is_refused(tmp_path: Path) -> None:
+    # OnnxEmbedder(query_prefix=None) was made, then every query embedding was a TypeError
+    (tmp_path / "model.onnx").write_bytes(b"")
+    (tmp_path / "tokenizer.json").write_text("{}")
+    with pytest.raises(InvalidInput, match="embedder query_prefix must be a string"):
+        OnnxEmbedder(tmp_path / "model.onnx", query_prefix=None)  # type: ignore[arg-type]
+
+
 def test_a_failing_callable_is_a_provider_failure() -> None:
     def broken(texts):
         raise RuntimeError("GPU on fire")

@@ -302,3 +302,60 @@ def test_one_long_memory_does_not_push_the_insight_prompt_past_the_context(tmp_p
                 brain.feedback(brain.search("Miso cat", limit=5).retrieval_id, used=ids)
             report = brain.reflect()
             assert report.llm_fallback is None and report.derived_by == {"llm": 1}
+
+
+@pytest.mark.parametrize(("kwargs", "words"), [
+    ({"timeout": 0}, "LLM timeout must be a positive number of seconds"),
+    ({"timeout": float("nan")}, "LLM timeout must be a positive number of seconds"),
+    ({"timeout": float("inf")}, "LLM timeout must be a positive number of seconds"),
+    ({"max_retries": -1}, "LLM max_retries must be an integer >= 0"),
+    ({"max_tokens": 0}, "LLM max_tokens must be an integer >= 1"),
+    ({"temperature": float("nan")}, "LLM temperature must be a number"),
+    ({"model": " "}, "LLM model must be a model name"),
+])
+def test_an_llm_made_with_a_bad_setting_is_refused(kwargs: dict, words: str) -> None:
+    # LLM(...) took any value and BRAINMEM_LLM_TIMEOUT was checked only by from_env: every
+    # reflect then failed its request and quietly wrote extractive insights instead.
+    from brainmem import InvalidInput
+
+    with pytest.raises(InvalidInput, match=words):
+        LLM(base_url="http://127.0.0.1:9/v1", **kwargs)
+
+
+def test_blank_llm_variables_are_unset() -> None:
+    # "  " was taken as a base URL (or model name) every request then failed on
+    assert LLM.from_env({"BRAINMEM_LLM_BASE_URL": "  ", "BRAINMEM_LLM_MODEL": "\t"}) is None
+    llm = LLM.from_env({"BRAINMEM_LLM_BASE_URL": " http://x/v1 ", "BRAINMEM_LLM_MODEL": " "})
+    assert llm is not None and (llm.base_url, llm.model) == ("http://x/v1", "gpt-4o-mini")
+
+
+@pytest.mark.parametrize(("llm", "words"), [
+    ("gpt-4o-mini", "a model name is LLM"),
+    (42, "int"),
+    (LLM, "the class LLM, not an instance"),
+])
+def test_a_brain_refuses_an_llm_it_could_never_call(tmp_path: Path, llm: object, words: str) -> None:
+    # Brain(llm="gpt-4o-mini") opened, then every reflect quietly wrote extractive
+    # insights ("llm must have an insight(texts) method") and observe extracted nothing
+    from brainmem import InvalidInput
+
+    with pytest.raises(InvalidInput, match=words):
+        Brain(str(tmp_path / "b.brain"), llm=llm)
+    assert not (tmp_path / "b.brain").exists()
+
+
+def test_an_llm_for_openai_itself_takes_the_key_from_openai_api_key(monkeypatch: pytest.MonkeyPatch) -> None:
+    # LLM(model=...) with no base_url is OpenAI, yet the client was given the key
+    # "not-needed" over $OPENAI_API_KEY: every request was a 401 and reflect quietly wrote
+    # extractive insights
+    from brainmem import InvalidInput
+
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-from-env")
+    assert LLM(model="gpt-4o-mini")._openai().api_key == "sk-from-env"
+    assert LLM(model="gpt-4o-mini", api_key="sk-given")._openai().api_key == "sk-given"
+    monkeypatch.delenv("OPENAI_API_KEY")
+    with pytest.raises(InvalidInput, match="OPENAI_API_KEY"):
+        LLM(model="gpt-4o-mini")
+    with pytest.raises(InvalidInput, match="OPENAI_API_KEY"):
+        LLM.from_env({"BRAINMEM_LLM_MODEL": "gpt-4o-mini"})
+    assert LLM(base_url="http://127.0.0.1:9/v1")._openai().api_key == "not-needed"  # a local server

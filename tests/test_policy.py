@@ -73,3 +73,54 @@ def test_a_brain_refuses_a_policy_that_is_not_a_policy(tmp_path: Path) -> None:
     with pytest.raises(InvalidInput, match="policy must be a brainmem.Policy"):
         Brain(str(tmp_path / "p.brain"), policy={"weight_time": 0.0})  # type: ignore[arg-type]
     assert not (tmp_path / "p.brain").exists()
+
+
+def _largest(policy: Policy) -> dict[str, object]:
+    """Every count at MAX_COUNT and every weight (a number with no other upper bound, not a
+    duration) at MAX_WEIGHT."""
+    from brainmem.policy import _DURATIONS, _UNIT_INTERVAL, MAX_COUNT, MAX_WEIGHT
+
+    change: dict[str, object] = {}
+    for f in fields(Policy):
+        value = getattr(policy, f.name)
+        if isinstance(value, bool) or f.name in _UNIT_INTERVAL | _DURATIONS:
+            continue
+        if f.type in ("int", "int | None"):
+            change[f.name] = MAX_COUNT
+        elif f.type == "float":
+            change[f.name] = MAX_WEIGHT
+    change["bm25_weights"] = (MAX_WEIGHT,) * 3
+    return change
+
+
+def test_a_brain_searches_and_reflects_with_the_largest_counts_and_weights(tmp_path: Path) -> None:
+    # Counts and weights had no upper bound: reflect_chunk=10**18 made reflect crash with
+    # OverflowError (SQLite's 64-bit integers), weights of 1e200 made every score NaN.
+    policy = replace(Policy(), **_largest(Policy()))  # type: ignore[arg-type]
+    with Brain(str(tmp_path / "p.brain"), policy=policy) as brain:
+        for i in range(4):
+            brain.add(f"Did I like green tea number {i} yesterday?", episode="e1", tags=["tea"])
+        hits = brain.search("green tea yesterday", limit=3)
+        brain.feedback(hits.retrieval_id, used=[h.trace.id for h in hits])
+        assert brain.reflect().status == "ok"
+        scores = [h.score for h in brain.search("green tea yesterday", limit=3)]
+        assert len(scores) == 3 and all(math.isfinite(s) for s in scores)
+
+
+@pytest.mark.parametrize(("change", "words"), [
+    ({"reflect_chunk": 10**18}, "reflect_chunk must be at most 1000000000"),
+    ({"quota": 10**10}, "quota must be at most 1000000000"),
+    ({"weight_time": 1e200}, "weight_time must be at most 1000000"),
+    ({"bm25_weights": (1.0, 1e308, 1.0)}, "bm25_weights must be at most 1000000"),
+])
+def test_counts_and_weights_too_large_to_compute_with_are_refused(change: dict, words: str) -> None:
+    with pytest.raises(InvalidInput, match=words):
+        replace(Policy(), **change)
+
+
+def test_an_unknown_spread_kind_is_refused() -> None:
+    # a typo ("co-activated") silently switched spreading activation off
+    with pytest.raises(InvalidInput, match=r"Policy.spread_kinds .*'co-activated'.*co_activated"):
+        replace(Policy(), spread_kinds=("co-activated",))
+    assert replace(Policy(), spread_kinds=()).spread_kinds == ()
+    assert replace(Policy(), spread_kinds=("episode_next",)).spread_kinds == ("episode_next",)

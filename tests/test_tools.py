@@ -550,3 +550,31 @@ def test_memory_get_key_without_a_scope_reads_where_memory_put_writes(brain: Bra
     assert user["trace"]["content"] == "light"  # a named scope is still read as asked
     brain.delete(brain.get_key("theme", scope="thread", scope_id="t1").id)
     assert box.call("memory_get_key", {"key": "theme"})["trace"]["content"] == "light"  # then the others
+
+
+@pytest.mark.parametrize("text", ["user_id", "=bob", "[1]"])
+def test_a_malformed_brainmem_context_is_named_as_the_variable(tmp_path: Any, text: str) -> None:
+    """A $BRAINMEM_CONTEXT that is not FIELD=VALUE was refused as "--context takes
+    FIELD=VALUE", a flag the user never gave."""
+    from clirun import run
+
+    done = run("tools", "--brain", str(tmp_path / "b.db"), env={"BRAINMEM_CONTEXT": text})
+    assert done.returncode == 2 and done.stdout == ""
+    assert "$BRAINMEM_CONTEXT takes FIELD=VALUE" in done.stderr and "--context" not in done.stderr
+    done = run("tools", "--brain", str(tmp_path / "b.db"), "--context", text)
+    assert done.returncode == 2 and "--context takes FIELD=VALUE" in done.stderr
+
+
+@pytest.mark.parametrize(("flags", "env"), [
+    (["--context", "user_id=alice", "--context", "user_id=bob"], {}),
+    ([], {"BRAINMEM_CONTEXT": "user_id=alice user_id=bob"}),
+    ([], {"BRAINMEM_CONTEXT": '{"user_id": "alice", "user_id": "bob"}'}),
+])
+def test_a_context_field_given_twice_is_refused(tmp_path: Any, flags: list[str], env: dict) -> None:
+    """The last of two values silently won: tools confined to one user when the
+    configuration named two."""
+    from clirun import run
+
+    done = run("tools", "--brain", str(tmp_path / "b.db"), *flags, env=env)
+    assert done.returncode == 2 and done.stdout == "" and "user_id is given twice" in done.stderr
+    assert "not valid JSON" not in done.stderr

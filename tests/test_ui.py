@@ -948,7 +948,7 @@ def run_cli(*args: str, timeout: float = 30) -> subprocess.CompletedProcess[str]
                           timeout=timeout)
 
 
-def refused(*args: str) -> subprocess.CompletedProcess[str]:
+def refused(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
     """``brainmem ARGS`` in this process, for a command refused before it serves: were it
     to serve instead, the test fails at once rather than hang (a subprocess run took ~1 s)."""
     def serve(*_: Any, **__: Any) -> None:
@@ -956,7 +956,7 @@ def refused(*args: str) -> subprocess.CompletedProcess[str]:
 
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr("brainmem.ui.serve", serve)
-        return clirun.run(*args)
+        return clirun.run(*args, env=env)
 
 
 def test_cli_refuses_a_public_address_without_a_token(tmp_path: Path) -> None:
@@ -1000,6 +1000,28 @@ def test_the_printed_link_carries_a_token_of_any_characters(built: Any, clock: A
     opened = ui.get(link.group(1))
     assert opened.status_code == 303 and opened.headers["location"] == "/"
     assert ui.get("/").status_code == 200  # the cookie now carries the token
+
+
+def test_the_write_inspector_reflects_with_the_llm_the_environment_names(built: Any) -> None:
+    """``BRAINMEM_LLM_*`` configure reflect's LLM for ``brainmem reflect``; the inspector's
+    "Run reflect now" ignored them and quietly wrote extractive insights."""
+    import uvicorn
+
+    from brainmem.llm import LLM
+
+    path, _ = built
+    seen: list[Any] = []
+    env = {"BRAINMEM_LLM_BASE_URL": "http://127.0.0.1:9/v1", "BRAINMEM_LLM_MODEL": "local-model"}
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(uvicorn.Server, "run",
+                      lambda self, sockets=None: seen.append(self.config.app.state.ui.writer.llm))
+        r = clirun.run("ui", "--brain", str(path), "--port", "0", "--write", env=env)
+        assert r.returncode == 0, r.stderr
+        assert isinstance(seen[0], LLM) and seen[0].model == "local-model"
+        r = clirun.run("ui", "--brain", str(path), "--port", "0", "--write", "--no-llm", env=env)
+        assert r.returncode == 0 and seen[1] is None, r.stderr
+    r = refused("ui", "--brain", str(path), "--write", env={**env, "BRAINMEM_LLM_TIMEOUT": "nan"})
+    assert r.returncode == 2 and "BRAINMEM_LLM_TIMEOUT" in r.stderr
 
 
 def test_cli_refuses_a_port_out_of_range_in_one_line(tmp_path: Path) -> None:

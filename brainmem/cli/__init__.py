@@ -142,13 +142,12 @@ def _accept_brain_after_command(commands: Any) -> None:
 
 
 def brain_path(args: argparse.Namespace) -> str:
-    """``--brain``, else ``$BRAINMEM_PATH`` (empty is unset), else ``./brain.db``. An empty
-    ``--brain`` (``--brain "$BRAIN"`` with ``$BRAIN`` unset) is :class:`InvalidInput`: taken
-    as not given, it was another brain than the one meant."""
-    if args.brain == "":
-        raise InvalidInput("--brain is empty: give the brain file's path, or leave --brain out "
-                           f"for $BRAINMEM_PATH or ./{DEFAULT_BRAIN}")
-    return args.brain or os.environ.get("BRAINMEM_PATH") or DEFAULT_BRAIN
+    """``--brain``, else ``$BRAINMEM_PATH`` (empty is unset), else ``./brain.db``."""
+    from ..validate import check_path
+
+    # --brain "" (an unset shell variable) is refused, not skipped; so is a blank $BRAINMEM_PATH
+    path = args.brain if args.brain is not None else os.environ.get("BRAINMEM_PATH") or DEFAULT_BRAIN
+    return check_path(path, "brain path")
 
 
 class MissingBrain(InvalidInput):

@@ -165,29 +165,44 @@ def add_tool_flags(p: argparse.ArgumentParser) -> None:
 
 def tool_options(args: argparse.Namespace) -> tuple[dict[str, Any] | None, Any]:
     """The (context, extra) chosen by ``--context``/``$BRAINMEM_CONTEXT`` and ``--extra``."""
-    items = args.context
+    items, source = args.context, "--context"
     if items is None and os.environ.get(CONTEXT_ENV, "").strip():
-        text = os.environ[CONTEXT_ENV].strip()
+        text, source = os.environ[CONTEXT_ENV].strip(), f"${CONTEXT_ENV}"
         if text.startswith("{"):
             try:
-                value = json.loads(text)
+                value = json.loads(text, object_pairs_hook=lambda pairs: _context_fields(pairs, source))
+            except InvalidInput:
+                raise
             except ValueError as exc:
                 raise InvalidInput(f"${CONTEXT_ENV} is not valid JSON: {exc}") from None
             if not isinstance(value, dict):
                 raise InvalidInput(f"${CONTEXT_ENV} must be a JSON object")
             return value, _extra(args)
         items = text.split()
-    return (parse_context(items) if items else None), _extra(args)
+    return (parse_context(items, source) if items else None), _extra(args)
 
 
-def parse_context(items: list[str]) -> dict[str, Any]:
-    context: dict[str, Any] = {}
+def parse_context(items: list[str], source: str = "--context") -> dict[str, Any]:
+    """``FIELD=VALUE`` items as a context; ``source`` (the flag or the variable) names them
+    in errors."""
+    pairs: list[tuple[str, Any]] = []
     for item in items:
         name, sep, value = item.partition("=")
         if not sep or not name.strip():
-            raise InvalidInput(f"--context takes FIELD=VALUE, not {item!r}")
+            raise InvalidInput(f"{source} takes FIELD=VALUE, not {item!r}")
         name = name.strip()
-        context[name] = [v for v in value.split(",") if v] if name in _LIST_FIELDS else value
+        pairs.append((name, [v for v in value.split(",") if v] if name in _LIST_FIELDS else value))
+    return _context_fields(pairs, source)
+
+
+def _context_fields(pairs: list[tuple[str, Any]], source: str) -> dict[str, Any]:
+    """``pairs`` as a dict; a field given twice is refused (the last value used to win
+    silently, confining the tools to one of two ids)."""
+    context: dict[str, Any] = {}
+    for name, value in pairs:
+        if name in context:
+            raise InvalidInput(f"{source}: {name} is given twice")
+        context[name] = value
     return context
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from . import brain_path, check_brain_file
+from . import brain_path, check_brain_file, env_llm
 
 
 def register(commands: Any) -> None:
@@ -21,6 +21,8 @@ def register(commands: Any) -> None:
     p.add_argument("--token", help="secret every request must carry (required for a non-local --host)")
     p.add_argument("--write", action="store_true",
                    help="allow edits: pin, delete/restore, unmerge, edit content and tags, run reflect")
+    p.add_argument("--no-llm", action="store_true",
+                   help="ignore BRAINMEM_LLM_* (with --write, reflect writes extractive insights)")
     p.set_defaults(handler=cmd_ui)
 
 
@@ -37,10 +39,11 @@ def cmd_ui(args: argparse.Namespace) -> int:
                            "(the inspector is read-only without --write)")
     check_host(args.host, args.token)
     check_port(args.port)
+    llm = env_llm(args) if args.write else None  # BRAINMEM_LLM_*, as brainmem reflect
     # a missing file is refused as by the reading commands (even with --write: a typo
     # must not become an empty brain); --create makes it, unless --readonly
     if check_brain_file(args, path, readonly=readonly):
         Brain(path).close()
     serve(path, host=args.host, port=args.port, write=args.write, token=args.token,
-          embedder=embedder_arg(args), reranker=reranker_arg(args))
+          embedder=embedder_arg(args), reranker=reranker_arg(args), llm=llm)
     return 0

@@ -83,9 +83,10 @@ def create_app(brain: Any, *, write: bool = False, token: str | None = None,
 
 def serve(path: str, *, host: str = "127.0.0.1", port: int = DEFAULT_PORT, write: bool = False,
           token: str | None = None, busy_timeout: float = BUSY_TIMEOUT, embedder: Any = None,
-          reranker: Any = None) -> None:
+          reranker: Any = None, llm: Any = None) -> None:
     """Serve the brain at ``path`` until Ctrl-C (SIGINT) or SIGTERM, then close it; its
-    searches rank as the agent's do with the same ``embedder`` and ``reranker``."""
+    searches rank as the agent's do with the same ``embedder`` and ``reranker``, and with
+    ``write`` its reflect derives insights with ``llm`` (see :class:`brainmem.Brain`)."""
     check_host(host, token)
     check_port(port)
     try:
@@ -97,7 +98,8 @@ def serve(path: str, *, host: str = "127.0.0.1", port: int = DEFAULT_PORT, write
                            "pip install 'brainmem[ui]'") from None
     from ..brain import Brain
 
-    brain = Brain(path, readonly=not write, busy_timeout=busy_timeout, embedder=embedder, reranker=reranker)
+    brain = Brain(path, readonly=not write, busy_timeout=busy_timeout, embedder=embedder, reranker=reranker,
+                  llm=llm)
     app = None
     try:
         app = create_app(brain, write=write, token=token, busy_timeout=busy_timeout)
