@@ -120,11 +120,15 @@ def test_ctrl_c_is_exit_130_with_one_line(db: str, monkeypatch: Any, capsys: Any
 
 
 @pytest.mark.slow  # a subprocess
-@pytest.mark.skipif(sys.platform == "win32", reason="SIGINT to another process is POSIX")
-def test_ctrl_c_ends_the_process_by_sigint_and_leaves_nothing(tmp_path: Path) -> None:
-    # A shell loop (`for f in *.jsonl; do brainmem import "$f"; done`) stops on Ctrl-C only
-    # if the command died of SIGINT; one that exits normally (it was 1) was taken to have
-    # handled it, and the loop went on to the next command.
+@pytest.mark.skipif(sys.platform == "win32", reason="signals to another process are POSIX")
+@pytest.mark.parametrize(("sig", "said"), [(signal.SIGINT, "interrupted"), (signal.SIGTERM, "terminated")])
+def test_a_signal_ends_the_process_by_it_and_leaves_nothing(tmp_path: Path, sig: int, said: str) -> None:
+    # SIGINT: a shell loop (`for f in *.jsonl; do brainmem import "$f"; done`) stops on
+    # Ctrl-C only if the command died of SIGINT; one that exits normally (it was 1) was
+    # taken to have handled it, and the loop went on to the next command.
+    # SIGTERM (`timeout 60 brainmem export x.jsonl`, a supervisor stopping a job) killed the
+    # process where it stood, leaving the .brainmem-export-* file it was writing or a brain
+    # it had just created; it now ends as Ctrl-C does.
     path = tmp_path / "new.brain"
     proc = subprocess.Popen([sys.executable, "-m", "brainmem", "--brain", str(path), "import", "-"],
                             stdin=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
@@ -137,14 +141,14 @@ def test_ctrl_c_ends_the_process_by_sigint_and_leaves_nothing(tmp_path: Path) ->
                 break
             time.sleep(0.05)
         time.sleep(0.2)
-        proc.send_signal(signal.SIGINT)
+        proc.send_signal(sig)
         _, err = proc.communicate(timeout=30)
     finally:
         if proc.poll() is None:
             proc.kill()
             proc.wait()
-    assert (proc.returncode, err) == (-signal.SIGINT, "brainmem: interrupted\n")
-    assert not path.exists()  # the brain this import created is removed again
+    assert (proc.returncode, err) == (-sig, f"brainmem: {said}\n")
+    assert list(tmp_path.iterdir()) == []  # the brain this import created is removed again
 
 
 def test_a_failed_command_never_removes_a_new_brain_another_process_has_open(
@@ -204,31 +208,3 @@ def test_an_empty_brain_path_is_refused_not_taken_as_the_default(
     with Brain(str(tmp_path / "brain.db")) as brain:
         assert brain.stats()["live"] == 0
     assert sorted(os.listdir(tmp_path)) == ["brain.db"]
-
-
-@pytest.mark.slow  # a subprocess
-@pytest.mark.skipif(sys.platform == "win32", reason="SIGTERM to another process is POSIX")
-def test_sigterm_cleans_up_as_ctrl_c_does(tmp_path: Path) -> None:
-    # `timeout 60 brainmem export x.jsonl`, a supervisor stopping a job: SIGTERM killed the
-    # process where it stood, leaving the .brainmem-export-* file it was writing (as big
-    # as the export so far) or a brain it had just created; it now ends as Ctrl-C does
-    path = tmp_path / "new.brain"
-    proc = subprocess.Popen([sys.executable, "-m", "brainmem", "--brain", str(path), "import", "-"],
-                            stdin=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    try:
-        assert proc.stdin is not None
-        proc.stdin.write('{"brainmem": "0", "schema": 9}\n')
-        proc.stdin.flush()
-        for _ in range(600):  # the brain is created once the import reads its input
-            if path.exists() or proc.poll() is not None:
-                break
-            time.sleep(0.05)
-        time.sleep(0.2)
-        proc.terminate()
-        _, err = proc.communicate(timeout=30)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
-    assert (proc.returncode, err) == (-signal.SIGTERM, "brainmem: terminated\n")
-    assert list(tmp_path.iterdir()) == []
