@@ -208,10 +208,13 @@ def test_an_empty_brain_path_is_refused_not_taken_as_the_default(
 
 @pytest.mark.slow  # a subprocess
 @pytest.mark.skipif(sys.platform == "win32", reason="SIGTERM to another process is POSIX")
-def test_sigterm_cleans_up_as_ctrl_c_does(tmp_path: Path) -> None:
+@pytest.mark.parametrize("signame", ["SIGTERM", "SIGHUP"])
+def test_sigterm_cleans_up_as_ctrl_c_does(tmp_path: Path, signame: str) -> None:
     # `timeout 60 brainmem export x.jsonl`, a supervisor stopping a job: SIGTERM killed the
     # process where it stood, leaving the .brainmem-export-* file it was writing (as big
-    # as the export so far) or a brain it had just created; it now ends as Ctrl-C does
+    # as the export so far) or a brain it had just created; it now ends as Ctrl-C does.
+    # SIGHUP (the terminal closed, an ssh session dropped) left the same until it did too.
+    signum = getattr(signal, signame)
     path = tmp_path / "new.brain"
     proc = subprocess.Popen([sys.executable, "-m", "brainmem", "--brain", str(path), "import", "-"],
                             stdin=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
@@ -224,11 +227,11 @@ def test_sigterm_cleans_up_as_ctrl_c_does(tmp_path: Path) -> None:
                 break
             time.sleep(0.05)
         time.sleep(0.2)
-        proc.terminate()
+        proc.send_signal(signum)
         _, err = proc.communicate(timeout=30)
     finally:
         if proc.poll() is None:
             proc.kill()
             proc.wait()
-    assert (proc.returncode, err) == (-signal.SIGTERM, "brainmem: terminated\n")
+    assert (proc.returncode, err) == (-signum, "brainmem: terminated\n")
     assert list(tmp_path.iterdir()) == []
