@@ -550,3 +550,14 @@ def test_memory_get_key_without_a_scope_reads_where_memory_put_writes(brain: Bra
     assert user["trace"]["content"] == "light"  # a named scope is still read as asked
     brain.delete(brain.get_key("theme", scope="thread", scope_id="t1").id)
     assert box.call("memory_get_key", {"key": "theme"})["trace"]["content"] == "light"  # then the others
+
+
+def test_memory_feedback_tells_the_agent_when_there_is_no_retrieval_id(file_brain: Brain) -> None:
+    # memory_search returns retrieval_id null when it found nothing (or could not record
+    # itself); memory_feedback's spec said only "The retrieval_id memory_search returned.",
+    # so an agent sent null and got an error it could not act on.
+    assert file_brain.call_tool("memory_search", {"query": "anything"})["retrieval_id"] is None
+    spec = next(t["function"] for t in Toolbox(file_brain, extra="all").specs()
+                if t["function"]["name"] == "memory_feedback")
+    said = spec["description"] + spec["parameters"]["properties"]["retrieval_id"]["description"]
+    assert "null" in said and "nothing" in said
