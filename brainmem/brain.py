@@ -156,11 +156,14 @@ class Brain(FacesMixin, AdminMixin):
             prepared = self._prepare_vectors([t.content for t in built])
         with self._write_with_events() as events:
             results = self._writer.add(built, at)
+            results, updated = self._writer.said_again(built, results)
             self._write_vectors([r.trace for r in results if r.created], prepared)
         self._emit_deletes(events)  # traces a quota evicted to make room
         for r in results:
             if r.created:
                 self._emit("add", {"id": r.trace.id, "trace": r.trace})
+        for kind, payload in updated:  # facts said again after their replacement
+            self._emit(kind, payload)
         return results
 
     def restore(self, trace_id: str, *, now: TimeLike | None = None) -> Trace:

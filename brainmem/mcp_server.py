@@ -238,7 +238,7 @@ def run_http(brain: Any, address: str, context: Any = None, extra: Sequence[str]
     import uvicorn
 
     # the inspector's: a port in use is one error line, not uvicorn's exit
-    from .ui import listen, origin
+    from .ui import listen, origin, run_server
 
     app = http_app(brain, context, extra)
     with listen(host, port) as sock:
@@ -247,7 +247,7 @@ def run_http(brain: Any, address: str, context: Any = None, extra: Sequence[str]
         print(f"brainmem serve: MCP for {brain.path} at {url}  (Ctrl-C to stop)",
               file=sys.stderr, flush=True)
         try:
-            uvicorn.Server(uvicorn.Config(app, log_level="warning")).run(sockets=[sock])
+            run_server(uvicorn.Server(uvicorn.Config(app, log_level="warning")), sock)
         except KeyboardInterrupt:  # uvicorn re-raises the SIGINT it handled, after shutdown
             pass
         print("brainmem serve: stopped", file=sys.stderr, flush=True)

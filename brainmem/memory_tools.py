@@ -323,7 +323,9 @@ def _feedback_schema(ctx: ToolContext | None) -> JSON:
     ids = {"type": "array", "items": _ID, "maxItems": LIMIT_MAX}
     return _obj({
         "retrieval_id": {"type": "integer", "minimum": 1,
-                         "description": "The retrieval_id memory_search returned."},
+                         "description": "The retrieval_id memory_search returned. It is null when "
+                                        "the search found nothing (or could not record itself): "
+                                        "then there is nothing to give feedback on; skip this call."},
         "used": {**ids, "description": "Ids of results that helped."},
         "ignored": {**ids, "description": "Ids of results that were not useful."},
     }, ["retrieval_id"])

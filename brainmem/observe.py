@@ -348,11 +348,11 @@ def _write_facts(brain: Brain, facts: list[dict[str, Any]], turns: list[_Turn], 
                       "metadata": {"derived_from": sources, "method": "observe"}}
             olds = [by_id[i] for i in fact["supersedes"] if i not in closed
                     and by_id[i].key is None and by_id[i].content_hash != content_hash(fact["content"])]
-            trace = brain._add_one(fact["content"], fields, prepared).trace
             # a fact said again after it was replaced (the add deduplicated to the closed
             # trace) is current again from ``at``, its earlier period kept, whether or not the
-            # model named what it replaces now: extracted now, it must not stay hidden
-            if (olds or trace.valid_until is not None) and trace.id not in {o.id for o in olds}:
+            # model named what it replaces now: the add does it (``Writer.said_again``)
+            trace = brain._add_one(fact["content"], fields, prepared).trace
+            if olds and trace.id not in {o.id for o in olds}:
                 changed = timeline.close(brain._store, trace, olds, at)
                 told.extend(timeline.update_events(brain._store, changed))
                 closed.update(o.id for o in olds)

@@ -42,7 +42,7 @@ MAX_COUNT = 10**9
 MAX_WEIGHT = 1e6
 #: Counts that must be at least 1 (the others may be 0).
 _AT_LEAST_ONE = frozenset({
-    "max_content_bytes", "max_tags", "max_tag_chars", "max_key_chars", "candidate_factor",
+    "max_content_bytes", "max_metadata_bytes", "max_tags", "max_tag_chars", "max_key_chars", "candidate_factor",
     "min_candidates", "search_budget", "max_query_terms", "context_reach", "derive_min_size", "derive_max_size",
     "capacity", "quota", "derive_sentences", "reflect_chunk",
 })
@@ -71,6 +71,10 @@ class Policy:
     # --- limits -------------------------------------------------------------
     #: Largest content accepted, in UTF-8 bytes (64 KiB).
     max_content_bytes: int = 65_536
+    #: Largest metadata accepted, in UTF-8 bytes of its JSON (256 KiB): every hit, read and
+    #: export loads it whole. Checked where metadata is given (add, update, put, the tools,
+    #: import); what the engine adds itself (``merged_from`` of a merge) is not cut.
+    max_metadata_bytes: int = 262_144
     #: Largest number of tags per trace, and of characters per tag.
     max_tags: int = 64
     max_tag_chars: int = 128

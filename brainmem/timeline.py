@@ -13,8 +13,9 @@ A fact is replaced, never deleted. Three ways lead to a replacement:
   fact's ``created_at``, never before that older fact began (``version`` + 1; subscribers
   are told "update"); the new one gets ``valid_from`` = that time and a
   ``supersedes`` edge (new -> old) per replaced fact. A fact said again after it
-  was replaced (the add deduplicates to the old trace) is current again from that
-  add on; its earlier period is kept as a snapshot, as ``update`` keeps old content.
+  was replaced (any add, with or without ``supersedes``, deduplicates to the old
+  trace) is current again from that add on (``Writer.said_again``); its earlier
+  period is kept as a snapshot, as ``update`` keeps old content.
 * ``Brain.observe`` with an LLM: the extraction step may say that a new fact
   replaces a known one; it is then added with ``supersedes`` as above.
 

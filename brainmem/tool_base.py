@@ -149,7 +149,12 @@ _TTL = {"type": "number", "exclusiveMinimum": 0, "maximum": MAX_TTL,
 _IMPORTANCE = {"type": "number", "minimum": 0, "maximum": 1,
                "description": "0..1 (default 0.5); important memories are forgotten more slowly."}
 _PINNED = {"type": "boolean", "description": "Pinned memories are never forgotten automatically."}
-_METADATA = {"type": "object", "description": "Free-form JSON object kept with the memory."}
+def _metadata_prop(max_bytes: int) -> JSON:
+    return {"type": "object", "description": f"Free-form JSON object kept with the memory "
+                                             f"(at most {max_bytes:,} bytes as JSON)."}
+
+
+_METADATA = _metadata_prop(_POLICY.max_metadata_bytes)
 _TYPE_KINDS = {"episodic": "an event", "semantic": "a fact", "procedural": "how to do something",
                "prospective": "a future intention", "working": "task scratch"}
 
@@ -193,11 +198,12 @@ def _scope_props(ctx: ToolContext | None, write: bool, filter: bool = False) -> 
 
 
 def policy_bounds(schema: JSON, policy: Policy) -> JSON:
-    """``schema`` with ``policy``'s tag and key bounds. The schemas are declared with the
-    default Policy's (``_TAGS``, the ``key`` strings); a brain with other bounds must
-    neither refuse through its tools what its API accepts nor advertise what it refuses."""
-    if (policy.max_tags, policy.max_tag_chars, policy.max_key_chars) == (
-            _POLICY.max_tags, _POLICY.max_tag_chars, _POLICY.max_key_chars):
+    """``schema`` with ``policy``'s tag, key and metadata bounds. The schemas are declared
+    with the default Policy's (``_TAGS``, the ``key`` strings, ``_METADATA``); a brain with
+    other bounds must neither refuse through its tools what its API accepts nor advertise
+    what it refuses."""
+    bounds = ("max_tags", "max_tag_chars", "max_key_chars", "max_metadata_bytes")
+    if all(getattr(policy, name) == getattr(_POLICY, name) for name in bounds):
         return schema
     properties = dict(schema.get("properties", {}))
     for name, prop in properties.items():
@@ -206,6 +212,8 @@ def policy_bounds(schema: JSON, policy: Policy) -> JSON:
                                 "items": {**prop["items"], "maxLength": policy.max_tag_chars}}
         elif name in ("key", "key_prefix"):
             properties[name] = {**prop, "maxLength": policy.max_key_chars}
+        elif name == "metadata":
+            properties[name] = _metadata_prop(policy.max_metadata_bytes)
     return {**schema, "properties": properties}
 
 

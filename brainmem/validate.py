@@ -226,17 +226,21 @@ def check_bool(value: Any, what: str) -> bool:
     return value
 
 
-def check_metadata(metadata: Any) -> dict[str, Any]:
-    """A JSON object that survives a round trip unchanged."""
+def check_metadata(metadata: Any, max_bytes: int | None = None) -> dict[str, Any]:
+    """A JSON object that survives a round trip unchanged, of at most ``max_bytes`` UTF-8
+    bytes as JSON (``Policy.max_metadata_bytes``; None: any size)."""
     if metadata is None or (type(metadata) is dict and not metadata):
         return {}  # the usual case (most traces carry none): no JSON round trip to prove it
     if not isinstance(metadata, Mapping):
         raise InvalidInput("metadata must be a JSON object (a dict)")
     try:
         text = json.dumps(dict(metadata), ensure_ascii=False, allow_nan=False)
-        text.encode("utf-8")
+        size = len(text.encode("utf-8"))
     except (TypeError, ValueError, RecursionError, UnicodeEncodeError) as exc:
         raise InvalidInput(f"metadata is not JSON-serialisable: {exc}") from None
+    if max_bytes is not None and size > max_bytes:
+        raise InvalidInput(f"metadata is {size} bytes as JSON, over the limit of {max_bytes} bytes "
+                           "(Policy.max_metadata_bytes)")
     result: dict[str, Any] = json.loads(text)
     if result != metadata:
         # e.g. non-string keys or tuples would not come back as given
@@ -463,7 +467,7 @@ def build_trace(item: Mapping[str, Any], now: float, policy: Policy, *,
         last_accessed_at=created,
         access_count=0,
         expires_at=expiry(item.get("ttl"), item.get("expires_at"), now),
-        metadata=check_metadata(item.get("metadata")),
+        metadata=check_metadata(item.get("metadata"), policy.max_metadata_bytes),
         task_id=check_text(item.get("task_id"), "task_id", max_chars=MAX_ID_CHARS),
         due_at=due_at,
         cue=check_text(item.get("cue"), "cue", max_chars=MAX_CUE_CHARS),
@@ -483,7 +487,7 @@ def check_changes(changes: Mapping[str, Any], policy: Policy) -> dict[str, Any]:
         "type": lambda v: check_choice(_default(v, DEFAULT_TYPE), TYPES, "type"),
         "importance": check_importance,
         "pinned": lambda v: check_bool(v, "pinned"),
-        "metadata": check_metadata,
+        "metadata": lambda v: check_metadata(v, policy.max_metadata_bytes),
         "expires_at": lambda v: to_timestamp(v, "expires_at"),
         "episode": lambda v: check_text(v, "episode", max_chars=MAX_ID_CHARS),
         "key": lambda v: None if v is None else check_key(v, policy.max_key_chars),

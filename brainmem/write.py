@@ -221,6 +221,25 @@ class Writer:
             result = [AddResult(now_.get(r.trace.id, r.trace), r.created) for r in result]
         return result
 
+    def said_again(self, built: Sequence[Trace], results: list[AddResult]
+                   ) -> tuple[list[AddResult], list[tuple[str, dict[str, Any]]]]:
+        """After :meth:`add`: a fact replaced before (``valid_until`` set) and added again
+        at or after its replacement is current again from the add's time, its earlier
+        period kept (:func:`timeline.close`), so a re-statement is not left hidden. A
+        back-dated repeat from inside the closed period changes nothing. Returns the
+        results as they are now and the "update" events to tell subscribers after the commit."""
+        changed: list[str] = []
+        for trace, result in zip(built, results, strict=True):
+            if result.created or result.trace.valid_until is None:
+                continue
+            now_ = self.store.get(result.trace.id)  # as it is now: a batch may say it twice
+            if now_ is not None and now_.valid_until is not None and trace.created_at >= now_.valid_until:
+                changed.extend(timeline.close(self.store, now_, [], trace.created_at))
+        if changed:
+            fresh = {t.id: t for t in self.store.get_many(changed)}
+            results = [AddResult(fresh.get(r.trace.id, r.trace), r.created) for r in results]
+        return results, timeline.update_events(self.store, changed)
+
     def before_insert(self, trace: Trace, at: float) -> None:
         """Hook run before a new trace is stored (adds and import): enforces
         ``Policy.quota`` (:meth:`make_room`); free when quota is None."""

@@ -261,3 +261,16 @@ def test_observe_of_a_file_over_the_message_limit_stops_reading_at_the_limit(
         assert len(err.strip().splitlines()) == 1
     with Brain(db) as brain:
         assert brain.stats()["live"] == 0
+
+
+def test_observe_no_llm_says_extraction_was_switched_off(tmp_path: Path) -> None:
+    # Before, --no-llm with an LLM configured reported "no LLM configured".
+    db = str(tmp_path / "b.db")
+    env = {"BRAINMEM_LLM_BASE_URL": "http://127.0.0.1:9/v1", "BRAINMEM_LLM_MODEL": "stub"}
+    lines = "\n".join(json.dumps(m) for m in TURNS) + "\n"
+    done = cli("observe", "-", "--no-llm", "--json", "--brain", db, env=env, stdin=lines)
+    assert done.returncode == 0, done.stderr
+    report = json.loads(done.stdout)
+    assert len(report["stored"]) == 2
+    assert report["extraction"] == {"ran": False, "ok": None, "reason": "extraction not asked for",
+                                    "model": None}

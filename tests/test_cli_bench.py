@@ -198,3 +198,21 @@ def test_bench_json_onto_its_own_data_file_is_refused(tmp_path: Path, capsys, co
         err = capsys.readouterr().err.strip()
         assert err.startswith("brainmem: error:") and "\n" not in err and "--data" in err
         assert data.read_bytes() == before
+
+
+@pytest.mark.parametrize("argv", [
+    ["--brain", "x.db", "bench", "recall"], ["bench", "recall", "--brain", "x.db"],
+    ["bench", "recall", "--readonly"], ["--create", "bench", "perf", "--sizes", "10"],
+    ["bench", "perf", "--sizes", "10", "--embedder", "openai:m"],
+    ["bench", "perf", "--sizes", "10", "--reranker", "onnx:x"],
+])
+def test_bench_refuses_the_flags_it_would_ignore(tmp_path: Path, capsys, monkeypatch, argv: list[str]) -> None:
+    # Before: bench accepted --brain, --create and --readonly (and perf --embedder and
+    # --reranker) and ran without them: a user believed they benchmarked their brain or model.
+    monkeypatch.chdir(tmp_path)
+    assert main([*argv, "--quiet"]) == 2
+    captured = capsys.readouterr()
+    err = captured.err.strip()
+    flag = next(a for a in argv if a in ("--brain", "--readonly", "--create", "--embedder", "--reranker"))
+    assert err.startswith("brainmem: error:") and "\n" not in err and flag in err
+    assert captured.out == "" and list(tmp_path.iterdir()) == []

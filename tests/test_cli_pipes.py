@@ -121,14 +121,16 @@ def test_ctrl_c_is_exit_130_with_one_line(db: str, monkeypatch: Any, capsys: Any
 
 @pytest.mark.slow  # a subprocess
 @pytest.mark.skipif(sys.platform == "win32", reason="signals to another process are POSIX")
-@pytest.mark.parametrize(("sig", "said"), [(signal.SIGINT, "interrupted"), (signal.SIGTERM, "terminated")])
+@pytest.mark.parametrize(("sig", "said"), [(signal.SIGINT, "interrupted"), (signal.SIGTERM, "terminated"),
+                                           (signal.SIGHUP, "terminated")])
 def test_a_signal_ends_the_process_by_it_and_leaves_nothing(tmp_path: Path, sig: int, said: str) -> None:
     # SIGINT: a shell loop (`for f in *.jsonl; do brainmem import "$f"; done`) stops on
     # Ctrl-C only if the command died of SIGINT; one that exits normally (it was 1) was
     # taken to have handled it, and the loop went on to the next command.
     # SIGTERM (`timeout 60 brainmem export x.jsonl`, a supervisor stopping a job) killed the
     # process where it stood, leaving the .brainmem-export-* file it was writing or a brain
-    # it had just created; it now ends as Ctrl-C does.
+    # it had just created; it now ends as Ctrl-C does. SIGHUP (the terminal closed, an ssh
+    # session dropped) left the same until it did too.
     path = tmp_path / "new.brain"
     proc = subprocess.Popen([sys.executable, "-m", "brainmem", "--brain", str(path), "import", "-"],
                             stdin=subprocess.PIPE, stderr=subprocess.PIPE, text=True)

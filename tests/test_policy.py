@@ -124,3 +124,45 @@ def test_an_unknown_spread_kind_is_refused() -> None:
         replace(Policy(), spread_kinds=("co-activated",))
     assert replace(Policy(), spread_kinds=()).spread_kinds == ()
     assert replace(Policy(), spread_kinds=("episode_next",)).spread_kinds == ("episode_next",)
+
+
+def test_metadata_has_a_size_limit_like_content(tmp_path: Path) -> None:
+    # Before, metadata had no bound: add, update, the tools and import took megabytes of it
+    # per trace, which every hit and every export then loaded.
+    import io
+    import json
+
+    limit = Policy().max_metadata_bytes
+    big = {"blob": "x" * limit}  # over the limit once quoted as JSON
+    brain = Brain(str(tmp_path / "b.db"))
+    with pytest.raises(InvalidInput, match="Policy.max_metadata_bytes"):
+        brain.add("a note", metadata=big)
+    with pytest.raises(InvalidInput, match="item 1: metadata is .* bytes"):
+        brain.add_many(["fine", {"content": "big", "metadata": big}])
+    kept = brain.add("kept", metadata={"blob": "x" * (limit - 20)})  # at the limit: taken
+    with pytest.raises(InvalidInput, match="Policy.max_metadata_bytes"):
+        brain.update(kept.id, metadata=big)
+    with pytest.raises(InvalidInput, match="Policy.max_metadata_bytes"):
+        brain.put("k", "v", metadata=big)
+    out = brain.call_tool("memory_add", {"content": "via a tool", "metadata": big})
+    assert out["error"]["type"] == "InvalidInput" and "max_metadata_bytes" in out["error"]["message"]
+    assert brain.stats()["live"] == 1
+    # the tools say the bound (and a brain's own when it differs)
+    spec = next(t["function"] for t in brain.tools() if t["function"]["name"] == "memory_add")
+    assert f"{limit:,} bytes" in spec["parameters"]["properties"]["metadata"]["description"]
+    # an export of a brain with larger metadata (a raised bound) imports with that bound,
+    # and is refused clearly, writing nothing, under the default
+    roomy = Brain(str(tmp_path / "roomy.db"), policy=replace(Policy(), max_metadata_bytes=4 * limit))
+    roomy.add("big one", metadata=big)
+    spec = next(t["function"] for t in roomy.tools() if t["function"]["name"] == "memory_add")
+    assert f"{4 * limit:,} bytes" in spec["parameters"]["properties"]["metadata"]["description"]
+    dump = io.StringIO()
+    roomy.export(dump)
+    with pytest.raises(InvalidInput, match="max_metadata_bytes"):
+        brain.import_jsonl(io.StringIO(dump.getvalue()))
+    assert brain.stats()["live"] == 1
+    again = Brain(str(tmp_path / "again.db"), policy=replace(Policy(), max_metadata_bytes=4 * limit))
+    again.import_jsonl(io.StringIO(dump.getvalue()))
+    assert json.dumps(again.search("big one")[0].trace.metadata) == json.dumps(big)
+    with pytest.raises(InvalidInput, match="max_metadata_bytes"):
+        Policy(max_metadata_bytes=0)

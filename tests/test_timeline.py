@@ -425,3 +425,35 @@ def test_correcting_a_replaced_fact_keeps_the_period_it_had(file_brain: Brain, c
     assert [h.trace.id for h in file_brain.search("Ana lives", as_of=T0 + 1.5 * DAY)] == [lisbon.id]
     assert [h.trace.id for h in file_brain.search("Ana lives", as_of=T0 + 0.5 * DAY)] == [berlin.id]
     assert [h.trace.id for h in file_brain.search("Ana lives")] == [lisbon.id]
+
+
+def test_a_plain_add_of_a_replaced_fact_makes_it_current_again(file_brain: Brain, clock: FakeClock) -> None:
+    # Before, add() deduplicated to the closed Berlin trace and returned it still closed:
+    # the user's re-statement stayed out of every default search (observe already reopened it).
+    berlin = file_brain.add("The user lives in Berlin", type="semantic")
+    clock.advance(10 * DAY)
+    lisbon = file_brain.add("The user lives in Lisbon", type="semantic", supersedes=[berlin.id])
+    clock.advance(10 * DAY)
+    updates: list[str] = []
+    file_brain.subscribe(lambda kind, payload: updates.append(payload["id"]), ["update"])
+    again = file_brain.add_result("The user lives in Berlin", type="semantic")
+    assert again.deduplicated and again.trace.id == berlin.id
+    assert again.trace.valid_until is None and again.trace.valid_from == T0 + 20 * DAY
+    assert updates == [berlin.id]
+    assert [h.trace.id for h in file_brain.search("Berlin", reinforce=False)] == [berlin.id]
+    # its earlier period is kept: as of day 5 Berlin, as of day 15 Lisbon
+    assert [h.trace.content for h in file_brain.search("Berlin", as_of=T0 + 5 * DAY)] == [
+        "The user lives in Berlin"]
+    assert [h.trace.id for h in file_brain.search("Lisbon", as_of=T0 + 15 * DAY)] == [lisbon.id]
+    # said again in a batch, twice: reopened once
+    clock.advance(DAY)
+    file_brain.add("The user lives in Porto", type="semantic", supersedes=[berlin.id])
+    clock.advance(DAY)
+    out = file_brain.add_many([{"content": "The user lives in Berlin", "type": "semantic"}] * 2)
+    assert {t.id for t in out} == {berlin.id} and all(t.valid_until is None for t in out)
+    assert file_brain.get(berlin.id).valid_from == T0 + 22 * DAY
+    # a back-dated repeat from inside the closed period is a repeat then, not a return
+    clock.advance(DAY)
+    file_brain.add("The user lives in Faro", type="semantic", supersedes=[berlin.id])
+    old = file_brain.add("The user lives in Berlin", type="semantic", created_at=T0 + 22.5 * DAY)
+    assert old.id == berlin.id and old.valid_until == T0 + 23 * DAY

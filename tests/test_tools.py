@@ -578,3 +578,14 @@ def test_a_context_field_given_twice_is_refused(tmp_path: Any, flags: list[str],
     done = run("tools", "--brain", str(tmp_path / "b.db"), *flags, env=env)
     assert done.returncode == 2 and done.stdout == "" and "user_id is given twice" in done.stderr
     assert "not valid JSON" not in done.stderr
+
+
+def test_memory_feedback_tells_the_agent_when_there_is_no_retrieval_id(file_brain: Brain) -> None:
+    # memory_search returns retrieval_id null when it found nothing (or could not record
+    # itself); memory_feedback's spec said only "The retrieval_id memory_search returned.",
+    # so an agent sent null and got an error it could not act on.
+    assert file_brain.call_tool("memory_search", {"query": "anything"})["retrieval_id"] is None
+    spec = next(t["function"] for t in Toolbox(file_brain, extra="all").specs()
+                if t["function"]["name"] == "memory_feedback")
+    said = spec["description"] + spec["parameters"]["properties"]["retrieval_id"]["description"]
+    assert "null" in said and "nothing" in said

@@ -1052,7 +1052,10 @@ def test_cli_without_the_ui_extra_says_what_to_install(tmp_path: Path) -> None:
     assert r.returncode == 2 and "pip install 'brainmem[ui]'" in r.stderr and "uvicorn" in r.stderr
 
 
-def test_cli_serves_and_stops_cleanly_on_ctrl_c(built: Any) -> None:
+@pytest.mark.parametrize("signame", ["SIGINT", "SIGHUP"])
+def test_cli_serves_and_stops_cleanly_on_ctrl_c(built: Any, signame: str) -> None:
+    # SIGHUP (the terminal closed) stopped it with uvicorn's lifespan traceback; it now
+    # stops as on Ctrl-C and SIGTERM
     import httpx
 
     path, ids = built
@@ -1062,7 +1065,7 @@ def test_cli_serves_and_stops_cleanly_on_ctrl_c(built: Any) -> None:
         assert r.status_code == 200 and "dark mode" in r.text
         assert httpx.get(url + "trace/mt_nope", timeout=10).status_code == 404
         assert httpx.get(url + "search?limit=x&q=y", timeout=10).status_code == 400
-        proc.send_signal(signal.SIGINT)
+        proc.send_signal(getattr(signal, signame))
         out, err = proc.communicate(timeout=15)
     finally:
         if proc.poll() is None:

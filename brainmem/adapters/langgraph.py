@@ -127,8 +127,9 @@ def _matches(value: dict[str, Any], filter: dict[str, Any] | None) -> bool:
     return all(_compare(value.get(field), want) for field, want in (filter or {}).items())
 
 
-def _check_value(value: Any) -> None:
-    """A put's value: a dict that JSON keeps as given (it is stored in the trace's metadata)."""
+def _check_value(value: Any, max_bytes: int) -> None:
+    """A put's value: a dict that JSON keeps as given (it is stored in the trace's metadata,
+    of at most ``max_bytes``, ``Policy.max_metadata_bytes``)."""
     if not isinstance(value, dict):
         raise InvalidInput(f"a store value must be a dict, not {type(value).__name__}")
     try:
@@ -136,6 +137,7 @@ def _check_value(value: Any) -> None:
     except InvalidInput as exc:
         raise InvalidInput(f"a store value must be JSON (string keys, lists, finite numbers): "
                            f"{exc}") from None
+    check_metadata({"langgraph": value}, max_bytes)  # its size as stored
 
 
 def _index_fields(index: Any) -> list[str] | None:
@@ -237,7 +239,7 @@ class BrainStore(BaseStore):
                 brain_key = self._key(op.namespace, op.key)
                 if isinstance(op, PutOp):
                     if op.value is not None:
-                        _check_value(op.value)
+                        _check_value(op.value, self.brain.policy.max_metadata_bytes)
                         self._check_text(self._content(op.key, op.value, op.index))
                     item = (tuple(op.namespace), op.key)
                     holder = claims[brain_key] if brain_key in claims else self._holder(brain_key)

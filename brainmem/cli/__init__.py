@@ -16,7 +16,7 @@ by theme, each with a ``register(commands)`` function adding its subparsers:
 
 Errors print one line on stderr; the exit code is 2 for bad input
 (:class:`~brainmem.errors.InvalidInput`, argument errors, a brain file that does not
-exist), 130 for Ctrl-C and 143 for SIGTERM (the process ends by that signal) and
+exist), 130 for Ctrl-C, 143 for SIGTERM and 129 for SIGHUP (the process ends by that signal) and
 1 for any other failure.
 Heavy modules are imported inside the commands, so ``--help`` is fast.
 
@@ -39,6 +39,7 @@ import importlib
 import io
 import os
 import re
+import signal
 import sys
 from collections.abc import Callable, Iterator, Sequence
 from typing import IO, Any, NoReturn
@@ -96,7 +97,7 @@ def build_parser() -> argparse.ArgumentParser:
         description="A persistent brain for one AI agent, in a single SQLite file.",
         epilog=(
             "The brain file is --brain PATH, else $BRAINMEM_PATH, else ./brain.db. "
-            "Exit codes: 0 ok, 1 failure, 2 bad input, 130 Ctrl-C, 143 SIGTERM."
+            "Exit codes: 0 ok, 1 failure, 2 bad input, 130 Ctrl-C, 143 SIGTERM, 129 SIGHUP."
         ),
     )
     _file_flags(parser, top=True)
@@ -414,10 +415,6 @@ _OUTPUT_ERRORS = frozenset(getattr(errno, name) for name in ("EPIPE", "ENOSPC", 
                            if hasattr(errno, name))
 
 
-#: The exit code of a command stopped by Ctrl-C (128 + SIGINT, as a shell reports it).
-INTERRUPTED = 130
-#: ... and by SIGTERM (128 + 15).
-TERMINATED = 143
 
 
 def _drop_output() -> None:
@@ -436,9 +433,10 @@ def _drop_output() -> None:
 
 def main(argv: Sequence[str] | None = None) -> int:
     if argv is None:  # the process's own entry point, not a call from Python
-        _catch_sigterm()
+        _catch_termination()
     parser = build_parser()
     _created.clear()
+    stopped_by: int | None = None  # the signal that stopped the command: 128 + it is the code
     if not writes_any_text(sys.stdout) and isinstance(sys.stdout, io.TextIOWrapper):
         # tables and plain values show what the stream cannot encode as escapes (\u6771)
         # instead of a UnicodeEncodeError traceback; --json and export stay exact
@@ -456,9 +454,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"brainmem: error: {exc}", file=sys.stderr)
         code = 1
     except KeyboardInterrupt as exc:
-        terminated = isinstance(exc, Terminated)
-        print(f"brainmem: {'terminated' if terminated else 'interrupted'}", file=sys.stderr)
-        code = TERMINATED if terminated else INTERRUPTED
+        stopped_by = exc.signum if isinstance(exc, Terminated) else signal.SIGINT
+        with contextlib.suppress(OSError):  # after SIGHUP the terminal may be gone
+            print(f"brainmem: {'terminated' if isinstance(exc, Terminated) else 'interrupted'}",
+                  file=sys.stderr)
+        code = 128 + stopped_by
     except OSError as exc:
         if exc.errno not in _OUTPUT_ERRORS:
             raise
@@ -471,43 +471,46 @@ def main(argv: Sequence[str] | None = None) -> int:
         _created.clear()
     else:
         _remove_created()
-    if code in (INTERRUPTED, TERMINATED) and argv is None:
-        _die_of("SIGTERM" if code == TERMINATED else "SIGINT")
+    if stopped_by is not None and argv is None:  # Ctrl-C, SIGTERM, SIGHUP
+        _die_of(stopped_by)
     return code
 
 
 class Terminated(KeyboardInterrupt):
-    """SIGTERM (``timeout``, a supervisor, ``kill``), raised where the process stood so that
-    what a Ctrl-C undoes is undone too: a half-written export's temporary file, a brain
-    the command created, the transaction in progress. A server stops on it as on Ctrl-C."""
+    """SIGTERM (``timeout``, a supervisor, ``kill``) or SIGHUP (the terminal closed),
+    raised where the process stood so that what a Ctrl-C undoes is undone too: a
+    half-written export's temporary file, a brain the command created, the transaction in
+    progress. A server stops on it as on Ctrl-C. ``signum``: the signal's number."""
+
+    def __init__(self, signum: int = 15) -> None:
+        super().__init__(signum)
+        self.signum = signum
 
 
 def _raise_terminated(signum: int, frame: Any) -> NoReturn:
-    raise Terminated
+    raise Terminated(signum)
 
 
-def _catch_sigterm() -> None:
-    """Turn SIGTERM into :class:`Terminated`, unless the process was started with it
-    ignored or handled."""
-    import signal
+def _catch_termination() -> None:
+    """Turn SIGTERM and SIGHUP into :class:`Terminated`, unless the process was started
+    with the signal ignored (``nohup``) or handled."""
+    if sys.platform == "win32":
+        return
+    for number in (signal.SIGTERM, signal.SIGHUP):
+        if signal.getsignal(number) is signal.SIG_DFL:
+            signal.signal(number, _raise_terminated)
 
-    if sys.platform != "win32" and signal.getsignal(signal.SIGTERM) is signal.SIG_DFL:
-        signal.signal(signal.SIGTERM, _raise_terminated)
 
-
-def _die_of(name: str) -> None:
-    """End the process by the signal ``name`` stopped it with (SIGINT, SIGTERM), as Python
+def _die_of(number: int) -> None:
+    """End the process by the signal ``number`` stopped it with (SIGINT, SIGTERM, SIGHUP), as Python
     does on a Ctrl-C nobody caught: a shell stops a loop or script on Ctrl-C only when its
     command died of it (exit status 130); a command that exits normally, whatever its
     code, was taken to have handled it."""
-    import signal
-
     for stream in (sys.stdout, sys.stderr):
         with contextlib.suppress(Exception):
             if stream is not None:
                 stream.flush()
-    number = getattr(signal, name, None)
-    if number is not None and hasattr(os, "kill") and sys.platform != "win32":
+    if hasattr(os, "kill") and sys.platform != "win32":
         signal.signal(number, signal.SIG_DFL)
         os.kill(os.getpid(), number)
 

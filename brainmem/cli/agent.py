@@ -99,7 +99,7 @@ def _observe(args: argparse.Namespace) -> int:
     messages = _read_messages(args.file)
     with open_brain(args, llm=env_llm(args)) as brain:
         report = brain.observe(messages, episode=args.episode, at=time_arg(args.at),
-                               scope=args.scope, scope_id=args.scope_id)
+                               scope=args.scope, scope_id=args.scope_id, extract=not args.no_llm)
     if args.json:
         print_json(report.to_dict())
     else:

@@ -62,10 +62,21 @@ def register(commands: Any) -> None:
     perf.set_defaults(handler=_perf)
 
 
+def _refuse_ignored(args: argparse.Namespace, *also: str) -> None:
+    """The global flags a benchmark would ignore are refused, not dropped: it builds its own
+    brains (never the ``--brain`` file), and ``perf`` times the lexical search only."""
+    for flag in ("brain", "create", "readonly", *also):
+        if getattr(args, flag, None):
+            raise InvalidInput(f"bench {args.bench_command} does not take --{flag}: "
+                               + ("it never opens a brain file" if flag in ("brain", "create", "readonly")
+                                  else "it times the lexical search only"))
+
+
 def _recall(args: argparse.Namespace) -> int:
     from ..bench import run_recall
     from .embed import embedder_arg, reranker_arg
 
+    _refuse_ignored(args)
     _check_out(args.json, args.data)  # before the run: a report that cannot be written is not worth running
     if args.dataset != "synthetic" and args.data is None:  # the API's message names data=
         raise InvalidInput(f"the {args.dataset} benchmark needs its data file: pass --data PATH to "
@@ -124,6 +135,7 @@ def _crossval(args: argparse.Namespace, progress: Progress) -> int:
 def _perf(args: argparse.Namespace) -> int:
     from ..bench.perf import parse_sizes, run_perf
 
+    _refuse_ignored(args, "embedder", "reranker")
     sizes = parse_sizes(args.sizes)
     _check_out(args.json, args.data)  # before the run: a report that cannot be written is not worth running
     if args.corpus == "longmemeval" and args.data is None:  # the API's message names data=

@@ -30,7 +30,7 @@ def register(commands: Any) -> None:
 
     graph = commands.add_parser("graph", help="summary of the memory graph",
                                 description="Nodes, edges by kind and the largest clusters.")
-    graph.add_argument("--top", type=int, default=5, metavar="N", help="clusters to show (default 5)")
+    graph.add_argument("--top", type=int, default=5, metavar="N", help="clusters to show, 0 to 1000 (default 5; 0: the counts only)")
     add_json_flag(graph)
     graph.set_defaults(handler=_graph)
 

@@ -12,8 +12,10 @@ shape) under :mod:`.pages` (HTML via Jinja2 templates and :mod:`.svg`) and
 from __future__ import annotations
 
 import ipaddress
+import signal
 import socket
 import sys
+import threading
 from typing import Any
 from urllib.parse import quote
 
@@ -66,6 +68,23 @@ def listen(host: str, port: int) -> socket.socket:
     return sock
 
 
+def run_server(server: Any, sock: socket.socket) -> None:
+    """``server.run(sockets=[sock])`` (a ``uvicorn.Server``), stopping on SIGHUP (the
+    terminal closed) as uvicorn stops on SIGINT and SIGTERM: gracefully, its lifespan shut
+    down. Uncaught, SIGHUP ended the loop mid-select with a lifespan traceback. Used by
+    ``ui`` and ``serve --http``; a SIGHUP ignored (``nohup``) stays ignored."""
+    hup: int | None = getattr(signal, "SIGHUP", None)  # None on Windows
+    if (hup is None or threading.current_thread() is not threading.main_thread()
+            or signal.getsignal(hup) is signal.SIG_IGN):
+        server.run(sockets=[sock])
+        return
+    previous = signal.signal(hup, server.handle_exit)
+    try:
+        server.run(sockets=[sock])
+    finally:
+        signal.signal(hup, previous)
+
+
 def origin(host: str, sock: socket.socket) -> str:
     """``http://HOST:PORT`` of a socket from :func:`listen` (the port it got: 0 picks one;
     an IPv6 address in brackets)."""
@@ -109,7 +128,7 @@ def serve(path: str, *, host: str = "127.0.0.1", port: int = DEFAULT_PORT, write
         print(f"brainmem ui: serving {path} ({mode}) at {url}  (Ctrl-C to stop)", flush=True)
         server = uvicorn.Server(uvicorn.Config(app, log_level="warning", lifespan="on"))
         try:
-            server.run(sockets=[sock])
+            run_server(server, sock)
         except KeyboardInterrupt:  # uvicorn re-raises the SIGINT it handled, after shutdown
             pass
         print("brainmem ui: stopped", file=sys.stderr, flush=True)
