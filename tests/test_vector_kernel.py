@@ -14,6 +14,7 @@ from hypothesis import strategies as st
 
 from brainmem import Brain, vector_kernel
 from brainmem.embed import CallableEmbedder
+from brainmem.store import Store
 from brainmem.vectors import codes, decode, encode, stacked
 
 # found, not imported: importing numba (and compiling) at collection cost every xdist worker ~2.7 s
@@ -174,3 +175,17 @@ def test_stored_vectors_stack_as_their_rows_decode(n: int, d: int, float32_rows:
     if n:  # the cache updates a row in place when its trace is re-embedded
         stacked_codes[0] = 1
         scales[0] = 2.0
+
+
+def test_stats_name_the_kernel_without_loading_every_vector(tmp_path, monkeypatch) -> None:
+    """stats() loaded the whole vector matrix (~390 MB at a million 384-d vectors) only to
+    count its rows for the kernel's name; `brainmem stats` does not search. It counts them."""
+    path = str(tmp_path / "s.brain")
+    with Brain(path, embedder=CallableEmbedder(seeded, "seeded")) as brain:
+        brain.add_many([f"note number {i}" for i in range(30)])
+    monkeypatch.setattr(vector_kernel, "COMPILED_FROM", 30)
+    monkeypatch.setattr(vector_kernel, "_COMPILED", None)
+    expected = "compiled" if importlib.util.find_spec("numba") else "numpy"
+    with Brain(path, embedder=CallableEmbedder(seeded, "seeded")) as brain:
+        monkeypatch.setattr(Store, "vectors_of", lambda *a: pytest.fail("stats read every vector"))
+        assert brain.stats()["embedder"] == {"model": "seeded", "missing": 0, "kernel": expected}
