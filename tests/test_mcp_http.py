@@ -61,6 +61,25 @@ def _wait_for(port: int, proc: subprocess.Popen) -> None:
     raise AssertionError("server did not start")
 
 
+def _answered(port: int) -> None:
+    """Wait until the server answers an HTTP request (any status), within 30 s."""
+    import http.client
+
+    deadline = time.monotonic() + 30
+    while True:
+        conn = http.client.HTTPConnection("127.0.0.1", port, timeout=5)
+        try:
+            conn.request("GET", "/mcp")
+            conn.getresponse().read()
+            return
+        except OSError:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.1)
+        finally:
+            conn.close()
+
+
 def _first_line(proc: subprocess.Popen) -> str:
     """The first line the server writes on stderr (within 30 s)."""
     import selectors
@@ -167,6 +186,8 @@ def test_serve_http_stops_cleanly_on_ctrl_c_as_it_says(tmp_path: Path) -> None:
         match = re.search(r"at http://127\.0\.0\.1:(\d+)/mcp ", _first_line(proc))
         assert match
         _wait_for(int(match.group(1)), proc)
+        # the socket listens before uvicorn runs (and takes over SIGINT): an answer says it does
+        _answered(int(match.group(1)))
         proc.send_signal(signal.SIGINT)
         out, err = proc.communicate(timeout=30)
     finally:
