@@ -252,6 +252,10 @@ class BrainBase:
     def delete(self, trace_id: str | Sequence[str], *, now: TimeLike | None = None) -> bool:
         """Soft-delete a trace; True if it was live. ``purge`` is the only physical delete.
 
+        The insights reflect derived from it are deleted with it (``deleted_reason:
+        "source_deleted"``); restoring the trace does not bring them back: the next
+        ``reflect`` derives again from what is live (``restore`` of an insight still can).
+
         A list of ids is all or nothing: every id is checked before any is deleted, and
         if one is not live :class:`NotFound` names the missing ids and nothing is deleted.
         """
@@ -262,17 +266,17 @@ class BrainBase:
             ids = list(dict.fromkeys(check_ids(trace_id, "trace ids")))
             if not ids:
                 raise InvalidInput("delete needs at least one trace id")
-        with self._lock, self._store.write():
+        with self._write_with_events() as insights:  # the insights derived from them go too
             live = self._store.live_ids(ids)
             missing = [i for i in ids if i not in live]
             if missing and isinstance(trace_id, str):
                 return False
             if missing:
                 raise NotFound(f"no live trace with id {listed(missing)}: nothing was deleted")
-            for i in ids:
-                self._store.update_fields(i, {"deleted_at": at, "updated_at": at})
+            self._writer.delete(ids, at)
         for i in ids:
             self._emit("delete", {"id": i})
+        self._emit_deletes(insights)
         return True
 
     def _flush_retrievals(self) -> None:

@@ -90,7 +90,7 @@ from .validate import build_trace
 
 STEPS = ("prune", "merge", "strengthen", "derive", "compact", "reindex")
 LEASE_NAME = "reflect"
-DERIVED_TAG = "derived"
+DERIVED_TAG = graph.DERIVED_TAG
 
 #: ``progress(step, done, total)``: called before each step with the number of steps
 #: done so far, and once at the end as ``("done", total, total)``.

@@ -12,7 +12,8 @@ watch its own events:
 * :meth:`Writer.merge` -- a new trace from several, sources soft-deleted;
 * :meth:`Writer.put`, :meth:`Writer.end_task`, :meth:`Writer.restore`,
   :meth:`Writer.feedback` -- the key-value, task, restore and feedback writes;
-* :meth:`Writer.soft_delete` -- a delete noting why (expired, evicted, archived),
+* :meth:`Writer.delete` -- the user's delete, taking the insights derived from it;
+* :meth:`Writer.soft_delete` -- a delete noting why (expired, evicted, archived, source_deleted),
   collected in :attr:`Writer.side_deletes` for the facade to announce.
 
 Validation happens before: traces arrive built by :func:`brainmem.validate.build_trace`.
@@ -54,7 +55,8 @@ VICTIM_PAGE = 256
 _NEW_RID = 1 << 62
 #: the notes :meth:`Writer.soft_delete` adds beside ``deleted_reason``, by reason: a
 #: restore drops them with the reason (a live trace does not say why it was deleted)
-_DELETE_NOTES: dict[str, tuple[str, ...]] = {"evicted": ("evicted_for_quota",), "archived": ("archived",)}
+_DELETE_NOTES: dict[str, tuple[str, ...]] = {"evicted": ("evicted_for_quota",), "archived": ("archived",),
+                                             "source_deleted": ("deleted_with",)}
 
 #: Eviction order: (R(now), last_accessed_at, rid), the order ``Store.weakest`` reads.
 VictimKey = tuple[float, float, int]
@@ -101,6 +103,18 @@ class Writer:
         metadata = {**trace.metadata, "deleted_reason": reason, **note}
         self.store.update_fields(trace.id, {"deleted_at": at, "updated_at": at, "metadata": metadata})
         self.side_deletes.append({"id": trace.id, "reason": reason})
+
+    def delete(self, ids: Sequence[str], at: float) -> None:
+        """Soft-delete the live traces ``ids`` as the user asked (no ``deleted_reason``), and
+        with them the insights derived from them (reason "source_deleted", ``deleted_with``
+        the ids they came from): an insight that copied a memory must not keep saying what
+        the user asked to forget. Prune and merges do not come here (a merge's text lives on
+        in its result, and a forgotten memory's insight is what consolidation is for)."""
+        derived = graph.insights_of(self.store, ids)
+        for i in ids:
+            self.store.update_fields(i, {"deleted_at": at, "updated_at": at})
+        for insight in self.store.get_many(list(derived)):
+            self.soft_delete(insight, at, "source_deleted", deleted_with=derived[insight.id])
 
     def key_holder(self, key: str, scope: str, scope_id: str, at: float) -> Trace | None:
         """The live trace holding ``key`` in the scope; an expired one counts as absent

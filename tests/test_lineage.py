@@ -1,0 +1,109 @@
+"""Insights follow their sources: a source the user deletes takes its insights with it
+(README "Insights follow their sources", ARCHITECTURE "Lineage")."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import clirun
+import pytest
+
+from brainmem import Brain
+
+T0 = 1_767_225_600.0
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = T0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+@pytest.fixture
+def clock() -> Clock:
+    return Clock()
+
+
+@pytest.fixture
+def path(tmp_path: Path) -> str:
+    return str(tmp_path / "l.brain")
+
+
+@pytest.fixture
+def brain(path: str, clock: Clock):
+    with Brain(path, clock=clock) as b:
+        yield b
+
+
+TEXTS = ("The user's bank PIN is 8841 for the old account.",
+         "The user keeps the old account at the harbour bank.",
+         "The user visits the harbour bank every Friday.",
+         "The user pays the harbour rent from the old account.")
+
+
+def _use_together(brain: Brain, query: str, ids: list[str], times: int = 2) -> None:
+    for _ in range(times):
+        hits = brain.search(query, limit=20)
+        assert set(ids) <= {h.trace.id for h in hits}
+        brain.feedback(hits.retrieval_id, used=ids)
+
+
+def _derived(brain: Brain, texts: tuple[str, ...] = TEXTS, query: str = "user old account harbour bank"
+             ) -> tuple[list[str], str]:
+    """Sources used together and their insight; the first source is one it copied."""
+    ids = [brain.add(t, type="semantic").id for t in texts]
+    _use_together(brain, query, ids)
+    report = brain.reflect()
+    assert report.derived == 1
+    insight = brain.get(report.derived_ids[0])
+    ids.sort(key=lambda i: brain.get(i).content not in insight.content)
+    assert brain.get(ids[0]).content in insight.content
+    return ids, insight.id
+
+
+def _phrase(brain: Brain, trace_id: str) -> str:
+    return '"' + brain.get(trace_id, include_deleted=True).content.rstrip(".") + '"'
+
+
+def _found(brain: Brain, query: str, **kw: object) -> list[str]:
+    return [h.trace.id for h in brain.search(query, **kw)]  # type: ignore[arg-type]
+
+
+def test_deleting_a_source_deletes_the_insight_that_copied_it(brain: Brain, clock: Clock) -> None:
+    """A memory the user deleted lived on, word for word, in the extractive insight reflect
+    had copied it into: search still answered "8841". The insight is deleted with it (noted
+    ``deleted_reason: "source_deleted"``), and the next reflect derives again from the rest."""
+    ids, insight = _derived(brain)
+    clock.now += 60
+    assert brain.delete(ids[0])
+    assert _found(brain, _phrase(brain, ids[0])) == []
+    gone = brain.get(insight, include_deleted=True)
+    assert gone.deleted_at == clock.now and gone.metadata["deleted_reason"] == "source_deleted"
+    assert gone.metadata["deleted_with"] == [ids[0]]
+    clock.now += 60
+    report = brain.reflect()
+    assert report.derived == 1
+    again = brain.get(report.derived_ids[0])
+    assert brain.get(ids[0], include_deleted=True).content not in again.content
+    assert again.metadata["derived_from"] == sorted(ids[1:])
+    # restoring the insight itself is the user's choice; it loses the delete notes
+    restored = brain.restore(insight)
+    assert "deleted_reason" not in restored.metadata and "deleted_with" not in restored.metadata
+
+
+def test_the_cli_delete_takes_the_insight_too(brain: Brain, path: str, clock: Clock) -> None:
+    ids, insight = _derived(brain)
+    out = clirun.run("--brain", path, "delete", ids[0])
+    assert out.returncode == 0, out.stderr
+    assert brain.get(insight, include_deleted=True).deleted_at is not None
+    assert _found(brain, _phrase(brain, ids[0])) == []
+
+
+def test_prune_and_merge_keep_the_insight(brain: Brain, clock: Clock) -> None:
+    """Only a delete by the user takes insights: a merge keeps the text in its result."""
+    ids, insight = _derived(brain)
+    brain.merge(ids[:2])
+    assert brain.get(insight).live
+
