@@ -203,18 +203,21 @@ class BrainBase:
     @contextlib.contextmanager
     def _write_with_events(self) -> Iterator[list[dict[str, Any]]]:
         """Lock + write transaction; yields a list that, after the commit, holds the
-        "delete" payloads of traces the writer soft-deleted on the side (emit them then)."""
+        "delete" payloads of traces the writer soft-deleted on the side, and the "update"
+        payloads (``{"id", "trace"}``) of insights it closed on the side (emit them then)."""
         events: list[dict[str, Any]] = []
         with self._lock:
             with self._store.write():
-                self._writer.side_deletes = []
+                self._writer.side_deletes, self._writer.side_updates = [], []
                 yield events
             events.extend(self._writer.side_deletes)
-            self._writer.side_deletes = []
+            events.extend({"id": t.id, "trace": t} for t in self._store.get_many(self._writer.side_updates))
+            self._writer.side_deletes, self._writer.side_updates = [], []
 
     def _emit_deletes(self, events: list[dict[str, Any]]) -> None:
+        """Tell subscribers what :meth:`_write_with_events` collected (an update payload has a trace)."""
         for payload in events:
-            self._emit("delete", payload)
+            self._emit("update" if "trace" in payload else "delete", payload)
 
     def get(self, trace_id: str, *, include_deleted: bool = False, now: TimeLike | None = None) -> Trace:
         """The trace with this id; deleted and expired traces only with ``include_deleted``."""
@@ -240,13 +243,14 @@ class BrainBase:
         check_changes(changes, self.policy)  # before the lock: bad input never waits
         at = self.now(now)
         prepared = self._prepare_vectors([changes["content"]] if "content" in changes else [])
-        with self._lock, self._store.write():
+        with self._write_with_events() as closed:  # insights of a replaced content are closed
             current = self.get(trace_id, now=at)
             trace = self._writer.update(current, changes, expected_version, at)
             if trace is current:
                 return trace
             self._write_vectors([trace], prepared)
         self._emit("update", {"id": trace.id, "trace": trace})
+        self._emit_deletes(closed)
         return trace
 
     def delete(self, trace_id: str | Sequence[str], *, now: TimeLike | None = None) -> bool:

@@ -146,10 +146,11 @@ class EdgeTables(Database):
             )
 
     def live_derivations(self) -> Iterator[tuple[str, str]]:
-        """(insight, source) pairs of ``derived_from`` edges from live insights."""
+        """(insight, source) pairs of ``derived_from`` edges from live, current insights (one
+        closed when a source was replaced covers its cluster no more)."""
         yield from self.execute(
             "SELECT e.src, e.dst FROM edges e JOIN traces t ON t.id = e.src "
-            "WHERE e.kind = 'derived_from' AND t.deleted_at IS NULL"
+            "WHERE e.kind = 'derived_from' AND t.deleted_at IS NULL AND t.valid_until IS NULL"
         )
 
     def edge_counts(self) -> dict[str, int]:

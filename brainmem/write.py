@@ -87,6 +87,9 @@ class Writer:
         #: "delete" payloads of traces soft-deleted by quota, expiry or end_task in the
         #: current write (the facade resets it per transaction and emits them after)
         self.side_deletes: list[dict[str, Any]] = []
+        #: ids of insights a content change closed in the current write (timeline.close_insights),
+        #: for the facade to announce as updates; reset with side_deletes
+        self.side_updates: list[str] = []
         #: live traces per scope, valid for the write transaction numbered _quota_tx
         self._quota_tx = -1
         self._quota_counts: dict[tuple[str, str], int] = {}
@@ -431,6 +434,8 @@ class Writer:
                 fields["content_hash"] = probe.content_hash
                 fields["valid_from"] = moment
                 timeline.keep_snapshot(self.store, current, moment, until=moment)  # the old content
+                # an insight copying the old content is closed as the old content is
+                self.side_updates.extend(timeline.close_insights(self.store, [current.id], moment))
         if "type" in fields or "importance" in fields:
             # re-derive stability so the new type's base applies, keeping reinforcement gained
             fields["stability"] = decay.rebase_stability(

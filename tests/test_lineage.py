@@ -1,5 +1,5 @@
-"""Insights follow their sources: a source the user deletes takes its insights with it
-(README "Insights follow their sources", ARCHITECTURE "Lineage")."""
+"""Insights follow their sources: a source the user deletes takes its insights with it, a
+replaced source closes them (README "Forgetting and consolidation", ARCHITECTURE "Lineage")."""
 
 from __future__ import annotations
 
@@ -107,3 +107,69 @@ def test_prune_and_merge_keep_the_insight(brain: Brain, clock: Clock) -> None:
     brain.merge(ids[:2])
     assert brain.get(insight).live
 
+
+def test_replacing_a_source_closes_its_insight(brain: Brain, clock: Clock) -> None:
+    """A fact replaced after reflect copied it (``add(supersedes=)``) stayed current in its
+    insight: a default search answered the old value from it. The insight is closed when its
+    source is (``valid_until``, as the replaced fact), still found ``as_of`` before, and the
+    next reflect derives again from the current sources."""
+    ids, insight = _derived(brain)
+    old = brain.get(ids[0])
+    clock.now += 60
+    brain.add("The user closed the old account at the harbour bank.", type="semantic", supersedes=[old.id])
+    closed = brain.get(insight)
+    assert closed.valid_until == clock.now and closed.version == 2
+    assert insight not in _found(brain, _phrase(brain, old.id))
+    assert insight in _found(brain, _phrase(brain, old.id), as_of=clock.now - 1)
+    clock.now += 60
+    report = brain.reflect()
+    assert report.derived == 1
+    again = brain.get(report.derived_ids[0])
+    assert old.content not in again.content and again.metadata["derived_from"] == sorted(ids[1:])
+
+
+def test_a_new_value_of_a_source_closes_its_insight(brain: Brain, clock: Clock) -> None:
+    """``put`` of a key (and ``update`` of a content) an insight copied left the insight
+    current with the old value: search answered the old PIN after the user changed it."""
+    keys = ("pin", "bank", "visits", "rent")
+    ids = [brain.put(k, t).id for k, t in zip(keys, TEXTS)]
+    _use_together(brain, "user old account harbour bank", ids)
+    report = brain.reflect()
+    insight = brain.get(report.derived_ids[0])
+    copied = next(i for i in ids if brain.get(i).content in insight.content)
+    old = brain.get(copied).content
+    clock.now += 60
+    told: list[tuple[str, str]] = []
+    brain.subscribe(lambda kind, payload: told.append((kind, payload["id"])))
+    brain.update(copied, content="The user moved the money to a new account in March.")
+    assert brain.get(insight.id).valid_until == clock.now
+    assert told == [("update", copied), ("update", insight.id)]
+    assert insight.id not in _found(brain, '"' + old.rstrip(".") + '"')
+    clock.now += 60
+    again = brain.get(brain.reflect().derived_ids[0])
+    assert old not in again.content
+    # a change of tags or importance leaves the insight as it is
+    other = next(i for i in ids if brain.get(i).content in again.content)
+    brain.update(other, tags=["bank"], importance=0.9)
+    assert brain.get(again.id).valid_until is None
+    brain.put(keys[ids.index(other)], "The user has no account at the harbour bank any more.")
+    assert brain.get(again.id).valid_until == clock.now
+
+
+def test_an_insight_derived_again_word_for_word_is_current_again(brain: Brain, clock: Clock) -> None:
+    """A source the insight did not copy changes: the insight is closed, and derived again
+    the same words; that text is the closed insight's, which must come back current (not be
+    refused as a duplicate, leaving no current insight)."""
+    ids, insight = _derived(brain)
+    text = brain.get(insight).content
+    uncopied = next(i for i in ids if brain.get(i).content not in text)
+    clock.now += 60
+    brain.update(uncopied, content="The user asked about a loan once.")
+    assert brain.get(insight).valid_until == clock.now
+    clock.now += 60
+    report = brain.reflect()
+    assert report.derived_ids == [insight] and report.notes == []
+    back = brain.get(insight)
+    assert back.valid_until is None and back.valid_from == clock.now
+    assert insight in _found(brain, '"' + text.split(".")[0] + '"')
+    assert brain.reflect().derived == 0
