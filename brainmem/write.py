@@ -116,6 +116,14 @@ class Writer:
         derived = graph.insights_of(self.store, ids)
         for i in ids:
             self.store.update_fields(i, {"deleted_at": at, "updated_at": at})
+        self._drop(derived, at)
+
+    def drop_insights(self, ids: Sequence[str], at: float) -> None:
+        """Soft-delete the live insights derived from the traces ``ids`` (deleted by the user
+        already: what ``purge`` finds of a delete made before deletes took insights along)."""
+        self._drop(graph.insights_of(self.store, ids), at)
+
+    def _drop(self, derived: Mapping[str, list[str]], at: float) -> None:
         for insight in self.store.get_many(list(derived)):
             self.soft_delete(insight, at, "source_deleted", deleted_with=derived[insight.id])
 

@@ -173,3 +173,22 @@ def test_an_insight_derived_again_word_for_word_is_current_again(brain: Brain, c
     assert back.valid_until is None and back.valid_from == clock.now
     assert insight in _found(brain, '"' + text.split(".")[0] + '"')
     assert brain.reflect().derived == 0
+
+
+def test_purge_takes_the_insight_of_a_source_deleted_before_insights_followed(
+        brain: Brain, clock: Clock) -> None:
+    """A brain whose memory was deleted before deletes took insights along (its insight
+    still live): purge removed the memory for good and left the insight quoting it, with no
+    edge back to what it came from. Purge now deletes such an insight first (soft:
+    ``source_deleted``); purges of what prune or a merge deleted leave insights alone."""
+    ids, insight = _derived(brain)
+    with brain._store.write():  # as Brain.delete did before: the source alone
+        brain._store.update_fields(ids[0], {"deleted_at": clock.now, "updated_at": clock.now})
+    brain.merge(ids[1:3])  # merged sources are purged too; their text lives on in the merge
+    clock.now += 60
+    assert brain.purge(before=clock.now) == 3  # the three deleted before now
+    gone = brain.get(insight, include_deleted=True)
+    assert gone.deleted_at == clock.now and gone.metadata["deleted_reason"] == "source_deleted"
+    assert gone.metadata["deleted_with"] == [ids[0]]
+    assert _found(brain, _phrase(brain, insight)) == []
+    assert brain.purge() == 1
