@@ -29,7 +29,7 @@ from typing import Any
 
 from . import decay, graph, timeline, unmerge
 from .errors import InvalidInput, NotFound, QuotaExceeded, VersionConflict, listed
-from .model import Trace, merge_fields, outlasting
+from .model import Trace, latest_expiry, merge_fields, outlasting
 from .policy import Policy
 from .store import Filters, Store
 from .validate import INT64_MAX, build_trace, check_changes, check_choice, check_int, check_reminder
@@ -126,6 +126,21 @@ class Writer:
     def _drop(self, derived: Mapping[str, list[str]], at: float) -> None:
         for insight in self.store.get_many(list(derived)):
             self.soft_delete(insight, at, "source_deleted", deleted_with=derived[insight.id])
+
+    def follow_expiry(self, ids: Sequence[str], at: float) -> None:
+        """The traces ``ids`` were given a new expiry: their insights take the latest expiry
+        of their live sources again (none if one has none), as derive set it, so an insight
+        neither outlives what it copies nor goes before it (``version`` + 1, told as updates)."""
+        if not ids:
+            return
+        for insight in self.store.get_many(list(graph.insights_of(self.store, ids))):
+            sources = [dst for src, dst, kind, _ in self.store.live_neighbours([insight.id])
+                       if kind == "derived_from" and src == insight.id]
+            expiry = latest_expiry(t.expires_at for t in self.store.get_many(sources))
+            if sources and expiry != insight.expires_at:
+                self.store.update_fields(insight.id, {"expires_at": expiry, "version": insight.version + 1,
+                                                      "updated_at": max(at, insight.updated_at)})
+                self.side_updates.append(insight.id)
 
     def key_holder(self, key: str, scope: str, scope_id: str, at: float) -> Trace | None:
         """The live trace holding ``key`` in the scope; an expired one counts as absent
@@ -232,6 +247,7 @@ class Writer:
         self.reinforce(list(reinforced.values()), at)
         for trace_id, fields in extended.items():
             store.update_fields(trace_id, fields)
+        self.follow_expiry([i for i, fields in extended.items() if "expires_at" in fields], at)
         if reinforced or extended:
             # hand back duplicates as they are now (reinforced, extended), not as they were found
             now_ = {t.id: t for t in store.get_many([*reinforced, *extended], include_deleted=True)}
@@ -452,6 +468,8 @@ class Writer:
         fields["version"] = current.version + 1
         fields["updated_at"] = max(at, current.updated_at)
         self.store.update_fields(current.id, fields)
+        if "expires_at" in fields:
+            self.follow_expiry([current.id], at)
         updated = self.store.get(current.id, include_deleted=True)
         assert updated is not None
         return updated

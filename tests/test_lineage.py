@@ -192,3 +192,22 @@ def test_purge_takes_the_insight_of_a_source_deleted_before_insights_followed(
     assert gone.metadata["deleted_with"] == [ids[0]]
     assert _found(brain, _phrase(brain, insight)) == []
     assert brain.purge() == 1
+
+
+def test_an_insight_expires_when_its_sources_are_given_an_expiry_later(brain: Brain, clock: Clock) -> None:
+    """Sources kept for good gave their insight no expiry; given one later (``update`` of
+    ``expires_at``), they expired and the insight went on saying what they said. An insight
+    now takes the latest expiry of its sources again when one of theirs changes."""
+    ids, insight = _derived(brain)
+    assert brain.get(insight).expires_at is None
+    for n, i in enumerate(ids):
+        brain.update(i, expires_at=clock.now + 3600 * (n + 1))
+    assert brain.get(insight).expires_at == clock.now + 3600 * len(ids)
+    brain.update(ids[-1], expires_at=None)  # one kept for good again: so is the insight
+    assert brain.get(insight).expires_at is None
+    for i in ids[:-1]:
+        brain.update(i, expires_at=clock.now + 60)
+    brain.update(ids[-1], expires_at=clock.now + 60)
+    assert brain.get(insight).expires_at == clock.now + 60
+    brain.add(brain.get(ids[0]).content, type="semantic", ttl=7200)  # said again, for longer
+    assert brain.get(insight).expires_at == clock.now + 7200
