@@ -238,11 +238,12 @@ class Brain(FacesMixin, AdminMixin):
         :meth:`delete` does now: purge must not leave its words in a copy.
         """
         at = to_timestamp(before, "before")
-        with self._write_with_events() as insights:
-            self._writer.drop_insights(self._store.deleted_sources(at), self.now())
-        self._emit_deletes(insights)
-        with self._long_job_store() as store:
-            return store.purge(at, chunk=self.policy.reflect_chunk)
+        with self._long_job_store() as store:  # checks first that the file is still this brain's
+            with self._write_with_events() as insights:
+                self._writer.drop_insights(self._store.deleted_sources(at), self.now())
+            removed = store.purge(at, chunk=self.policy.reflect_chunk)
+        self._emit_deletes(insights)  # after: a ":memory:" brain's long job holds the lock
+        return removed
 
     # --- the agent loop: observe, context, history ---------------------------------
 
