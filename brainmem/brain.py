@@ -239,11 +239,17 @@ class Brain(FacesMixin, AdminMixin):
 
         Commits ``Policy.reflect_chunk`` traces at a time, each chunk removed whole, on a
         second connection (as ``reflect``): other writers, and this Brain's other
-        threads, wait at most for one chunk.
+        threads, wait at most for one chunk. A live insight still derived from a trace the
+        user deleted (deleted before deletes took insights along) is deleted first, as
+        :meth:`delete` does now: purge must not leave its words in a copy.
         """
         at = to_timestamp(before, "before")
-        with self._long_job_store() as store:
-            return store.purge(at, chunk=self.policy.reflect_chunk)
+        with self._long_job_store() as store:  # checks first that the file is still this brain's
+            with self._write_with_events() as insights:
+                self._writer.drop_insights(self._store.deleted_sources(at), self.now())
+            removed = store.purge(at, chunk=self.policy.reflect_chunk)
+        self._emit_deletes(insights)  # after: a ":memory:" brain's long job holds the lock
+        return removed
 
     # --- the agent loop: observe, context, history ---------------------------------
 

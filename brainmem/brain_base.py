@@ -212,18 +212,21 @@ class BrainBase:
     @contextlib.contextmanager
     def _write_with_events(self) -> Iterator[list[dict[str, Any]]]:
         """Lock + write transaction; yields a list that, after the commit, holds the
-        "delete" payloads of traces the writer soft-deleted on the side (emit them then)."""
+        "delete" payloads of traces the writer soft-deleted on the side, and the "update"
+        payloads (``{"id", "trace"}``) of insights it closed on the side (emit them then)."""
         events: list[dict[str, Any]] = []
         with self._lock:
             with self._store.write():
-                self._writer.side_deletes = []
+                self._writer.side_deletes, self._writer.side_updates = [], []
                 yield events
             events.extend(self._writer.side_deletes)
-            self._writer.side_deletes = []
+            events.extend({"id": t.id, "trace": t} for t in self._store.get_many(self._writer.side_updates))
+            self._writer.side_deletes, self._writer.side_updates = [], []
 
     def _emit_deletes(self, events: list[dict[str, Any]]) -> None:
+        """Tell subscribers what :meth:`_write_with_events` collected (an update payload has a trace)."""
         for payload in events:
-            self._emit("delete", payload)
+            self._emit("update" if "trace" in payload else "delete", payload)
 
     def get(self, trace_id: str, *, include_deleted: bool = False, now: TimeLike | None = None) -> Trace:
         """The trace with this id; deleted and expired traces only with ``include_deleted``."""
@@ -249,17 +252,22 @@ class BrainBase:
         check_changes(changes, self.policy)  # before the lock: bad input never waits
         at = self.now(now)
         prepared = self._prepare_vectors([changes["content"]] if "content" in changes else [])
-        with self._lock, self._store.write():
+        with self._write_with_events() as closed:  # insights of a replaced content are closed
             current = self.get(trace_id, now=at)
             trace = self._writer.update(current, changes, expected_version, at)
             if trace is current:
                 return trace
             self._write_vectors([trace], prepared)
         self._emit("update", {"id": trace.id, "trace": trace})
+        self._emit_deletes(closed)
         return trace
 
     def delete(self, trace_id: str | Sequence[str], *, now: TimeLike | None = None) -> bool:
         """Soft-delete a trace; True if it was live. ``purge`` is the only physical delete.
+
+        The insights reflect derived from it are deleted with it (``deleted_reason:
+        "source_deleted"``); restoring the trace does not bring them back: the next
+        ``reflect`` derives again from what is live (``restore`` of an insight still can).
 
         A list of ids is all or nothing: every id is checked before any is deleted, and
         if one is not live :class:`NotFound` names the missing ids and nothing is deleted.
@@ -271,17 +279,17 @@ class BrainBase:
             ids = list(dict.fromkeys(check_ids(trace_id, "trace ids")))
             if not ids:
                 raise InvalidInput("delete needs at least one trace id")
-        with self._lock, self._store.write():
+        with self._write_with_events() as insights:  # the insights derived from them go too
             live = self._store.live_ids(ids)
             missing = [i for i in ids if i not in live]
             if missing and isinstance(trace_id, str):
                 return False
             if missing:
                 raise NotFound(f"no live trace with id {listed(missing)}: nothing was deleted")
-            for i in ids:
-                self._store.update_fields(i, {"deleted_at": at, "updated_at": at})
+            self._writer.delete(ids, at)
         for i in ids:
             self._emit("delete", {"id": i})
+        self._emit_deletes(insights)
         return True
 
     def _flush_retrievals(self) -> None:

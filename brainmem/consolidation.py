@@ -30,8 +30,8 @@ the same ``now`` changes nothing.
    second run at the same ``now`` prunes nothing new).
 4. :func:`derive` — clusters of traces *used together* (``co_activated`` edges of
    weight ≥ ``derive_min_weight``, i.e. at least two co-uses by default, within one
-   scope; a superseded fact, a reminder and task scratch are left out) that no live
-   insight covers become one
+   scope; a superseded fact, a reminder and task scratch are left out) that no live,
+   current insight covers (one closed when a source was replaced does not) become one
    ``semantic`` trace tagged
    ``derived``, linked ``derived_from`` each source. Episode chains are not
    clusters: a user expects insights from what keeps being useful together, not a
@@ -78,7 +78,7 @@ from dataclasses import asdict, dataclass, field
 from itertools import combinations
 from typing import Any
 
-from . import decay, graph, merge_step, sameness, similarity
+from . import decay, graph, merge_step, sameness, similarity, timeline
 from . import llm as llm_mod
 from .errors import StorageError
 from .merge_step import absorb
@@ -90,7 +90,7 @@ from .validate import build_trace
 
 STEPS = ("prune", "merge", "strengthen", "derive", "compact", "reindex")
 LEASE_NAME = "reflect"
-DERIVED_TAG = "derived"
+DERIVED_TAG = graph.DERIVED_TAG
 
 #: ``progress(step, done, total)``: called before each step with the number of steps
 #: done so far, and once at the end as ``("done", total, total)``.
@@ -514,15 +514,33 @@ def derive(ctx: _Run) -> None:
         insight = _insight(policy, sources, text, method, ctx.llm if method == "llm" else None, now)
         with store.write():
             twin = store.find_duplicate(insight.content_hash, insight.type, insight.scope, insight.scope_id)
-            if twin is not None:
+            if twin is not None and not (DERIVED_TAG in twin.tags and twin.valid_until is not None):
                 report.notes.append(f"insight for {len(sources)} traces equals live trace {twin.id}; not added")
                 continue
-            store.insert(insight)
+            if twin is not None:
+                # the same words as an insight closed when one of its sources was replaced:
+                # it is current again from now on (its earlier period kept), from these sources
+                _reopen(store, twin, sources, now)
+                insight = twin
+            else:
+                store.insert(insight)
             graph.add_edges(store, [(insight.id, t.id, "derived_from", 1.0) for t in sources], now)
         covered_by[insight.id] = members
         report.derived += 1
         report.derived_ids.append(insight.id)
         report.derived_by[method] = report.derived_by.get(method, 0) + 1
+
+
+def _reopen(store: Store, insight: Trace, sources: Sequence[Trace], now: float) -> None:
+    """Make the closed ``insight`` current again from ``now`` (``timeline.close``), derived
+    from ``sources`` only (its edges to the others dropped)."""
+    timeline.close(store, insight, [], now)
+    kept = {t.id for t in sources}
+    gone = [dst for src, dst, kind, _ in store.live_neighbours([insight.id])
+            if kind == "derived_from" and src == insight.id and dst not in kept]
+    store.delete_edges(insight.id, gone, "derived_from")
+    store.update_fields(insight.id, {"metadata": {**insight.metadata,
+                                                  "derived_from": [t.id for t in sources]}})
 
 
 def _fitting(sentences: Sequence[str], limit: int) -> str:

@@ -181,6 +181,33 @@ def clusters(
     return found
 
 
+#: The tag of reflect's insights (``consolidation.derive``).
+DERIVED_TAG = "derived"
+
+
+def insights_of(store: Store, ids: Sequence[str]) -> dict[str, list[str]]:
+    """``{insight id: the ids among ids it derives from}``: the live insights (tagged
+    ``derived``) with a ``derived_from`` edge to one of ``ids``, and those derived from such
+    an insight in turn (under the first of ``ids`` they lead back to). Facts ``observe``
+    extracted also point ``derived_from`` at their turns, but are no insights: left out."""
+    found: dict[str, list[str]] = {}
+    origin = {i: [i] for i in ids}  # a trace reached: the ids of ``ids`` it leads back to
+    frontier = list(ids)
+    while frontier:
+        reached: dict[str, list[str]] = {}
+        for start in range(0, len(frontier), 256):
+            chunk = frontier[start : start + 256]
+            for src, dst, kind, _ in store.live_neighbours(chunk):
+                if kind == "derived_from" and dst in origin and src not in origin:
+                    reached.setdefault(src, [])
+                    reached[src].extend(o for o in origin[dst] if o not in reached[src])
+        insights = {t.id for t in store.get_many(list(reached)) if DERIVED_TAG in t.tags}
+        frontier = [i for i in reached if i in insights]
+        for i in frontier:
+            origin[i] = found[i] = reached[i]
+    return found
+
+
 def insight_sources(store: Store) -> dict[str, set[str]]:
     """``{insight id: source ids}`` over live insights (``derived_from`` edges)."""
     sources: dict[str, set[str]] = {}

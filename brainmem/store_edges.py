@@ -146,11 +146,22 @@ class EdgeTables(Database):
             )
 
     def live_derivations(self) -> Iterator[tuple[str, str]]:
-        """(insight, source) pairs of ``derived_from`` edges from live insights."""
+        """(insight, source) pairs of ``derived_from`` edges from live, current insights (one
+        closed when a source was replaced covers its cluster no more)."""
         yield from self.execute(
             "SELECT e.src, e.dst FROM edges e JOIN traces t ON t.id = e.src "
-            "WHERE e.kind = 'derived_from' AND t.deleted_at IS NULL"
+            "WHERE e.kind = 'derived_from' AND t.deleted_at IS NULL AND t.valid_until IS NULL"
         )
+
+    def deleted_sources(self, before: float | None) -> list[str]:
+        """Traces the user deleted (before ``before``; no ``deleted_reason``, not merged nor
+        snapshots) that a live trace still derives from (``derived_from``): for purge."""
+        upto, params = ("AND s.deleted_at < ? ", [before]) if before is not None else ("", [])
+        return [str(row[0]) for row in self.execute(
+            "SELECT DISTINCT e.dst FROM edges e JOIN traces s ON s.id = e.dst JOIN traces i ON i.id = e.src "
+            "WHERE e.kind = 'derived_from' AND i.deleted_at IS NULL AND s.deleted_at IS NOT NULL "
+            f"{upto}AND s.merged_into IS NULL AND (CASE WHEN json_valid(s.metadata) "
+            "THEN s.metadata ->> '$.deleted_reason' END) IS NULL", params)]
 
     def edge_counts(self) -> dict[str, int]:
         """Edges per kind."""

@@ -19,6 +19,9 @@ A fact is replaced, never deleted. Three ways lead to a replacement:
 * ``Brain.observe`` with an LLM: the extraction step may say that a new fact
   replaces a known one; it is then added with ``supersedes`` as above.
 
+An insight derived from a fact replaced in any of these ways is closed with it
+(:func:`close_insights`): a copy must not keep the old value current.
+
 How search favours the current fact: it is a filter, not a weight. A default
 search only sees facts current at ``now`` (``valid_until`` unset, or later than ``now``
 and than the fact began: a period that ends as it begins is never current), so a
@@ -180,7 +183,23 @@ def close(store: Store, new: Trace, olds: Sequence[Trace], at: float | None = No
         changed.append(new.id)
     store.update_fields(new.id, {"valid_from": start, "valid_until": None, **reopened})
     graph.add_edges(store, [(new.id, old.id, "supersedes", 1.0) for old in olds], at)
-    return changed
+    return changed + close_insights(store, [old.id for old in olds], at)
+
+
+def close_insights(store: Store, ids: Sequence[str], at: float) -> list[str]:
+    """Inside a write: the traces ``ids`` were replaced at ``at`` (superseded, or a new
+    value or content): close the current insights derived from them as a replaced fact
+    is closed (``valid_until``, ``version`` + 1), so a default search no longer answers
+    the old value from a copy, ``as_of`` still does, and the next reflect derives again
+    from the current sources. Returns the ids closed (the caller tells subscribers)."""
+    closed = []
+    for insight in store.get_many(list(graph.insights_of(store, ids))):
+        if insight.valid_until is None:
+            store.update_fields(insight.id, {"valid_until": max(at, began(insight)),
+                                             "version": insight.version + 1,
+                                             "updated_at": max(at, insight.updated_at)})
+            closed.append(insight.id)
+    return closed
 
 
 def update_events(store: Store, ids: Sequence[str]) -> list[tuple[str, dict[str, Any]]]:

@@ -12,7 +12,8 @@ watch its own events:
 * :meth:`Writer.merge` -- a new trace from several, sources soft-deleted;
 * :meth:`Writer.put`, :meth:`Writer.end_task`, :meth:`Writer.restore`,
   :meth:`Writer.feedback` -- the key-value, task, restore and feedback writes;
-* :meth:`Writer.soft_delete` -- a delete noting why (expired, evicted, archived),
+* :meth:`Writer.delete` -- the user's delete, taking the insights derived from it;
+* :meth:`Writer.soft_delete` -- a delete noting why (expired, evicted, archived, source_deleted),
   collected in :attr:`Writer.side_deletes` for the facade to announce.
 
 Validation happens before: traces arrive built by :func:`brainmem.validate.build_trace`.
@@ -28,7 +29,7 @@ from typing import Any
 
 from . import decay, graph, timeline, unmerge
 from .errors import InvalidInput, NotFound, QuotaExceeded, VersionConflict, listed
-from .model import Trace, merge_fields, outlasting
+from .model import Trace, latest_expiry, merge_fields, outlasting
 from .policy import Policy
 from .store import Filters, Store
 from .validate import (
@@ -62,7 +63,8 @@ VICTIM_PAGE = 256
 _NEW_RID = 1 << 62
 #: the notes :meth:`Writer.soft_delete` adds beside ``deleted_reason``, by reason: a
 #: restore drops them with the reason (a live trace does not say why it was deleted)
-_DELETE_NOTES: dict[str, tuple[str, ...]] = {"evicted": ("evicted_for_quota",), "archived": ("archived",)}
+_DELETE_NOTES: dict[str, tuple[str, ...]] = {"evicted": ("evicted_for_quota",), "archived": ("archived",),
+                                             "source_deleted": ("deleted_with",)}
 
 #: Eviction order: (R(now), last_accessed_at, rid), the order ``Store.weakest`` reads.
 VictimKey = tuple[float, float, int]
@@ -93,6 +95,9 @@ class Writer:
         #: "delete" payloads of traces soft-deleted by quota, expiry or end_task in the
         #: current write (the facade resets it per transaction and emits them after)
         self.side_deletes: list[dict[str, Any]] = []
+        #: ids of insights a content change closed in the current write (timeline.close_insights),
+        #: for the facade to announce as updates; reset with side_deletes
+        self.side_updates: list[str] = []
         #: live traces per scope, valid for the write transaction numbered _quota_tx
         self._quota_tx = -1
         self._quota_counts: dict[tuple[str, str], int] = {}
@@ -109,6 +114,41 @@ class Writer:
         metadata = {**trace.metadata, "deleted_reason": reason, **note}
         self.store.update_fields(trace.id, {"deleted_at": at, "updated_at": at, "metadata": metadata})
         self.side_deletes.append({"id": trace.id, "reason": reason})
+
+    def delete(self, ids: Sequence[str], at: float) -> None:
+        """Soft-delete the live traces ``ids`` as the user asked (no ``deleted_reason``), and
+        with them the insights derived from them (reason "source_deleted", ``deleted_with``
+        the ids they came from): an insight that copied a memory must not keep saying what
+        the user asked to forget. Prune and merges do not come here (a merge's text lives on
+        in its result, and a forgotten memory's insight is what consolidation is for)."""
+        derived = graph.insights_of(self.store, ids)
+        for i in ids:
+            self.store.update_fields(i, {"deleted_at": at, "updated_at": at})
+        self._drop(derived, at)
+
+    def drop_insights(self, ids: Sequence[str], at: float) -> None:
+        """Soft-delete the live insights derived from the traces ``ids`` (deleted by the user
+        already: what ``purge`` finds of a delete made before deletes took insights along)."""
+        self._drop(graph.insights_of(self.store, ids), at)
+
+    def _drop(self, derived: Mapping[str, list[str]], at: float) -> None:
+        for insight in self.store.get_many(list(derived)):
+            self.soft_delete(insight, at, "source_deleted", deleted_with=derived[insight.id])
+
+    def follow_expiry(self, ids: Sequence[str], at: float) -> None:
+        """The traces ``ids`` were given a new expiry: their insights take the latest expiry
+        of their live sources again (none if one has none), as derive set it, so an insight
+        neither outlives what it copies nor goes before it (``version`` + 1, told as updates)."""
+        if not ids:
+            return
+        for insight in self.store.get_many(list(graph.insights_of(self.store, ids))):
+            sources = [dst for src, dst, kind, _ in self.store.live_neighbours([insight.id])
+                       if kind == "derived_from" and src == insight.id]
+            expiry = latest_expiry(t.expires_at for t in self.store.get_many(sources))
+            if sources and expiry != insight.expires_at:
+                self.store.update_fields(insight.id, {"expires_at": expiry, "version": insight.version + 1,
+                                                      "updated_at": max(at, insight.updated_at)})
+                self.side_updates.append(insight.id)
 
     def key_holder(self, key: str, scope: str, scope_id: str, at: float) -> Trace | None:
         """The live trace holding ``key`` in the scope; an expired one counts as absent
@@ -215,6 +255,7 @@ class Writer:
         self.reinforce(list(reinforced.values()), at)
         for trace_id, fields in extended.items():
             store.update_fields(trace_id, fields)
+        self.follow_expiry([i for i, fields in extended.items() if "expires_at" in fields], at)
         if reinforced or extended:
             # hand back duplicates as they are now (reinforced, extended), not as they were found
             now_ = {t.id: t for t in store.get_many([*reinforced, *extended], include_deleted=True)}
@@ -450,6 +491,8 @@ class Writer:
                     timeline.keep_snapshot(self.store, current, moment, until=moment)  # the old content
                 else:  # a fact already replaced, corrected: it keeps its period, and so does its old text
                     timeline.keep_snapshot(self.store, current, moment, until=current.valid_until)
+                # an insight copying the old content is closed as the old content is
+                self.side_updates.extend(timeline.close_insights(self.store, [current.id], moment))
         if "type" in fields or "importance" in fields:
             # re-derive stability so the new type's base applies, keeping reinforcement gained
             fields["stability"] = decay.rebase_stability(
@@ -458,6 +501,8 @@ class Writer:
         fields["version"] = current.version + 1
         fields["updated_at"] = max(at, current.updated_at)
         self.store.update_fields(current.id, fields)
+        if "expires_at" in fields:
+            self.follow_expiry([current.id], at)
         updated = self.store.get(current.id, include_deleted=True)
         assert updated is not None
         return updated

@@ -1,0 +1,213 @@
+"""Insights follow their sources: a source the user deletes takes its insights with it, a
+replaced source closes them (README "Forgetting and consolidation", ARCHITECTURE "Lineage")."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import clirun
+import pytest
+
+from brainmem import Brain
+
+T0 = 1_767_225_600.0
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = T0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+@pytest.fixture
+def clock() -> Clock:
+    return Clock()
+
+
+@pytest.fixture
+def path(tmp_path: Path) -> str:
+    return str(tmp_path / "l.brain")
+
+
+@pytest.fixture
+def brain(path: str, clock: Clock):
+    with Brain(path, clock=clock) as b:
+        yield b
+
+
+TEXTS = ("The user's bank PIN is 8841 for the old account.",
+         "The user keeps the old account at the harbour bank.",
+         "The user visits the harbour bank every Friday.",
+         "The user pays the harbour rent from the old account.")
+
+
+def _use_together(brain: Brain, query: str, ids: list[str], times: int = 2) -> None:
+    for _ in range(times):
+        hits = brain.search(query, limit=20)
+        assert set(ids) <= {h.trace.id for h in hits}
+        brain.feedback(hits.retrieval_id, used=ids)
+
+
+def _derived(brain: Brain, texts: tuple[str, ...] = TEXTS, query: str = "user old account harbour bank"
+             ) -> tuple[list[str], str]:
+    """Sources used together and their insight; the first source is one it copied."""
+    ids = [brain.add(t, type="semantic").id for t in texts]
+    _use_together(brain, query, ids)
+    report = brain.reflect()
+    assert report.derived == 1
+    insight = brain.get(report.derived_ids[0])
+    ids.sort(key=lambda i: brain.get(i).content not in insight.content)
+    assert brain.get(ids[0]).content in insight.content
+    return ids, insight.id
+
+
+def _phrase(brain: Brain, trace_id: str) -> str:
+    return '"' + brain.get(trace_id, include_deleted=True).content.rstrip(".") + '"'
+
+
+def _found(brain: Brain, query: str, **kw: object) -> list[str]:
+    return [h.trace.id for h in brain.search(query, **kw)]  # type: ignore[arg-type]
+
+
+def test_deleting_a_source_deletes_the_insight_that_copied_it(brain: Brain, clock: Clock) -> None:
+    """A memory the user deleted lived on, word for word, in the extractive insight reflect
+    had copied it into: search still answered "8841". The insight is deleted with it (noted
+    ``deleted_reason: "source_deleted"``), and the next reflect derives again from the rest."""
+    ids, insight = _derived(brain)
+    clock.now += 60
+    assert brain.delete(ids[0])
+    assert _found(brain, _phrase(brain, ids[0])) == []
+    gone = brain.get(insight, include_deleted=True)
+    assert gone.deleted_at == clock.now and gone.metadata["deleted_reason"] == "source_deleted"
+    assert gone.metadata["deleted_with"] == [ids[0]]
+    clock.now += 60
+    report = brain.reflect()
+    assert report.derived == 1
+    again = brain.get(report.derived_ids[0])
+    assert brain.get(ids[0], include_deleted=True).content not in again.content
+    assert again.metadata["derived_from"] == sorted(ids[1:])
+    # restoring the insight itself is the user's choice; it loses the delete notes
+    restored = brain.restore(insight)
+    assert "deleted_reason" not in restored.metadata and "deleted_with" not in restored.metadata
+
+
+def test_the_cli_delete_takes_the_insight_too(brain: Brain, path: str, clock: Clock) -> None:
+    ids, insight = _derived(brain)
+    out = clirun.run("--brain", path, "delete", ids[0])
+    assert out.returncode == 0, out.stderr
+    assert brain.get(insight, include_deleted=True).deleted_at is not None
+    assert _found(brain, _phrase(brain, ids[0])) == []
+
+
+def test_prune_and_merge_keep_the_insight(brain: Brain, clock: Clock) -> None:
+    """Only a delete by the user takes insights: a merge keeps the text in its result."""
+    ids, insight = _derived(brain)
+    brain.merge(ids[:2])
+    assert brain.get(insight).live
+
+
+def test_replacing_a_source_closes_its_insight(brain: Brain, clock: Clock) -> None:
+    """A fact replaced after reflect copied it (``add(supersedes=)``) stayed current in its
+    insight: a default search answered the old value from it. The insight is closed when its
+    source is (``valid_until``, as the replaced fact), still found ``as_of`` before, and the
+    next reflect derives again from the current sources."""
+    ids, insight = _derived(brain)
+    old = brain.get(ids[0])
+    clock.now += 60
+    brain.add("The user closed the old account at the harbour bank.", type="semantic", supersedes=[old.id])
+    closed = brain.get(insight)
+    assert closed.valid_until == clock.now and closed.version == 2
+    assert insight not in _found(brain, _phrase(brain, old.id))
+    assert insight in _found(brain, _phrase(brain, old.id), as_of=clock.now - 1)
+    clock.now += 60
+    report = brain.reflect()
+    assert report.derived == 1
+    again = brain.get(report.derived_ids[0])
+    assert old.content not in again.content and again.metadata["derived_from"] == sorted(ids[1:])
+
+
+def test_a_new_value_of_a_source_closes_its_insight(brain: Brain, clock: Clock) -> None:
+    """``put`` of a key (and ``update`` of a content) an insight copied left the insight
+    current with the old value: search answered the old PIN after the user changed it."""
+    keys = ("pin", "bank", "visits", "rent")
+    ids = [brain.put(k, t).id for k, t in zip(keys, TEXTS)]
+    _use_together(brain, "user old account harbour bank", ids)
+    report = brain.reflect()
+    insight = brain.get(report.derived_ids[0])
+    copied = next(i for i in ids if brain.get(i).content in insight.content)
+    old = brain.get(copied).content
+    clock.now += 60
+    told: list[tuple[str, str]] = []
+    brain.subscribe(lambda kind, payload: told.append((kind, payload["id"])))
+    brain.update(copied, content="The user moved the money to a new account in March.")
+    assert brain.get(insight.id).valid_until == clock.now
+    assert told == [("update", copied), ("update", insight.id)]
+    assert insight.id not in _found(brain, '"' + old.rstrip(".") + '"')
+    clock.now += 60
+    again = brain.get(brain.reflect().derived_ids[0])
+    assert old not in again.content
+    # a change of tags or importance leaves the insight as it is
+    other = next(i for i in ids if brain.get(i).content in again.content)
+    brain.update(other, tags=["bank"], importance=0.9)
+    assert brain.get(again.id).valid_until is None
+    brain.put(keys[ids.index(other)], "The user has no account at the harbour bank any more.")
+    assert brain.get(again.id).valid_until == clock.now
+
+
+def test_an_insight_derived_again_word_for_word_is_current_again(brain: Brain, clock: Clock) -> None:
+    """A source the insight did not copy changes: the insight is closed, and derived again
+    the same words; that text is the closed insight's, which must come back current (not be
+    refused as a duplicate, leaving no current insight)."""
+    ids, insight = _derived(brain)
+    text = brain.get(insight).content
+    uncopied = next(i for i in ids if brain.get(i).content not in text)
+    clock.now += 60
+    brain.update(uncopied, content="The user asked about a loan once.")
+    assert brain.get(insight).valid_until == clock.now
+    clock.now += 60
+    report = brain.reflect()
+    assert report.derived_ids == [insight] and report.notes == []
+    back = brain.get(insight)
+    assert back.valid_until is None and back.valid_from == clock.now
+    assert insight in _found(brain, '"' + text.split(".")[0] + '"')
+    assert brain.reflect().derived == 0
+
+
+def test_purge_takes_the_insight_of_a_source_deleted_before_insights_followed(
+        brain: Brain, clock: Clock) -> None:
+    """A brain whose memory was deleted before deletes took insights along (its insight
+    still live): purge removed the memory for good and left the insight quoting it, with no
+    edge back to what it came from. Purge now deletes such an insight first (soft:
+    ``source_deleted``); purges of what prune or a merge deleted leave insights alone."""
+    ids, insight = _derived(brain)
+    with brain._store.write():  # as Brain.delete did before: the source alone
+        brain._store.update_fields(ids[0], {"deleted_at": clock.now, "updated_at": clock.now})
+    brain.merge(ids[1:3])  # merged sources are purged too; their text lives on in the merge
+    clock.now += 60
+    assert brain.purge(before=clock.now) == 3  # the three deleted before now
+    gone = brain.get(insight, include_deleted=True)
+    assert gone.deleted_at == clock.now and gone.metadata["deleted_reason"] == "source_deleted"
+    assert gone.metadata["deleted_with"] == [ids[0]]
+    assert _found(brain, _phrase(brain, insight)) == []
+    assert brain.purge() == 1
+
+
+def test_an_insight_expires_when_its_sources_are_given_an_expiry_later(brain: Brain, clock: Clock) -> None:
+    """Sources kept for good gave their insight no expiry; given one later (``update`` of
+    ``expires_at``), they expired and the insight went on saying what they said. An insight
+    now takes the latest expiry of its sources again when one of theirs changes."""
+    ids, insight = _derived(brain)
+    assert brain.get(insight).expires_at is None
+    for n, i in enumerate(ids):
+        brain.update(i, expires_at=clock.now + 3600 * (n + 1))
+    assert brain.get(insight).expires_at == clock.now + 3600 * len(ids)
+    brain.update(ids[-1], expires_at=None)  # one kept for good again: so is the insight
+    assert brain.get(insight).expires_at is None
+    for i in ids[:-1]:
+        brain.update(i, expires_at=clock.now + 60)
+    brain.update(ids[-1], expires_at=clock.now + 60)
+    assert brain.get(insight).expires_at == clock.now + 60
+    brain.add(brain.get(ids[0]).content, type="semantic", ttl=7200)  # said again, for longer
+    assert brain.get(insight).expires_at == clock.now + 7200
