@@ -304,9 +304,11 @@ def _optimize(db: apsw.Connection) -> None:
     waiting: ANALYZE is a write, and while another process holds the write lock (a long
     import, a reflect step) opening a brain must neither wait for it nor fail for it
     ("the brain stayed locked" after the busy timeout, for a search); a later open
-    analyses. The caller sets the busy timeout again afterwards."""
+    analyses. Nor on a full disk (the statistics are written to the -wal): a brain that
+    cannot grow still opens, to be searched and exported.
+    The caller sets the busy timeout again afterwards."""
     db.set_busy_timeout(0)
-    with contextlib.suppress(apsw.BusyError):
+    with contextlib.suppress(apsw.BusyError, apsw.FullError):
         apsw.bestpractice.connection_optimize(db)
 
 

@@ -24,6 +24,7 @@ from pathlib import Path
 
 import apsw
 import clirun
+import fulldisk
 import pytest
 
 from brainmem import Brain
@@ -386,6 +387,29 @@ def test_full_disk_during_search_reinforcement_still_answers_or_refuses_cleanly(
         assert db.execute("SELECT count(*) FROM retrievals").get == before
     assert brain.check()["ok"]
     brain.close()
+
+
+def test_a_brain_on_a_full_disk_still_opens_read_write(tmp_path: Path) -> None:
+    # Before: opening ran bestpractice's PRAGMA optimize, an ANALYZE written to the -wal,
+    # and ignored only a lock wait: on a full disk Brain(path) failed with StorageError, so
+    # the brain could not be opened to be searched, exported or freed (only readonly=True).
+    path = str(tmp_path / "brain.db")
+    with Brain(path) as brain:
+        brain.add("the first memory")
+    with Brain(path) as brain:  # the statistics of one trace go stale
+        brain.add_many([f"memory {i} alpha" for i in range(200)])
+    with fulldisk.full_disk() as disk:
+        disk.full = True
+        brain = Brain(path)
+        try:
+            assert len(brain.search("alpha", limit=5, reinforce=False)) == 5
+            with pytest.raises(StorageError, match="full"):
+                brain.add("one more memory " * 200)
+            assert brain.stats()["live"] == 201
+        finally:
+            brain.close()
+    with Brain(path) as brain:
+        assert brain.check()["ok"] and brain.stats()["live"] == 201
 
 
 def test_repair_refuses_to_overwrite_a_backup(tmp_path: Path) -> None:
