@@ -27,13 +27,14 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Any, TypeVar
 
 from . import files, hybrid
-from .errors import BrainFileError, InvalidInput, NotFound, SchemaTooNew, listed
+from .errors import BrainFileError, InvalidInput, NotFound, SchemaTooNew, StorageError, listed
 from .events import Events, Subscriber
 from .model import TimeLike, Trace
 from .policy import Policy
 from .query import QueryCompiler
 from .rerank import resolve_reranker
 from .store import Filters, Store, WriteBusy
+from .store_base import is_disk_full
 from .validate import (
     check_changes,
     check_ids,
@@ -120,9 +121,14 @@ class BrainBase:
         with self._lock:
             try:
                 if self._pending_retrievals and not self.readonly and not self._store.inherited:
-                    # best effort: the file may have become another brainmem's meanwhile
-                    with contextlib.suppress(WriteBusy, SchemaTooNew), self._store.write(wait=False):
-                        self._flush_retrievals()
+                    # best effort: the file may have become another brainmem's meanwhile,
+                    # or the disk still be full
+                    try:
+                        with contextlib.suppress(WriteBusy, SchemaTooNew), self._store.write(wait=False):
+                            self._flush_retrievals()
+                    except StorageError as exc:
+                        if not is_disk_full(exc):
+                            raise
             finally:
                 self._store.close()
 

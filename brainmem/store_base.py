@@ -63,6 +63,11 @@ def is_lock_wait(exc: BaseException) -> bool:
     return isinstance(exc, StorageError) and isinstance(exc.__cause__, apsw.BusyError)
 
 
+def is_disk_full(exc: BaseException) -> bool:
+    """Whether ``exc`` is :func:`translate_errors`' answer to a full disk (or database)."""
+    return isinstance(exc, StorageError) and isinstance(exc.__cause__, apsw.FullError)
+
+
 #: What a call on a closed Brain (or Store) is told.
 CLOSED = "this brain is closed: open a new Brain on its file"
 
