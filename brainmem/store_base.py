@@ -275,7 +275,13 @@ class Database:
                 raise
             else:
                 self._depth = 0
-                self.db.execute("COMMIT")
+                try:
+                    self.db.execute("COMMIT")
+                except BaseException:  # a full disk, an I/O error: SQLite rolled it back, or we do
+                    self.rollbacks += 1
+                    if self.db.in_transaction:
+                        self.db.execute("ROLLBACK")
+                    raise
             finally:
                 if not recall:  # what was counted inside it is not the committed state
                     self._writing = False

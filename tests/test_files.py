@@ -444,6 +444,29 @@ def test_a_search_on_a_full_disk_answers_and_reinforces_when_there_is_room(tmp_p
         assert again.stats()["live"] == 30
 
 
+def test_a_commit_failing_on_a_full_disk_leaves_search_by_meaning_as_the_file_is(tmp_path: Path) -> None:
+    # Before: a COMMIT that failed on a full disk (the -wal cannot grow) was rolled back by
+    # SQLite but not counted as a rollback, so the vector cache kept the vector the failed
+    # update had written: the trace, unchanged in the file, was no longer found by meaning.
+    from _embedfakes import ConceptEmbedder
+
+    with fulldisk.full_disk() as disk:
+        brain = Brain(str(tmp_path / "brain.db"), embedder=ConceptEmbedder())
+        try:
+            cat = brain.add("my cat luna sleeps on the sofa")
+            brain.add_many([f"note {i} about the weather" for i in range(20)])
+            assert brain.search("pet", limit=1, reinforce=False)[0].trace.id == cat.id
+            disk.full = True
+            with pytest.raises(StorageError, match="full"):
+                brain.update(cat.id, content="my car engine needs oil " * 300)
+            assert not brain._store.db.in_transaction
+            disk.full = False
+            assert brain.get(cat.id).content == cat.content
+            assert brain.search("pet", limit=1, reinforce=False)[0].trace.id == cat.id
+        finally:
+            brain.close()
+
+
 def test_repair_refuses_to_overwrite_a_backup(tmp_path: Path) -> None:
     path = tmp_path / "brain.db"
     _make_brain(path, 5)
