@@ -367,8 +367,11 @@ class Database:
                         with target.backup("main", self.db, "main") as backup:
                             backup.step(-1)
                     except (apsw.FullError, apsw.IOError, apsw.CantOpenError) as exc:
-                        errno = target.system_errno  # the OS's reason: apsw's own text may be "not an error"
-                        reason = os.strerror(errno) if errno else str(exc)
+                        # the OS's reason; on a full disk (ENOSPC) SQLite keeps none and apsw's
+                        # own text is "not an error"
+                        errno = target.system_errno
+                        reason = os.strerror(errno) if errno else \
+                            "the disk is full" if isinstance(exc, apsw.FullError) else str(exc)
                         raise StorageError(f"writing the backup {path} failed ({reason}); "
                                            "nothing was written there, the brain is unchanged") from exc
             finally:

@@ -48,3 +48,26 @@ def full_disk() -> Iterator[FullDisk]:
         yield disk
     finally:
         disk.unregister()
+
+
+@contextlib.contextmanager
+def small_file_system(folder: Any, size: str = "64k") -> Iterator[None]:
+    """A real full disk: a tmpfs of ``size`` mounted on ``folder`` (made if missing) while
+    inside, unmounted after. Mounting needs root (or its capability): the test is
+    skipped without it."""
+    import os
+    import subprocess
+
+    import pytest
+
+    os.makedirs(folder, exist_ok=True)
+    if os.geteuid() != 0:
+        pytest.skip("mounting a small tmpfs needs root")
+    made = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(folder)],
+                          capture_output=True, text=True)
+    if made.returncode != 0:
+        pytest.skip(f"cannot mount a small tmpfs here: {made.stderr.strip()}")
+    try:
+        yield
+    finally:
+        subprocess.run(["umount", str(folder)], check=True)

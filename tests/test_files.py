@@ -546,6 +546,21 @@ def test_a_backup_that_fills_the_disk_leaves_no_partial_file(tmp_path: Path) -> 
         assert copy.check()["ok"] and copy.stats()["live"] == 300
 
 
+def test_a_backup_onto_a_full_disk_says_the_disk_is_full(tmp_path: Path) -> None:
+    # Before: on a real full disk (ENOSPC) SQLite's backup leaves no errno and apsw's text
+    # is "not an error": `brainmem backup` said "writing the backup ... failed (not an error)".
+    path = tmp_path / "brain.db"
+    _make_brain(path, 300)
+    small = tmp_path / "small"
+    with fulldisk.small_file_system(small, "64k"):
+        run = clirun.run("--brain", str(path), "backup", str(small / "brain.bak"))
+        assert run.returncode == 1 and run.stderr.count("\n") == 1
+        assert "full" in run.stderr and "not an error" not in run.stderr, run.stderr
+        assert list(small.iterdir()) == []
+    with Brain(str(path)) as brain:
+        assert brain.check()["ok"] and brain.stats()["live"] == 300
+
+
 def test_open_and_close_never_wait_for_another_process_writing(tmp_path: Path) -> None:
     # Before: opening ran PRAGMA optimize, which ANALYZEs a grown brain: a write. While
     # another process held the write lock (a long import, a reflect step), Brain(path)
