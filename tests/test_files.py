@@ -9,6 +9,7 @@ does not apply to files outside it. Where that is impossible they skip, saying w
 
 from __future__ import annotations
 
+import contextlib
 import os
 import random
 import resource
@@ -559,6 +560,32 @@ def test_a_backup_onto_a_full_disk_says_the_disk_is_full(tmp_path: Path) -> None
         assert list(small.iterdir()) == []
     with Brain(str(path)) as brain:
         assert brain.check()["ok"] and brain.stats()["live"] == 300
+
+
+def test_an_import_onto_a_full_disk_is_a_storage_error(tmp_path: Path) -> None:
+    # Before: the import's temporary file (beside the brain) was written through Python's
+    # buffer, so ENOSPC came from the seek that starts the second pass, outside the
+    # translation: Brain.import_jsonl raised a bare OSError and `brainmem import` said
+    # "cannot write the output: No space left on device", blaming its standard output.
+    source = tmp_path / "brain.jsonl"
+    with Brain(str(tmp_path / "source.db")) as brain:
+        brain.add_many([f"imported memory {i}" for i in range(20)])
+        brain.export(str(source))
+    small = tmp_path / "small"
+    with fulldisk.small_file_system(small, "400k"):
+        path = small / "brain.db"
+        with Brain(str(path)) as brain:  # open while the disk fills: its -wal and -shm are made
+            brain.add("kept memory")
+            with contextlib.suppress(OSError), open(small / "filler", "ab") as filler:
+                while True:
+                    filler.write(b"x" * 4096)
+                    filler.flush()
+            run = clirun.run("--brain", str(path), "import", str(source))
+            assert run.returncode == 1 and run.stderr.count("\n") == 1, run.stderr
+            assert "import" in run.stderr and "No space left" in run.stderr and "output" not in run.stderr
+            with pytest.raises(StorageError, match="No space left"):
+                brain.import_jsonl(str(source))
+            assert brain.stats()["live"] == 1
 
 
 def test_open_and_close_never_wait_for_another_process_writing(tmp_path: Path) -> None:
