@@ -494,6 +494,51 @@ def test_ensure_file_says_when_the_file_is_no_longer_the_brains(tmp_path: Path) 
         memory.ensure_file()  # no file of its own: never gone
 
 
+@pytest.mark.parametrize("how", ["deleted", "moved", "replaced"])
+def test_a_brain_whose_file_is_gone_refuses_every_write_and_still_reads(tmp_path: Path, how: str) -> None:
+    # Before: only the servers asked ensure_file(). A Brain whose file was deleted wrote on
+    # into the unlinked file, answering every add as stored: all of them were lost with the
+    # connection. Moved, its writes went to a file whose -wal is no longer beside it;
+    # replaced, the new file's readers never saw them. Every write transaction now checks.
+    path = tmp_path / "brain.db"
+    brain = Brain(str(path))
+    try:
+        kept = brain.add("the user parks on level three")
+        if how == "deleted":
+            os.remove(path)
+        elif how == "moved":
+            os.rename(path, tmp_path / "elsewhere.db")
+        else:  # (its -wal emptied first: SQLite would read a -wal left beside it into the new file)
+            brain.vacuum()
+            with Brain(str(tmp_path / "other.db")) as other:
+                other.add("the other brain's memory")
+            os.replace(tmp_path / "other.db", path)
+        writes: list[Callable[[], object]] = [
+            lambda: brain.add("a memory that would be lost"),
+            lambda: brain.add_many(["lost one", "lost two"]),
+            lambda: brain.update(kept.id, content="the user parks on level four"),
+            lambda: brain.delete(kept.id),
+            lambda: brain.put("car", "level four"),
+            lambda: brain.search("parks"),  # its reinforcement is a write
+        ]
+        for write in writes:
+            with pytest.raises(BrainFileError, match="is gone"):
+                write()
+        # reads answer from the file as it was opened: an export still rescues it
+        assert brain.get(kept.id).content == kept.content
+        assert [h.trace.id for h in brain.search("parks", reinforce=False)] == [kept.id]
+        assert brain.stats()["live"] == 1
+        assert brain.export(str(tmp_path / "rescue.jsonl")) == {"traces": 1, "edges": 0}
+    finally:
+        brain.close()
+    if how == "replaced":  # the brain put in its place was not written to
+        with Brain(str(path), readonly=True) as other:
+            assert [t.title for t in other.list().items] == ["the other brain's memory"]
+    with Brain(str(tmp_path / "rescued.db")) as rescued:
+        rescued.import_jsonl(str(tmp_path / "rescue.jsonl"))
+        assert [t.title for t in rescued.list().items] == [kept.content]
+
+
 def test_reflect_and_purge_never_run_on_another_brain_put_in_the_files_place(tmp_path: Path) -> None:
     # Before: reflect and purge open a second connection by path and checked only that a
     # file was there, so after a backup was copied over the brain's path (or its symlink
