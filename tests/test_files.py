@@ -633,6 +633,37 @@ def test_an_import_onto_a_full_disk_is_a_storage_error(tmp_path: Path) -> None:
             assert brain.stats()["live"] == 1
 
 
+def test_a_brain_closed_before_the_disk_filled_opens_read_only_and_says_why_not_read_write(
+        tmp_path: Path) -> None:
+    # Before: a WAL brain needs its -shm (32 KiB) to be read at all; closed cleanly (no -shm
+    # left) on a disk that then filled, every open failed "I/O error on the brain file: disk
+    # I/O error", read-only too: nothing could search or export it, and the message sent
+    # the user to a damaged file. Read-only now opens it immutably (its -wal is empty: all
+    # is in the file); read-write says the disk is full.
+    small = tmp_path / "small"
+    with fulldisk.small_file_system(small, "1m"):
+        path = small / "brain.db"
+        with Brain(str(path)) as brain:
+            brain.add_many([f"memory {i} alpha" for i in range(20)])
+        assert sorted(p.name for p in small.iterdir()) == ["brain.db"]  # closed cleanly
+        with contextlib.suppress(OSError), open(small / "filler", "ab") as filler:
+            while True:
+                filler.write(b"x" * 4096)
+                filler.flush()
+        with pytest.raises(StorageError, match="disk .*is full") as refused:
+            Brain(str(path))
+        assert "--readonly" in str(refused.value) and "damaged" not in str(refused.value)
+        with Brain(str(path), readonly=True) as brain:
+            assert len(brain.search("alpha", limit=5)) == 5
+            assert brain.export(str(tmp_path / "rescue.jsonl")) == {"traces": 20, "edges": 0}
+        run = clirun.run("--brain", str(path), "--readonly", "search", "alpha")
+        assert run.returncode == 0 and "memory" in run.stdout, run.stderr
+        os.remove(small / "filler")
+        with Brain(str(path)) as brain:  # room again: read-write as before
+            assert brain.check()["ok"] and brain.stats()["live"] == 20
+            brain.add("one more")
+
+
 def test_open_and_close_never_wait_for_another_process_writing(tmp_path: Path) -> None:
     # Before: opening ran PRAGMA optimize, which ANALYZEs a grown brain: a write. While
     # another process held the write lock (a long import, a reflect step), Brain(path)
