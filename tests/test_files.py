@@ -468,6 +468,30 @@ def test_a_commit_failing_on_a_full_disk_leaves_search_by_meaning_as_the_file_is
             brain.close()
 
 
+def test_a_reflect_that_failed_on_a_full_disk_does_not_block_the_next_one(tmp_path: Path) -> None:
+    # Before: a reflect failing on a full disk could not release its lease either (a write),
+    # so once there was room again the next reflect was "skipped: another reflect is running"
+    # for Policy.lease_seconds (5 minutes), naming the run that had failed.
+    path = str(tmp_path / "brain.db")
+    with fulldisk.full_disk() as disk:
+        brain = Brain(path)
+        try:
+            brain.add_many([f"The user keeps the spare key under pot {i % 40}" + " pad" * 80 for i in range(80)])
+            brain.add_many([f"the user keeps the spare key under pot {i % 40}!" + " pad" * 80 for i in range(80)])
+
+            def fill(step: str, done: int, total: int) -> None:
+                if step == "merge":
+                    disk.full = True
+
+            with pytest.raises(StorageError, match="full"):
+                brain.reflect(progress=fill)
+            disk.full = False
+            report = brain.reflect()
+            assert report.status == "ok" and report.merged > 0, report.skipped_reason
+        finally:
+            brain.close()
+
+
 def test_repair_refuses_to_overwrite_a_backup(tmp_path: Path) -> None:
     path = tmp_path / "brain.db"
     _make_brain(path, 5)
