@@ -27,9 +27,10 @@ from . import unmerge as unmerge_mod
 from .brain_admin import AdminMixin
 from .brain_faces import FacesMixin
 from .consolidation import ReflectReport
-from .errors import InvalidInput, QueryError, ReadOnlyBrain
+from .errors import InvalidInput, QueryError, ReadOnlyBrain, StorageError
 from .model import Hit, TimeLike, Trace
 from .store import WriteBusy
+from .store_base import is_disk_full
 from .validate import (
     build_trace,
     check_ids,
@@ -357,20 +358,24 @@ class Brain(FacesMixin, AdminMixin):
     def _record_retrieval(self, query: str, at: float, hits: Sequence[Hit]) -> int | None:
         """Record the retrieval and reinforce its hits, without waiting for the write lock.
 
-        While another connection holds the lock (a long reflect, a big import) the
-        search returns at once with ``retrieval_id`` None, and its reinforcement waits
-        in memory (at most 1,000 searches' worth) until a later search gets the lock.
+        While another connection holds the lock (a long reflect, a big import), or the
+        disk is full, the search returns at once with ``retrieval_id`` None, and its
+        reinforcement waits in memory (at most 1,000 searches' worth) until a later search
+        can write it: the hits were found, only the bookkeeping could not be written.
         """
         results = [(h.trace.id, rank, h.score) for rank, h in enumerate(hits)]
+        waiting = list(self._pending_retrievals)  # the write takes them: back if it fails
         try:
             with self._store.write(wait=False, recall=True):
                 self._flush_retrievals()
                 retrieval_id = self._store.record_retrieval(query, at, results)
                 self._writer.reinforce([h.trace for h in hits], at)
                 return retrieval_id
-        except WriteBusy:
-            self._pending_retrievals.append((query, at, results))
-            del self._pending_retrievals[:-1000]
+        except (WriteBusy, StorageError) as exc:
+            if isinstance(exc, StorageError) and not is_disk_full(exc):
+                self._pending_retrievals = waiting
+                raise
+            self._pending_retrievals = [*waiting, (query, at, results)][-1000:]
             return None
 
     def feedback(self, retrieval_id: int, used: Sequence[str] = (), ignored: Sequence[str] = (),

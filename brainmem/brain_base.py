@@ -26,8 +26,8 @@ import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Any, TypeVar
 
-from . import files, hybrid
-from .errors import BrainFileError, InvalidInput, NotFound, SchemaTooNew, listed
+from . import hybrid
+from .errors import BrainFileError, InvalidInput, NotFound, StorageError, listed
 from .events import Events, Subscriber
 from .llm import check_llm
 from .model import TimeLike, Trace
@@ -35,6 +35,7 @@ from .policy import Policy
 from .query import QueryCompiler
 from .rerank import resolve_reranker
 from .store import Filters, Store, WriteBusy
+from .store_base import is_disk_full
 from .validate import (
     LAST_TIME,
     check_changes,
@@ -93,8 +94,7 @@ class BrainBase:
         self.readonly = readonly
         self._store = Store(self.path, readonly=readonly, busy_timeout_ms=int(busy_timeout * 1000))
         # where a second connection finds this file, whatever the working directory becomes
-        self._file = os.path.abspath(self.path) if files.is_plain_file(self.path) else None
-        self._identity = None if self._file is None else files.identity(self._file)
+        self._file = self._store.file
         self._compiler = QueryCompiler(self._store.db, self.policy.max_query_terms)
         self._lock = threading.RLock()
         self._vectors = hybrid.open_index(self._store, embedder, self._lock)
@@ -111,21 +111,25 @@ class BrainBase:
 
     def ensure_file(self) -> None:
         """:class:`BrainFileError` when the brain's file is gone: deleted, moved, or another
-        file put in its place since this Brain opened it. Its connection still reads and
-        writes the old file, so a long-running server (MCP, the inspector) checks before
-        each call: a write would answer "stored" and vanish with the connection. A
-        database with no file of its own (``":memory:"``, a URI) is never gone."""
-        if self._identity is not None and files.identity(self._file or "") != self._identity:
-            raise BrainFileError(f"the brain file {self._file} is gone (moved, deleted or replaced "
-                                 "since it was opened); open it again on its path")
+        file put in its place since this Brain opened it. Every write refuses then (it
+        would vanish with the old file); reads still answer from the file as it was
+        opened, so an export or a backup can rescue it. A long-running server (MCP, the
+        inspector) asks before each call and refuses reads too. A database with no file
+        of its own (``":memory:"``, a URI) is never gone."""
+        self._store.ensure_file()
 
     def close(self) -> None:
         with self._lock:
             try:
                 if self._pending_retrievals and not self.readonly and not self._store.inherited:
-                    # best effort: the file may have become another brainmem's meanwhile
-                    with contextlib.suppress(WriteBusy, SchemaTooNew), self._store.write(wait=False):
-                        self._flush_retrievals()
+                    # best effort: the file may be gone or have become another brainmem's
+                    # meanwhile, or the disk still be full
+                    try:
+                        with contextlib.suppress(WriteBusy, BrainFileError), self._store.write(wait=False):
+                            self._flush_retrievals()
+                    except StorageError as exc:
+                        if not is_disk_full(exc):
+                            raise
             finally:
                 self._store.close()
 

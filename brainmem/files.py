@@ -10,6 +10,7 @@ practices, the busy timeout, the page cache and the schema migrations are applie
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
 import urllib.parse
 from typing import Any
@@ -18,7 +19,14 @@ import apsw
 import apsw.bestpractice
 
 from . import schema
-from .errors import BrainFileError, InvalidInput, NotABrainFile, ReadOnlyBrain, SchemaTooNew
+from .errors import (
+    BrainFileError,
+    InvalidInput,
+    NotABrainFile,
+    ReadOnlyBrain,
+    SchemaTooNew,
+    StorageError,
+)
 
 __all__ = ["SQLITE_HEADER", "is_plain_file", "open_connection"]
 
@@ -240,6 +248,8 @@ def _first_read(db: apsw.Connection, path: str, readonly: bool) -> apsw.Connecti
     file and no process can write (a writer would need to create -wal), so the
     file is opened with ``immutable=1``: no locks, no -shm, the same data. With a
     non-empty -wal but no -shm the recent changes cannot be read safely: refused.
+    The same when the disk is full and the -shm cannot be made (a brain closed
+    cleanly before the disk filled); a read-write open is told the disk is full.
     A read-write open of a file that cannot be written is refused up front.
     """
     if not is_plain_file(path):
@@ -248,14 +258,27 @@ def _first_read(db: apsw.Connection, path: str, readonly: bool) -> apsw.Connecti
         db.pragma("user_version")
     except (apsw.NotADBError, apsw.CorruptError):
         return db  # not a usable database: inspect() says so
-    except (apsw.ReadOnlyError, apsw.CantOpenError) as exc:
+    except (apsw.ReadOnlyError, apsw.CantOpenError, apsw.IOError) as exc:
+        full = isinstance(exc, apsw.IOError) and db.system_errno in _NO_SPACE
+        if isinstance(exc, apsw.IOError) and not full:
+            raise
         db.close()
+        if full and not readonly:  # not "I/O error on the brain file": nothing is damaged
+            raise StorageError(
+                f"{path} cannot be opened read-write: the disk is full (SQLite cannot make its "
+                f"shared-memory file {sidecar(path, '-shm')}); free some space, or open it read-only "
+                "(--readonly, Brain(path, readonly=True)) to search and export it") from exc
         if not readonly:
             raise ReadOnlyBrain(_unwritable_old(path) or (
                 f"{path} is not writable (the file or its directory is read-only); "
                 "open it read-only to search it"
             )) from exc
         wal = sidecar(path, "-wal")
+        if os.path.exists(wal) and os.path.getsize(wal) > 0 and full:
+            raise StorageError(
+                f"{path} cannot be read: its write-ahead log {wal} holds changes, and its "
+                f"shared-memory file {sidecar(path, '-shm')} cannot be made on the full disk; "
+                "free some space") from exc
         if os.path.exists(wal) and os.path.getsize(wal) > 0:
             raise ReadOnlyBrain(
                 f"{path} cannot be read here: its write-ahead log {wal} holds changes but "
@@ -271,6 +294,11 @@ def _first_read(db: apsw.Connection, path: str, readonly: bool) -> apsw.Connecti
             "open it read-only to search it"
         ))
     return db
+
+
+#: ``errno`` values of a full disk (or quota) under a failed shared-memory file
+_NO_SPACE = frozenset(getattr(errno, name) for name in ("ENOSPC", "EDQUOT") if hasattr(errno, name))
+
 
 def _writable(path: str) -> bool:
     """Whether this process may write the brain file and its folder (its -wal and -shm)."""
@@ -304,9 +332,11 @@ def _optimize(db: apsw.Connection) -> None:
     waiting: ANALYZE is a write, and while another process holds the write lock (a long
     import, a reflect step) opening a brain must neither wait for it nor fail for it
     ("the brain stayed locked" after the busy timeout, for a search); a later open
-    analyses. The caller sets the busy timeout again afterwards."""
+    analyses. Nor on a full disk (the statistics are written to the -wal): a brain that
+    cannot grow still opens, to be searched and exported.
+    The caller sets the busy timeout again afterwards."""
     db.set_busy_timeout(0)
-    with contextlib.suppress(apsw.BusyError):
+    with contextlib.suppress(apsw.BusyError, apsw.FullError):
         apsw.bestpractice.connection_optimize(db)
 
 

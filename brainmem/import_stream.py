@@ -23,6 +23,7 @@ the first pass cannot reach the brain (what was validated is what is written).
 
 from __future__ import annotations
 
+import contextlib
 import json
 import marshal
 import os
@@ -66,7 +67,10 @@ class Spill:
         return self
 
     def __exit__(self, *exc: object) -> None:
-        self._fp.close()
+        # closing flushes what a full disk refused again: the file is closed all the same,
+        # and the error that matters was raised (or the import is done with the file)
+        with contextlib.suppress(OSError):
+            self._fp.close()
 
     def add(self, record: tuple[Any, ...]) -> None:
         self._pending.append(record)
@@ -80,6 +84,7 @@ class Spill:
         try:
             self._fp.write(len(blob).to_bytes(8, "little"))
             self._fp.write(blob)
+            self._fp.flush()  # a full disk shows here, not at the seek that starts the reading
         except OSError as exc:
             raise StorageError(f"writing the import's temporary file failed: {exc.strerror or exc}") from exc
         self._pending = []

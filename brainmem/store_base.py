@@ -63,6 +63,11 @@ def is_lock_wait(exc: BaseException) -> bool:
     return isinstance(exc, StorageError) and isinstance(exc.__cause__, apsw.BusyError)
 
 
+def is_disk_full(exc: BaseException) -> bool:
+    """Whether ``exc`` is :func:`translate_errors`' answer to a full disk (or database)."""
+    return isinstance(exc, StorageError) and isinstance(exc.__cause__, apsw.FullError)
+
+
 #: What a call on a closed Brain (or Store) is told.
 CLOSED = "this brain is closed: open a new Brain on its file"
 
@@ -192,6 +197,11 @@ class Database:
                                            4, deterministic=True)
             self.db.register_fts5_function("content_counts", content_counts)
             self.db.register_fts5_function("fts_totals", fts_totals)
+        #: the file by absolute path (a later chdir cannot point it elsewhere), None for a
+        #: database with no file of its own (":memory:", a URI), and the (device, inode) it
+        #: had when opened: :meth:`ensure_file`
+        self.file = os.path.abspath(path) if files.is_plain_file(path) else None
+        self._identity = None if self.file is None else files.identity(self.file)
 
     @property
     def closed(self) -> bool:
@@ -209,13 +219,26 @@ class Database:
         if self.inherited:
             raise BrainFileError(forked(self.pid))
 
+    def ensure_file(self) -> None:
+        """:class:`BrainFileError` when the file is gone: deleted, moved, or another file put
+        in its place since it was opened. The connection still reads and writes the old
+        file, so whatever it wrote would vanish with it (an unlinked file), or miss the
+        -wal beside the path, or never be seen by the file's readers. One ``stat``, ~3 µs:
+        every write transaction asks (:meth:`write`)."""
+        if self._gone():
+            raise BrainFileError(f"the brain file {self.file} is gone (moved, deleted or replaced "
+                                 "since it was opened); nothing was written: open it again on its path")
+
+    def _gone(self) -> bool:
+        return self._identity is not None and files.identity(self.file or "") != self._identity
+
     def close(self) -> None:
         self._closed = True
         if self.inherited:  # the parent's, which it goes on using
             return
         _OPEN.discard(self)
         with translate_errors():
-            if not self.readonly:
+            if not self.readonly and not self._gone():  # gone: not even statistics go into its -wal
                 with contextlib.suppress(apsw.Error):
                     self.db.set_busy_timeout(0)  # optional (ANALYZE): never wait for another writer
                     self.db.pragma("optimize")
@@ -255,6 +278,7 @@ class Database:
             # everything after BEGIN is in the try: an exception anywhere (a KeyboardInterrupt)
             # ends the transaction, never leaves it open for the next call to trip on
             try:
+                self.ensure_file()  # under the write lock: no writer can replace it meanwhile
                 self._check_schema()
                 self._depth = 1
                 if not recall:
@@ -270,7 +294,13 @@ class Database:
                 raise
             else:
                 self._depth = 0
-                self.db.execute("COMMIT")
+                try:
+                    self.db.execute("COMMIT")
+                except BaseException:  # a full disk, an I/O error: SQLite rolled it back, or we do
+                    self.rollbacks += 1
+                    if self.db.in_transaction:
+                        self.db.execute("ROLLBACK")
+                    raise
             finally:
                 if not recall:  # what was counted inside it is not the committed state
                     self._writing = False
@@ -356,8 +386,11 @@ class Database:
                         with target.backup("main", self.db, "main") as backup:
                             backup.step(-1)
                     except (apsw.FullError, apsw.IOError, apsw.CantOpenError) as exc:
-                        errno = target.system_errno  # the OS's reason: apsw's own text may be "not an error"
-                        reason = os.strerror(errno) if errno else str(exc)
+                        # the OS's reason; on a full disk (ENOSPC) SQLite keeps none and apsw's
+                        # own text is "not an error"
+                        errno = target.system_errno
+                        reason = os.strerror(errno) if errno else \
+                            "the disk is full" if isinstance(exc, apsw.FullError) else str(exc)
                         raise StorageError(f"writing the backup {path} failed ({reason}); "
                                            "nothing was written there, the brain is unchanged") from exc
             finally:

@@ -8,10 +8,17 @@ import socket
 import uuid
 from typing import Any
 
-from .store_base import Database
+from .errors import StorageError
+from .store_base import Database, is_disk_full, padded
 
 #: The ``meta`` key of the id of the last feedback row reflect's strengthen step has read.
 FEEDBACK_WATERMARK = "reflect.feedback_watermark"
+
+
+#: Leases this process took and could not release because the disk was full (releasing
+#: is a write), by (file, lease name): the next acquire of that lease on that file here
+#: gives them up first, instead of waiting Policy.lease_seconds for a run that ended.
+_UNRELEASED: dict[tuple[str, str], set[str]] = {}
 
 
 def lease_owner() -> str:
@@ -75,20 +82,36 @@ class LogTables(Database):
         Returns (taken, holder, holder_expires_at): a live lease held by someone else
         is left alone; an expired one (its holder crashed) is taken over.
         """
+        ended = sorted(_UNRELEASED.get((self._lease_file(), name), ()))[:1024]
         with self.write():
+            if ended:
+                self.execute("DELETE FROM leases WHERE name = ? AND owner IN "
+                             f"({', '.join('?' * len(padded(ended)))})", (name, *padded(ended)))
             row = self.execute("SELECT owner, expires_at FROM leases WHERE name = ?", (name,)).fetchone()
-            if row is not None and row[0] != owner and row[1] > now:
-                return False, row[0], row[1]
-            self.execute(
-                "INSERT INTO leases(name, owner, expires_at) VALUES (?, ?, ?) "
-                "ON CONFLICT(name) DO UPDATE SET owner = excluded.owner, expires_at = excluded.expires_at",
-                (name, owner, now + seconds),
-            )
+            if row is None or row[0] == owner or row[1] <= now:
+                self.execute(
+                    "INSERT INTO leases(name, owner, expires_at) VALUES (?, ?, ?) "
+                    "ON CONFLICT(name) DO UPDATE SET owner = excluded.owner, expires_at = excluded.expires_at",
+                    (name, owner, now + seconds),
+                )
+        if ended:  # committed: given up in the file
+            _UNRELEASED[(self._lease_file(), name)].difference_update(ended)
+        if row is not None and row[0] != owner and row[1] > now:
+            return False, row[0], row[1]
         return True, owner, now + seconds
 
     def lease_release(self, name: str, owner: str) -> None:
-        with self.write():
-            self.execute("DELETE FROM leases WHERE name = ? AND owner = ?", (name, owner))
+        try:
+            with self.write():
+                self.execute("DELETE FROM leases WHERE name = ? AND owner = ?", (name, owner))
+        except StorageError as exc:
+            if is_disk_full(exc):  # the next acquire here gives it up (see _UNRELEASED)
+                _UNRELEASED.setdefault((self._lease_file(), name), set()).add(owner)
+            raise
+
+    def _lease_file(self) -> str:
+        """What :data:`_UNRELEASED` knows this database by: its file, or this connection."""
+        return self.file or f"connection {id(self)}"
 
     def log_consolidation(self, started_at: float, finished_at: float, now: float, status: str,
                           report: dict[str, Any]) -> int:
