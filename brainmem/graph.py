@@ -153,8 +153,17 @@ def clusters(
     mix what different users or threads may see). Connected components larger than
     ``max_size`` are split into Louvain communities (deterministic ``seed``).
     Result: clusters of ``min_size`` to ``max_size`` members, largest first, members
-    sorted, so the output is stable from run to run.
+    sorted, so the output is stable from run to run. It is remembered until this
+    connection or another one writes (:meth:`Store.cached`): Louvain on a large component
+    takes minutes (27 s at 200,000 random edges) and the inspector's graph page asks on
+    every load.
     """
+    found = store.cached(f"clusters {min_weight!r} {min_size} {max_size} {seed}",
+                         lambda: _clusters(store, min_weight, min_size, max_size, seed))
+    return [list(c) for c in found]
+
+
+def _clusters(store: Store, min_weight: float, min_size: int, max_size: int, seed: int) -> list[list[str]]:
     if not store.has_edges("co_activated", min_weight):
         return []  # no clusters, and no networkx import (~0.1 s) for a new brain's reflect
     import networkx as nx

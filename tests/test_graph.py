@@ -163,3 +163,28 @@ def test_summary_holds_the_nodes_not_a_graph_of_every_edge(tmp_path) -> None:
     assert second == {"size": 3, "central": ring[1], "central_content": "memory 121",
                       "members": [ring[1], *sorted([ring[0], ring[2]], key=lambda i: (-(0.5 if i == ring[0] else 0.9), i))]}
     assert peak < 1_500_000, peak
+
+
+def test_clusters_are_computed_once_per_state_of_the_brain(tmp_path, monkeypatch) -> None:
+    """The inspector's graph page asks for the clusters on every load, and Louvain on a
+    large component takes minutes (27 s at 200,000 random edges): the clusters are
+    remembered until this connection or another one writes."""
+    path = str(tmp_path / "c.brain")
+    with Brain(path, clock=lambda: T) as brain, Brain(path, clock=lambda: T) as other:
+        ids = _ids(brain, 3)
+        for _ in range(2):
+            graph.hebbian(brain._store, [(ids[0], ids[1]), (ids[1], ids[2])], 0.1, T)
+        built: list[int] = []
+        real = graph.to_networkx
+        monkeypatch.setattr(graph, "to_networkx", lambda *a, **k: built.append(1) or real(*a, **k))
+        first = brain.clusters()
+        assert first == [sorted(ids)] and len(built) == 1
+        first[0].clear()  # a caller changing its copy changes nothing remembered
+        assert brain.clusters() == [sorted(ids)] and len(built) == 1
+        brain.delete(ids[2])
+        assert brain.clusters() == [] and len(built) == 2
+        assert brain.clusters() == [] and len(built) == 2
+        brain.restore(ids[2])
+        assert brain.clusters() == [sorted(ids)] and len(built) == 3
+        other.delete(ids[0])  # another connection's write
+        assert brain.clusters() == [] and len(built) == 4
