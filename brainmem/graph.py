@@ -198,8 +198,10 @@ def insight_sources(store: Store) -> dict[str, set[str]]:
     return sources
 
 
-def summary(store: Store, top: int = 5) -> dict[str, Any]:
-    """Nodes, edges by kind and the largest co-activation clusters (for ``brainmem graph``).
+def summary(store: Store, top: int = 5, min_weight: float = 0.0) -> dict[str, Any]:
+    """Nodes, edges by kind and the largest co-activation clusters (for ``brainmem graph``);
+    ``derive_edges``: the live ``co_activated`` edges of at least ``min_weight``, what
+    :func:`clusters` reads (the inspector lists clusters unasked only when they are few).
 
     A cluster is a connected component of the live ``co_activated``/``derived_from``
     edges; its centre the member of the largest weighted degree (a pair joined both ways
@@ -230,7 +232,9 @@ def summary(store: Store, top: int = 5) -> dict[str, Any]:
             degree.append(0.0)
         return n
 
-    for src, dst, _kind, weight in store.live_edges(["co_activated", "derived_from"], 0.0):
+    derive_edges = 0
+    for src, dst, kind, weight in store.live_edges(["co_activated", "derived_from"], 0.0):
+        derive_edges += kind == "co_activated" and weight >= min_weight
         a, b = sorted((node(src), node(dst)))
         before = pairs.get(a << 32 | b)
         if before is not None and before >= weight:
@@ -255,4 +259,4 @@ def summary(store: Store, top: int = 5) -> dict[str, Any]:
                              "central_content": central.content if central else None,
                              "members": members[:20]})
     return {"nodes": nodes, "edges": sum(by_kind.values()), "edges_by_kind": by_kind,
-            "clusters": top_clusters}
+            "derive_edges": derive_edges, "clusters": top_clusters}
