@@ -7,6 +7,7 @@ Edge kinds: ``co_activated`` (Hebbian: traces used together), ``episode_next``
 
 from __future__ import annotations
 
+import copy
 import heapq
 from collections.abc import Iterable, Sequence
 from typing import Any
@@ -202,6 +203,14 @@ def summary(store: Store, top: int = 5, min_weight: float = 0.0) -> dict[str, An
     """Nodes, edges by kind and the largest co-activation clusters (for ``brainmem graph``);
     ``derive_edges``: the live ``co_activated`` edges of at least ``min_weight``, what
     :func:`clusters` reads (the inspector lists clusters unasked only when they are few).
+    Remembered until the brain is written (:meth:`Store.cached`): the inspector's graph
+    page asks on every load, 3 s at 200,000 edges."""
+    found = store.cached(f"summary {top} {min_weight!r}", lambda: _summary(store, top, min_weight))
+    return copy.deepcopy(found)
+
+
+def _summary(store: Store, top: int, min_weight: float) -> dict[str, Any]:
+    """:func:`summary`, computed.
 
     A cluster is a connected component of the live ``co_activated``/``derived_from``
     edges; its centre the member of the largest weighted degree (a pair joined both ways

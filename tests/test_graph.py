@@ -188,3 +188,25 @@ def test_clusters_are_computed_once_per_state_of_the_brain(tmp_path, monkeypatch
         assert brain.clusters() == [sorted(ids)] and len(built) == 3
         other.delete(ids[0])  # another connection's write
         assert brain.clusters() == [] and len(built) == 4
+
+
+def test_summary_is_computed_once_per_state_of_the_brain(tmp_path, monkeypatch) -> None:
+    """The inspector's graph page reads graph_summary() on every load (3 s at 200,000
+    random co-activation edges): it is remembered until the brain is written."""
+    path = str(tmp_path / "s.brain")
+    with Brain(path, clock=lambda: T) as brain:
+        a, b, c = _ids(brain, 3)
+        graph.add_edges(brain._store, [(a, b, "co_activated", 0.5), (b, c, "co_activated", 0.1)], T)
+        read: list[int] = []
+        real = brain._store.live_edges
+        monkeypatch.setattr(brain._store, "live_edges", lambda *x: read.append(1) or real(*x))
+        first = brain.graph_summary(top=3)
+        assert first["derive_edges"] == 1 and first["clusters"][0]["size"] == 3 and len(read) == 1
+        first["clusters"][0]["members"].clear()
+        first["edges_by_kind"].clear()
+        again = brain.graph_summary(top=3)
+        assert again["clusters"][0]["members"] == [b, a, c] and again["edges_by_kind"]["co_activated"] == 2
+        assert len(read) == 1
+        assert brain.graph_summary(top=1)["clusters"][0]["size"] == 3 and len(read) == 2
+        brain.delete(c)
+        assert brain.graph_summary(top=3)["nodes"] == 2 and len(read) == 3
