@@ -178,6 +178,7 @@ def _clusters(store: Store, min_weight: float, min_size: int, max_size: int, see
         if (na.get("scope"), na.get("scope_id")) != (nb.get("scope"), nb.get("scope_id")):
             continue
         keep.add_edge(a, b, weight=data["weight"])
+    del view  # every edge and node attribute: let go before Louvain builds its own copies
     found: list[list[str]] = []
     for component in nx.connected_components(keep):
         if len(component) <= max_size:
