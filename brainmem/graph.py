@@ -170,15 +170,25 @@ def _clusters(store: Store, min_weight: float, min_size: int, max_size: int, see
     import networkx as nx
 
     view = to_networkx(store, ["co_activated"], min_weight=min_weight)
-    keep = nx.Graph()
+    kept: list[tuple[str, str, float]] = []
     for a, b, data in view.edges(data=True):
         na, nb = view.nodes[a], view.nodes[b]
         if any(n.get("derived") or n.get("superseded") or n.get("type") in NOT_FACTS for n in (na, nb)):
             continue
         if (na.get("scope"), na.get("scope_id")) != (nb.get("scope"), nb.get("scope_id")):
             continue
-        keep.add_edge(a, b, weight=data["weight"])
+        kept.append((a, b, data["weight"]))
     del view  # every edge and node attribute: let go before Louvain builds its own copies
+    # Louvain iterates sets of its nodes (and a subgraph's nodes come from a set): with the
+    # ids as nodes their order, so the communities, followed the process's string hash
+    # seed. Numbered in id order, edges added in that order: the same clusters every run.
+    names = sorted({n for a, b, _ in kept for n in (a, b)})
+    number = {name: i for i, name in enumerate(names)}
+    keep = nx.Graph()
+    keep.add_nodes_from(range(len(names)))
+    keep.add_weighted_edges_from(sorted((min(number[a], number[b]), max(number[a], number[b]), w)
+                                        for a, b, w in kept))
+    del kept, number
     found: list[list[str]] = []
     for component in nx.connected_components(keep):
         if len(component) <= max_size:
@@ -187,7 +197,7 @@ def _clusters(store: Store, min_weight: float, min_size: int, max_size: int, see
             parts = nx.community.louvain_communities(keep.subgraph(component), weight="weight", seed=seed)
         for part in parts:
             if min_size <= len(part) <= max_size:
-                found.append(sorted(part))
+                found.append(sorted(names[i] for i in part))
     found.sort(key=lambda c: (-len(c), c))
     return found
 
