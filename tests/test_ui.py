@@ -397,6 +397,21 @@ def test_graph_page_lists_clusters_of_a_large_graph_only_when_asked(
     assert "cluster 0" in ui.get("/graph").text
 
 
+def test_graph_page_opens_every_cluster_it_lists(built: Any, clock: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The graph page links every cluster derive would use, but cluster numbers above
+    10,000 were refused ("cluster must be between 0 and 10000"): a graph of 450,000
+    co-activation edges has more clusters than that."""
+    _, ids = built
+    ui = client(built[0], clock)
+    brain = ui.app.state.ui.brain
+    many = [[ids["editor"], ids["font"], ids["keys"]]] * 10_002
+    monkeypatch.setattr(brain, "clusters", lambda: many)
+    assert 'href="/graph?cluster=10001"' in ui.get("/graph").text
+    r = ui.get("/graph", params={"cluster": "10001"})
+    assert r.status_code == 200 and "a cluster of 3" in r.text
+    assert ui.get("/graph", params={"cluster": "10002"}).status_code == 404
+
+
 def test_log_pages_link_runs_to_traces(ro: TestClient, built: Any) -> None:
     _, ids = built
     r = ro.get("/log")

@@ -161,7 +161,7 @@ def graph(brain: Any, params: Any) -> dict[str, Any]:
         centre = [params["id"]]
         brain.get(centre[0], include_deleted=True)  # NotFound for an unknown id
     elif params.get("cluster") and clusters is not None:
-        number = _int(params, "cluster", 0, 0, 10_000)
+        number = _int(params, "cluster", 0, 0, 1 << 31)  # beyond the list: NotFound below
         if number >= len(clusters):
             raise NotFound(f"no cluster {number}: reflect would use {len(clusters)} cluster(s) now")
         centre = clusters[number]
