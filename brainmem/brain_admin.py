@@ -29,10 +29,12 @@ class AdminMixin(BrainBase):
     # --- consolidation: graph summary and log --------------------------------------
 
     def graph_summary(self, top: int = 5) -> dict[str, Any]:
-        """Nodes, edges by kind and the ``top`` largest co-activation/derivation clusters."""
+        """Nodes, edges by kind and the ``top`` largest co-activation/derivation clusters;
+        ``derive_edges``: the co-activation edges reflect's derive clusters (weight at least
+        ``Policy.derive_min_weight``, between live traces)."""
         check_int(top, "top", 0, 1000)
         with self._lock, self._store.read():
-            return graph.summary(self._store, top)
+            return graph.summary(self._store, top, self.policy.derive_min_weight)
 
     def reflect_log(self, limit: int = 20, *, offset: int = 0, merges: bool = True) -> list[dict[str, Any]]:
         """The last ``limit`` consolidation runs, newest first (each with its report),

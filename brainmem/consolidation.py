@@ -73,6 +73,7 @@ from __future__ import annotations
 
 import heapq
 import time
+from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from itertools import combinations
@@ -469,13 +470,18 @@ def derive(ctx: _Run) -> None:
     with store.read():
         found = graph.clusters(store, min_weight=policy.derive_min_weight,
                                min_size=policy.derive_min_size, max_size=policy.derive_max_size)
-        covered_by = graph.insight_sources(store)
+        # which live insights each trace is a source of: a cluster is compared only with
+        # the insights sharing a member (every insight with every cluster: seconds a run)
+        insights_of: dict[str, list[str]] = {}
+        for insight_id, source_ids in graph.insight_sources(store).items():
+            for source in source_ids:
+                insights_of.setdefault(source, []).append(insight_id)
     use_llm = ctx.llm is not None
     for cluster in found:
         ctx.keep()  # an LLM may take seconds an insight: the lease must not lapse meanwhile
         members = set(cluster)
-        if any(len(members & sources) >= policy.derive_cover * len(members)
-               for sources in covered_by.values()):
+        shared = Counter(i for member in members for i in insights_of.get(member, ()))
+        if any(n >= policy.derive_cover * len(members) for n in shared.values()):
             continue
         if report.derived >= policy.derive_max_per_run:
             report.notes.append(
@@ -525,7 +531,8 @@ def derive(ctx: _Run) -> None:
             else:
                 store.insert(insight)
             graph.add_edges(store, [(insight.id, t.id, "derived_from", 1.0) for t in sources], now)
-        covered_by[insight.id] = members
+        for member in members:
+            insights_of.setdefault(member, []).append(insight.id)
         report.derived += 1
         report.derived_ids.append(insight.id)
         report.derived_by[method] = report.derived_by.get(method, 0) + 1

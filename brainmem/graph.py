@@ -7,6 +7,7 @@ Edge kinds: ``co_activated`` (Hebbian: traces used together), ``episode_next``
 
 from __future__ import annotations
 
+import copy
 import heapq
 from collections.abc import Iterable, Sequence
 from typing import Any
@@ -153,21 +154,41 @@ def clusters(
     mix what different users or threads may see). Connected components larger than
     ``max_size`` are split into Louvain communities (deterministic ``seed``).
     Result: clusters of ``min_size`` to ``max_size`` members, largest first, members
-    sorted, so the output is stable from run to run.
+    sorted, so the output is stable from run to run. It is remembered until this
+    connection or another one writes (:meth:`Store.cached`): Louvain on a large component
+    takes minutes (27 s at 200,000 random edges) and the inspector's graph page asks on
+    every load.
     """
+    found = store.cached(f"clusters {min_weight!r} {min_size} {max_size} {seed}",
+                         lambda: _clusters(store, min_weight, min_size, max_size, seed))
+    return [list(c) for c in found]
+
+
+def _clusters(store: Store, min_weight: float, min_size: int, max_size: int, seed: int) -> list[list[str]]:
     if not store.has_edges("co_activated", min_weight):
         return []  # no clusters, and no networkx import (~0.1 s) for a new brain's reflect
     import networkx as nx
 
     view = to_networkx(store, ["co_activated"], min_weight=min_weight)
-    keep = nx.Graph()
+    kept: list[tuple[str, str, float]] = []
     for a, b, data in view.edges(data=True):
         na, nb = view.nodes[a], view.nodes[b]
         if any(n.get("derived") or n.get("superseded") or n.get("type") in NOT_FACTS for n in (na, nb)):
             continue
         if (na.get("scope"), na.get("scope_id")) != (nb.get("scope"), nb.get("scope_id")):
             continue
-        keep.add_edge(a, b, weight=data["weight"])
+        kept.append((a, b, data["weight"]))
+    del view  # every edge and node attribute: let go before Louvain builds its own copies
+    # Louvain iterates sets of its nodes (and a subgraph's nodes come from a set): with the
+    # ids as nodes their order, so the communities, followed the process's string hash
+    # seed. Numbered in id order, edges added in that order: the same clusters every run.
+    names = sorted({n for a, b, _ in kept for n in (a, b)})
+    number = {name: i for i, name in enumerate(names)}
+    keep = nx.Graph()
+    keep.add_nodes_from(range(len(names)))
+    keep.add_weighted_edges_from(sorted((min(number[a], number[b]), max(number[a], number[b]), w)
+                                        for a, b, w in kept))
+    del kept, number
     found: list[list[str]] = []
     for component in nx.connected_components(keep):
         if len(component) <= max_size:
@@ -176,7 +197,7 @@ def clusters(
             parts = nx.community.louvain_communities(keep.subgraph(component), weight="weight", seed=seed)
         for part in parts:
             if min_size <= len(part) <= max_size:
-                found.append(sorted(part))
+                found.append(sorted(names[i] for i in part))
     found.sort(key=lambda c: (-len(c), c))
     return found
 
@@ -216,8 +237,18 @@ def insight_sources(store: Store) -> dict[str, set[str]]:
     return sources
 
 
-def summary(store: Store, top: int = 5) -> dict[str, Any]:
-    """Nodes, edges by kind and the largest co-activation clusters (for ``brainmem graph``).
+def summary(store: Store, top: int = 5, min_weight: float = 0.0) -> dict[str, Any]:
+    """Nodes, edges by kind and the largest co-activation clusters (for ``brainmem graph``);
+    ``derive_edges``: the live ``co_activated`` edges of at least ``min_weight``, what
+    :func:`clusters` reads (the inspector lists clusters unasked only when they are few).
+    Remembered until the brain is written (:meth:`Store.cached`): the inspector's graph
+    page asks on every load, 3 s at 200,000 edges."""
+    found = store.cached(f"summary {top} {min_weight!r}", lambda: _summary(store, top, min_weight))
+    return copy.deepcopy(found)
+
+
+def _summary(store: Store, top: int, min_weight: float) -> dict[str, Any]:
+    """:func:`summary`, computed.
 
     A cluster is a connected component of the live ``co_activated``/``derived_from``
     edges; its centre the member of the largest weighted degree (a pair joined both ways
@@ -248,7 +279,9 @@ def summary(store: Store, top: int = 5) -> dict[str, Any]:
             degree.append(0.0)
         return n
 
-    for src, dst, _kind, weight in store.live_edges(["co_activated", "derived_from"], 0.0):
+    derive_edges = 0
+    for src, dst, kind, weight in store.live_edges(["co_activated", "derived_from"], 0.0):
+        derive_edges += kind == "co_activated" and weight >= min_weight
         a, b = sorted((node(src), node(dst)))
         before = pairs.get(a << 32 | b)
         if before is not None and before >= weight:
@@ -273,4 +306,4 @@ def summary(store: Store, top: int = 5) -> dict[str, Any]:
                              "central_content": central.content if central else None,
                              "members": members[:20]})
     return {"nodes": nodes, "edges": sum(by_kind.values()), "edges_by_kind": by_kind,
-            "clusters": top_clusters}
+            "derive_edges": derive_edges, "clusters": top_clusters}

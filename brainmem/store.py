@@ -542,7 +542,7 @@ class Store(IndexTables, EdgeTables, LogTables, InspectTables, VectorTables, Mai
         """Total content length (characters) of the live traces of each episode.
 
         Remembered per connection until a write (one statement less per search)."""
-        known: dict[str, int] = self._cached("episode_lengths", dict)
+        known: dict[str, int] = self.cached("episode_lengths", dict)
         missing = [e for e in dict.fromkeys(episodes) if e not in known]
         for chunk in map(padded, in_chunks(missing)):
             found = dict(self.db.execute(

@@ -251,7 +251,7 @@ class Database:
         ``wait=False``: raise :class:`WriteBusy` at once instead of waiting up to the
         busy timeout when another connection holds the write lock. ``recall=True``: the
         transaction only records recalls (strengths, access times, the retrievals log),
-        which nothing :meth:`_cached` holds depends on, so the caches stay valid: a
+        which nothing :meth:`cached` holds depends on, so the caches stay valid: a
         reinforcing search no longer makes the next one recount the index's rows and
         lengths, the episodes' lengths and the edge kinds.
         """
@@ -350,7 +350,7 @@ class Database:
         # execute, not db.pragma(): 2 µs against 40 µs, on every search
         return self._stamp or (self.db.execute("PRAGMA data_version").get, self._own_serial)
 
-    def _cached(self, name: str, compute: Callable[[], Any]) -> Any:
+    def cached(self, name: str, compute: Callable[[], Any]) -> Any:
         """``compute()``, remembered until this connection or another one commits a write."""
         key = self.cache_stamp()
         stamp, value = self._cache.get(name, (None, None))

@@ -38,7 +38,7 @@ class EdgeTables(Database):
         """The kinds of edge the graph holds or has held (cached until a write): ranking
         skips steps whose kinds are absent. Read from ``edge_kinds`` (schema v7), a few
         rows kept by a trigger, not from every edge."""
-        kinds: frozenset[str] = self._cached("edge_kinds", lambda: frozenset(
+        kinds: frozenset[str] = self.cached("edge_kinds", lambda: frozenset(
             r[0] for r in self.db.execute("SELECT kind FROM edge_kinds")))
         return kinds
 

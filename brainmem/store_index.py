@@ -60,7 +60,7 @@ class IndexTables(Database):
     def fts_totals(self) -> tuple[int, int]:
         """(rows indexed, tokens indexed in all columns), from FTS5's own statistics
         (cached until a write): the candidates' BM25 needs the average length."""
-        totals: tuple[int, int] = self._cached("fts_totals", self._fts_totals)
+        totals: tuple[int, int] = self.cached("fts_totals", self._fts_totals)
         return totals
 
     def _fts_totals(self) -> tuple[int, int]:

@@ -372,6 +372,46 @@ def test_graph_page_shows_weighted_edges_and_clusters(ro: TestClient, built: Any
     assert "cluster 0" in ro.get("/graph").text
 
 
+def test_graph_page_lists_clusters_of_a_large_graph_only_when_asked(
+        built: Any, clock: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Louvain on a large graph takes minutes (27 s at 200,000 random co-activation
+    edges): above views.CLUSTERS_AUTO_EDGES edges derive would cluster, the graph page
+    says so and lists the clusters only when asked (as the overview's check())."""
+    from brainmem.ui import views
+
+    monkeypatch.setattr(views, "CLUSTERS_AUTO_EDGES", 1)
+    ui = client(built[0], clock)
+    asked: list[int] = []
+    brain = ui.app.state.ui.brain
+    real = brain.clusters
+    monkeypatch.setattr(brain, "clusters", lambda: asked.append(1) or real())
+    r = ui.get("/graph")
+    assert r.status_code == 200 and not asked and "cluster 0" not in r.text
+    assert 'href="/graph?clusters=1"' in r.text and "only when asked" in r.text
+    assert ui.get("/api/graph").json()["clusters"] is None and not asked
+    r = ui.get("/graph", params={"clusters": "1"})
+    assert "cluster 0" in r.text and asked
+    assert "a cluster of 3" in ui.get("/graph", params={"cluster": "0"}).text
+    assert ui.get("/api/graph", params={"clusters": "1"}).json()["clusters"][0]["size"] == 3
+    monkeypatch.setattr(views, "CLUSTERS_AUTO_EDGES", 1_000)
+    assert "cluster 0" in ui.get("/graph").text
+
+
+def test_graph_page_opens_every_cluster_it_lists(built: Any, clock: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The graph page links every cluster derive would use, but cluster numbers above
+    10,000 were refused ("cluster must be between 0 and 10000"): a graph of 450,000
+    co-activation edges has more clusters than that."""
+    _, ids = built
+    ui = client(built[0], clock)
+    brain = ui.app.state.ui.brain
+    many = [[ids["editor"], ids["font"], ids["keys"]]] * 10_002
+    monkeypatch.setattr(brain, "clusters", lambda: many)
+    assert 'href="/graph?cluster=10001"' in ui.get("/graph").text
+    r = ui.get("/graph", params={"cluster": "10001"})
+    assert r.status_code == 200 and "a cluster of 3" in r.text
+    assert ui.get("/graph", params={"cluster": "10002"}).status_code == 404
+
+
 def test_log_pages_link_runs_to_traces(ro: TestClient, built: Any) -> None:
     _, ids = built
     r = ro.get("/log")

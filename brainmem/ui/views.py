@@ -30,6 +30,10 @@ MEANING_FACTORS = ("vector", "vector_share")
 SCOPE_ROWS = 200
 #: Largest brain (live + deleted traces) whose overview runs ``check()`` unasked.
 CHECK_AUTO_TRACES = 20_000
+#: Most co-activation edges derive would cluster (``derive_edges`` of ``graph_summary``)
+#: whose clusters the graph page lists unasked: Louvain over a large component took 5 s
+#: at 47,000 such edges, 27 s at 190,000 (benchmarks/graph_scale.py).
+CLUSTERS_AUTO_EDGES = 20_000
 #: Most hits one search shows (as memory_search's limit).
 MAX_LIMIT = 100
 #: Reflect runs listed a page.
@@ -141,23 +145,32 @@ def trace(brain: Any, trace_id: str) -> dict[str, Any]:
 
 
 def graph(brain: Any, params: Any) -> dict[str, Any]:
-    """The graph around a trace (``id``, ``depth``) or a derive cluster (``cluster``)."""
-    clusters = brain.clusters()
+    """The graph around a trace (``id``, ``depth``) or a derive cluster (``cluster``).
+
+    The clusters derive would use are listed (``clusters``) when asked (``clusters=1``,
+    or ``cluster``) or when derive would cluster at most :data:`CLUSTERS_AUTO_EDGES`
+    edges; else ``clusters`` is None."""
+    summary = brain.graph_summary()
+    wanted = params.get("clusters")
+    listed = bool(params.get("cluster")) or wanted == "1" or (
+        wanted != "0" and summary["derive_edges"] <= CLUSTERS_AUTO_EDGES)
+    clusters = brain.clusters() if listed else None
     depth = _int(params, "depth", 1, 0, 3)
     centre: list[str] = []
     if params.get("id"):
         centre = [params["id"]]
         brain.get(centre[0], include_deleted=True)  # NotFound for an unknown id
-    elif params.get("cluster"):
-        number = _int(params, "cluster", 0, 0, 10_000)
+    elif params.get("cluster") and clusters is not None:
+        number = _int(params, "cluster", 0, 0, 1 << 31)  # beyond the list: NotFound below
         if number >= len(clusters):
             raise NotFound(f"no cluster {number}: reflect would use {len(clusters)} cluster(s) now")
         centre = clusters[number]
         depth = _int(params, "depth", 0, 0, 3)
     view = brain.neighbourhood(centre, depth) if centre else {"nodes": [], "edges": [], "truncated": False}
     return {"centre": centre, "depth": depth, **view,
-            "clusters": [{"number": i, "size": len(c), "members": c} for i, c in enumerate(clusters)],
-            "summary": brain.graph_summary()}
+            "clusters": None if clusters is None else [
+                {"number": i, "size": len(c), "members": c} for i, c in enumerate(clusters)],
+            "clusters_auto_edges": CLUSTERS_AUTO_EDGES, "summary": summary}
 
 
 def _run_view(run: Mapping[str, Any]) -> dict[str, Any]:
