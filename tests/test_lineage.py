@@ -7,23 +7,9 @@ from pathlib import Path
 
 import clirun
 import pytest
+from conftest import FakeClock as Clock
 
 from brainmem import Brain
-
-T0 = 1_767_225_600.0
-
-
-class Clock:
-    def __init__(self) -> None:
-        self.now = T0
-
-    def __call__(self) -> float:
-        return self.now
-
-
-@pytest.fixture
-def clock() -> Clock:
-    return Clock()
 
 
 @pytest.fixture
