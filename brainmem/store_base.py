@@ -288,24 +288,27 @@ class Database:
                 yield
             except BaseException:
                 self._depth = 0
-                self.rollbacks += 1
-                if self.db.in_transaction:
-                    self.db.execute("ROLLBACK")
+                self._roll_back()
                 raise
             else:
                 self._depth = 0
                 try:
                     self.db.execute("COMMIT")
                 except BaseException:  # a full disk, an I/O error: SQLite rolled it back, or we do
-                    self.rollbacks += 1
-                    if self.db.in_transaction:
-                        self.db.execute("ROLLBACK")
+                    self._roll_back()
                     raise
             finally:
                 if not recall:  # what was counted inside it is not the committed state
                     self._writing = False
                     self._own_serial += 1
             self.longest_write = max(self.longest_write, time.perf_counter() - began)
+
+    def _roll_back(self) -> None:
+        """End a write that failed, counted in :attr:`rollbacks` (caches keyed on the file's
+        state read it); a failed COMMIT may have been rolled back by SQLite already."""
+        self.rollbacks += 1
+        if self.db.in_transaction:
+            self.db.execute("ROLLBACK")
 
     def _check_schema(self) -> None:
         """:class:`SchemaTooNew` when another process's newer brainmem migrated the file
