@@ -38,6 +38,7 @@ from .store import Filters, Store, WriteBusy
 from .store_base import is_disk_full
 from .validate import (
     LAST_TIME,
+    check_bool,
     check_changes,
     check_ids,
     check_not_async,
@@ -83,6 +84,7 @@ class BrainBase:
         if clock is not None and not callable(clock):  # e.g. clock=time.time(), the time itself
             raise InvalidInput(f"clock must be a function returning the time (e.g. time.time), "
                                f"not {type(clock).__name__}")
+        check_bool(readonly, "readonly")  # readonly="false" is truthy: it opened read-only
         check_llm(llm)  # refused before the file is touched, as the embedder
         embedder = hybrid.resolve_embedder(embedder)  # refused before the file is touched
         if llm is not None:
