@@ -87,6 +87,10 @@ class BrainBase:
         check_bool(readonly, "readonly")  # readonly="false" is truthy: it opened read-only
         check_llm(llm)  # refused before the file is touched, as the embedder
         embedder = hybrid.resolve_embedder(embedder)  # refused before the file is touched
+        if embedder is not None:  # a bad $BRAINMEM_VECTOR_KERNEL refused as the brain opens, not in a search
+            from .vector_kernel import check_env
+
+            check_env()
         if llm is not None:
             check_not_async(llm, "llm", ("complete", "insight"))
         #: the reranker of this brain's searches (:mod:`brainmem.rerank`), or None
