@@ -38,6 +38,7 @@ from .store import Filters, Store, WriteBusy
 from .store_base import is_disk_full
 from .validate import (
     LAST_TIME,
+    check_bool,
     check_changes,
     check_ids,
     check_not_async,
@@ -83,8 +84,13 @@ class BrainBase:
         if clock is not None and not callable(clock):  # e.g. clock=time.time(), the time itself
             raise InvalidInput(f"clock must be a function returning the time (e.g. time.time), "
                                f"not {type(clock).__name__}")
+        check_bool(readonly, "readonly")  # readonly="false" is truthy: it opened read-only
         check_llm(llm)  # refused before the file is touched, as the embedder
         embedder = hybrid.resolve_embedder(embedder)  # refused before the file is touched
+        if embedder is not None:  # a bad $BRAINMEM_VECTOR_KERNEL refused as the brain opens, not in a search
+            from .vector_kernel import check_env
+
+            check_env()
         if llm is not None:
             check_not_async(llm, "llm", ("complete", "insight"))
         #: the reranker of this brain's searches (:mod:`brainmem.rerank`), or None

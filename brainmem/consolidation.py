@@ -66,7 +66,8 @@ the longest of reflect's write transactions held the lock).
 
 The lease (table ``leases``, name ``reflect``) makes a concurrent second caller
 return at once with ``status="skipped"``; a lease whose holder crashed expires
-after ``Policy.lease_seconds`` and is taken over. Lease times use the brain's clock.
+after ``Policy.lease_seconds`` and is taken over. Lease times are real time
+(:func:`brainmem.store_log.lease_clock`), not the brain's clock: leases coordinate processes.
 """
 
 from __future__ import annotations
@@ -217,7 +218,7 @@ def run(
     owner = lease_owner()
     report = ReflectReport(now=now, llm=llm_mod.describe(llm))
     started, t0 = float(clock()), time.perf_counter()
-    taken, holder, until = store.lease_acquire(LEASE_NAME, owner, started, policy.lease_seconds)
+    taken, holder, until = store.lease_acquire(LEASE_NAME, owner, policy.lease_seconds)
     if not taken:
         report.status = "skipped"
         report.skipped_reason = f"another reflect is running ({holder}, lease until {iso(until)})"
@@ -231,7 +232,7 @@ def run(
         # every quarter lease, so no second reflect takes it over mid-step
         if time.perf_counter() - renewed_at[0] < policy.lease_seconds / 4:
             return
-        renewed, holder, _ = store.lease_acquire(LEASE_NAME, owner, float(clock()), policy.lease_seconds)
+        renewed, holder, _ = store.lease_acquire(LEASE_NAME, owner, policy.lease_seconds)
         if not renewed:
             raise StorageError(f"reflect lost its lease to {holder} during step {current[0]}")
         renewed_at[0] = time.perf_counter()
@@ -246,7 +247,7 @@ def run(
             step_start = time.perf_counter()
             _STEP_FUNCTIONS[name](ctx)
             report.step_ms[name] = round((time.perf_counter() - step_start) * 1000, 2)
-            renewed, holder, _ = store.lease_acquire(LEASE_NAME, owner, float(clock()), policy.lease_seconds)
+            renewed, holder, _ = store.lease_acquire(LEASE_NAME, owner, policy.lease_seconds)
             renewed_at[0] = time.perf_counter()
             if not renewed:
                 raise StorageError(

@@ -43,7 +43,7 @@ from . import graph, timeline
 from . import llm as llm_mod
 from .errors import BrainmemError, InvalidInput
 from .model import Hit, TimeLike, Trace, content_hash, has_visible, normalise_whitespace
-from .validate import check_content, check_text, to_timestamp
+from .validate import check_bool, check_content, check_text, to_timestamp
 
 if TYPE_CHECKING:
     from .brain import Brain
@@ -181,6 +181,7 @@ def observe(brain: Brain, messages: Any, *, episode: str | None = None, at: Time
             scope: str | None = None, scope_id: str | None = None,
             extract: bool = True) -> ObserveReport:
     """See the module docstring; ``Brain.observe`` is the public entry point."""
+    check_bool(extract, "extract")  # extract="false" is truthy: it extracted all the same
     turns, skipped = parse(messages)
     base = brain.now(at)
     episode = check_episode(episode)

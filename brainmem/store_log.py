@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import socket
+import time
 import uuid
 from typing import Any
 
@@ -19,6 +20,13 @@ FEEDBACK_WATERMARK = "reflect.feedback_watermark"
 #: is a write), by (file, lease name): the next acquire of that lease on that file here
 #: gives them up first, instead of waiting Policy.lease_seconds for a run that ended.
 _UNRELEASED: dict[tuple[str, str], set[str]] = {}
+
+
+def lease_clock() -> float:
+    """The time leases are stamped and judged by: real time, never a Brain's clock. Leases
+    coordinate processes, so one run under a clock set ahead must not block the others
+    until that future time. Tests move lease time by patching this function."""
+    return time.time()
 
 
 def lease_owner() -> str:
@@ -76,12 +84,14 @@ class LogTables(Database):
             (watermark, limit),
         ))
 
-    def lease_acquire(self, name: str, owner: str, now: float, seconds: float) -> tuple[bool, str | None, float | None]:
-        """Take (or renew) lease ``name`` for ``owner`` until ``now + seconds``.
+    def lease_acquire(self, name: str, owner: str, seconds: float) -> tuple[bool, str | None, float | None]:
+        """Take (or renew) lease ``name`` for ``owner`` until ``seconds`` from now
+        (:func:`lease_clock`).
 
         Returns (taken, holder, holder_expires_at): a live lease held by someone else
         is left alone; an expired one (its holder crashed) is taken over.
         """
+        now = lease_clock()
         ended = sorted(_UNRELEASED.get((self._lease_file(), name), ()))[:1024]
         with self.write():
             if ended:

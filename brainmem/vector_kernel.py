@@ -32,7 +32,7 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["BACKGROUND_FROM", "CHUNK", "COMPILED_FROM", "best_rows", "compiled_kernel", "cosines",
+__all__ = ["BACKGROUND_FROM", "CHUNK", "COMPILED_FROM", "best_rows", "check_env", "compiled_kernel", "cosines",
            "cosines_later", "kernel_for", "numpy_kernel"]
 
 #: rows cast to float32 per BLAS call: 1,024 × 384 × 4 B = 1.5 MB stays in a 2 MB L2
@@ -86,7 +86,20 @@ _COMPILED: Any = None  # the numba kernel once built; False when numba is missin
 
 def _refused() -> bool:
     """``BRAINMEM_VECTOR_KERNEL=numpy`` keeps a process off numba."""
-    return os.environ.get("BRAINMEM_VECTOR_KERNEL", "").lower() == "numpy"
+    return check_env() == "numpy"
+
+
+def check_env() -> str:
+    """``BRAINMEM_VECTOR_KERNEL`` as read: ``"numpy"`` (case and surrounding spaces aside)
+    or ``""`` (unset or empty: brainmem chooses); any other value is refused with
+    :class:`~brainmem.errors.InvalidInput`, when a brain with an embedder opens."""
+    raw = os.environ.get("BRAINMEM_VECTOR_KERNEL", "")
+    value = raw.strip().lower()
+    if value not in ("", "numpy"):
+        from .errors import InvalidInput
+
+        raise InvalidInput(f"BRAINMEM_VECTOR_KERNEL must be numpy or unset, not {raw!r}")
+    return value
 
 
 def compiled_kernel() -> Kernel | None:

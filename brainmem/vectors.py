@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import contextlib
 import logging
-import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import replace
@@ -307,7 +306,7 @@ class VectorIndex:
         guard = lock if lock is not None else contextlib.nullcontext()
         name, owner = f"embed:{self.model_id}", lease_owner()
         with guard:
-            taken, holder, until = self.store.lease_acquire(name, owner, time.time(), LEASE_SECONDS)
+            taken, holder, until = self.store.lease_acquire(name, owner, LEASE_SECONDS)
             if not taken:
                 return {"embedded": 0, "missing": self.missing(), "error": None,
                         "skipped": f"another backfill of {self.model_id} is running ({holder}, "
@@ -336,7 +335,7 @@ class VectorIndex:
                 stub = [Trace(id=i, content=c, content_hash=h) for (_, i, c, h), _ in rows]
                 with guard, self.store.write():
                     self.write(stub, {h: v for (_, _, _, h), v in rows})
-                    self.store.lease_acquire(name, owner, time.time(), LEASE_SECONDS)
+                    self.store.lease_acquire(name, owner, LEASE_SECONDS)
                 done += len(rows)
             if seen:
                 after = todo[seen - 1][0]

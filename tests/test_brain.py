@@ -1229,3 +1229,13 @@ def test_a_blank_brain_path_is_refused(tmp_path: Path, monkeypatch: pytest.Monke
     done = clirun.run("--brain", path, "add", "a note", env={"BRAINMEM_PATH": str(tmp_path / "env.db")})
     assert done.returncode == 2 and "brain path must not be blank" in done.stderr
     assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize("value", ["false", "true", 0, 1, None])
+def test_readonly_must_be_a_bool(tmp_path: Path, value: object) -> None:
+    """``Brain(readonly="false")`` is truthy: the brain opened read-only, and every write
+    then failed. A value that is not True or False is refused before the file is touched."""
+    path = tmp_path / "ro.brain"
+    with pytest.raises(InvalidInput, match="readonly must be true or false"):
+        Brain(str(path), readonly=value)  # type: ignore[arg-type]
+    assert not path.exists()

@@ -13,6 +13,7 @@ import textwrap
 from pathlib import Path
 from typing import Any
 
+import clirun
 import pytest
 
 from brainmem import Brain
@@ -420,3 +421,19 @@ def test_a_byte_order_mark_on_standard_input_is_not_content(tmp_path: Path) -> N
     with Brain(path, readonly=True) as brain:
         contents = sorted(t.content for t in brain.recent(10))
     assert contents == ["User prefers tea", "green tea", "likes cats"]
+
+
+def test_an_empty_embedder_or_reranker_flag_switches_the_variable_off(tmp_path: Path) -> None:
+    """``--embedder ""`` (``--reranker ""``) fell back to $BRAINMEM_EMBEDDER
+    ($BRAINMEM_RERANKER): there was no way to run one command without them. An explicit
+    empty flag now means no embedder (no reranker)."""
+    db = str(tmp_path / "b.db")
+    env = {"BRAINMEM_EMBEDDER": f"onnx:{tmp_path}/missing.onnx",
+           "BRAINMEM_RERANKER": f"onnx:{tmp_path}/missing.onnx"}
+    assert clirun.run("--brain", db, "add", "the kettle is blue", env=env).returncode != 0
+    added = clirun.run("--brain", db, "--embedder", "", "--reranker", "", "add", "the kettle is blue", env=env)
+    assert added.returncode == 0, added.stderr
+    found = clirun.run("--brain", db, "--embedder=", "--reranker=", "search", "kettle", env=env)
+    assert found.returncode == 0 and "kettle" in found.stdout, found.stderr
+    embed = clirun.run("--brain", db, "--embedder", "", "--reranker", "", "embed", env=env)
+    assert embed.returncode != 0 and "no embedder" in embed.stderr

@@ -15,8 +15,9 @@ from pathlib import Path
 import clirun
 import pytest
 
-from brainmem import Brain, BrainFileError, Policy, ReflectReport
+from brainmem import Brain, BrainFileError, Policy, ReflectReport, store_log
 from brainmem.policy import DAY
+from brainmem.store import Store
 
 T0 = 1_767_225_600.0
 
@@ -674,15 +675,17 @@ def test_report_log_and_subscription(brain: Brain) -> None:
     assert set(entry["report"]["step_ms"]) == {"prune", "merge", "strengthen", "derive", "compact", "reindex"}
 
 
-def test_held_lease_skips_and_expired_lease_is_taken(brain: Brain, clock: Clock) -> None:
+def test_held_lease_skips_and_expired_lease_is_taken(brain: Brain, monkeypatch: pytest.MonkeyPatch) -> None:
     brain.add(LONG)
     brain.add(LONG.replace("migrations", "migratoins"))
+    lease_now = [T0]
+    monkeypatch.setattr(store_log, "lease_clock", lambda: lease_now[0])  # leases use real time
     brain._store.execute("INSERT INTO leases(name, owner, expires_at) VALUES ('reflect', 'crashed:1', ?)",
                          (T0 + 100,))
     skipped = brain.reflect()
     assert skipped.status == "skipped" and "crashed:1" in skipped.skipped_reason and skipped.merged == 0
     assert brain._store.execute("SELECT count(*) FROM traces WHERE deleted_at IS NULL").get == 2
-    clock.now += 101  # the crashed holder's lease ran out
+    lease_now[0] += 101  # the crashed holder's lease ran out
     report = brain.reflect()
     assert report.status == "ok" and report.merged == 1
     assert brain._store.execute("SELECT count(*) FROM leases").get == 0
@@ -954,3 +957,24 @@ def test_prune_notes_why_it_deleted_each_trace(tmp_path: Path, clock: Clock) -> 
     assert gone[weak.id] == {"n": 1, "deleted_reason": "weak"}
     assert gone[temp.id] == {"deleted_reason": "expired"}
     assert sorted(m.get("deleted_reason", "") for m in (gone[k.id] for k in kept)) == ["", "", "evicted"]
+
+
+def test_a_reflect_crashed_under_a_clock_set_ahead_blocks_no_later_reflect(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The reflect lease was stamped with the brain's clock: a reflect that crashed under a
+    clock set a year ahead left a lease that blocked every other process's reflect for that
+    year. Leases coordinate processes, so they are stamped with real time."""
+    path = str(tmp_path / "ahead.brain")
+    policy = replace(Policy(), lease_seconds=60.0)
+    monkeypatch.setattr(Store, "lease_release", lambda self, name, owner: None)  # the crash
+
+    def crash(step: str, done: int, total: int) -> None:
+        if step == "merge":
+            raise RuntimeError("killed")
+
+    with Brain(path, policy=policy, clock=lambda: time.time() + 365 * 86400) as ahead:
+        ahead.add(LONG)
+        with pytest.raises(RuntimeError):
+            ahead.reflect(progress=crash)
+        (expires,) = ahead._store.execute("SELECT expires_at FROM leases WHERE name = 'reflect'").fetchone()
+    assert expires <= time.time() + 60.0

@@ -25,7 +25,7 @@ from pathlib import Path
 import pytest
 from forkserver import Child, ForkServer, serve
 
-from brainmem import Brain, Policy
+from brainmem import Brain, Policy, store_log
 
 pytestmark = pytest.mark.slow  # ~8 s of real processes killed at random moments
 
@@ -216,7 +216,8 @@ def test_sigkill_at_random_moments_loses_nothing_acknowledged(tmp_path: Path, zy
     assert updates and merges
 
 
-def test_lease_of_a_killed_reflect_expires(tmp_path: Path, zygote: ForkServer) -> None:
+def test_lease_of_a_killed_reflect_expires(tmp_path: Path, zygote: ForkServer,
+                                           monkeypatch: pytest.MonkeyPatch) -> None:
     """A reflect killed mid-run leaves its lease; it blocks until it expires, then the next runs."""
     path = str(tmp_path / "brain.db")
     with Brain(path) as brain:
@@ -230,7 +231,8 @@ def test_lease_of_a_killed_reflect_expires(tmp_path: Path, zygote: ForkServer) -
         assert len(held) == 1  # the victim's lease is still there
         assert brain.reflect().status == "skipped"
     later = time.time() + 6.0  # past the victim's 5 s lease, without sleeping
-    with Brain(path, policy=policy, clock=lambda: later) as brain:
+    monkeypatch.setattr(store_log, "lease_clock", lambda: later)  # leases use real time
+    with Brain(path, policy=policy) as brain:
         report = brain.reflect()
         assert report.status == "ok"
         assert brain._store.execute("SELECT count(*) FROM leases").get == 0

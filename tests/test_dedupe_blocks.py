@@ -152,10 +152,10 @@ def test_long_steps_renew_the_lease_between_pages(tmp_path: Path, monkeypatch: p
     page at a time, not only between steps, so no second reflect takes it over mid-step."""
     with Brain(str(tmp_path / "l.brain"), policy=Policy(reflect_chunk=1, lease_seconds=1e-6)) as brain:
         brain.add_many([f"note {i} about the garden" for i in range(30)] + ["NOTE 3 ABOUT THE GARDEN"])
-        calls: list[float] = []
+        calls: list[str] = []
         real = Store.lease_acquire  # reflect opens its own connection: patched on the class
         monkeypatch.setattr(Store, "lease_acquire",
-                            lambda self, *a, **k: calls.append(a[2]) or real(self, *a, **k))
+                            lambda self, *a, **k: calls.append(a[1]) or real(self, *a, **k))
         report = brain.reflect()
     assert report.status == "ok" and report.merged == 1
     assert len(calls) > 1 + 6 + 2 * 3  # taken, once per step, and within prune's and merge's pages

@@ -311,3 +311,19 @@ def test_a_long_known_fact_does_not_blow_up_the_extraction_prompt(tmp_path: Path
     (prompt,) = prompts
     assert f"[{doc.id}] The user's tea notes: oolong" in prompt
     assert len(prompt) < MAX_PROMPT_CHARS + 2 * KNOWN_FACTS * (KNOWN_FACT_CHARS + 60)
+
+
+def test_extract_must_be_a_bool(tmp_path: Path) -> None:
+    """``observe(..., extract="false")`` is truthy: the LLM was paid to extract facts the
+    caller had switched off. A value that is not True or False is refused before any turn
+    is written."""
+    calls: list[str] = []
+
+    def llm(system: str, prompt: str) -> str:
+        calls.append(prompt)
+        return '{"facts": []}'
+
+    with Brain(str(tmp_path / "x.brain"), llm=llm) as brain:
+        with pytest.raises(InvalidInput, match="extract must be true or false"):
+            brain.observe([{"role": "user", "content": "I drink green tea"}], extract="false")  # type: ignore[arg-type]
+        assert calls == [] and brain._store.execute("SELECT count(*) FROM traces").get == 0

@@ -12,7 +12,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from brainmem import Brain, vector_kernel
+from brainmem import Brain, InvalidInput, vector_kernel
 from brainmem.embed import CallableEmbedder
 from brainmem.store import Store
 from brainmem.vectors import codes, decode, encode, stacked
@@ -189,3 +189,21 @@ def test_stats_name_the_kernel_without_loading_every_vector(tmp_path, monkeypatc
     with Brain(path, embedder=CallableEmbedder(seeded, "seeded")) as brain:
         monkeypatch.setattr(Store, "vectors_of", lambda *a: pytest.fail("stats read every vector"))
         assert brain.stats()["embedder"] == {"model": "seeded", "missing": 0, "kernel": expected}
+
+
+def test_brainmem_vector_kernel_other_than_numpy_is_refused_when_the_brain_opens(tmp_path, monkeypatch) -> None:
+    """``BRAINMEM_VECTOR_KERNEL=bogus`` (or `` numpy``, a stray space) was ignored without a
+    word: the process went on to numba. A value other than ``numpy`` (case and surrounding
+    spaces aside) or empty is refused when a brain with an embedder opens, not mid-search."""
+    embedder = CallableEmbedder(seeded, "seeded")
+    path = tmp_path / "env.brain"
+    monkeypatch.setenv("BRAINMEM_VECTOR_KERNEL", "bogus")
+    with pytest.raises(InvalidInput, match="BRAINMEM_VECTOR_KERNEL"):
+        Brain(str(path), embedder=embedder)
+    assert not path.exists()
+    for value in (" numpy", "NumPy\n"):
+        monkeypatch.setattr(vector_kernel, "_COMPILED", None)
+        monkeypatch.setenv("BRAINMEM_VECTOR_KERNEL", value)
+        assert vector_kernel.kernel_for(10**9) == "numpy"
+        with Brain(str(path), embedder=embedder) as brain:
+            brain.add("a note")

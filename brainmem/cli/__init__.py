@@ -80,11 +80,11 @@ class _Parser(argparse.ArgumentParser):
 
 
 EMBEDDER_HELP = ("search by meaning with this embedder: openai:MODEL or onnx:PATH "
-                 "(default: $BRAINMEM_EMBEDDER; options in $BRAINMEM_EMBED_*)")
+                 "(default: $BRAINMEM_EMBEDDER; \"\" for none; options in $BRAINMEM_EMBED_*)")
 
 
 RERANKER_HELP = ("re-order the best hits with this cross-encoder: onnx:PATH "
-                 "(default: $BRAINMEM_RERANKER; options in $BRAINMEM_RERANK_*)")
+                 "(default: $BRAINMEM_RERANKER; \"\" for none; options in $BRAINMEM_RERANK_*)")
 
 
 class _UsageError(Exception):

@@ -63,8 +63,9 @@ def reranker_arg(args: argparse.Namespace) -> Any:
 
 
 def _provider(spec: str | None, variable: str, from_env: Any) -> Any:
-    """A flag's spec wins over the environment variable; options stay in the environment."""
+    """A flag's spec wins over the environment variable, an empty one (``--embedder ""``)
+    too: it means none, whatever the variable says; options stay in the environment."""
     env = dict(os.environ)
-    if spec:
+    if spec is not None:
         env[variable] = spec
     return from_env(env)
