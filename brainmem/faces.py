@@ -23,7 +23,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from .model import Trace
+from .model import Trace, clip, normalise_whitespace
 
 #: Characters of a trace's first line kept as its title in a listing.
 TITLE_CHARS = 80
@@ -46,9 +46,9 @@ def retain(content: str, keep_lines: int | None, keep_chars: int | None) -> str:
 def title_of(content: str, width: int = TITLE_CHARS) -> str:
     """The first non-blank line, whitespace-collapsed and cut to ``width`` characters."""
     for line in content.splitlines():
-        text = " ".join(line.split())
+        text = normalise_whitespace(line)
         if text:
-            return text if len(text) <= width else text[: width - 1] + "…"
+            return clip(text, width)
     return ""
 
 

@@ -17,7 +17,7 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 from . import graph
-from .model import Trace
+from .model import Trace, clip
 from .policy import Policy
 from .store import Store
 
@@ -30,7 +30,7 @@ HISTOGRAM_BUCKETS = 10
 def title(content: str) -> str:
     """First line of ``content``, cut to :data:`TITLE_CHARS`."""
     line = content.strip().split("\n", 1)[0]
-    return line if len(line) <= TITLE_CHARS else line[: TITLE_CHARS - 1] + "…"
+    return clip(line, TITLE_CHARS)
 
 
 def briefs(store: Store, ids: Iterable[str]) -> dict[str, dict[str, Any]]:

@@ -19,7 +19,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from .errors import BrainmemError, InvalidInput
-from .model import finite, has_visible
+from .model import clip, finite, has_visible, normalise_whitespace
 from .validate import check_int, check_seconds
 
 SYSTEM_PROMPT = (
@@ -127,7 +127,7 @@ class LLM:
 
     def insight(self, texts: Sequence[str]) -> str:
         """One insight for memories ``texts``; raises :class:`LLMError` on any failure."""
-        listing = "\n".join(f"- {clip(' '.join(t.split()), INSIGHT_SOURCE_CHARS)}" for t in texts)
+        listing = "\n".join(f"- {clip(normalise_whitespace(t), INSIGHT_SOURCE_CHARS)}" for t in texts)
         return self.complete(SYSTEM_PROMPT, f"Memories:\n{listing}")
 
 
@@ -208,9 +208,4 @@ def _reply(call: Callable[[], Any]) -> str:
 
 
 def _short(exc: object, limit: int = 200) -> str:
-    return clip(" ".join(str(exc).split()) or type(exc).__name__, limit)
-
-
-def clip(text: str, limit: int) -> str:
-    """``text`` at most ``limit`` characters: cut, marked "…", when longer."""
-    return text if len(text) <= limit else text[: limit - 1] + "…"
+    return clip(normalise_whitespace(str(exc)) or type(exc).__name__, limit)

@@ -186,6 +186,12 @@ def normalise_whitespace(text: str) -> str:
     return " ".join(text.split())
 
 
+def clip(text: str, limit: int) -> str:
+    """``text`` at most ``limit`` characters: cut, marked "…", when longer (titles, table
+    cells, the memories a prompt shows)."""
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
 def content_hash(content: str) -> str:
     """SHA-256 of the whitespace-normalised content (ARCHITECTURE.md, "File format")."""
     return hashlib.sha256(normalise_whitespace(content).encode("utf-8")).hexdigest()

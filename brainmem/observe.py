@@ -42,7 +42,7 @@ from typing import TYPE_CHECKING, Any
 from . import graph, timeline
 from . import llm as llm_mod
 from .errors import BrainmemError, InvalidInput
-from .model import Hit, TimeLike, Trace, content_hash, has_visible, normalise_whitespace
+from .model import Hit, TimeLike, Trace, clip, content_hash, has_visible, normalise_whitespace
 from .validate import check_bool, check_content, check_text, to_timestamp
 
 if TYPE_CHECKING:
@@ -267,7 +267,7 @@ def _known_facts(brain: Brain, turns: list[_Turn], first: Trace) -> list[Trace]:
 
 
 def _prompt(turns: list[_Turn], known: list[Trace]) -> str:
-    facts = "\n".join(f"[{t.id}] {llm_mod.clip(normalise_whitespace(t.content), KNOWN_FACT_CHARS)}"
+    facts = "\n".join(f"[{t.id}] {clip(normalise_whitespace(t.content), KNOWN_FACT_CHARS)}"
                       for t in known) or "(none)"
     lines = [f"[{n}] {t.role}{f' ({t.name})' if t.name else ''}: {normalise_whitespace(t.text)}"
              for n, t in enumerate(turns)]

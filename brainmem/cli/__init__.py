@@ -45,7 +45,7 @@ from collections.abc import Callable, Iterator, Sequence
 from typing import IO, Any, NoReturn
 
 from ..errors import BrainmemError, InvalidInput, ReadOnlyBrain
-from ..model import SCOPES
+from ..model import SCOPES, clip, normalise_whitespace
 
 DEFAULT_BRAIN = "brain.db"
 #: Commands that create a missing brain file (they write, or serve an agent that does).
@@ -387,8 +387,7 @@ def printable(text: str) -> str:
 
 def _cell(value: Any, width: int = 60) -> str:
     text = "" if value is None else f"{value:.3f}" if isinstance(value, float) else str(value)
-    text = printable(" ".join(text.split()))
-    return text if len(text) <= width else text[: width - 1] + "…"
+    return clip(printable(normalise_whitespace(text)), width)
 
 
 class Progress:
