@@ -32,6 +32,7 @@ import numpy as np
 
 from . import vector_kernel
 from .embed import Embedder, EmbedderError, OnnxEmbedder, checked
+from .errors import listed
 from .model import Trace, content_hash, iso
 from .store import Filters, Store
 from .store_base import in_chunks
@@ -343,7 +344,7 @@ class VectorIndex:
                 error = str(failure)
                 break
         if refused:
-            log.warning("brainmem: traces left without a vector: %s", ", ".join(refused))
+            log.warning("brainmem: traces left without a vector: %s", listed(refused))  # all in the result
         with guard:
             return {"embedded": done, "missing": self.missing(), "error": error, "skipped": None,
                     "refused": refused}
