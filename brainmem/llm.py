@@ -57,7 +57,9 @@ class LLM:
     def __init__(self, base_url: str | None = None, model: str = "gpt-4o-mini",
                  api_key: str | None = None, timeout: float = 30.0, max_retries: int = 0,
                  temperature: float = 0.0, max_tokens: int = 200) -> None:
-        if base_url is None and not api_key and not os.environ.get("OPENAI_API_KEY"):
+        # OpenAI itself: $OPENAI_API_KEY, as OpenAIEmbedder; a local server usually needs none
+        self._key = api_key or (os.environ.get("OPENAI_API_KEY") if base_url is None else None)
+        if base_url is None and not self._key:
             raise InvalidInput("an LLM for OpenAI itself (no base_url) needs a key: set OPENAI_API_KEY "
                                "or give api_key=, or give base_url for a local server")
         if not isinstance(model, str) or not model.strip():
@@ -96,10 +98,8 @@ class LLM:
         if self._client is None:
             import openai
 
-            # OpenAI itself: $OPENAI_API_KEY, as OpenAIEmbedder; a local server usually needs
-            # no key, but the client insists on one
-            key = self.api_key or (os.environ.get("OPENAI_API_KEY") if self.base_url is None else None)
-            self._client = openai.OpenAI(base_url=self.base_url, api_key=key or "not-needed",
+            # a local server usually needs no key, but the client insists on one
+            self._client = openai.OpenAI(base_url=self.base_url, api_key=self._key or "not-needed",
                                          timeout=self.timeout, max_retries=self.max_retries)
         return self._client
 
