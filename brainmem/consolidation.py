@@ -544,8 +544,7 @@ def _reopen(store: Store, insight: Trace, sources: Sequence[Trace], now: float) 
     from ``sources`` only (its edges to the others dropped)."""
     timeline.close(store, insight, [], now)
     kept = {t.id for t in sources}
-    gone = [dst for src, dst, kind, _ in store.live_neighbours([insight.id])
-            if kind == "derived_from" and src == insight.id and dst not in kept]
+    gone = [dst for dst in graph.sources_of(store, insight.id) if dst not in kept]
     store.delete_edges(insight.id, gone, "derived_from")
     store.update_fields(insight.id, {"metadata": {**insight.metadata,
                                                   "derived_from": [t.id for t in sources]}})

@@ -229,6 +229,12 @@ def insights_of(store: Store, ids: Sequence[str]) -> dict[str, list[str]]:
     return found
 
 
+def sources_of(store: Store, insight_id: str) -> list[str]:
+    """The traces ``insight_id`` derives from (its live ``derived_from`` edges)."""
+    return [dst for src, dst, kind, _ in store.live_neighbours([insight_id])
+            if kind == "derived_from" and src == insight_id]
+
+
 def insight_sources(store: Store) -> dict[str, set[str]]:
     """``{insight id: source ids}`` over live insights (``derived_from`` edges)."""
     sources: dict[str, set[str]] = {}

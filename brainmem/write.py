@@ -142,8 +142,7 @@ class Writer:
         if not ids:
             return
         for insight in self.store.get_many(list(graph.insights_of(self.store, ids))):
-            sources = [dst for src, dst, kind, _ in self.store.live_neighbours([insight.id])
-                       if kind == "derived_from" and src == insight.id]
+            sources = graph.sources_of(self.store, insight.id)
             expiry = latest_expiry(t.expires_at for t in self.store.get_many(sources))
             if sources and expiry != insight.expires_at:
                 self.store.update_fields(insight.id, {"expires_at": expiry, "version": insight.version + 1,
