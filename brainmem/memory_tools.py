@@ -126,7 +126,7 @@ def _delete_schema(ctx: ToolContext | None) -> JSON:
 
 
 @_tool("memory_delete",
-       "Forget a memory by id, and the insights derived from it (a soft delete: an operator "
+       "Forget a memory by id, and the insights and facts derived from it (a soft delete: an operator "
        "can restore it).",
        _delete_schema, offered=writable)
 def _memory_delete(box: Toolbox, args: dict[str, Any]) -> JSON:
