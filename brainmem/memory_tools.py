@@ -108,7 +108,8 @@ def _update_schema(ctx: ToolContext | None) -> JSON:
 
 @_tool("memory_update",
        "Correct or refine an existing memory by id: its content, type, tags, importance, "
-       "pinned flag or metadata. Give only the fields to change.",
+       "pinned flag or metadata. Give only the fields to change (another type makes a done "
+       "reminder a plain memory).",
        _update_schema, offered=writable)
 def _memory_update(box: Toolbox, args: dict[str, Any]) -> JSON:
     trace = box.writable(args.pop("id"))

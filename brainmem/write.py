@@ -39,7 +39,7 @@ from .validate import (
     check_changes,
     check_choice,
     check_int,
-    check_reminder,
+    check_reminder_change,
 )
 
 
@@ -461,8 +461,7 @@ class Writer:
         fields = check_changes(changes, self.policy)
         if all(getattr(current, name) == value for name, value in fields.items()):
             return current  # every field already holds the value given: nothing to write
-        if "type" in fields or "due_at" in fields:  # a due time stays a reminder's
-            check_reminder(fields.get("type", current.type), fields.get("due_at", current.due_at))
+        check_reminder_change(current.type, current.due_at, fields)  # a due time stays a reminder's
         key = fields.get("key", current.key)
         if key is not None and key != current.key:
             other = self.key_holder(key, current.scope, current.scope_id, at)
