@@ -252,3 +252,16 @@ def test_a_fact_said_outside_observe_stays_when_the_turn_that_repeated_it_goes(
         assert fact == own.id
         brain.delete(turn)
         assert brain.get(own.id).deleted_at is None
+
+
+def test_a_pin_does_not_keep_a_copy_of_what_the_user_deleted(path: str, clock: Clock) -> None:
+    """Forgetting wins over the pin of a copy (README "Insights follow their sources",
+    "Pinning"): a pinned insight and a pinned extracted fact go with their source."""
+    brain, turn, fact = _observed(path, clock)
+    with brain:
+        ids, insight = _derived(brain)
+        brain.pin(insight)
+        brain.pin(fact)
+        brain.delete([ids[1], turn])
+        for copy in (insight, fact):
+            assert brain.get(copy, include_deleted=True).metadata["deleted_reason"] == "source_deleted"
