@@ -275,9 +275,10 @@ class BrainBase:
     def delete(self, trace_id: str | Sequence[str], *, now: TimeLike | None = None) -> bool:
         """Soft-delete a trace; True if it was live. ``purge`` is the only physical delete.
 
-        The insights reflect derived from it are deleted with it (``deleted_reason:
-        "source_deleted"``); restoring the trace does not bring them back: the next
-        ``reflect`` derives again from what is live (``restore`` of an insight still can).
+        The insights reflect derived from it, and the facts ``observe`` extracted from it,
+        are deleted with it (``deleted_reason: "source_deleted"``); restoring the trace does
+        not bring them back: the next ``reflect`` derives again from what is live
+        (``restore`` of an insight or a fact by its own id still can).
 
         A list of ids is all or nothing: every id is checked before any is deleted, and
         if one is not live :class:`NotFound` names the missing ids and nothing is deleted.

@@ -206,11 +206,17 @@ def _clusters(store: Store, min_weight: float, min_size: int, max_size: int, see
 DERIVED_TAG = "derived"
 
 
-def insights_of(store: Store, ids: Sequence[str]) -> dict[str, list[str]]:
+#: ``metadata["method"]`` of a fact ``observe`` extracted from turns (``derived_from`` them).
+EXTRACTED_METHOD = "observe"
+
+
+def insights_of(store: Store, ids: Sequence[str], *, extracted: bool = False) -> dict[str, list[str]]:
     """``{insight id: the ids among ids it derives from}``: the live insights (tagged
     ``derived``) with a ``derived_from`` edge to one of ``ids``, and those derived from such
     an insight in turn (under the first of ``ids`` they lead back to). Facts ``observe``
-    extracted also point ``derived_from`` at their turns, but are no insights: left out."""
+    extracted also point ``derived_from`` at their turns, but are no insights: left out,
+    unless ``extracted`` (what a delete takes along: the fact reveals its turn as an insight
+    its source; a fact stored otherwise that an extraction repeated keeps its own metadata)."""
     found: dict[str, list[str]] = {}
     origin = {i: [i] for i in ids}  # a trace reached: the ids of ``ids`` it leads back to
     frontier = list(ids)
@@ -222,7 +228,8 @@ def insights_of(store: Store, ids: Sequence[str]) -> dict[str, list[str]]:
                 if kind == "derived_from" and dst in origin and src not in origin:
                     reached.setdefault(src, [])
                     reached[src].extend(o for o in origin[dst] if o not in reached[src])
-        insights = {t.id for t in store.get_many(list(reached)) if DERIVED_TAG in t.tags}
+        insights = {t.id for t in store.get_many(list(reached)) if DERIVED_TAG in t.tags
+                    or (extracted and t.metadata.get("method") == EXTRACTED_METHOD)}
         frontier = [i for i in reached if i in insights]
         for i in frontier:
             origin[i] = found[i] = reached[i]

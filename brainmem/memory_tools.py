@@ -108,7 +108,8 @@ def _update_schema(ctx: ToolContext | None) -> JSON:
 
 @_tool("memory_update",
        "Correct or refine an existing memory by id: its content, type, tags, importance, "
-       "pinned flag or metadata. Give only the fields to change.",
+       "pinned flag or metadata. Give only the fields to change (another type makes a done "
+       "reminder a plain memory).",
        _update_schema, offered=writable)
 def _memory_update(box: Toolbox, args: dict[str, Any]) -> JSON:
     trace = box.writable(args.pop("id"))
@@ -126,7 +127,7 @@ def _delete_schema(ctx: ToolContext | None) -> JSON:
 
 
 @_tool("memory_delete",
-       "Forget a memory by id, and the insights derived from it (a soft delete: an operator "
+       "Forget a memory by id, and the insights and facts derived from it (a soft delete: an operator "
        "can restore it).",
        _delete_schema, offered=writable)
 def _memory_delete(box: Toolbox, args: dict[str, Any]) -> JSON:

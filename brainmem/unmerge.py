@@ -111,6 +111,9 @@ def unmerge(store: Store, trace_id: str, now: float,
         raise NotFound(f"no trace with id {trace_id!r}")
     sources = sources_of(store, target)
     if not sources:
+        merged = {i for i in target.metadata.get("merged_from", []) if isinstance(i, str)}
+        if merged - {t.id for t in store.get_many(list(merged), include_deleted=True)}:
+            raise InvalidInput(f"trace {trace_id} cannot be unmerged: a purge removed what was merged into it")
         raise InvalidInput(f"trace {trace_id} is not the result of a merge (nothing was merged into it)")
     if target.deleted_at is not None:
         raise InvalidInput(f"trace {trace_id} is deleted; restore or unmerge what it went into first")

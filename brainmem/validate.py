@@ -383,6 +383,21 @@ def check_reminder(type_: str, due_at: Any) -> None:
                            f"give type {REMINDER_TYPE} (or no type), or no due_at")
 
 
+def check_reminder_change(current_type: str, current_due: float | None, fields: dict[str, Any]) -> None:
+    """An update's checked ``fields`` keep a due time a reminder's: a type changed away from
+    a reminder without a ``due_at`` clears its due time (a done reminder made a plain
+    memory, ``fields["due_at"] = None``); a due time left on another type is InvalidInput."""
+    if "type" not in fields and "due_at" not in fields:
+        return
+    kind = fields.get("type", current_type)
+    if "due_at" not in fields and kind != REMINDER_TYPE and current_due is not None:
+        fields["due_at"] = None
+    if fields.get("due_at", current_due) is not None and kind != REMINDER_TYPE:
+        raise InvalidInput(f"due_at is for reminders (type {REMINDER_TYPE}), not {kind} memories: give "
+                           f"type {REMINDER_TYPE} with a due_at; a new type alone makes a reminder a plain "
+                           f"memory (its due_at cleared)")
+
+
 def type_of(type_: Any, due_at: Any) -> str:
     """The type a new memory gets: ``type_`` as given (with ``due_at``, only a reminder's);
     when omitted (None), a reminder's if ``due_at`` is given, else :data:`DEFAULT_TYPE`."""

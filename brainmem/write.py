@@ -39,7 +39,7 @@ from .validate import (
     check_changes,
     check_choice,
     check_int,
-    check_reminder,
+    check_reminder_change,
 )
 
 
@@ -117,19 +117,19 @@ class Writer:
 
     def delete(self, ids: Sequence[str], at: float) -> None:
         """Soft-delete the live traces ``ids`` as the user asked (no ``deleted_reason``), and
-        with them the insights derived from them (reason "source_deleted", ``deleted_with``
-        the ids they came from): an insight that copied a memory must not keep saying what
-        the user asked to forget. Prune and merges do not come here (a merge's text lives on
+        with them the insights derived from them and the facts ``observe`` extracted from them
+        (reason "source_deleted", ``deleted_with`` the ids they came from): a copy of a memory
+        must not keep saying what the user asked to forget. Prune and merges do not come here (a merge's text lives on
         in its result, and a forgotten memory's insight is what consolidation is for)."""
-        derived = graph.insights_of(self.store, ids)
+        derived = graph.insights_of(self.store, ids, extracted=True)
         for i in ids:
             self.store.update_fields(i, {"deleted_at": at, "updated_at": at})
         self._drop(derived, at)
 
     def drop_insights(self, ids: Sequence[str], at: float) -> None:
-        """Soft-delete the live insights derived from the traces ``ids`` (deleted by the user
-        already: what ``purge`` finds of a delete made before deletes took insights along)."""
-        self._drop(graph.insights_of(self.store, ids), at)
+        """Soft-delete the live insights (and extracted facts) derived from the traces ``ids``
+        (deleted by the user already: what ``purge`` finds of a delete made before deletes took insights along)."""
+        self._drop(graph.insights_of(self.store, ids, extracted=True), at)
 
     def _drop(self, derived: Mapping[str, list[str]], at: float) -> None:
         for insight in self.store.get_many(list(derived)):
@@ -461,8 +461,7 @@ class Writer:
         fields = check_changes(changes, self.policy)
         if all(getattr(current, name) == value for name, value in fields.items()):
             return current  # every field already holds the value given: nothing to write
-        if "type" in fields or "due_at" in fields:  # a due time stays a reminder's
-            check_reminder(fields.get("type", current.type), fields.get("due_at", current.due_at))
+        check_reminder_change(current.type, current.due_at, fields)  # a due time stays a reminder's
         key = fields.get("key", current.key)
         if key is not None and key != current.key:
             other = self.key_holder(key, current.scope, current.scope_id, at)

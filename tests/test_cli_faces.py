@@ -243,3 +243,19 @@ def test_output_on_a_stdout_that_cannot_encode_the_text_is_not_a_traceback(
     assert code == 0
     (trace_line,) = [line for line in out.decode("utf-8").splitlines() if content in line]
     assert json.loads(trace_line)["trace"]["content"] == content
+
+
+def test_update_type_turns_a_done_reminder_into_a_plain_memory(capsys, tmp_path: Path) -> None:
+    # Before: `brainmem update ID --type episodic` of a reminder failed ("give ... no due_at")
+    # and the CLI has no way to give no due_at.
+    db = tmp_path / "b.db"
+    code, out, err = run(capsys, db, "--create", "add", "call the bank", "--due-at", "2026-01-01T09:00:00Z",
+                         "--json")
+    trace_id = json.loads(out)["id"]
+    code, out, err = run(capsys, db, "update", trace_id, "--type", "episodic", "--json")
+    assert code == 0, err
+    assert json.loads(out)["type"] == "episodic"
+    with Brain(str(db)) as brain:
+        assert brain.get(trace_id).due_at is None
+    code, out, _ = run(capsys, db, "due", "--now", "2026-01-02", "--json")
+    assert json.loads(out) == []

@@ -633,7 +633,7 @@ def test_due_at_without_a_type_makes_a_reminder_and_with_another_type_is_refused
     with pytest.raises(InvalidInput, match="due_at is for reminders"):
         file_brain.update(note.id, due_at=clock.now + 10)
     with pytest.raises(InvalidInput, match="due_at is for reminders"):
-        file_brain.update(bank.id, type="episodic")
+        file_brain.update(bank.id, type="episodic", due_at=clock.now + 10)
     assert file_brain.stats()["live"] == 3
     assert file_brain.get(note.id).due_at is None and file_brain.get(bank.id).type == "prospective"
     # what a consistent update asks for is done
@@ -725,3 +725,20 @@ def test_keep_lines_counts_newlines_only(file_brain: Brain) -> None:
     records = ['{"n": 1}\n', '{"msg": "a\u2028b\x0cc\x1ed"}\r\n', '{"msg": "progress 10%\r20%\x85"}\n']
     value = file_brain.put("log", "".join(records), keep_lines=2).content
     assert value == "".join(records[1:])
+
+
+def test_changing_a_reminders_type_makes_it_a_plain_memory(file_brain: Brain, clock) -> None:
+    """update(reminder, type="episodic") was refused ("give ... no due_at", though the
+    reminder had one and memory_update and the CLI could not clear it): a done reminder
+    could not become a plain memory from a tool or the shell. A type change away from a
+    reminder now clears its due time; a due time on another type is still refused, with a
+    message saying how to make one."""
+    done = file_brain.add("call the bank", due_at=clock.now + 10, cue="money")
+    plain = file_brain.update(done.id, type="semantic")
+    assert (plain.type, plain.due_at, plain.version) == ("semantic", None, 2)
+    assert file_brain.due(clock.now + 20) == []
+    note = file_brain.add("the bank is open till five")
+    with pytest.raises(InvalidInput, match="due_at is for reminders") as refused:
+        file_brain.update(note.id, due_at=clock.now + 10)
+    assert "no due_at" not in str(refused.value) and "type prospective" in str(refused.value)
+    assert file_brain.get(note.id).due_at is None

@@ -3,6 +3,7 @@ replaced source closes them (README "Forgetting and consolidation", ARCHITECTURE
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import clirun
@@ -197,3 +198,70 @@ def test_an_insight_expires_when_its_sources_are_given_an_expiry_later(brain: Br
     assert brain.get(insight).expires_at == clock.now + 60
     brain.add(brain.get(ids[0]).content, type="semantic", ttl=7200)  # said again, for longer
     assert brain.get(insight).expires_at == clock.now + 7200
+
+
+def _observed(brain_path: str, clock: Clock, fact: str = "The user's bank PIN is 8841."
+              ) -> tuple[Brain, str, str]:
+    """A brain that observed one user turn and extracted one fact from it: (brain, turn, fact)."""
+    reply = json.dumps({"facts": [{"content": fact, "turns": [0]}]})
+    brain = Brain(brain_path, clock=clock, llm=lambda texts: reply)
+    report = brain.observe([{"role": "user", "content": "my PIN is 8841, remember it"}], episode="chat-1")
+    assert report.extraction["ok"] is True and len(report.facts) == 1
+    return brain, report.stored[0], report.facts[0]
+
+
+def test_deleting_a_turn_deletes_the_fact_observe_extracted_from_it(path: str, clock: Clock) -> None:
+    """A turn the user deleted lived on in the fact observe had extracted from it: search
+    still answered "8841" from the ``semantic`` fact. The fact goes with its turn, as an
+    insight goes with its source (``source_deleted``); a fact said outside observe is kept."""
+    brain, turn, fact = _observed(path, clock)
+    with brain:
+        own = brain.add("The user likes the harbour bank.", type="semantic")
+        clock.now += 60
+        assert brain.delete(turn)
+        gone = brain.get(fact, include_deleted=True)
+        assert gone.deleted_at == clock.now and gone.metadata["deleted_reason"] == "source_deleted"
+        assert gone.metadata["deleted_with"] == [turn]
+        assert _found(brain, "8841") == []
+        assert brain.get(own.id).deleted_at is None
+        # restoring the turn does not bring the fact back (as for an insight); its own id does
+        brain.restore(turn)
+        assert brain.get(fact, include_deleted=True).deleted_at is not None
+        assert "deleted_reason" not in brain.restore(fact).metadata
+
+
+def test_purge_takes_the_fact_extracted_from_a_turn_deleted_before(path: str, clock: Clock) -> None:
+    brain, turn, fact = _observed(path, clock)
+    with brain:
+        with brain._store.write():  # as Brain.delete did before: the turn alone
+            brain._store.update_fields(turn, {"deleted_at": clock.now, "updated_at": clock.now})
+        clock.now += 60
+        assert brain.purge(before=clock.now) == 1
+        assert brain.get(fact, include_deleted=True).metadata["deleted_reason"] == "source_deleted"
+        assert _found(brain, "8841") == []
+
+
+def test_a_fact_said_outside_observe_stays_when_the_turn_that_repeated_it_goes(
+        path: str, clock: Clock) -> None:
+    """observe's add deduplicated to a fact the user had stored themselves: that fact was
+    not extracted from the turn (it keeps its own metadata), so deleting the turn keeps it."""
+    with Brain(path, clock=clock) as first:
+        own = first.add("The user's bank PIN is 8841.", type="semantic")
+    brain, turn, fact = _observed(path, clock)
+    with brain:
+        assert fact == own.id
+        brain.delete(turn)
+        assert brain.get(own.id).deleted_at is None
+
+
+def test_a_pin_does_not_keep_a_copy_of_what_the_user_deleted(path: str, clock: Clock) -> None:
+    """Forgetting wins over the pin of a copy (README "Insights follow their sources",
+    "Pinning"): a pinned insight and a pinned extracted fact go with their source."""
+    brain, turn, fact = _observed(path, clock)
+    with brain:
+        ids, insight = _derived(brain)
+        brain.pin(insight)
+        brain.pin(fact)
+        brain.delete([ids[1], turn])
+        for copy in (insight, fact):
+            assert brain.get(copy, include_deleted=True).metadata["deleted_reason"] == "source_deleted"

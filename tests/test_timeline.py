@@ -457,3 +457,24 @@ def test_a_plain_add_of_a_replaced_fact_makes_it_current_again(file_brain: Brain
     file_brain.add("The user lives in Faro", type="semantic", supersedes=[berlin.id])
     old = file_brain.add("The user lives in Berlin", type="semantic", created_at=T0 + 22.5 * DAY)
     assert old.id == berlin.id and old.valid_until == T0 + 23 * DAY
+
+
+def test_history_leaves_out_a_version_the_user_deleted(file_brain: Brain, clock: FakeClock) -> None:
+    """history (and memory_history, brainmem history) walked the supersedes edges into a
+    fact the user had deleted and showed its words, and its earlier texts, though search
+    and as_of no longer answer with it: the agent read back what it was told to forget.
+    A deleted version is left out with its snapshots; replaced and snapshot versions stay."""
+    berlin = file_brain.add("The user lives in Berlin", type="semantic")
+    clock.advance(DAY)
+    file_brain.update(berlin.id, content="The user lives in Berlin, Mitte")  # a snapshot of the old text
+    clock.advance(DAY)
+    lisbon = file_brain.add("The user lives in Lisbon", type="semantic", supersedes=[berlin.id])
+    clock.advance(DAY)
+    porto = file_brain.add("The user lives in Porto", type="semantic", supersedes=[lisbon.id])
+    assert len(file_brain.history(porto.id)) == 4
+    file_brain.delete(berlin.id)
+    assert [t.id for t in file_brain.history(porto.id)] == [lisbon.id, porto.id]
+    chain = file_brain.call_tool("memory_history", {"id": porto.id}, extra="all")["history"]
+    assert ["Berlin" in v["content"] for v in chain] == [False, False]
+    # asked for by its own id, the deleted fact still shows what it was
+    assert [t.id for t in file_brain.history(berlin.id)][-3:] == [berlin.id, lisbon.id, porto.id]

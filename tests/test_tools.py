@@ -589,3 +589,15 @@ def test_memory_feedback_tells_the_agent_when_there_is_no_retrieval_id(file_brai
                 if t["function"]["name"] == "memory_feedback")
     said = spec["description"] + spec["parameters"]["properties"]["retrieval_id"]["description"]
     assert "null" in said and "nothing" in said
+
+
+def test_memory_update_turns_a_done_reminder_into_a_plain_memory(brain_factory, clock) -> None:
+    """memory_update has no due_at, and a type change of a reminder was refused with "give
+    ... no due_at": an agent could not turn a done reminder into a plain memory."""
+    brain = brain_factory()
+    added = brain.call_tool("memory_add", {"content": "call the bank", "due_at": "2026-01-01T09:00:00Z"})
+    done = brain.call_tool("memory_update", {"id": added["trace_id"], "type": "episodic"})
+    assert done == {"updated": True, "version": 2}
+    trace = brain.get(added["trace_id"])
+    assert (trace.type, trace.due_at) == ("episodic", None)
+    assert brain.due("2026-02-01") == []

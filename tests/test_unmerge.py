@@ -249,3 +249,16 @@ def test_unmerge_counts_against_the_quota_as_restore_does(brain_factory: Any, mo
     evicted = [i for i in deleted if i != merged.id]
     assert len(evicted) == 1
     assert brain.get(evicted[0], include_deleted=True).metadata["deleted_reason"] == "evicted"
+
+
+def test_unmerge_after_purge_says_the_merge_can_no_longer_be_undone(mem_brain: Brain) -> None:
+    """After a purge removed a merge's sources, unmerge said the merge result "is not the
+    result of a merge (nothing was merged into it)", which is false; it now says a purge
+    removed what was merged into it, so the merge can no longer be undone."""
+    a, b = mem_brain.add("first fact here"), mem_brain.add("second fact here")
+    m = mem_brain.merge([a.id, b.id])
+    assert mem_brain.purge() == 2
+    with pytest.raises(InvalidInput, match="purge removed") as refused:
+        mem_brain.unmerge(m.id)
+    assert "not the result of a merge" not in str(refused.value)
+    assert mem_brain.get(m.id).live

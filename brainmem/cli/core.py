@@ -94,7 +94,7 @@ def register(commands: Any) -> None:
 
     p = commands.add_parser("delete", help="soft-delete traces",
                             description="Soft-delete traces, and the insights reflect derived from "
-                                        "them: all or nothing (an id that is not "
+                                        "them and the facts observe extracted from them: all or nothing (an id that is not "
                                         "live fails the command and nothing is deleted).")
     p.add_argument("ids", nargs="+", metavar="ID")
     add_json_flag(p)
