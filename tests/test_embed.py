@@ -463,3 +463,21 @@ def test_a_brain_reopened_with_another_passage_prefix_embeds_its_traces_again(br
         assert brain.stats()["embedder"]["missing"] == 1  # the old vectors are another model's
         assert brain.embed()["embedded"] == 1
         assert srv.requests[-1]["input"] == ["search_document: We adopted a kitten"]
+
+
+def test_a_configured_dimension_is_asked_of_the_server_and_a_learnt_one_is_not() -> None:
+    """OpenAI's text-embedding-3-* shorten their vectors to ``dimensions``: a dimension the
+    user gives is sent as it (else every answer, of the model's own length, was refused);
+    one only learnt from the first answer is never sent."""
+    with fake_server() as srv:
+        short = OpenAIEmbedder("fake", base_url=srv.url, dimension=4, max_retries=0)
+        assert short.embed(["a cat"]).shape == (1, 4)
+        assert srv.requests[-1]["dimensions"] == 4
+        learnt = OpenAIEmbedder("fake", base_url=srv.url, max_retries=0)
+        learnt.embed(["a cat"])
+        learnt.embed(["a dog"])
+        assert learnt.dimension == DIM and all("dimensions" not in r for r in srv.requests[1:])
+        from_env = embedder_from_env({"BRAINMEM_EMBEDDER": "openai:fake", "BRAINMEM_EMBED_BASE_URL": srv.url,
+                                      "BRAINMEM_EMBED_DIMENSION": "4"})
+        assert from_env is not None and from_env.embed(["a car"]).shape == (1, 4)
+        assert srv.requests[-1]["dimensions"] == 4
