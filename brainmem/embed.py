@@ -21,7 +21,9 @@ from __future__ import annotations
 
 import hashlib
 import os
+import random
 import threading
+import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
@@ -151,8 +153,10 @@ class OpenAIEmbedder:
 
     ``base_url`` ``None`` is OpenAI itself (key from ``api_key`` or
     ``OPENAI_API_KEY``); Ollama is ``http://127.0.0.1:11434/v1``. Texts go in
-    batches of ``batch_size``; the client retries ``max_retries`` times with
-    exponential backoff and gives up after ``timeout`` seconds per request.
+    batches of ``batch_size``; a failed request is retried ``max_retries`` times with
+    exponential backoff, each try giving up after ``timeout`` seconds; a server's
+    Retry-After is waited instead, unless it ends past ``timeout`` seconds after the
+    request began (then :class:`EmbedderError` at once).
     ``dimension``, when given, is sent as ``dimensions`` (OpenAI's text-embedding-3-* shorten
     their vectors to it) and every answer must have it; unset, it is learnt from the first
     answer and never sent. e5-style models want ``query_prefix="query: "``, ``passage_prefix="passage: "``;
@@ -180,8 +184,8 @@ class OpenAIEmbedder:
         # answer is the model's own, and servers that cannot shorten vectors refuse the field
         self._ask: dict[str, Any] = {} if dimension is None else {"dimensions": self.dimension}
         self.batch_size = check_int(batch_size, "batch_size", 1)
-        check_int(max_retries, "max_retries", 0)
-        timeout = check_seconds(timeout, "embedder timeout")
+        self.max_retries = check_int(max_retries, "max_retries", 0)
+        self.timeout = timeout = check_seconds(timeout, "embedder timeout")
         self.query_prefix, self.passage_prefix = query_prefix, passage_prefix
         self.input_type = check_bool(input_type, "embedder input_type")
         self.model_id = model_id or model + _passage_id(passage_prefix, self.input_type)
@@ -190,8 +194,32 @@ class OpenAIEmbedder:
             raise InvalidInput("OpenAIEmbedder needs an API key: give api_key= or set OPENAI_API_KEY "
                                "(the CLI, the MCP server and embedder_from_env() also read "
                                "BRAINMEM_EMBED_API_KEY), or give base_url for a local server")
-        self._client = openai.OpenAI(api_key=key, base_url=base_url, timeout=timeout,
-                                     max_retries=max_retries)
+        # retried here (:meth:`_create`), not by the client: it waits out any Retry-After
+        # up to two minutes, whatever the timeout
+        self._client = openai.OpenAI(api_key=key, base_url=base_url, timeout=timeout, max_retries=0)
+
+    def _create(self, batch: list[str], extra_body: dict[str, str] | None) -> Any:
+        """One request of ``batch``, tried again up to ``max_retries`` times after what the
+        openai client retries (no connection, a timeout, HTTP 408, 409, 429, 5xx) with its
+        backoff; a server's Retry-After is waited instead, unless it ends past ``timeout``
+        seconds after the request began: then :class:`EmbedderError` at once."""
+        import openai
+
+        start = time.monotonic()
+        for tries in range(self.max_retries + 1):
+            try:
+                return self._client.embeddings.create(model=self.model, input=batch, encoding_format="float",
+                                                      extra_body=extra_body, **self._ask)
+            except openai.OpenAIError as e:
+                if tries == self.max_retries or not _retried(e):
+                    raise
+                asked = _retry_after(e)
+                if asked is not None and time.monotonic() + asked > start + self.timeout:
+                    raise EmbedderError(f"embedding server failed ({type(e).__name__}): {e}; it asked "
+                                        f"to retry in {asked:g} s, past the {self.timeout:g} s timeout") from e
+                time.sleep(asked if asked is not None
+                           else min(0.5 * 2 ** tries, 8.0) * (1 - 0.25 * random.random()))
+        raise AssertionError("unreachable: the last try returns or raises")
 
     def embed(self, texts: list[str], kind: str = "passage") -> np.ndarray:
         import openai
@@ -202,8 +230,7 @@ class OpenAIEmbedder:
         for i in range(0, len(texts), self.batch_size):
             batch = texts[i: i + self.batch_size]
             try:
-                answer = self._client.embeddings.create(model=self.model, input=batch, encoding_format="float",
-                                                        extra_body=extra_body, **self._ask)
+                answer = self._create(batch, extra_body)
                 rows = sorted(answer.data, key=lambda d: d.index)
                 vectors = [r.embedding for r in rows]
             except (openai.OpenAIError, AttributeError, TypeError, ValueError) as e:
@@ -214,6 +241,44 @@ class OpenAIEmbedder:
                 self.dimension = arr.shape[1]
             out.append(arr)
         return np.concatenate(out) if out else np.zeros((0, self.dimension or 0), np.float32)
+
+
+def _retried(error: Exception) -> bool:
+    """Whether the openai client would try ``error``'s request again: no connection or a
+    timeout, HTTP 408, 409, 429 or 5xx, unless the server says ``x-should-retry``."""
+    import openai
+
+    if isinstance(error, openai.APIConnectionError):  # APITimeoutError too
+        return True
+    if not isinstance(error, openai.APIStatusError):
+        return False
+    said = error.response.headers.get("x-should-retry")
+    if said in ("true", "false"):
+        return said == "true"
+    return error.status_code in (408, 409, 429) or error.status_code >= 500
+
+
+def _retry_after(error: Exception) -> float | None:
+    """The seconds a failed answer asks to wait before trying again (``retry-after-ms``, or
+    ``Retry-After`` in seconds or as a date), or None when it names none."""
+    import email.utils
+    import math
+
+    response = getattr(error, "response", None)
+    headers = getattr(response, "headers", None) or {}
+    for name, scale in (("retry-after-ms", 1000.0), ("retry-after", 1.0)):
+        value = headers.get(name)
+        try:
+            wait = float(value) / scale if value is not None else math.nan
+        except ValueError:
+            continue
+        if math.isfinite(wait):
+            return max(wait, 0.0)
+    try:
+        when = email.utils.parsedate_to_datetime(headers.get("retry-after") or "")
+    except (TypeError, ValueError, IndexError):
+        return None
+    return max(when.timestamp() - time.time(), 0.0)
 
 
 #: OnnxEmbedder's default truncation, in word pieces

@@ -481,3 +481,17 @@ def test_a_configured_dimension_is_asked_of_the_server_and_a_learnt_one_is_not()
                                       "BRAINMEM_EMBED_DIMENSION": "4"})
         assert from_env is not None and from_env.embed(["a car"]).shape == (1, 4)
         assert srv.requests[-1]["dimensions"] == 4
+
+
+def test_a_retry_after_past_the_timeout_fails_at_once_and_a_short_one_is_waited() -> None:
+    """A 429's Retry-After is waited only while it ends inside the request's timeout: a
+    server asking for 30 s more than a 0.5 s timeout held the call 30 s per retry."""
+    with fake_server("429") as srv:
+        srv.retry_after = "30"
+        e = OpenAIEmbedder("fake", base_url=srv.url, timeout=0.5, max_retries=2)
+        start = time.monotonic()
+        with pytest.raises(EmbedderError, match="retry in 30 s, past the 0.5 s timeout") as caught:
+            e.embed(["a cat"])
+        assert time.monotonic() - start < 0.5 and len(srv.requests) == 1 and not caught.value.refused
+        srv.retry_after, srv.mode, srv.modes = "0.05", "ok", ["429"]
+        assert e.embed(["a cat"]).shape == (1, DIM) and len(srv.requests) == 3  # waited, then answered
