@@ -20,6 +20,7 @@ non-zero; the rows are L2-normalised there, so cosine is a dot product.
 from __future__ import annotations
 
 import hashlib
+import numbers
 import os
 import random
 import threading
@@ -127,6 +128,15 @@ def _check_prefixes(query_prefix: Any, passage_prefix: Any) -> None:
             raise InvalidInput(f"embedder {what} must be a string, not {prefix!r}")
 
 
+def _check_dimension(value: Any) -> int | None:
+    """None, or an embedder's dimension as an ``int`` >= 1 (a numpy integer too); else
+    :class:`InvalidInput`: a dimension of ``"8"`` refused every answer ("returned 8-d
+    vectors, expected 8-d")."""
+    if isinstance(value, numbers.Integral) and not isinstance(value, bool):
+        value = int(value)
+    return None if value is None else check_int(value, "embedder dimension", 1)
+
+
 def _passage_id(passage_prefix: str, input_type: bool = False) -> str:
     """What an embedder's options add to its default model id because they change every
     stored (passage) vector: the passage prefix (a hash of it) and an ``input_type`` sent;
@@ -179,7 +189,7 @@ class OpenAIEmbedder:
             raise InvalidInput(f"embedder base_url must be a URL (or None for OpenAI), not {base_url!r}")
         _check_prefixes(query_prefix, passage_prefix)
         self.model = model
-        self.dimension = None if dimension is None else check_int(dimension, "embedder dimension", 1)
+        self.dimension = _check_dimension(dimension)
         # sent as OpenAI's ``dimensions`` only when given: a dimension learnt from the first
         # answer is the model's own, and servers that cannot shorten vectors refuse the field
         self._ask: dict[str, Any] = {} if dimension is None else {"dimensions": self.dimension}
@@ -433,7 +443,7 @@ class CallableEmbedder:
             raise InvalidInput(f"embedder must be callable, not {type(fn).__name__}")
         self.fn = fn
         self.model_id = model_id or f"callable:{getattr(fn, '__module__', '?')}.{getattr(fn, '__qualname__', type(fn).__name__)}"
-        self.dimension = dimension
+        self.dimension = _check_dimension(dimension)
         self.batch_size = check_int(batch_size, "batch_size", 1)
         self.takes_kind = _takes_kind(fn) if takes_kind is None else takes_kind
 
@@ -471,6 +481,8 @@ def resolve_embedder(value: Any) -> Embedder | None:
         value, "embedder", Embedder, embedder_from_spec, CallableEmbedder,
         "an object with model_id, dimension, batch_size and embed(texts, kind), a callable, "
         "or a spec string like 'openai:text-embedding-3-small'")
+    if resolved is not None:
+        _check_dimension(resolved.dimension)
     return resolved
 
 

@@ -495,3 +495,22 @@ def test_a_retry_after_past_the_timeout_fails_at_once_and_a_short_one_is_waited(
         assert time.monotonic() - start < 0.5 and len(srv.requests) == 1 and not caught.value.refused
         srv.retry_after, srv.mode, srv.modes = "0.05", "ok", ["429"]
         assert e.embed(["a cat"]).shape == (1, DIM) and len(srv.requests) == 3  # waited, then answered
+
+
+@pytest.mark.parametrize("dimension", ["8", 0, -1, 8.0, True])
+def test_an_embedder_dimension_that_is_not_a_positive_integer_is_refused_before_the_file(
+        tmp_path: Path, dimension: object) -> None:
+    """A dimension of "8" never equalled the answers' 8: every vector was refused ("returned
+    8-d vectors, expected 8-d") and every search went lexical."""
+    from _embedfakes import ConceptEmbedder, concept_vectors
+
+    from brainmem import Brain
+
+    with pytest.raises(InvalidInput, match="embedder dimension"):
+        CallableEmbedder(concept_vectors, "c", dimension=dimension)  # type: ignore[arg-type]
+    odd = ConceptEmbedder()
+    odd.dimension = dimension  # type: ignore[assignment]
+    path = tmp_path / "b.db"
+    with pytest.raises(InvalidInput, match="embedder dimension"):
+        Brain(str(path), embedder=odd)
+    assert not path.exists()
