@@ -128,6 +128,13 @@ def _check_prefixes(query_prefix: Any, passage_prefix: Any) -> None:
             raise InvalidInput(f"embedder {what} must be a string, not {prefix!r}")
 
 
+def _check_model_id(model_id: Any, what: str) -> None:
+    """InvalidInput unless ``model_id`` is None or a string (the id vectors are stored
+    under; an empty one means the default)."""
+    if model_id is not None and not isinstance(model_id, str):
+        raise InvalidInput(f"{what} model_id must be a string, not {model_id!r}")
+
+
 def _check_dimension(value: Any) -> int | None:
     """None, or an embedder's dimension as an ``int`` >= 1 (a numpy integer too); else
     :class:`InvalidInput`: a dimension of ``"8"`` refused every answer ("returned 8-d
@@ -182,8 +189,9 @@ class OpenAIEmbedder:
                  model_id: str | None = None, input_type: bool = False) -> None:
         import openai
 
-        if not model:
-            raise InvalidInput("OpenAIEmbedder needs a model name")
+        if not isinstance(model, str) or not model.strip():
+            raise InvalidInput(f"OpenAIEmbedder needs a model name, not {model!r}")
+        _check_model_id(model_id, "embedder")
         # the spec/environment path checks these too: the same rules either way
         if base_url is not None and (not isinstance(base_url, str) or not base_url.strip()):
             raise InvalidInput(f"embedder base_url must be a URL (or None for OpenAI), not {base_url!r}")
@@ -321,6 +329,7 @@ class OnnxModel:
                 raise InvalidInput(f"{p} is a folder, not {name} in it")
             if not p.is_file():
                 raise InvalidInput(f"{what} not found: {p}")
+        _check_model_id(model_id, self.role)
         self.max_length = check_int(max_length, "max_length", 1)
         self.batch_size = check_int(batch_size, "batch_size", 1)
         # checked here: onnxruntime refuses a bad one at the first call, then at every one
@@ -441,6 +450,7 @@ class CallableEmbedder:
                  dimension: int | None = None, batch_size: int = 64, takes_kind: bool | None = None) -> None:
         if not callable(fn):
             raise InvalidInput(f"embedder must be callable, not {type(fn).__name__}")
+        _check_model_id(model_id, "embedder")
         self.fn = fn
         self.model_id = model_id or f"callable:{getattr(fn, '__module__', '?')}.{getattr(fn, '__qualname__', type(fn).__name__)}"
         self.dimension = _check_dimension(dimension)

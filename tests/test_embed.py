@@ -172,6 +172,22 @@ def test_an_openai_embedder_made_with_a_bad_setting_is_refused(kwargs: dict, wor
         OpenAIEmbedder("m", **{"base_url": "http://127.0.0.1:9/v1", **kwargs})
 
 
+def test_a_model_name_or_model_id_that_is_not_text_is_refused(tmp_path: Path) -> None:
+    # OpenAIEmbedder(123) and a model_id of 5 were taken, and Brain() then said the
+    # embedder was not "an object with model_id ..." without naming the model_id
+    url = "http://127.0.0.1:9/v1"
+    for model in (123, None, "  "):
+        with pytest.raises(InvalidInput, match="needs a model name"):
+            OpenAIEmbedder(model, base_url=url)  # type: ignore[arg-type]
+    (tmp_path / "model.onnx").write_bytes(b"weights")
+    (tmp_path / "tokenizer.json").write_text("{}")
+    for make in (lambda: OpenAIEmbedder("m", base_url=url, model_id=5),  # type: ignore[arg-type]
+                 lambda: OnnxEmbedder(tmp_path / "model.onnx", model_id=5),  # type: ignore[arg-type]
+                 lambda: CallableEmbedder(lambda texts: texts, model_id=5)):  # type: ignore[arg-type]
+        with pytest.raises(InvalidInput, match="model_id must be a string, not 5"):
+            make()
+
+
 def test_an_onnx_embedder_with_a_prefix_that_is_not_text_is_refused(tmp_path: Path) -> None:
     # OnnxEmbedder(query_prefix=None) was made, then every query embedding was a TypeError
     (tmp_path / "model.onnx").write_bytes(b"")
