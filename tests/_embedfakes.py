@@ -70,6 +70,9 @@ class _Handler(JSONHandler):
         srv.requests.append(req)
         mode = srv.modes.pop(0) if srv.modes else srv.mode
         texts = req["input"] if isinstance(req["input"], list) else [req["input"]]
+        if mode == "429":  # a rate limit, with the wait the server asks for
+            return self._send(429, b'{"error": {"message": "slow down", "type": "rate_limit"}}',
+                              {"Retry-After": srv.retry_after})
         if mode == "500":
             return self._send(500, b'{"error": {"message": "boom", "type": "server_error"}}')
         if mode == "slow":
@@ -78,7 +81,8 @@ class _Handler(JSONHandler):
             return self._send(400, b'{"error": {"message": "input too long", "type": "invalid_request_error"}}')
         if mode == "malformed":
             return self._send(200, b'{"data": "not a list"}')
-        dim = srv.dim + (5 if mode == "wrong_dim" else 0)
+        # a dimensions asked for shortens the vectors, as text-embedding-3-* do
+        dim = req.get("dimensions", srv.dim) + (5 if mode == "wrong_dim" else 0)
         vectors = concept_vectors(texts, dim=dim)
         data = [{"object": "embedding", "index": i, "embedding": v.tolist()} for i, v in enumerate(vectors)]
         body = {"object": "list", "data": data, "model": req.get("model"),
@@ -92,6 +96,7 @@ def fake_server(mode: str = "ok", dim: int = DIM) -> Iterator[Any]:
     every request) and ``srv.modes`` (per request, first) choose its answers."""
     with serving(_Handler) as srv:
         srv.mode, srv.modes, srv.dim, srv.delay, srv.requests = mode, [], dim, 3.0, []
+        srv.retry_after = "0.05"  # seconds, the Retry-After of a 429
         srv.url = base_url(srv)
         yield srv
 

@@ -18,9 +18,11 @@ class JSONHandler(BaseHTTPRequestHandler):
     def log_message(self, *args: object) -> None:  # keep test output clean
         pass
 
-    def _send(self, status: int, payload: bytes) -> None:
+    def _send(self, status: int, payload: bytes, headers: dict[str, str] | None = None) -> None:
         try:
             self.send_response(status)
+            for name, value in (headers or {}).items():
+                self.send_header(name, value)
             if status >= 500:  # the client still retries as often; it just waits 10 ms, not ~0.5-1 s
                 self.send_header("retry-after-ms", "10")
             self.send_header("Content-Type", "application/json")

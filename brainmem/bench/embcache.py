@@ -63,6 +63,11 @@ class CachedEmbedder:
         return self.inner.dimension
 
     def _key(self, text: str, kind: str) -> bytes:
+        """A text's key: its kind and text, and for a query the embedder's query prefix when
+        it has one (not part of the model id, as it changes no stored vector; keys without
+        one are the keys of before)."""
+        prefix = getattr(self.inner, "query_prefix", "") if kind == "query" else ""
+        text = f"{prefix}\0{text}" if isinstance(prefix, str) and prefix else text
         return hashlib.sha256(f"{kind}\0{text}".encode()).digest()
 
     def embed(self, texts: list[str], kind: str = "passage") -> np.ndarray:
