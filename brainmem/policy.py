@@ -33,7 +33,7 @@ _UNIT_INTERVAL = frozenset({
 #: Durations something is divided by: above 0.
 _POSITIVE = frozenset({"stability_base", "min_stability", "recency_half_life", "lease_seconds"})
 #: Durations that may be 0 (no upper bound either: seconds, not factors).
-_DURATIONS = _POSITIVE | {"compact_age"}
+_DURATIONS = _POSITIVE | {"compact_age", "retrieval_history"}
 #: Largest count (an integer field): larger ones overflow SQLite's 64-bit integers once
 #: multiplied (``reflect_chunk`` pages) and mean nothing a brain could hold.
 MAX_COUNT = 10**9
@@ -228,6 +228,12 @@ class Policy:
     reflect_chunk: int = 1000
     compact_age: float = 7 * DAY
     compact_min_retrievals: int = 3
+    #: Reflect drops the recorded searches (``retrievals``, with their feedback) older than
+    #: this many seconds once strengthen has learned from their feedback (None: kept for
+    #: ever). What reads them: ``feedback`` on a search (given right after it), strengthen
+    #: (only feedback it has not replayed) and the inspector's "recalled by" list (the
+    #: newest 20,000). Without it a brain kept every search it ever made.
+    retrieval_history: float | None = 30 * DAY
     lease_seconds: float = 300.0
     # --- consolidation: strengthen, derive (see brainmem/consolidation.py) ---
     #: Feedback "used" multiplies stability by (1 + feedback_used_gain).

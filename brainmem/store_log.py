@@ -84,6 +84,15 @@ class LogTables(Database):
             (watermark, limit),
         ))
 
+    def drop_retrievals(self, before: float, watermark: int, limit: int) -> int:
+        """Delete at most ``limit`` retrievals recorded before ``before`` (oldest first) whose
+        feedback has all been replayed (ids up to ``watermark``); their feedback rows go
+        with them (``ON DELETE CASCADE``). Returns how many went. Must run inside a write."""
+        return len(list(self.execute(
+            "DELETE FROM retrievals WHERE id IN (SELECT r.id FROM retrievals r WHERE r.at < ? "
+            "AND NOT EXISTS (SELECT 1 FROM feedback f WHERE f.retrieval_id = r.id AND f.id > ?) "
+            "ORDER BY r.at LIMIT ?) RETURNING id", (before, watermark, limit))))
+
     def lease_acquire(self, name: str, owner: str, seconds: float) -> tuple[bool, str | None, float | None]:
         """Take (or renew) lease ``name`` for ``owner`` until ``seconds`` from now
         (:func:`lease_clock`).
