@@ -73,7 +73,8 @@ class Policy:
     max_content_bytes: int = 65_536
     #: Largest metadata accepted, in UTF-8 bytes of its JSON (256 KiB): every hit, read and
     #: export loads it whole. Checked where metadata is given (add, update, put, the tools,
-    #: import); what the engine adds itself (``merged_from`` of a merge) is not cut.
+    #: import); what the engine adds itself is bounded (``merged_from`` of a merge keeps the
+    #: newest 100 ids: :data:`brainmem.unmerge.MERGED_FROM_KEPT`).
     max_metadata_bytes: int = 262_144
     #: Largest number of tags per trace, and of characters per tag.
     max_tags: int = 64
