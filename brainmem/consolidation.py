@@ -226,7 +226,8 @@ def run(
         report.status = "skipped"
         report.skipped_reason = f"another reflect is running ({holder}, lease until {iso(until)})"
         report.duration_ms = (time.perf_counter() - t0) * 1000
-        report.log_id = store.log_consolidation(started, float(clock()), now, report.status, report.to_dict())
+        report.log_id = store.log_consolidation(started, float(clock()), now, report.status, report.to_dict(),
+                                                policy.reflect_log_runs, policy.reflect_chunk)
         return report
     current, renewed_at = ["prune"], [time.perf_counter()]
 
@@ -272,22 +273,23 @@ def run(
         report.status = "failed"
         report.error = f"{type(exc).__name__}: {exc}"
         report.duration_ms = (time.perf_counter() - t0) * 1000
-        _finish(store, owner, started, clock, report, serial)
+        _finish(store, policy, owner, started, clock, report, serial)
         raise
     report.duration_ms = (time.perf_counter() - t0) * 1000
-    _finish(store, owner, started, clock, report, serial)
+    _finish(store, policy, owner, started, clock, report, serial)
     if progress is not None:  # after the log row: a callback failing here fails no finished run
         progress("done", len(STEPS), len(STEPS))
     return report
 
 
-def _finish(store: Store, owner: str, started: float, clock: Callable[[], float], report: ReflectReport,
-            serial: int) -> None:
+def _finish(store: Store, policy: Policy, owner: str, started: float, clock: Callable[[], float],
+            report: ReflectReport, serial: int) -> None:
     report.longest_write_ms = round(store.longest_write * 1000, 2)
     report.writes = store.tx_serial - serial
     try:
         report.log_id = store.log_consolidation(started, float(clock()), report.now, report.status,
-                                                report.to_dict())
+                                                report.to_dict(), policy.reflect_log_runs,
+                                                policy.reflect_chunk)
     finally:
         store.lease_release(LEASE_NAME, owner)
 

@@ -44,7 +44,7 @@ MAX_WEIGHT = 1e6
 _AT_LEAST_ONE = frozenset({
     "max_content_bytes", "max_metadata_bytes", "max_tags", "max_tag_chars", "max_key_chars", "candidate_factor",
     "min_candidates", "search_budget", "max_query_terms", "context_reach", "derive_min_size", "derive_max_size",
-    "capacity", "quota", "derive_sentences", "reflect_chunk",
+    "capacity", "quota", "derive_sentences", "reflect_chunk", "reflect_log_runs",
 })
 
 
@@ -236,6 +236,11 @@ class Policy:
     #: newest 20,000). Without it a brain kept every search it ever made.
     retrieval_history: float | None = 30 * DAY
     lease_seconds: float = 300.0
+    #: The consolidation log (``reflect_log``) keeps the newest this many runs; each run
+    #: drops the older ones (None: kept for ever). ~750 bytes a run without merges: a
+    #: brain reflected every few minutes kept millions of them. Merges stay undoable
+    #: without it (their records are on the merged traces).
+    reflect_log_runs: int | None = 10_000
     # --- consolidation: strengthen, derive (see brainmem/consolidation.py) ---
     #: Feedback "used" multiplies stability by (1 + feedback_used_gain).
     feedback_used_gain: float = 0.1

@@ -133,14 +133,25 @@ class LogTables(Database):
         return self.file or f"connection {id(self)}"
 
     def log_consolidation(self, started_at: float, finished_at: float, now: float, status: str,
-                          report: dict[str, Any]) -> int:
+                          report: dict[str, Any], keep: int | None = None, chunk: int = 1000) -> int:
+        """Append a run to the consolidation log; with ``keep``, then drop the runs older than
+        the newest ``keep``, ``chunk`` per write transaction."""
         with self.write():
             self.execute(
                 "INSERT INTO consolidation_log(started_at, finished_at, now, status, report) "
                 "VALUES (?, ?, ?, ?, ?)",
                 (started_at, finished_at, now, status, json.dumps(report, default=str)),
             )
-            return self.db.last_insert_rowid()
+            run_id = self.db.last_insert_rowid()
+        while keep is not None:
+            with self.write():
+                gone = len(list(self.execute(
+                    "DELETE FROM consolidation_log WHERE id IN (SELECT id FROM consolidation_log WHERE id <= "
+                    "(SELECT id FROM consolidation_log ORDER BY id DESC LIMIT 1 OFFSET ?) ORDER BY id LIMIT ?) "
+                    "RETURNING id", (keep, chunk))))
+            if gone < chunk:
+                break
+        return run_id
 
     def consolidation_run(self, run_id: int) -> dict[str, Any] | None:
         """One consolidation run by its id (None: no such run)."""

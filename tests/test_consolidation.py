@@ -1013,3 +1013,20 @@ def test_reflect_drops_searches_older_than_policy_retrieval_history_keeping_what
         clock.now += 400 * DAY
         assert keep_all.reflect().retrievals_dropped == 0
     assert brain._store.execute("SELECT count(*) FROM retrievals").get == kept
+
+
+def test_the_consolidation_log_keeps_the_newest_policy_reflect_log_runs(tmp_path: Path, clock: Clock) -> None:
+    """Every reflect appended a row (~750 bytes, more with merges) to ``consolidation_log`` and
+    none ever went: a brain reflected every few minutes for years kept millions of them."""
+    assert Policy().reflect_log_runs == 10_000
+    policy = replace(Policy(), reflect_log_runs=3)
+    with Brain(str(tmp_path / "log.brain"), clock=clock, policy=policy) as brain:
+        brain.add("a note")
+        ids = [brain.reflect().log_id for _ in range(5)]
+        assert [run["id"] for run in brain.reflect_log(20)] == ids[:1:-1]
+        with pytest.raises(NotFound):
+            brain.reflect_run(ids[0])
+    with Brain(str(tmp_path / "log.brain"), clock=clock, policy=replace(Policy(), reflect_log_runs=None)) as brain:
+        for _ in range(3):
+            brain.reflect()
+        assert len(brain.reflect_log(20)) == 6
