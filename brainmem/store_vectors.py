@@ -101,5 +101,18 @@ class VectorTables(Database):
                 self._vectors_changed()
         return found
 
+    def drop_vectors_except(self, model: str, limit: int) -> dict[str, int]:
+        """Delete at most ``limit`` vectors of models other than ``model`` in one write;
+        how many went, by model."""
+        dropped: dict[str, int] = {}
+        with self.write():
+            for (gone,) in list(self.execute(
+                    "DELETE FROM vectors WHERE (model, rid) IN (SELECT model, rid FROM vectors "
+                    "WHERE model <> ? LIMIT ?) RETURNING model", (model, limit))):
+                dropped[str(gone)] = dropped.get(str(gone), 0) + 1
+            if dropped:
+                self._vectors_changed()
+        return dropped
+
     def vectors_by_model(self) -> dict[str, int]:
         return {str(m): int(n) for m, n in self.execute("SELECT model, count(*) FROM vectors GROUP BY model")}

@@ -349,6 +349,19 @@ class VectorIndex:
             return {"embedded": done, "missing": self.missing(), "error": error, "skipped": None,
                     "refused": refused}
 
+    def drop_other_models(self, chunk: int, lock: AbstractContextManager[Any] | None = None) -> dict[str, int]:
+        """Delete the vectors of every model id but this one, ``chunk`` per write (``lock``
+        held for each); how many went, by model."""
+        guard = lock if lock is not None else contextlib.nullcontext()
+        dropped: dict[str, int] = {}
+        while True:
+            with guard:
+                gone = self.store.drop_vectors_except(self.model_id, chunk)
+            for model, n in gone.items():
+                dropped[model] = dropped.get(model, 0) + n
+            if sum(gone.values()) < chunk:
+                return dropped
+
     def lacking(self, traces: Sequence[Trace]) -> list[Trace]:
         """Those of ``traces`` without a vector of this model for their current content."""
         have = self.store.vectors_current(self.model_id, [t.id for t in traces])
