@@ -179,7 +179,7 @@ class Brain(FacesMixin, AdminMixin):
             if trace.deleted_at is None:
                 return trace
             restored = self._writer.restore(trace, at)
-            self._write_vectors([restored], prepared)
+            self._write_vectors([restored], prepared, revived=True)
         self._emit_deletes(evicted)
         self._emit("restore", {"id": trace_id, "trace": restored})
         return restored
@@ -228,7 +228,7 @@ class Brain(FacesMixin, AdminMixin):
             # read for the events here: once the lock is let go, another thread may be
             # running a statement on the connection
             restored = self._store.get_many(result["restored"])
-            self._write_vectors(restored, prepared)
+            self._write_vectors(restored, prepared, revived=True)
         self._emit_deletes(evicted)
         for trace in restored:
             self._emit("restore", {"id": trace.id, "trace": trace})

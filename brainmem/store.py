@@ -236,6 +236,8 @@ class Store(IndexTables, EdgeTables, LogTables, InspectTables, VectorTables, Mai
         self.execute(f"UPDATE traces SET {assignments} WHERE id = ?", [*values, trace_id])
         if "tags" in fields:
             self._write_tags(trace_id, fields["tags"])
+        if "deleted_at" in fields and fields["deleted_at"] is None:
+            self._vectors_changed()  # live again (restore, unmerge): cached matrices lack its vector
 
     def touch_many(self, updates: Sequence[tuple[float, float, float, str]]) -> None:
         """Record recalls: rows of (strength, stability, accessed_at, id)."""

@@ -282,6 +282,13 @@ class VectorIndex:
             self._key = self._stamp()
         return len(rows)
 
+    def revive(self, traces: Sequence[Trace]) -> None:
+        """``traces`` are live again (restore, unmerge): the vectors they kept join this
+        connection's matrix (others read it again: :meth:`Store.update_fields` bumped the stamp)."""
+        for tid, h, d, blob in self.store.vectors_of_traces(self.model_id, [t.id for t in traces]):
+            if len(blob) in (4 + d, 4 * d):
+                self._pending[tid] = (h, *codes(blob, d))
+
     def _stamp(self) -> tuple[Any, ...]:
         return (id(self.store.db), self.store.rollbacks, *self.store.vectors_stamp())
 

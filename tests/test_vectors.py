@@ -981,3 +981,25 @@ def test_embed_can_drop_the_vectors_of_other_models(brain_factory, tmp_path, mon
         assert f"dropped {len(STORY)} vectors of new-model" in capsys.readouterr().out
     with Brain(str(path)) as plain:
         assert plain.stats()["vectors"] == {"fake-embed": len(STORY)}
+
+
+def test_the_vectors_of_deleted_traces_are_not_searched_and_a_restored_one_is_again(brain_factory, emb) -> None:
+    """Every vector in the file was loaded into the matrix a search's product runs over,
+    those of soft-deleted traces too (pruned, merged, deleted, never returned): a brain
+    that forgot most of what it held over the years kept paying for all of it."""
+    brain = brain_factory(embedder=emb)
+    kitten = brain.add(STORY[0])
+    brain.add_many(STORY[1:])
+    gone = [brain.add(f"old note {i} about the garage").id for i in range(20)]
+    for trace_id in gone:
+        brain.delete(trace_id)
+    brain.delete(kitten.id)
+    assert "We adopted" not in " ".join(contents(brain.search("which animal", reinforce=False)))
+    assert brain._vectors is not None and brain._vectors.size == len(STORY) - 1
+    brain.restore(kitten.id)
+    assert contents(brain.search("which animal", reinforce=False))[0] == STORY[0]
+    assert brain._vectors.size == len(STORY)
+    brain.delete(kitten.id)
+    other = brain_factory()  # another connection restores it (no embedder there)
+    other.restore(kitten.id)
+    assert contents(brain.search("which animal", reinforce=False))[0] == STORY[0]
