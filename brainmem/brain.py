@@ -33,6 +33,7 @@ from .store import WriteBusy
 from .store_base import is_disk_full
 from .validate import (
     build_trace,
+    check_bool,
     check_ids,
     check_int,
     check_limit,
@@ -178,7 +179,7 @@ class Brain(FacesMixin, AdminMixin):
             if trace.deleted_at is None:
                 return trace
             restored = self._writer.restore(trace, at)
-            self._write_vectors([restored], prepared)
+            self._write_vectors([restored], prepared, revived=True)
         self._emit_deletes(evicted)
         self._emit("restore", {"id": trace_id, "trace": restored})
         return restored
@@ -227,7 +228,7 @@ class Brain(FacesMixin, AdminMixin):
             # read for the events here: once the lock is let go, another thread may be
             # running a statement on the connection
             restored = self._store.get_many(result["restored"])
-            self._write_vectors(restored, prepared)
+            self._write_vectors(restored, prepared, revived=True)
         self._emit_deletes(evicted)
         for trace in restored:
             self._emit("restore", {"id": trace.id, "trace": trace})
@@ -405,7 +406,8 @@ class Brain(FacesMixin, AdminMixin):
 
     # --- search by meaning: backfill -----------------------------------------------
 
-    def embed(self, *, batch_size: int = 256, limit: int | None = None) -> dict[str, Any]:
+    def embed(self, *, batch_size: int = 256, limit: int | None = None,
+              drop_other_models: bool = False) -> dict[str, Any]:
         """Backfill vectors: embed live traces without a current vector of this brain's model.
 
         Returns ``{"model", "embedded", "missing", "error", "skipped", "refused"}``; a
@@ -414,6 +416,9 @@ class Brain(FacesMixin, AdminMixin):
         was running on the file (another process, a reflect); else it is None. ``refused``
         lists the traces the provider refused to embed (HTTP 400/413/422, e.g. a text over
         the model's context length): left without a vector, the run going on after them.
+        ``drop_other_models=True`` then deletes the vectors of every other model id (those
+        a model change left: this brain never reads them), ``Policy.reflect_chunk`` a
+        write, counted by model under ``dropped``.
         """
         if self._vectors is None:
             raise InvalidInput("this brain has no embedder: open it with Brain(path, embedder=...)")
@@ -422,7 +427,11 @@ class Brain(FacesMixin, AdminMixin):
         check_int(batch_size, "batch_size", 1, 10_000)
         if limit is not None:
             check_int(limit, "limit", 1, 10**9)
-        return {"model": self._vectors.model_id, **self._vectors.backfill(batch_size, limit, self._lock)}
+        check_bool(drop_other_models, "drop_other_models")
+        result = {"model": self._vectors.model_id, **self._vectors.backfill(batch_size, limit, self._lock)}
+        if drop_other_models:
+            result["dropped"] = self._vectors.drop_other_models(self.policy.reflect_chunk, self._lock)
+        return result
 
     # --- consolidation -------------------------------------------------------------
 

@@ -338,6 +338,11 @@ class BrainBase:
             lacking = self._vectors.lacking(traces)
         return self._prepare_vectors([t.content for t in lacking])
 
-    def _write_vectors(self, traces: Sequence[Trace], prepared: Mapping[str, Any]) -> None:
+    def _write_vectors(self, traces: Sequence[Trace], prepared: Mapping[str, Any], *,
+                       revived: bool = False) -> None:
+        """Store the ``prepared`` vectors of ``traces``; ``revived``: they are live again
+        (restore, unmerge), and the vectors they kept join the search's matrix."""
+        if self._vectors is not None and revived:
+            self._vectors.revive(traces)
         if prepared and self._vectors is not None:
             self._vectors.write(traces, prepared)

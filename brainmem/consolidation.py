@@ -27,7 +27,8 @@ the same ``now`` changes nothing.
    ``meta``: traces used together in one retrieval gain ``co_activated`` weight
    (``w += hebbian_rate · (1 − w)``), used traces gain stability, ignored ones lose a
    little (but feedback alone never pushes a trace under the prune threshold, so a
-   second run at the same ``now`` prunes nothing new).
+   second run at the same ``now`` prunes nothing new). Then the searches recorded before
+   ``now − Policy.retrieval_history`` whose feedback is replayed are dropped, with it.
 4. :func:`derive` — clusters of traces *used together* (``co_activated`` edges of
    weight ≥ ``derive_min_weight``, i.e. at least two co-uses by default, within one
    scope; a superseded fact, a reminder and task scratch are left out) that no live,
@@ -123,6 +124,8 @@ class ReflectReport:
     edges_strengthened: int = 0
     reinforced: int = 0
     weakened: int = 0
+    #: searches older than Policy.retrieval_history dropped (with their feedback)
+    retrievals_dropped: int = 0
     #: derive: insights written, their ids, "llm"/"extractive" per insight count
     derived: int = 0
     derived_ids: list[str] = field(default_factory=list)
@@ -223,7 +226,8 @@ def run(
         report.status = "skipped"
         report.skipped_reason = f"another reflect is running ({holder}, lease until {iso(until)})"
         report.duration_ms = (time.perf_counter() - t0) * 1000
-        report.log_id = store.log_consolidation(started, float(clock()), now, report.status, report.to_dict())
+        report.log_id = store.log_consolidation(started, float(clock()), now, report.status, report.to_dict(),
+                                                policy.reflect_log_runs, policy.reflect_chunk)
         return report
     current, renewed_at = ["prune"], [time.perf_counter()]
 
@@ -269,22 +273,23 @@ def run(
         report.status = "failed"
         report.error = f"{type(exc).__name__}: {exc}"
         report.duration_ms = (time.perf_counter() - t0) * 1000
-        _finish(store, owner, started, clock, report, serial)
+        _finish(store, policy, owner, started, clock, report, serial)
         raise
     report.duration_ms = (time.perf_counter() - t0) * 1000
-    _finish(store, owner, started, clock, report, serial)
+    _finish(store, policy, owner, started, clock, report, serial)
     if progress is not None:  # after the log row: a callback failing here fails no finished run
         progress("done", len(STEPS), len(STEPS))
     return report
 
 
-def _finish(store: Store, owner: str, started: float, clock: Callable[[], float], report: ReflectReport,
-            serial: int) -> None:
+def _finish(store: Store, policy: Policy, owner: str, started: float, clock: Callable[[], float],
+            report: ReflectReport, serial: int) -> None:
     report.longest_write_ms = round(store.longest_write * 1000, 2)
     report.writes = store.tx_serial - serial
     try:
         report.log_id = store.log_consolidation(started, float(clock()), report.now, report.status,
-                                                report.to_dict())
+                                                report.to_dict(), policy.reflect_log_runs,
+                                                policy.reflect_chunk)
     finally:
         store.lease_release(LEASE_NAME, owner)
 
@@ -392,7 +397,7 @@ def strengthen(ctx: _Run) -> None:
             watermark = int(store.meta_get(FEEDBACK_WATERMARK, "0") or 0)
             rows = store.feedback_after(watermark, ctx.policy.reflect_chunk)
             if not rows:
-                return
+                break
             if len(rows) == ctx.policy.reflect_chunk:
                 # end the batch at a retrieval's boundary, so its co-uses pair up together
                 cut = len(rows)
@@ -404,6 +409,24 @@ def strengthen(ctx: _Run) -> None:
             store.meta_set(FEEDBACK_WATERMARK, str(rows[-1][0]))
         report.add_committed(part)
         report.feedback += len(rows)
+    _drop_old_retrievals(ctx)
+
+
+def _drop_old_retrievals(ctx: _Run) -> None:
+    """Drop the searches older than ``Policy.retrieval_history`` whose feedback was replayed
+    (with it), ``reflect_chunk`` per write: nothing else needs them, and they grew by every
+    search the brain ever made."""
+    if ctx.policy.retrieval_history is None:
+        return
+    before = ctx.now - ctx.policy.retrieval_history
+    while True:
+        ctx.keep()
+        with ctx.store.write():
+            watermark = int(ctx.store.meta_get(FEEDBACK_WATERMARK, "0") or 0)
+            dropped = ctx.store.drop_retrievals(before, watermark, ctx.policy.reflect_chunk)
+        ctx.report.retrievals_dropped += dropped
+        if dropped < ctx.policy.reflect_chunk:
+            return
 
 
 def _replay(ctx: _Run, rows: Sequence[tuple[int, int, str, int]], report: ReflectReport) -> None:

@@ -139,9 +139,9 @@ def stats(store: Store, index: VectorIndex | None) -> dict[str, Any]:
     runs (``"compiled"`` with the fast extra on a big brain, else ``"numpy"``)."""
     out: dict[str, Any] = {"vectors": store.vectors_by_model()}
     if index is not None:
-        # the rows a search's product runs over, counted: loading them to count (index.size)
-        # read ~390 MB at a million 384-d vectors for a stats call
-        rows = out["vectors"].get(index.model_id, 0)
+        # the rows a search's product runs over (live traces' vectors), counted: loading them
+        # to count (index.size) read ~390 MB at a million 384-d vectors for a stats call
+        rows = store.vectors_live_count(index.model_id) if index.model_id in out["vectors"] else 0
         out["embedder"] = {"model": index.model_id, "missing": index.missing(),
                            "kernel": vector_kernel.kernel_for(rows)}
     return out

@@ -151,7 +151,7 @@ def absorb(store: Store, policy: Policy, survivor: Trace, losers: Sequence[Trace
     one log entry per loser with both texts. Undone by :func:`brainmem.unmerge.unmerge`."""
     loser_ids = [t.id for t in losers]
     kept = merge_fields([survivor, *losers])  # the latest expiry among them, too
-    merged_from = list(dict.fromkeys([*survivor.metadata.get("merged_from", []), *loser_ids]))
+    merged_from = unmerge_mod.merged_from(survivor.metadata.get("merged_from", []), loser_ids)
     store.update_fields(survivor.id, {
         **kept,
         "tags": kept["tags"][: policy.max_tags],

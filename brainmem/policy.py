@@ -33,7 +33,7 @@ _UNIT_INTERVAL = frozenset({
 #: Durations something is divided by: above 0.
 _POSITIVE = frozenset({"stability_base", "min_stability", "recency_half_life", "lease_seconds"})
 #: Durations that may be 0 (no upper bound either: seconds, not factors).
-_DURATIONS = _POSITIVE | {"compact_age"}
+_DURATIONS = _POSITIVE | {"compact_age", "retrieval_history"}
 #: Largest count (an integer field): larger ones overflow SQLite's 64-bit integers once
 #: multiplied (``reflect_chunk`` pages) and mean nothing a brain could hold.
 MAX_COUNT = 10**9
@@ -44,7 +44,7 @@ MAX_WEIGHT = 1e6
 _AT_LEAST_ONE = frozenset({
     "max_content_bytes", "max_metadata_bytes", "max_tags", "max_tag_chars", "max_key_chars", "candidate_factor",
     "min_candidates", "search_budget", "max_query_terms", "context_reach", "derive_min_size", "derive_max_size",
-    "capacity", "quota", "derive_sentences", "reflect_chunk",
+    "capacity", "quota", "derive_sentences", "reflect_chunk", "reflect_log_runs",
 })
 
 
@@ -73,7 +73,8 @@ class Policy:
     max_content_bytes: int = 65_536
     #: Largest metadata accepted, in UTF-8 bytes of its JSON (256 KiB): every hit, read and
     #: export loads it whole. Checked where metadata is given (add, update, put, the tools,
-    #: import); what the engine adds itself (``merged_from`` of a merge) is not cut.
+    #: import); what the engine adds itself is bounded (``merged_from`` of a merge keeps the
+    #: newest 100 ids: :data:`brainmem.unmerge.MERGED_FROM_KEPT`).
     max_metadata_bytes: int = 262_144
     #: Largest number of tags per trace, and of characters per tag.
     max_tags: int = 64
@@ -228,7 +229,18 @@ class Policy:
     reflect_chunk: int = 1000
     compact_age: float = 7 * DAY
     compact_min_retrievals: int = 3
+    #: Reflect drops the recorded searches (``retrievals``, with their feedback) older than
+    #: this many seconds once strengthen has learned from their feedback (None: kept for
+    #: ever). What reads them: ``feedback`` on a search (given right after it), strengthen
+    #: (only feedback it has not replayed) and the inspector's "recalled by" list (the
+    #: newest 20,000). Without it a brain kept every search it ever made.
+    retrieval_history: float | None = 30 * DAY
     lease_seconds: float = 300.0
+    #: The consolidation log (``reflect_log``) keeps the newest this many runs; each run
+    #: drops the older ones (None: kept for ever). ~750 bytes a run without merges: a
+    #: brain reflected every few minutes kept millions of them. Merges stay undoable
+    #: without it (their records are on the merged traces).
+    reflect_log_runs: int | None = 10_000
     # --- consolidation: strengthen, derive (see brainmem/consolidation.py) ---
     #: Feedback "used" multiplies stability by (1 + feedback_used_gain).
     feedback_used_gain: float = 0.1

@@ -236,6 +236,8 @@ class Store(IndexTables, EdgeTables, LogTables, InspectTables, VectorTables, Mai
         self.execute(f"UPDATE traces SET {assignments} WHERE id = ?", [*values, trace_id])
         if "tags" in fields:
             self._write_tags(trace_id, fields["tags"])
+        if "deleted_at" in fields and fields["deleted_at"] is None:
+            self._vectors_changed()  # live again (restore, unmerge): cached matrices lack its vector
 
     def touch_many(self, updates: Sequence[tuple[float, float, float, str]]) -> None:
         """Record recalls: rows of (strength, stability, accessed_at, id)."""
@@ -659,6 +661,14 @@ class Store(IndexTables, EdgeTables, LogTables, InspectTables, VectorTables, Mai
             "AND json_extract(t.metadata, '$.snapshot_of') IS NULL ORDER BY t.merged_into, t.rid"
         ):
             yield int(r[0]), row_to_trace(r[1:])
+
+    def sources_merged_into(self, trace_id: str) -> list[Trace]:
+        """The soft-deleted traces whose ``merged_into`` is ``trace_id``, in the order they were
+        merged (update snapshots left out): what ``unmerge`` restores. By the
+        ``traces_merged_into`` index, not the survivor's ``merged_from`` (its newest ids only)."""
+        return [row_to_trace(r) for r in self.execute(
+            f"SELECT {_SELECT} FROM traces t WHERE t.merged_into = ? AND t.deleted_at IS NOT NULL "
+            "AND json_extract(t.metadata, '$.snapshot_of') IS NULL ORDER BY t.deleted_at, t.rid", (trace_id,))]
 
     def merge_rows(self, now: float, after: int = 0, limit: int = -1,
                    ) -> list[tuple[int, str, str, str, str, str | None, float | None, str | None]]:

@@ -84,6 +84,15 @@ class LogTables(Database):
             (watermark, limit),
         ))
 
+    def drop_retrievals(self, before: float, watermark: int, limit: int) -> int:
+        """Delete at most ``limit`` retrievals recorded before ``before`` (oldest first) whose
+        feedback has all been replayed (ids up to ``watermark``); their feedback rows go
+        with them (``ON DELETE CASCADE``). Returns how many went. Must run inside a write."""
+        return len(list(self.execute(
+            "DELETE FROM retrievals WHERE id IN (SELECT r.id FROM retrievals r WHERE r.at < ? "
+            "AND NOT EXISTS (SELECT 1 FROM feedback f WHERE f.retrieval_id = r.id AND f.id > ?) "
+            "ORDER BY r.at LIMIT ?) RETURNING id", (before, watermark, limit))))
+
     def lease_acquire(self, name: str, owner: str, seconds: float) -> tuple[bool, str | None, float | None]:
         """Take (or renew) lease ``name`` for ``owner`` until ``seconds`` from now
         (:func:`lease_clock`).
@@ -124,14 +133,25 @@ class LogTables(Database):
         return self.file or f"connection {id(self)}"
 
     def log_consolidation(self, started_at: float, finished_at: float, now: float, status: str,
-                          report: dict[str, Any]) -> int:
+                          report: dict[str, Any], keep: int | None = None, chunk: int = 1000) -> int:
+        """Append a run to the consolidation log; with ``keep``, then drop the runs older than
+        the newest ``keep``, ``chunk`` per write transaction."""
         with self.write():
             self.execute(
                 "INSERT INTO consolidation_log(started_at, finished_at, now, status, report) "
                 "VALUES (?, ?, ?, ?, ?)",
                 (started_at, finished_at, now, status, json.dumps(report, default=str)),
             )
-            return self.db.last_insert_rowid()
+            run_id = self.db.last_insert_rowid()
+        while keep is not None:
+            with self.write():
+                gone = len(list(self.execute(
+                    "DELETE FROM consolidation_log WHERE id IN (SELECT id FROM consolidation_log WHERE id <= "
+                    "(SELECT id FROM consolidation_log ORDER BY id DESC LIMIT 1 OFFSET ?) ORDER BY id LIMIT ?) "
+                    "RETURNING id", (keep, chunk))))
+            if gone < chunk:
+                break
+        return run_id
 
     def consolidation_run(self, run_id: int) -> dict[str, Any] | None:
         """One consolidation run by its id (None: no such run)."""

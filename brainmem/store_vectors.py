@@ -38,9 +38,9 @@ class VectorTables(Database):
     def vectors_stamp(self) -> tuple[Any, Any]:
         """A value that changes when vectors are written (a counter each write bumps) or
         added by a brainmem that does not bump it (the highest rid holding one): what a
-        cached matrix of them is valid for. A deleted or restored trace leaves it alone:
-        a search checks each trace it takes from the matrix against the file. Two
-        lookups by key, a few µs."""
+        cached matrix of them is valid for. A deleted trace leaves it alone (a search checks
+        each trace it takes from the matrix against the file); one made live again bumps the
+        counter, as the matrix holds live traces' vectors only. Two lookups by key, a few µs."""
         row = self.db.execute(
             "SELECT (SELECT value FROM meta WHERE key = ?), (SELECT max(rid) FROM vectors)",
             (VECTORS_WRITTEN,)).fetchone()
@@ -65,6 +65,21 @@ class VectorTables(Database):
                 (model, *chunk)))
         return found
 
+    def vectors_of_traces(self, model: str, ids: Sequence[str]) -> list[tuple[str, str, int, bytes]]:
+        """:meth:`vectors_of`, for the live traces ``ids`` only."""
+        out: list[tuple[str, str, int, bytes]] = []
+        for chunk in in_chunks(list(ids)):
+            out += [(str(tid), str(h), int(dim), bytes(blob)) for tid, h, dim, blob in self.execute(
+                "SELECT t.id, v.content_hash, v.dim, v.v FROM vectors v JOIN traces t ON t.rid = v.rid "
+                f"WHERE v.model = ? AND t.deleted_at IS NULL AND t.id IN ({', '.join('?' * len(chunk))})",
+                (model, *chunk))]
+        return out
+
+    def vectors_live_count(self, model: str) -> int:
+        """How many vectors of ``model`` :meth:`vectors_of` reads (those of live traces)."""
+        return int(self.execute("SELECT count(*) FROM vectors v JOIN traces t ON t.rid = v.rid "
+                                "WHERE v.model = ? AND t.deleted_at IS NULL", (model,)).get)
+
     def vectors_missing_count(self, model: str) -> int:
         row = self.execute(f"SELECT count(*) FROM traces t {_CURRENT}", (model,)).fetchone()
         return 0 if row is None else int(row[0])
@@ -74,10 +89,13 @@ class VectorTables(Database):
         return None if row is None else int(row[0])
 
     def vectors_of(self, model: str) -> Iterator[tuple[str, str, int, bytes]]:
-        """(trace id, content hash, dim, blob) of every vector of ``model``, any trace state."""
+        """(trace id, content hash, dim, blob) of every vector of ``model`` of a live trace:
+        a soft-deleted one is never returned, and a brain that forgot most of what it held
+        kept them all in the matrix a search runs over. A trace made live again bumps
+        :meth:`vectors_stamp` (:meth:`Store.update_fields`), so the matrix is read again."""
         for tid, h, dim, blob in self.execute(
                 "SELECT t.id, v.content_hash, v.dim, v.v FROM vectors v JOIN traces t ON t.rid = v.rid "
-                "WHERE v.model = ?", (model,)):
+                "WHERE v.model = ? AND t.deleted_at IS NULL", (model,)):
             yield str(tid), str(h), int(dim), bytes(blob)
 
     #: Vectors whose bytes are not a vector of their dimension (edited outside brainmem), or
@@ -100,6 +118,19 @@ class VectorTables(Database):
                 self.execute(f"DELETE {self._BAD_VECTORS}")
                 self._vectors_changed()
         return found
+
+    def drop_vectors_except(self, model: str, limit: int) -> dict[str, int]:
+        """Delete at most ``limit`` vectors of models other than ``model`` in one write;
+        how many went, by model."""
+        dropped: dict[str, int] = {}
+        with self.write():
+            for (gone,) in list(self.execute(
+                    "DELETE FROM vectors WHERE (model, rid) IN (SELECT model, rid FROM vectors "
+                    "WHERE model <> ? LIMIT ?) RETURNING model", (model, limit))):
+                dropped[str(gone)] = dropped.get(str(gone), 0) + 1
+            if dropped:
+                self._vectors_changed()
+        return dropped
 
     def vectors_by_model(self) -> dict[str, int]:
         return {str(m): int(n) for m, n in self.execute("SELECT model, count(*) FROM vectors GROUP BY model")}

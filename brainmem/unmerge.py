@@ -39,9 +39,20 @@ RECORD_KEY = "merge"
 #: at least this TF-IDF cosine (fitted on the pair): reflect merged at ≥ 0.95 over the
 #: whole brain, which a pair-fitted cosine lowers a little for genuinely close texts
 OLD_NOMINATION = 0.8
+#: How many ids ``metadata["merged_from"]`` keeps, the newest: it grew by every merge into a
+#: trace (and each merge record copied it), past ``Policy.max_metadata_bytes`` after ~6,000.
+#: Every source still points at its survivor by ``merged_into``, where :func:`sources_of`,
+#: ``lineage`` and ``check`` find them all.
+MERGED_FROM_KEPT = 100
 #: the survivor fields a merge changes (see :func:`brainmem.model.merge_fields`)
 _KEPT = ("tags", "strength", "stability", "importance", "pinned", "access_count", "created_at",
          "expires_at")
+
+
+def merged_from(earlier: Sequence[str], ids: Sequence[str]) -> list[str]:
+    """A survivor's ``merged_from`` once ``ids`` are merged into it: the newest
+    :data:`MERGED_FROM_KEPT` of its earlier ones and ``ids``."""
+    return list(dict.fromkeys([*earlier, *ids]))[-MERGED_FROM_KEPT:]
 
 
 def survivor_state(trace: Trace) -> dict[str, Any]:
@@ -92,11 +103,9 @@ def _origin(target: Trace, sources: Sequence[Trace]) -> str:
 
 
 def sources_of(store: Store, target: Trace) -> list[Trace]:
-    """The soft-deleted traces merged into ``target`` (in merge order)."""
-    ids = [i for i in target.metadata.get("merged_from", []) if isinstance(i, str)]
-    return [t for t in store.get_many(ids, include_deleted=True)
-            if t.deleted_at is not None and t.merged_into == target.id
-            and "snapshot_of" not in t.metadata]
+    """The soft-deleted traces merged into ``target`` (in merge order): every one whose
+    ``merged_into`` names it (``merged_from`` keeps only the newest ids)."""
+    return store.sources_merged_into(target.id)
 
 
 def unmerge(store: Store, trace_id: str, now: float,

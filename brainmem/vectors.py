@@ -282,6 +282,13 @@ class VectorIndex:
             self._key = self._stamp()
         return len(rows)
 
+    def revive(self, traces: Sequence[Trace]) -> None:
+        """``traces`` are live again (restore, unmerge): the vectors they kept join this
+        connection's matrix (others read it again: :meth:`Store.update_fields` bumped the stamp)."""
+        for tid, h, d, blob in self.store.vectors_of_traces(self.model_id, [t.id for t in traces]):
+            if len(blob) in (4 + d, 4 * d):
+                self._pending[tid] = (h, *codes(blob, d))
+
     def _stamp(self) -> tuple[Any, ...]:
         return (id(self.store.db), self.store.rollbacks, *self.store.vectors_stamp())
 
@@ -348,6 +355,19 @@ class VectorIndex:
         with guard:
             return {"embedded": done, "missing": self.missing(), "error": error, "skipped": None,
                     "refused": refused}
+
+    def drop_other_models(self, chunk: int, lock: AbstractContextManager[Any] | None = None) -> dict[str, int]:
+        """Delete the vectors of every model id but this one, ``chunk`` per write (``lock``
+        held for each); how many went, by model."""
+        guard = lock if lock is not None else contextlib.nullcontext()
+        dropped: dict[str, int] = {}
+        while True:
+            with guard:
+                gone = self.store.drop_vectors_except(self.model_id, chunk)
+            for model, n in gone.items():
+                dropped[model] = dropped.get(model, 0) + n
+            if sum(gone.values()) < chunk:
+                return dropped
 
     def lacking(self, traces: Sequence[Trace]) -> list[Trace]:
         """Those of ``traces`` without a vector of this model for their current content."""

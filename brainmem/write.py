@@ -573,7 +573,7 @@ class Writer:
             {"content": text, "type": first.type, "scope": first.scope, "scope_id": first.scope_id,
              "episode": first.episode, "tags": kept["tags"],  # validated: over max_tags refuses
              "due_at": kept["due_at"], "cue": kept["cue"],  # validated: a cue over its limit refuses
-             "metadata": {"merged_from": [s.id for s in sources], "merged_by": "merge"}},
+             "metadata": {"merged_from": unmerge.merged_from([], [s.id for s in sources]), "merged_by": "merge"}},
             at, self.policy,
         )
         merged = dataclasses.replace(built, **kept, updated_at=max(at, kept["created_at"]))

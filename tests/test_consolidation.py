@@ -15,7 +15,7 @@ from pathlib import Path
 import clirun
 import pytest
 
-from brainmem import Brain, BrainFileError, Policy, ReflectReport, store_log
+from brainmem import Brain, BrainFileError, NotFound, Policy, ReflectReport, store_log
 from brainmem.policy import DAY
 from brainmem.store import Store
 
@@ -978,3 +978,55 @@ def test_a_reflect_crashed_under_a_clock_set_ahead_blocks_no_later_reflect(
             ahead.reflect(progress=crash)
         (expires,) = ahead._store.execute("SELECT expires_at FROM leases WHERE name = 'reflect'").fetchone()
     assert expires <= time.time() + 60.0
+
+
+def test_reflect_drops_searches_older_than_policy_retrieval_history_keeping_what_strengthen_uses(
+        brain: Brain, clock: Clock) -> None:
+    """The ``retrievals`` table (every recorded search) and its feedback were never pruned:
+    a brain searched for years kept every search. Reflect now drops those older than
+    ``Policy.retrieval_history`` once their feedback has been learned from; recent ones
+    still take feedback and strengthen learns from them as before."""
+    a, b, c = (brain.add(t).id for t in ("alpha project kickoff", "alpha project budget", "alpha project risks"))
+    old = []
+    for _ in range(200):  # a search a day, each used
+        hits = brain.search("alpha project", limit=5)
+        assert brain.feedback(hits.retrieval_id, used=[a, b]) == 2
+        old.append(hits.retrieval_id)
+        clock.now += DAY
+    report = brain.reflect()
+    assert report.feedback == 400  # every co-use learned before any search went
+    weight = brain._store.execute("SELECT weight FROM edges WHERE kind='co_activated'").get
+    assert weight == pytest.approx(1 - 0.9 ** 200)
+    kept = brain._store.execute("SELECT count(*) FROM retrievals").get
+    days = brain.policy.retrieval_history / DAY
+    assert kept == days and report.retrievals_dropped == 200 - days
+    assert brain._store.execute("SELECT count(*) FROM feedback").get == 2 * days
+    assert brain.stats()["retrievals"] == kept
+    with pytest.raises(NotFound):  # an old search's feedback: its search is gone
+        brain.feedback(old[0], used=[a])
+    assert brain.feedback(old[-1], used=[c]) == 1  # a recent one still takes it
+    again = brain.reflect()
+    assert (again.feedback, again.retrievals_dropped) == (1, 0)
+    assert brain._store.execute("SELECT weight FROM edges WHERE kind='co_activated'").get == pytest.approx(weight)
+    # None keeps every search
+    with Brain(brain.path, clock=clock, policy=replace(Policy(), retrieval_history=None)) as keep_all:
+        clock.now += 400 * DAY
+        assert keep_all.reflect().retrievals_dropped == 0
+    assert brain._store.execute("SELECT count(*) FROM retrievals").get == kept
+
+
+def test_the_consolidation_log_keeps_the_newest_policy_reflect_log_runs(tmp_path: Path, clock: Clock) -> None:
+    """Every reflect appended a row (~750 bytes, more with merges) to ``consolidation_log`` and
+    none ever went: a brain reflected every few minutes for years kept millions of them."""
+    assert Policy().reflect_log_runs == 10_000
+    policy = replace(Policy(), reflect_log_runs=3)
+    with Brain(str(tmp_path / "log.brain"), clock=clock, policy=policy) as brain:
+        brain.add("a note")
+        ids = [brain.reflect().log_id for _ in range(5)]
+        assert [run["id"] for run in brain.reflect_log(20)] == ids[:1:-1]
+        with pytest.raises(NotFound):
+            brain.reflect_run(ids[0])
+    with Brain(str(tmp_path / "log.brain"), clock=clock, policy=replace(Policy(), reflect_log_runs=None)) as brain:
+        for _ in range(3):
+            brain.reflect()
+        assert len(brain.reflect_log(20)) == 6

@@ -262,3 +262,41 @@ def test_unmerge_after_purge_says_the_merge_can_no_longer_be_undone(mem_brain: B
         mem_brain.unmerge(m.id)
     assert "not the result of a merge" not in str(refused.value)
     assert mem_brain.get(m.id).live
+
+
+def _cased(text: str, n: int) -> str:
+    """``text`` with its first letters upper-cased by the bits of ``n``: the merge rule's same text."""
+    letters = [i for i, c in enumerate(text) if c.isalpha()][:12]
+    return "".join(c.upper() if i in letters and n >> letters.index(i) & 1 else c for i, c in enumerate(text))
+
+
+def test_a_trace_merged_into_hundreds_of_times_still_exports_imports_and_unmerges(
+        brain_factory: Any, tmp_path: Path, clock: Any) -> None:
+    """``metadata["merged_from"]`` grew by every merge into a survivor, and each merge's record
+    copied it again: after enough merges (~6,000 at the default 256 KiB) the survivor's
+    metadata passed ``Policy.max_metadata_bytes``, and the brain's own export needed a
+    larger limit to import. It keeps the newest ids only; unmerge finds every source by
+    ``merged_into``."""
+    from dataclasses import replace
+
+    from brainmem import Policy
+
+    policy = replace(Policy(), max_metadata_bytes=8192)
+    brain = brain_factory(policy=policy)
+    text = "the blue kettle sits on the kitchen shelf"
+    first = brain.add(text)
+    for round_ in range(3):
+        clock.advance(60)  # the oldest survives
+        brain.add_many([{"content": _cased(text, 1 + round_ * 100 + i)} for i in range(100)])
+        assert brain.reflect().merged == 100
+    survivor = brain.get(first.id)
+    assert len(json.dumps(survivor.metadata)) < 8192
+    assert brain.lineage(first.id)["totals"]["merged_from"] == 300
+    out = tmp_path / "out.jsonl"
+    brain.export(out, include_deleted=True)
+    copy = brain_factory(tmp_path / "copy.brain", policy=policy)
+    assert copy.import_jsonl(out).imported == 301
+    for b in (brain, copy):
+        result = b.unmerge(first.id)
+        assert len(result["restored"]) == 300
+        assert b.stats()["live"] == 301

@@ -207,3 +207,16 @@ def test_brainmem_vector_kernel_other_than_numpy_is_refused_when_the_brain_opens
         assert vector_kernel.kernel_for(10**9) == "numpy"
         with Brain(str(path), embedder=embedder) as brain:
             brain.add("a note")
+
+
+def test_stats_name_the_kernel_of_the_live_vectors_a_search_runs_over(tmp_path, monkeypatch) -> None:
+    """A search's product runs over the vectors of live traces only; stats counted every
+    vector in the file (deleted traces' too), so it named a kernel the search did not run."""
+    with Brain(str(tmp_path / "s.brain"), embedder=CallableEmbedder(seeded, "seeded")) as brain:
+        ids = [r.trace.id for r in brain.add_many([f"note number {i}" for i in range(30)], report=True)]
+        for trace_id in ids[:10]:
+            brain.delete(trace_id)
+        monkeypatch.setattr(vector_kernel, "COMPILED_FROM", 25)
+        monkeypatch.setattr(vector_kernel, "_COMPILED", None)
+        assert brain.stats()["embedder"]["kernel"] == "numpy"  # 20 live vectors
+        assert brain.stats()["vectors"] == {"seeded": 30}  # the file still holds them all

@@ -949,3 +949,57 @@ def test_a_whole_call_of_refused_texts_is_passed_over_but_a_server_refusing_all_
                                                              max_retries=0)) as brain:
         result = brain.embed()  # one text a call: the first refusal is probed too
         assert result["refused"] == [] and "400" in result["error"] and len(srv.requests) == 2
+
+
+def test_embed_can_drop_the_vectors_of_other_models(brain_factory, tmp_path, monkeypatch, capsys) -> None:
+    """After a model change the old model's vectors stayed in the file for ever (a brain
+    never uses them again): nothing could drop them. ``embed(drop_other_models=True)``
+    (``brainmem embed --drop-other-models``) does; by default they stay."""
+    from _embedfakes import fake_server
+
+    path = tmp_path / "brain.db"
+    old = brain_factory(path, embedder=ConceptEmbedder("old-model"))
+    old.add_many(STORY)
+    old.close()
+    new = brain_factory(path, embedder=ConceptEmbedder("new-model"))
+    assert new.embed()["embedded"] == len(STORY)
+    assert new.stats()["vectors"] == {"old-model": len(STORY), "new-model": len(STORY)}
+    result = new.embed(drop_other_models=True)
+    assert result["dropped"] == {"old-model": len(STORY)}
+    assert new.stats()["vectors"] == {"new-model": len(STORY)}
+    assert contents(new.search("a film to watch", reinforce=False))[0] == STORY[2]
+    with pytest.raises(InvalidInput):
+        new.embed(drop_other_models="yes")
+    new.close()
+    with fake_server() as srv:
+        monkeypatch.setenv("BRAINMEM_EMBEDDER", "openai:fake-embed")
+        monkeypatch.setenv("BRAINMEM_EMBED_BASE_URL", srv.url)
+        capsys.readouterr()
+        assert main(["--brain", str(path), "embed"]) == 0
+        assert "dropped" not in capsys.readouterr().out
+        assert main(["--brain", str(path), "embed", "--drop-other-models"]) == 0
+        assert f"dropped {len(STORY)} vectors of new-model" in capsys.readouterr().out
+    with Brain(str(path)) as plain:
+        assert plain.stats()["vectors"] == {"fake-embed": len(STORY)}
+
+
+def test_the_vectors_of_deleted_traces_are_not_searched_and_a_restored_one_is_again(brain_factory, emb) -> None:
+    """Every vector in the file was loaded into the matrix a search's product runs over,
+    those of soft-deleted traces too (pruned, merged, deleted, never returned): a brain
+    that forgot most of what it held over the years kept paying for all of it."""
+    brain = brain_factory(embedder=emb)
+    kitten = brain.add(STORY[0])
+    brain.add_many(STORY[1:])
+    gone = [brain.add(f"old note {i} about the garage").id for i in range(20)]
+    for trace_id in gone:
+        brain.delete(trace_id)
+    brain.delete(kitten.id)
+    assert "We adopted" not in " ".join(contents(brain.search("which animal", reinforce=False)))
+    assert brain._vectors is not None and brain._vectors.size == len(STORY) - 1
+    brain.restore(kitten.id)
+    assert contents(brain.search("which animal", reinforce=False))[0] == STORY[0]
+    assert brain._vectors.size == len(STORY)
+    brain.delete(kitten.id)
+    other = brain_factory()  # another connection restores it (no embedder there)
+    other.restore(kitten.id)
+    assert contents(brain.search("which animal", reinforce=False))[0] == STORY[0]

@@ -24,6 +24,8 @@ def register(commands: Any) -> None:
     p.add_argument("--batch-size", type=int, default=256, metavar="N", help="traces read and stored per transaction (default 256); the embedder gets "
                    "at most its own batch size a call ($BRAINMEM_EMBED_BATCH_SIZE)")
     p.add_argument("--limit", type=int, metavar="N", help="embed at most N traces")
+    p.add_argument("--drop-other-models", action="store_true",
+                   help="then delete the vectors of every other model id (left by a model change)")
     add_json_flag(p)
     p.set_defaults(handler=_embed)
 
@@ -33,7 +35,8 @@ def _embed(args: argparse.Namespace) -> int:
         if brain.embedder is None:
             raise InvalidInput("no embedder: pass --embedder SPEC (e.g. openai:text-embedding-3-small "
                                "or onnx:/path/model.onnx) or set BRAINMEM_EMBEDDER")
-        result = brain.embed(batch_size=args.batch_size, limit=args.limit)
+        result = brain.embed(batch_size=args.batch_size, limit=args.limit,
+                             drop_other_models=args.drop_other_models)
     if args.json:
         print_json(result)
     elif result["skipped"]:
@@ -42,6 +45,8 @@ def _embed(args: argparse.Namespace) -> int:
         print(f"{result['embedded']} embedded with {result['model']}, {result['missing']} still without a vector")
         if result["refused"]:  # e.g. over the model's context length: the rest went on
             print(f"refused by the embedder: {' '.join(result['refused'])}")
+        for model, n in result.get("dropped", {}).items():
+            print(f"dropped {n} vectors of {model}")
     if result["error"]:
         print(f"brainmem: error: the embedder failed: {result['error']}", file=sys.stderr)
         return 1

@@ -62,7 +62,8 @@ def _reflect(args: argparse.Namespace) -> int:
                   f"{report.evicted} evicted)"),
         ("merge", f"{report.merged} merged into {report.merge_groups} survivors"),
         ("strengthen", f"{report.feedback} feedback rows, {report.edges_strengthened} edge updates, "
-                       f"{report.reinforced} reinforced, {report.weakened} weakened"),
+                       f"{report.reinforced} reinforced, {report.weakened} weakened, "
+                       f"{report.retrievals_dropped} old searches dropped"),
         ("derive", f"{report.derived} insights"
                    + (f" ({', '.join(f'{n} {m}' for m, n in report.derived_by.items())})"
                       if report.derived_by else "")),
