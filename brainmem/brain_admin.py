@@ -16,6 +16,7 @@ from ._version import __version__
 from .brain_base import BrainBase
 from .errors import InvalidInput, NotFound
 from .model import TimeLike
+from .policy import SETTINGS, Policy, check_setting, setting_to_json, usable_settings, with_settings
 from .validate import check_ids, check_int, check_path, check_text
 
 if TYPE_CHECKING:  # imported lazily at run time (export/import only)
@@ -109,6 +110,68 @@ class AdminMixin(BrainBase):
         check_int(limit, "limit", 1, 10_000)
         with self._lock, self._store.read():
             return inspection.run_changes(self._store, dict(run), limit)
+
+    # --- settings: the Policy fields stored in the file (brainmem config) ------------
+
+    def settings(self) -> list[dict[str, Any]]:
+        """Every setting (a field of :class:`~brainmem.policy.Policy`), in declaration order:
+        ``key``, ``value`` (what this brain runs on), ``default``, ``source`` (``"stored"``:
+        the file's setting; ``"default"``; ``"policy"``: this Brain was given a Policy, which
+        the file's settings do not change) and, when the file stores one, ``stored`` (its
+        value as this brainmem reads it, or its JSON text when it cannot use it)."""
+        with self._lock, self._store.read():
+            stored = self._store.settings_stored()
+        usable, _ = usable_settings(stored)
+        default = Policy()
+        rows = []
+        for name in SETTINGS:
+            row: dict[str, Any] = {"key": name, "value": getattr(self.policy, name),
+                                   "default": getattr(default, name),
+                                   "source": "policy" if self._policy_given else
+                                   "stored" if name in usable else "default"}
+            if name in stored:
+                row["stored"] = usable.get(name, stored[name])
+            rows.append(row)
+        return rows
+
+    def setting(self, key: str) -> dict[str, Any]:
+        """One row of :meth:`settings`: the setting ``key``, its value, default and source."""
+        name = check_setting(key)
+        return next(row for row in self.settings() if row["key"] == name)
+
+    def set_setting(self, key: str, value: Any) -> dict[str, Any]:
+        """Store setting ``key`` (a :class:`~brainmem.policy.Policy` field) in the brain file:
+        every Brain that opens the file without a Policy of its own runs on it, in every
+        process (read when the file is opened); this one from now on, unless it was given a
+        Policy. ``value`` is checked by Policy's own validation (with the file's other
+        settings) before anything is written: :class:`InvalidInput`. Returns the setting's
+        row (:meth:`setting`). A read-only brain refuses (:class:`ReadOnlyBrain`)."""
+        name = check_setting(key)
+        with self._lock, self._store.write():
+            usable, _ = usable_settings(self._store.settings_stored())
+            policy = with_settings({**usable, name: value})
+            self._store.setting_store(name, setting_to_json(getattr(policy, name)))
+        if not self._policy_given:
+            self._use_policy(policy)
+        return self.setting(name)
+
+    def unset_setting(self, key: str) -> dict[str, Any]:
+        """Remove setting ``key`` from the brain file: the default applies again (a name this
+        brainmem does not know is removed too, when the file stores it). Refused
+        (:class:`InvalidInput`, nothing written) when the other stored settings are not a
+        valid Policy without it (``derive_min_size`` above the default ``derive_max_size``).
+        Returns the setting's row (:meth:`setting`); for an unknown name ``{"key", "removed"}``."""
+        with self._lock, self._store.write():
+            stored = self._store.settings_stored()
+            if not isinstance(key, str) or key not in stored:
+                check_setting(key)
+            usable, _ = usable_settings(stored)
+            usable.pop(key, None)
+            policy = with_settings(usable)  # what the others are without it, checked first
+            self._store.setting_store(key, None)
+        if not self._policy_given:
+            self._use_policy(policy)
+        return self.setting(key) if key in SETTINGS else {"key": key, "removed": True}
 
     # --- transfer: export, import, backup (brainmem.transfer) ----------------------
 
