@@ -198,7 +198,8 @@ class AdminMixin(BrainBase):
         """Import an export: validate every line, then write all of it in one transaction.
 
         Returns an :class:`~brainmem.transfer.ImportReport`. A bad line raises
-        :class:`InvalidInput` naming it and nothing is imported. Dedup and id rules
+        :class:`InvalidInput` naming it and nothing is imported. Settings in the file's
+        header that the brain does not store are stored (:meth:`set_setting`). Dedup and id rules
         are in :mod:`brainmem.transfer`. Quotas apply to the imported live traces.
         Memory stays bounded (:mod:`brainmem.import_stream`): the validated lines wait
         in a temporary file next to the brain, not in memory.
@@ -208,14 +209,18 @@ class AdminMixin(BrainBase):
         at = self.now(now)
         folder = os.path.dirname(os.path.abspath(self.path))  # a temporary folder may be RAM
         with import_stream.Spill(folder if os.path.isdir(folder) else None) as spill:
-            import_stream.scan_source(fp_or_path, self.policy, spill)  # no lock held
+            header = import_stream.scan_source(fp_or_path, self.policy, spill).header  # no lock held
             with self._write_with_events() as events:
+                taken, policy = self._take_settings(header.get("settings", {}))
                 report = import_stream.apply_import(
                     self._store, spill, new_ids=new_ids, keep_added=self._events.wants("add"),
                     before_insert=lambda t: self._writer.before_insert(t, at),
                     expire=lambda t: self._writer.expire(t, at),
                     at=at,
                     hook_sees_rows=self.policy.quota is not None and self.policy.quota_policy == "evict")
+        report.settings = sorted(taken)
+        if taken and not self._policy_given:
+            self._use_policy(policy)
         if self._vectors is not None and report.imported:
             # exports carry no vectors: imported traces are embedded anew
             embedded = self._vectors.backfill(lock=self._lock)
@@ -224,6 +229,21 @@ class AdminMixin(BrainBase):
         for trace in report.added:
             self._emit("add", {"id": trace.id, "trace": trace})
         return report
+
+    def _take_settings(self, settings: Mapping[str, Any]) -> tuple[dict[str, Any], Policy]:
+        """Store the ``settings`` of an import the file does not store yet, inside the
+        caller's write; return them and the policy of the file's settings with them
+        (checked first: a conflict with the brain's own is :class:`InvalidInput`)."""
+        stored = self._store.settings_stored()
+        usable, _ = usable_settings(stored)
+        taken = {name: value for name, value in settings.items() if name not in stored}
+        try:
+            policy = with_settings({**usable, **taken})
+        except InvalidInput as exc:
+            raise InvalidInput(f"the file's settings do not fit the brain's own: {exc}") from None
+        for name in taken:
+            self._store.setting_store(name, setting_to_json(getattr(policy, name)))
+        return taken, policy
 
     def backup(self, path: str) -> str:
         """Copy the brain to a new file ``path`` with SQLite's online backup; return the path.

@@ -3,6 +3,7 @@ surface that opens the file without a Policy of its own runs on them."""
 
 from __future__ import annotations
 
+import io
 import json
 from pathlib import Path
 
@@ -178,6 +179,56 @@ def test_a_stored_setting_that_cannot_be_used_warns_and_the_default_applies(tmp_
         "the stored setting weight_recency = 7 is not used: Policy.weight_recency must be between "
         "0 and 1, not 7.0"]
     assert set(stored(Path(path))) == {SETTING_PREFIX + "quota"}
+
+
+def test_settings_travel_with_an_export_and_the_brains_own_win(tmp_path: Path) -> None:
+    source, fresh, other = (tmp_path / n for n in ("a.db", "fresh.db", "other.db"))
+    with Brain(str(source)) as brain:
+        brain.add("plain export")
+        out = io.StringIO()
+        brain.export(out)
+        assert "settings" not in json.loads(out.getvalue().splitlines()[0])  # as before: none stored
+    assert cli(source, "config", "set", "time_zone", "Asia/Tokyo")[0] == 0
+    assert cli(source, "config", "set", "quota", "100")[0] == 0
+    assert cli(source, "export", str(tmp_path / "a.jsonl"))[0] == 0
+    header = json.loads((tmp_path / "a.jsonl").read_text().splitlines()[0])
+    assert header["settings"] == {"quota": 100, "time_zone": "Asia/Tokyo"}
+
+    code, out, _ = cli(fresh, "import", str(tmp_path / "a.jsonl"))
+    assert code == 0 and "stored the file's settings: quota, time_zone" in out
+    assert stored(fresh) == stored(source)
+
+    assert cli(other, "config", "set", "time_zone", "Europe/Berlin", "--create")[0] == 0
+    with Brain(str(other)) as brain:
+        report = brain.import_jsonl(str(tmp_path / "a.jsonl"))
+        assert report.settings == ["quota"] and report.to_dict()["settings"] == ["quota"]
+        assert (brain.policy.time_zone, brain.policy.quota) == ("Europe/Berlin", 100)  # at once
+
+
+@pytest.mark.parametrize(("settings", "message"), [
+    ({"quota": -3}, "line 1: Policy.quota must be at least 1"),
+    ({"nope": 1}, "line 1: 'nope' is not a setting"),
+    ([1], "line 1: the header's settings must be a JSON object"),
+])
+def test_an_import_with_bad_settings_imports_nothing(tmp_path: Path, settings: object, message: str) -> None:
+    lines = [json.dumps({"brainmem": "x", "schema": 1, "traces": 1, "settings": settings}),
+             json.dumps({"trace": {"id": "mt_1", "content": "hello", "created_at": 1.0}})]
+    with Brain(str(tmp_path / "b.db")) as brain:
+        with pytest.raises(InvalidInput, match=message.replace("(", r"\(")):
+            brain.import_jsonl(io.StringIO("\n".join(lines) + "\n"))
+        assert brain.stats()["live"] == 0 and brain.policy == Policy()
+    assert stored(tmp_path / "b.db") == {}
+
+
+def test_an_import_whose_settings_conflict_with_the_brains_imports_nothing(tmp_path: Path) -> None:
+    lines = [json.dumps({"brainmem": "x", "schema": 1, "settings": {"derive_max_size": 4}}),
+             json.dumps({"trace": {"id": "mt_1", "content": "hello", "created_at": 1.0}})]
+    with Brain(str(tmp_path / "b.db")) as brain:
+        brain.set_setting("derive_min_size", 6)
+        with pytest.raises(InvalidInput, match="do not fit the brain's own: Policy.derive_min_size"):
+            brain.import_jsonl(io.StringIO("\n".join(lines) + "\n"))
+        assert brain.stats()["live"] == 0 and brain.policy.derive_max_size == 12
+    assert set(stored(tmp_path / "b.db")) == {SETTING_PREFIX + "derive_min_size"}
 
 
 def test_cli_stdin_content_follows_the_stored_content_limit(tmp_path: Path) -> None:
