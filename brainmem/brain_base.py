@@ -20,10 +20,10 @@ Decisions:
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
 import threading
 import time
-import warnings
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Any, TypeVar
 
@@ -51,6 +51,7 @@ from .validate import (
 from .write import Writer
 
 _B = TypeVar("_B", bound="BrainBase")
+log = logging.getLogger("brainmem")
 
 
 class BrainBase:
@@ -125,7 +126,7 @@ class BrainBase:
             stored = self._store.settings_stored()
         usable, problems = usable_settings(stored)
         for problem in problems:
-            warnings.warn(f"{self.path}: {problem}", stacklevel=3)
+            log.warning("brainmem: %s: %s", self.path, problem)
         return usable
 
     def _use_policy(self, policy: Policy) -> None:
