@@ -5,6 +5,10 @@ from __future__ import annotations
 
 import io
 import json
+import os
+import subprocess
+import sys
+import textwrap
 from pathlib import Path
 
 import clirun
@@ -87,6 +91,41 @@ def test_a_read_only_brain_refuses_to_store_a_setting(tmp_path: Path) -> None:
     with Brain(str(db), readonly=True) as brain, pytest.raises(ReadOnlyBrain):
         brain.set_setting("quota", 5)
     assert cli(db, "--readonly", "config", "get", "quota")[:2] == (0, "null\n")  # reading is fine
+
+
+def test_config_set_on_an_unwritable_brain_says_why(tmp_path: Path) -> None:
+    # a reading command opens such a file read-only by itself; `config set` said only
+    # "... was opened read-only", which the user never asked for
+    path = tmp_path / "ro.brain"
+    Brain(str(path)).close()
+    os.chmod(path, 0o444)
+    os.chmod(tmp_path, 0o555)
+    script = textwrap.dedent("""
+        import ctypes, os, sys
+        if os.geteuid() == 0:
+            libc = ctypes.CDLL(None, use_errno=True)
+            if libc.unshare(0x10000000) != 0:  # CLONE_NEWUSER: root's override stops applying
+                print("SKIP unshare"); sys.exit(0)
+        try:
+            open(sys.argv[1], "r+b").close()
+            print("SKIP still writable"); sys.exit(0)
+        except PermissionError:
+            pass
+        from brainmem.cli import main
+        print("get", main(["--brain", sys.argv[1], "config", "get", "quota"]))
+        print("set", main(["--brain", sys.argv[1], "config", "set", "quota", "5"]))
+    """)
+    try:
+        done = subprocess.run([sys.executable, "-c", script, str(path)], capture_output=True,
+                              text=True, timeout=60)
+    finally:
+        os.chmod(tmp_path, 0o755)
+        os.chmod(path, 0o644)
+    if done.stdout.startswith("SKIP"):
+        pytest.skip(f"cannot make a file read-only for this user: {done.stdout.strip()}")
+    assert "get 0" in done.stdout and "set 1" in done.stdout
+    assert "not writable" in done.stderr and "opened read-only" not in done.stderr
+    assert stored(path) == {}
 
 
 def test_a_missing_brain_is_not_created_by_config(tmp_path: Path) -> None:

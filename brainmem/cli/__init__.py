@@ -180,7 +180,7 @@ def open_brain(args: argparse.Namespace, **kwargs: Any) -> Any:
     try:
         return Brain(path, **kwargs)
     except ReadOnlyBrain:
-        if command in WRITING:
+        if command in WRITING or getattr(args, "writes", False):  # a writing subcommand (config set)
             raise
         return Brain(path, readonly=True, **kwargs)  # e.g. a read-only mount: read it as it is
 

@@ -55,7 +55,10 @@ def register(commands: Any) -> None:
 
 
 def _open(args: argparse.Namespace) -> Any:
-    return open_brain(args, embedder=None, reranker=None)  # settings need no embedder
+    """The brain (no embedder: settings need none). ``set`` and ``unset`` write: a file that
+    cannot be written is refused with its reason, not opened read-only as for ``list``."""
+    args.writes = args.config_command in ("set", "unset")
+    return open_brain(args, embedder=None, reranker=None)
 
 
 def _text(value: Any) -> str:
