@@ -228,7 +228,8 @@ class Policy:
     #: Per-scope live-trace capacity enforced by prune (None: off).
     capacity: int | None = None
     #: Unused since issue 14 (reflect nominates merges by blocking keys that catch every
-    #: pair the merge rule accepts, :mod:`brainmem.dedupe_blocks`); kept so saved policies load.
+    #: pair the merge rule accepts, :mod:`brainmem.dedupe_blocks`); kept so saved policies
+    #: load, and not a setting a brain file can store (:data:`UNUSED`).
     merge_threshold: float = 0.95
     #: Reflect commits at most this many traces per write transaction (prune's deletes,
     #: merge's groups, compaction, feedback rows) and reads 10x as many rows per page;
@@ -340,15 +341,21 @@ def _check_field(name: str, annotation: str, value: Any) -> None:
 # --- settings stored in a brain file (Brain.set_setting, brainmem config) -------------
 
 
-#: The names of the settings: every field of :class:`Policy`, in declaration order.
-SETTINGS = tuple(f.name for f in fields(Policy))
-_ANNOTATIONS = {f.name: str(f.type) for f in fields(Policy)}
+#: Fields the engine no longer reads (kept so saved policies load): not settings, since
+#: storing one would change nothing.
+UNUSED = frozenset({"merge_threshold"})
+#: The names of the settings: every field of :class:`Policy` the engine reads, in declaration order.
+SETTINGS = tuple(f.name for f in fields(Policy) if f.name not in UNUSED)
+_ANNOTATIONS = {f.name: str(f.type) for f in fields(Policy) if f.name not in UNUSED}
 
 
 def check_setting(name: Any) -> str:
     """``name`` when it is a setting (a :class:`Policy` field), else :class:`InvalidInput`."""
     if isinstance(name, str) and name in _ANNOTATIONS:
         return name
+    if name in UNUSED:
+        raise InvalidInput(f"Policy.{name} is not used by this brainmem (kept so saved policies "
+                           "load); storing it would change nothing")
     close = difflib.get_close_matches(name, SETTINGS, 1) if isinstance(name, str) else []
     hint = f"; did you mean {close[0]!r}?" if close else ""
     raise InvalidInput(f"{name!r} is not a setting (a field of brainmem.Policy){hint}")

@@ -48,7 +48,7 @@ def test_config_sets_gets_lists_and_unsets_through_the_cli(tmp_path: Path) -> No
                                              "source": "stored", "stored": 500}
     code, out, _ = cli(db, "config", "--json")
     rows = {r["key"]: r for r in json.loads(out)}
-    assert set(rows) == {f for f in Policy.__dataclass_fields__}
+    assert set(rows) == set(Policy.__dataclass_fields__) - {"merge_threshold"}  # unused: no setting
     assert {k for k, r in rows.items() if r["source"] == "stored"} == {"time_zone", "quota", "bm25_weights"}
     assert rows["max_tags"] == {"key": "max_tags", "value": 64, "default": 64, "source": "default"}
     code, out, _ = cli(db, "config", "list")
@@ -69,6 +69,7 @@ def test_config_sets_gets_lists_and_unsets_through_the_cli(tmp_path: Path) -> No
     (("set", "time_zone", "Mars/Olympus"), "Policy.time_zone 'Mars/Olympus' is not a known time zone"),
     (("set", "derive_min_size", "50"), "Policy.derive_min_size must not exceed derive_max_size"),
     (("set", "bm25_weights", "[1, 2]"), "Policy.bm25_weights needs 3 weights"),
+    (("set", "merge_threshold", "0.9"), "Policy.merge_threshold is not used by this brainmem"),
     (("get", "nope"), "'nope' is not a setting"),
     (("unset", "nope"), "'nope' is not a setting"),
 ])
