@@ -46,6 +46,7 @@ def test_config_sets_gets_lists_and_unsets_through_the_cli(tmp_path: Path) -> No
     code, out, _ = cli(db, "config", "get", "quota", "--json")
     assert code == 0 and json.loads(out) == {"key": "quota", "value": 500, "default": None,
                                              "source": "stored", "stored": 500}
+    assert json.loads(cli(db, "config", "--json", "get", "quota")[1])["value"] == 500  # either place
     code, out, _ = cli(db, "config", "--json")
     rows = {r["key"]: r for r in json.loads(out)}
     assert set(rows) == set(Policy.__dataclass_fields__) - {"merge_threshold"}  # unused: no setting

@@ -26,13 +26,13 @@ def register(commands: Any) -> None:
     listing = sub.add_parser("list", help="every setting: its value, default and source",
                              description="Every setting: the value in use, its default, and "
                                          "whether the file stores it (source: stored or default).")
-    add_json_flag(listing)
+    _json_flag(listing)
     listing.set_defaults(handler=_list)
 
     get = sub.add_parser("get", help="print one setting's value",
                          description="Print the value in use (text as it is, anything else as JSON).")
     get.add_argument("key")
-    add_json_flag(get)
+    _json_flag(get)
     get.set_defaults(handler=_get)
 
     put = sub.add_parser(
@@ -44,14 +44,20 @@ def register(commands: Any) -> None:
     )
     put.add_argument("key")
     put.add_argument("value")
-    add_json_flag(put)
+    _json_flag(put)
     put.set_defaults(handler=_set)
 
     unset = sub.add_parser("unset", help="remove a stored setting: the default applies again",
                            description="Remove a setting from the brain file; its default applies again.")
     unset.add_argument("key")
-    add_json_flag(unset)
+    _json_flag(unset)
     unset.set_defaults(handler=_unset)
+
+
+def _json_flag(parser: argparse.ArgumentParser) -> None:
+    """``--json`` after the action too; not given there, ``config --json ACTION``'s stands."""
+    parser.add_argument("--json", action="store_true", default=argparse.SUPPRESS,
+                        help="print JSON instead of a table")
 
 
 def _open(args: argparse.Namespace) -> Any:
