@@ -65,7 +65,8 @@ class Brain(FacesMixin, AdminMixin):
     """A brain file: add, search, correct and consolidate memory traces.
 
     ``Brain(path)`` creates or opens the file (``":memory:"`` for a throwaway brain).
-    ``policy`` holds every tunable constant, ``embedder`` turns on search by meaning
+    ``policy`` holds every tunable constant (None: the settings stored in the file,
+    :meth:`set_setting`, over the defaults; a Policy given is taken whole), ``embedder`` turns on search by meaning
     (:mod:`brainmem.embed`: an embedder, a callable or a spec like
     ``"openai:text-embedding-3-small"``; None keeps search lexical), ``reranker``
     re-orders the best hits with a cross-encoder (:mod:`brainmem.rerank`: a reranker,

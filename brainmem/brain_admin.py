@@ -16,6 +16,7 @@ from ._version import __version__
 from .brain_base import BrainBase
 from .errors import InvalidInput, NotFound
 from .model import TimeLike
+from .policy import SETTINGS, Policy, check_setting, setting_to_json, usable_settings, with_settings
 from .validate import check_ids, check_int, check_path, check_text
 
 if TYPE_CHECKING:  # imported lazily at run time (export/import only)
@@ -110,6 +111,68 @@ class AdminMixin(BrainBase):
         with self._lock, self._store.read():
             return inspection.run_changes(self._store, dict(run), limit)
 
+    # --- settings: the Policy fields stored in the file (brainmem config) ------------
+
+    def settings(self) -> list[dict[str, Any]]:
+        """Every setting (a field of :class:`~brainmem.policy.Policy`), in declaration order:
+        ``key``, ``value`` (what this brain runs on), ``default``, ``source`` (``"stored"``:
+        the file's setting; ``"default"``; ``"policy"``: this Brain was given a Policy, which
+        the file's settings do not change) and, when the file stores one, ``stored`` (its
+        value as this brainmem reads it, or its JSON text when it cannot use it)."""
+        with self._lock, self._store.read():
+            stored = self._store.settings_stored()
+        usable, _ = usable_settings(stored)
+        default = Policy()
+        rows = []
+        for name in SETTINGS:
+            row: dict[str, Any] = {"key": name, "value": getattr(self.policy, name),
+                                   "default": getattr(default, name),
+                                   "source": "policy" if self._policy_given else
+                                   "stored" if name in usable else "default"}
+            if name in stored:
+                row["stored"] = usable.get(name, stored[name])
+            rows.append(row)
+        return rows
+
+    def setting(self, key: str) -> dict[str, Any]:
+        """One row of :meth:`settings`: the setting ``key``, its value, default and source."""
+        name = check_setting(key)
+        return next(row for row in self.settings() if row["key"] == name)
+
+    def set_setting(self, key: str, value: Any) -> dict[str, Any]:
+        """Store setting ``key`` (a :class:`~brainmem.policy.Policy` field) in the brain file:
+        every Brain that opens the file without a Policy of its own runs on it, in every
+        process (read when the file is opened); this one from now on, unless it was given a
+        Policy. ``value`` is checked by Policy's own validation (with the file's other
+        settings) before anything is written: :class:`InvalidInput`. Returns the setting's
+        row (:meth:`setting`). A read-only brain refuses (:class:`ReadOnlyBrain`)."""
+        name = check_setting(key)
+        with self._lock, self._store.write():
+            usable, _ = usable_settings(self._store.settings_stored())
+            policy = with_settings({**usable, name: value})
+            self._store.setting_store(name, setting_to_json(getattr(policy, name)))
+        if not self._policy_given:
+            self._use_policy(policy)
+        return self.setting(name)
+
+    def unset_setting(self, key: str) -> dict[str, Any]:
+        """Remove setting ``key`` from the brain file: the default applies again (a name this
+        brainmem does not know is removed too, when the file stores it). Refused
+        (:class:`InvalidInput`, nothing written) when the other stored settings are not a
+        valid Policy without it (``derive_min_size`` above the default ``derive_max_size``).
+        Returns the setting's row (:meth:`setting`); for an unknown name ``{"key", "removed"}``."""
+        with self._lock, self._store.write():
+            stored = self._store.settings_stored()
+            if not isinstance(key, str) or key not in stored:
+                check_setting(key)
+            usable, _ = usable_settings(stored)
+            usable.pop(key, None)
+            policy = with_settings(usable)  # what the others are without it, checked first
+            self._store.setting_store(key, None)
+        if not self._policy_given:
+            self._use_policy(policy)
+        return self.setting(key) if key in SETTINGS else {"key": key, "removed": True}
+
     # --- transfer: export, import, backup (brainmem.transfer) ----------------------
 
     def export(self, fp_or_path: str | os.PathLike[str] | IO[str], *,
@@ -135,7 +198,8 @@ class AdminMixin(BrainBase):
         """Import an export: validate every line, then write all of it in one transaction.
 
         Returns an :class:`~brainmem.transfer.ImportReport`. A bad line raises
-        :class:`InvalidInput` naming it and nothing is imported. Dedup and id rules
+        :class:`InvalidInput` naming it and nothing is imported. Settings in the file's
+        header that the brain does not store are stored (:meth:`set_setting`). Dedup and id rules
         are in :mod:`brainmem.transfer`. Quotas apply to the imported live traces.
         Memory stays bounded (:mod:`brainmem.import_stream`): the validated lines wait
         in a temporary file next to the brain, not in memory.
@@ -145,14 +209,18 @@ class AdminMixin(BrainBase):
         at = self.now(now)
         folder = os.path.dirname(os.path.abspath(self.path))  # a temporary folder may be RAM
         with import_stream.Spill(folder if os.path.isdir(folder) else None) as spill:
-            import_stream.scan_source(fp_or_path, self.policy, spill)  # no lock held
+            header = import_stream.scan_source(fp_or_path, self.policy, spill).header  # no lock held
             with self._write_with_events() as events:
+                taken, policy = self._take_settings(header.get("settings", {}))
                 report = import_stream.apply_import(
                     self._store, spill, new_ids=new_ids, keep_added=self._events.wants("add"),
                     before_insert=lambda t: self._writer.before_insert(t, at),
                     expire=lambda t: self._writer.expire(t, at),
                     at=at,
                     hook_sees_rows=self.policy.quota is not None and self.policy.quota_policy == "evict")
+        report.settings = sorted(taken)
+        if taken and not self._policy_given:
+            self._use_policy(policy)
         if self._vectors is not None and report.imported:
             # exports carry no vectors: imported traces are embedded anew
             embedded = self._vectors.backfill(lock=self._lock)
@@ -161,6 +229,21 @@ class AdminMixin(BrainBase):
         for trace in report.added:
             self._emit("add", {"id": trace.id, "trace": trace})
         return report
+
+    def _take_settings(self, settings: Mapping[str, Any]) -> tuple[dict[str, Any], Policy]:
+        """Store the ``settings`` of an import the file does not store yet, inside the
+        caller's write; return them and the policy of the file's settings with them
+        (checked first: a conflict with the brain's own is :class:`InvalidInput`)."""
+        stored = self._store.settings_stored()
+        usable, _ = usable_settings(stored)
+        taken = {name: value for name, value in settings.items() if name not in stored}
+        try:
+            policy = with_settings({**usable, **taken})
+        except InvalidInput as exc:
+            raise InvalidInput(f"the file's settings do not fit the brain's own: {exc}") from None
+        for name in taken:
+            self._store.setting_store(name, setting_to_json(getattr(policy, name)))
+        return taken, policy
 
     def backup(self, path: str) -> str:
         """Copy the brain to a new file ``path`` with SQLite's online backup; return the path.

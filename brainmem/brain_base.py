@@ -20,6 +20,7 @@ Decisions:
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
 import threading
 import time
@@ -31,7 +32,7 @@ from .errors import BrainFileError, InvalidInput, NotFound, StorageError, listed
 from .events import Events, Subscriber
 from .llm import check_llm
 from .model import TimeLike, Trace
-from .policy import Policy
+from .policy import Policy, usable_settings, with_settings
 from .query import QueryCompiler
 from .rerank import resolve_reranker
 from .store import Filters, Store, WriteBusy
@@ -50,6 +51,7 @@ from .validate import (
 from .write import Writer
 
 _B = TypeVar("_B", bound="BrainBase")
+log = logging.getLogger("brainmem")
 
 
 class BrainBase:
@@ -99,6 +101,10 @@ class BrainBase:
         self.llm = llm
         self.readonly = readonly
         self._store = Store(self.path, readonly=readonly, busy_timeout_ms=int(busy_timeout * 1000))
+        #: whether a Policy was given: the settings stored in the file are then not used
+        self._policy_given = policy is not None
+        if policy is None:
+            self.policy = with_settings(self._usable_settings())
         # where a second connection finds this file, whatever the working directory becomes
         self._file = self._store.file
         self._compiler = QueryCompiler(self._store.db, self.policy.max_query_terms)
@@ -112,6 +118,22 @@ class BrainBase:
         self._writer = Writer(self._store, self.policy)
         #: searches whose reinforcement waits for the write lock (see _record_retrieval)
         self._pending_retrievals: list[tuple[str, float, list[tuple[str, int, float]]]] = []
+
+    def _usable_settings(self) -> dict[str, Any]:
+        """The settings stored in the file that this brainmem can use (name -> value); each
+        other one is left out with a warning, so a file never fails to open on them."""
+        with self._store.read():  # the caller holds the lock, if there is one yet
+            stored = self._store.settings_stored()
+        usable, problems = usable_settings(stored)
+        for problem in problems:
+            log.warning("brainmem: %s: %s", self.path, problem)
+        return usable
+
+    def _use_policy(self, policy: Policy) -> None:
+        """Run on ``policy`` from now on (the file's settings changed in this process)."""
+        with self._lock:
+            self.policy = self._writer.policy = policy
+            self._compiler.max_terms = policy.max_query_terms
 
     # --- lifecycle -----------------------------------------------------------------
 

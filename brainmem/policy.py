@@ -1,10 +1,16 @@
 """Every tunable constant of the engine, in one frozen dataclass.
 
-A :class:`Policy` reaches the engine only through ``Brain(path, policy=...)``.
-Change one field with :func:`dataclasses.replace`::
+A :class:`Policy` reaches the engine through ``Brain(path, policy=...)``, or, when none is
+given, from the settings stored in the brain file (``Brain.set_setting``, ``brainmem
+config set``): an explicit Policy > the file's settings > the defaults. Change one field
+with :func:`dataclasses.replace`::
 
     from dataclasses import replace
     brain = Brain("agent.brain", policy=replace(Policy(), prune_threshold=0.01))
+
+A setting is a field of :class:`Policy` by its name: :func:`parse_setting`,
+:func:`setting_from_json` and :func:`with_settings` take names, types and bounds from the
+dataclass and its validation; nothing is declared a second time.
 
 Defaults are chosen by the recall benchmark (``brainmem bench recall``): forgetting
 must never cost recall of what still matters, so strength only nudges ranking. The
@@ -15,7 +21,10 @@ mechanism scores below its "off" value on a held-out fold.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, fields
+import difflib
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass, field, fields, replace
 from datetime import timezone, tzinfo
 from typing import Any
 
@@ -220,7 +229,8 @@ class Policy:
     #: Per-scope live-trace capacity enforced by prune (None: off).
     capacity: int | None = None
     #: Unused since issue 14 (reflect nominates merges by blocking keys that catch every
-    #: pair the merge rule accepts, :mod:`brainmem.dedupe_blocks`); kept so saved policies load.
+    #: pair the merge rule accepts, :mod:`brainmem.dedupe_blocks`); kept so saved policies
+    #: load, and not a setting a brain file can store (:data:`UNUSED`).
     merge_threshold: float = 0.95
     #: Reflect commits at most this many traces per write transaction (prune's deletes,
     #: merge's groups, compaction, feedback rows) and reads 10x as many rows per page;
@@ -338,3 +348,98 @@ def _check_field(name: str, annotation: str, value: Any) -> None:
             _check_number(name, item, False)
         if name == "bm25_weights" and len(value) != 3:
             raise InvalidInput("Policy.bm25_weights needs 3 weights: content, tags, cue")
+
+
+# --- settings stored in a brain file (Brain.set_setting, brainmem config) -------------
+
+
+#: Fields the engine no longer reads (kept so saved policies load): not settings, since
+#: storing one would change nothing.
+UNUSED = frozenset({"merge_threshold"})
+#: The names of the settings: every field of :class:`Policy` the engine reads, in declaration order.
+SETTINGS = tuple(f.name for f in fields(Policy) if f.name not in UNUSED)
+_ANNOTATIONS = {f.name: str(f.type) for f in fields(Policy) if f.name not in UNUSED}
+
+
+def check_setting(name: Any) -> str:
+    """``name`` when it is a setting (a :class:`Policy` field), else :class:`InvalidInput`."""
+    if isinstance(name, str) and name in _ANNOTATIONS:
+        return name
+    if name in UNUSED:
+        raise InvalidInput(f"Policy.{name} is not used by this brainmem (kept so saved policies "
+                           "load); storing it would change nothing")
+    close = difflib.get_close_matches(name, SETTINGS, 1) if isinstance(name, str) else []
+    hint = f"; did you mean {close[0]!r}?" if close else ""
+    raise InvalidInput(f"{name!r} is not a setting (a field of brainmem.Policy){hint}")
+
+
+def parse_setting(name: str, text: str) -> Any:
+    """The value of setting ``name`` written as text (the CLI): a string field takes the
+    text as it is; any other field JSON (``3``, ``0.5``, ``null`` or ``none`` for "off" of an
+    optional one, ``[1, 0.5, 1]``, ``{"episodic": 86400, ...}``). Checked by
+    :func:`with_settings`, not here."""
+    annotation = _ANNOTATIONS[check_setting(name)]
+    if annotation == "str":
+        return text
+    if annotation.endswith("| None") and text.strip().lower() in ("none", "null"):
+        return None
+    try:
+        value = json.loads(text)
+    except ValueError:
+        kind = annotation.removesuffix(" | None").split("[")[0]
+        raise InvalidInput(f"Policy.{name} must be {_KINDS.get(kind, 'JSON')}, not {text!r}") from None
+    return setting_from_json(name, value)
+
+
+_KINDS = {"int": "an integer", "float": "a number", "tuple": "a JSON list", "dict": "a JSON object"}
+
+
+def setting_from_json(name: str, value: Any) -> Any:
+    """A value of setting ``name`` as JSON gives it in the field's type: a list as a tuple,
+    a whole number of a float field as a float (``1`` as ``1.0``, as the default is)."""
+    annotation = _ANNOTATIONS[check_setting(name)]
+    if annotation.startswith("tuple") and isinstance(value, list):
+        value = tuple(value)
+    if "float" not in annotation:
+        return value
+    if isinstance(value, tuple):
+        return tuple(_as_float(v) for v in value)
+    if isinstance(value, dict):
+        return {k: _as_float(v) for k, v in value.items()}
+    return _as_float(value)
+
+
+def _as_float(value: Any) -> Any:
+    """An int as a float; anything else (a bool, text, a huge int) as it is, for Policy to refuse."""
+    if isinstance(value, int) and not isinstance(value, bool) and abs(value) <= 2**53:
+        return float(value)
+    return value
+
+
+def setting_to_json(value: Any) -> str:
+    """A setting's value as the JSON text a brain file stores."""
+    return json.dumps(value, sort_keys=True, allow_nan=False)
+
+
+def with_settings(settings: Mapping[str, Any], base: Policy | None = None) -> Policy:
+    """``base`` (the default Policy) with ``settings`` (name -> value) applied, checked
+    by Policy's own validation: :class:`InvalidInput` names the first bad one."""
+    values = {check_setting(name): setting_from_json(name, value) for name, value in settings.items()}
+    return replace(base or Policy(), **values)
+
+
+def usable_settings(stored: Mapping[str, str]) -> tuple[dict[str, Any], list[str]]:
+    """The settings a brain file stores (name -> JSON text) that this brainmem can use,
+    as values, and why each other one cannot be (an unknown name, a value out of bounds,
+    or one that conflicts with those before it): what opens a brain never fails on them."""
+    usable: dict[str, Any] = {}
+    problems: list[str] = []
+    for name, text in stored.items():
+        try:
+            value = setting_from_json(name, json.loads(text))
+            with_settings({**usable, name: value})
+        except ValueError as exc:  # bad JSON, or InvalidInput (a ValueError too)
+            problems.append(f"the stored setting {name} = {text} is not used: {exc}")
+            continue
+        usable[name] = value
+    return usable, problems

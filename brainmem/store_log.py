@@ -14,6 +14,9 @@ from .store_base import Database, is_disk_full, padded
 
 #: The ``meta`` key of the id of the last feedback row reflect's strengthen step has read.
 FEEDBACK_WATERMARK = "reflect.feedback_watermark"
+#: The ``meta`` keys of the settings stored in the file: this prefix and a Policy field's
+#: name, the value as JSON (``Brain.set_setting``).
+SETTING_PREFIX = "policy."
 
 
 #: Leases this process took and could not release because the disk was full (releasing
@@ -76,6 +79,20 @@ class LogTables(Database):
             "INSERT INTO meta(key, value) VALUES (?, ?) ON CONFLICT(key) DO UPDATE SET value = excluded.value",
             (key, value),
         )
+
+    def settings_stored(self) -> dict[str, str]:
+        """The settings stored in the file: name -> value as JSON text (names as stored,
+        known to this brainmem or not)."""
+        return {str(k)[len(SETTING_PREFIX):]: str(v) for k, v in self.execute(
+            "SELECT key, value FROM meta WHERE key >= ? AND key < ? ORDER BY key",
+            (SETTING_PREFIX, SETTING_PREFIX[:-1] + chr(ord(SETTING_PREFIX[-1]) + 1)))}
+
+    def setting_store(self, name: str, value: str | None) -> None:
+        """Store setting ``name`` (its value as JSON text), or remove it (None)."""
+        if value is None:
+            self.execute("DELETE FROM meta WHERE key = ?", (SETTING_PREFIX + name,))
+        else:
+            self.meta_set(SETTING_PREFIX + name, value)
 
     def feedback_after(self, watermark: int, limit: int = 100_000) -> list[tuple[int, int, str, int]]:
         """Feedback rows with id > ``watermark`` as (id, retrieval_id, trace_id, used)."""

@@ -3,7 +3,7 @@ are thin wrappers.
 
 The format, one JSON object per line (UTF-8, keys sorted, no spaces)::
 
-    {"brainmem": "0.1.0", "edges": 1, "include_deleted": false, "schema": 3, "traces": 2}
+    {"brainmem": "0.1.0", "edges": 1, "include_deleted": false, "schema": 3, "traces": 2, "settings": {…}}
     {"trace": {"id": "mt_…", "content": "…", …every Trace field…}}
     {"trace": {…}}
     {"edge": {"dst": "mt_…", "kind": "episode_next", "src": "mt_…", "updated_at": …, "weight": 1.0}}
@@ -33,6 +33,11 @@ Import decisions:
   "expired", as history.
 * A trace of the brain past its expiry is absent, as for an add or a put: it is
   soft-deleted (reason "expired"), neither a duplicate nor a key's holder.
+* The header's ``settings`` (only in an export of a brain that stores some:
+  ``Brain.set_setting``) are validated in the first pass with the rest; those the brain
+  does not store already are stored with the traces (the brain's own settings win), and
+  a Brain opened without a Policy runs on them once the import has committed. The
+  traces themselves are checked against the policy the brain had when the import began.
 * ``content_hash`` is recomputed from the content (it is derived data, so a
   hand-edited content stays consistent). Imported edge weights replace existing ones.
 """
@@ -52,7 +57,7 @@ from typing import IO, Any
 from . import files, graph, schema
 from .errors import InvalidInput, StorageError
 from .model import Trace, finite
-from .policy import Policy
+from .policy import Policy, usable_settings, with_settings
 from .store import Filters, Store
 from .validate import (
     MAX_ID_CHARS,
@@ -80,8 +85,12 @@ def export_jsonl(store: Store, out: IO[str], *, include_deleted: bool, version: 
     with store.read():
         traces = store.count(Filters(include_deleted=include_deleted))
         edges = store.count_export_edges(include_deleted=include_deleted)
-        out.write(_dumps({"brainmem": version, "schema": schema.SCHEMA_VERSION, "traces": traces,
-                          "edges": edges, "include_deleted": include_deleted}) + "\n")
+        header = {"brainmem": version, "schema": schema.SCHEMA_VERSION, "traces": traces,
+                  "edges": edges, "include_deleted": include_deleted}
+        settings, _ = usable_settings(store.settings_stored())
+        if settings:  # a brain that stores none writes the header it always did
+            header["settings"] = settings
+        out.write(_dumps(header) + "\n")
         for trace in store.iter_traces(include_deleted=include_deleted):
             out.write(_dumps({"trace": trace.as_fields()}) + "\n")  # no deep copy
         for row in store.iter_edges(include_deleted=include_deleted):
@@ -278,6 +287,10 @@ def check_header(obj: Any) -> dict[str, Any]:
     for what in ("traces", "edges"):
         if what in obj:
             check_int(obj[what], f"header {what}", 0)
+    if "settings" in obj:
+        if not isinstance(obj["settings"], dict):
+            raise InvalidInput("the header's settings must be a JSON object of setting -> value")
+        with_settings(obj["settings"])  # each a Policy field, all of them a valid Policy
     return obj
 
 
@@ -297,6 +310,9 @@ class ImportReport:
     #: there was nothing to embed). The traces are imported either way; ``brainmem embed``
     #: fills in what is missing later.
     embed_error: str | None = None
+    #: The settings the file's header carried that the brain stored (those it did not
+    #: store already: its own win), by name.
+    settings: list[str] = field(default_factory=list)
     #: With an embedder: the traces it refused to embed (a text over its context length),
     #: left without a vector (:meth:`Brain.embed <brainmem.Brain.embed>`'s ``refused``).
     embed_refused: list[str] = field(default_factory=list)

@@ -1037,7 +1037,8 @@ def test_every_file_call_of_a_closed_brain_is_a_brain_file_error(tmp_path: Path)
         "neighbourhood": (a.id,), "observe": ([{"role": "user", "content": "hi"}],), "pin": (a.id,),
         "put": ("k", "v"), "read": ([a.id],), "recalls": (a.id,), "reflect_changes": ({"id": 1},),
         "reflect_run": (1,), "restore": (a.id,), "search": ("tea",), "unmerge": (a.id,),
-        "unpin": (a.id,), "update": (a.id,),
+        "unpin": (a.id,), "update": (a.id,), "setting": ("quota",), "set_setting": ("quota", 5),
+        "unset_setting": ("quota",),
     }
     kwargs: dict[str, dict[str, object]] = {"update": {"content": "y"},
                                             "repair": {"backup_to": str(tmp_path / "rb")}}

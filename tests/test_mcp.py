@@ -123,6 +123,29 @@ def test_mcp_context_and_extras(tmp_path: Path) -> None:
         assert brain.get(other).live and brain.get(mine).scope_id == "dave"
 
 
+def test_mcp_server_runs_on_the_time_zone_stored_in_the_brain(tmp_path: Path) -> None:
+    # "yesterday" in the brain's stored time zone (Kiritimati, UTC+14), not in UTC: one trace
+    # in each zone's yesterday only, placed by the real clock the server searches with
+    import time
+    from datetime import datetime, timedelta, timezone
+    from zoneinfo import ZoneInfo
+
+    def yesterday(zone: Any) -> tuple[float, float]:
+        today = datetime.fromtimestamp(time.time(), zone).replace(hour=0, minute=0, second=0, microsecond=0)
+        return (today - timedelta(days=1)).timestamp(), today.timestamp()
+
+    (zone_start, zone_end), (utc_start, utc_end) = yesterday(ZoneInfo("Pacific/Kiritimati")), yesterday(timezone.utc)
+    in_zone_only = zone_start + 1800 if zone_start < utc_start else zone_end - 1800
+    in_utc_only = utc_start + 1800 if utc_start < zone_start else utc_end - 1800
+    path = tmp_path / "zoned.brain"
+    with Brain(str(path)) as brain:
+        brain.add("baked bread", created_at=in_zone_only)
+        brain.add("hiked the ridge", created_at=in_utc_only)
+        brain.set_setting("time_zone", "Pacific/Kiritimati")
+    _, (found,) = anyio.run(session_run, path, [("memory_search", {"query": "what did I do yesterday"})])
+    assert payload(found)["results"][0]["content"] == "baked bread"
+
+
 @pytest.mark.slow  # a real embedding model or a 3 s lock: seconds, not milliseconds
 def test_mcp_server_searches_by_meaning_from_its_environment(tmp_path: Path) -> None:
     from _embedfakes import fake_server

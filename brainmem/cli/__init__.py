@@ -13,6 +13,7 @@ by theme, each with a ``register(commands)`` function adding its subparsers:
 * :mod:`.serve` — serve (the MCP server, stdio or streamable HTTP)
 * :mod:`.ui` — ui (the web inspector)
 * :mod:`.agent` — observe, context, history
+* :mod:`.config` — config list, get, set, unset (the settings stored in the brain file)
 
 Errors print one line on stderr; the exit code is 2 for bad input
 (:class:`~brainmem.errors.InvalidInput`, argument errors, a brain file that does not
@@ -53,7 +54,8 @@ CREATING = frozenset({"init", "add", "put", "import", "call", "serve", "observe"
 #: Commands that write: they never fall back to a read-only open.
 WRITING = CREATING | {"update", "delete", "restore", "merge", "unmerge", "purge", "pin", "unpin",
                       "delete-key", "end-task", "reflect", "repair", "vacuum"}
-COMMAND_MODULES = ("core", "engine", "faces", "admin", "maintenance", "bench", "serve", "ui", "embed", "agent")
+COMMAND_MODULES = ("core", "engine", "faces", "admin", "maintenance", "bench", "serve", "ui", "embed", "agent",
+                   "config")
 
 Handler = Callable[[argparse.Namespace], int | None]
 
@@ -178,7 +180,7 @@ def open_brain(args: argparse.Namespace, **kwargs: Any) -> Any:
     try:
         return Brain(path, **kwargs)
     except ReadOnlyBrain:
-        if command in WRITING:
+        if command in WRITING or getattr(args, "writes", False):  # a writing subcommand (config set)
             raise
         return Brain(path, readonly=True, **kwargs)  # e.g. a read-only mount: read it as it is
 
@@ -347,16 +349,16 @@ def stdin_if_dash(value: str) -> str:
     return read_stdin() if value == "-" else value
 
 
-def content_if_dash(value: str) -> str:
+def content_if_dash(value: str, brain: Any) -> str:
     """A content argument, or standard input when it is ``-``: read no further than the
-    content limit allows (a character is at least a byte), so a huge pipe is refused
-    without being held whole (``add -``, ``put KEY -``)."""
-    from ..policy import Policy
+    ``brain``'s content limit allows (a character is at least a byte; the file's
+    ``max_content_bytes`` setting, if it stores one), so a huge pipe is refused without
+    being held whole (``add -``, ``put KEY -``)."""
     from ..validate import content_over_limit
 
     if value != "-":
         return value
-    most = Policy().max_content_bytes  # the CLI's brains use the default Policy
+    most = brain.policy.max_content_bytes
     text = str(standard("stdin").read(most + 2)).removeprefix("\ufeff")  # + a BOM + one over
     if len(text) > most:
         raise content_over_limit(f"more than {most}", most)

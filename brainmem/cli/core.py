@@ -233,8 +233,8 @@ def cmd_add(args: argparse.Namespace) -> int:
         fields["importance"] = args.importance
     if args.pin:
         fields["pinned"] = True
-    content = content_if_dash(args.content)
     with open_brain(args) as brain:
+        content = content_if_dash(args.content, brain)
         added = brain.add_result(content, **{k: v for k, v in fields.items() if v is not None})
     trace, created = added.trace, added.created
     if args.json:

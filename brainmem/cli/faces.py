@@ -121,9 +121,9 @@ def register(commands: Any) -> None:
 
 
 def _put(args: argparse.Namespace) -> int:
-    content = content_if_dash(args.content)
     metadata = metadata_arg(args.metadata)
     with open_brain(args) as brain:
+        content = content_if_dash(args.content, brain)
         trace = brain.put(
             args.key, content, scope=args.scope, scope_id=args.scope_id, type=args.type,
             tags=args.tags, ttl=args.ttl, expires_at=time_arg(args.expires_at),
