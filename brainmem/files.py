@@ -109,6 +109,8 @@ def remove_if_unused(path: str) -> bool:
     removal hold SQLite's exclusive lock, which an open connection does not let it take.
     A file SQLite cannot read at all holds nothing and is removed.
     """
+    if not os.path.lexists(path):  # never created (refused before): a -wal beside it is not ours
+        return False
     try:
         db = apsw.Connection(path, flags=apsw.SQLITE_OPEN_READWRITE)
     except (apsw.Error, UnicodeError, ValueError):  # e.g. a name SQLite cannot take (not UTF-8)
@@ -149,6 +151,7 @@ def _check_file(path: str, readonly: bool) -> None:
     if path.endswith(tuple(sep for sep in (os.sep, os.altsep) if sep)):  # SQLite would drop it
         raise InvalidInput(f"{path} ends in {path[-1]!r}, so it names a folder, not a brain file; "
                            f"give the file's path (e.g. {os.path.join(path, 'brain.db')})")
+    _check_log_has_its_file(path)
     if not os.path.exists(path):
         if readonly:
             raise BrainFileError(f"no brain file at {path} (read-only open does not create)")
@@ -165,6 +168,24 @@ def _check_file(path: str, readonly: bool) -> None:
         raise NotABrainFile(f"{path} is not a brainmem brain (not a SQLite file); it was left unchanged")
     if head:
         _check_header(path, head)
+
+
+def _check_log_has_its_file(path: str) -> None:
+    """Refuse a missing or 0-byte brain file beside a write-ahead log holding changes.
+
+    SQLite deletes such a ``-wal`` when it opens the file (even read-only) and starts a new
+    database: the log of a brain whose file was moved, deleted or emptied holds the only
+    copy of its last changes, and opening would throw them away for an empty brain.
+    """
+    wal = sidecar(path, "-wal")
+    size = _size(wal)
+    if size and _size(path) == 0:
+        state = "is an empty file" if os.path.exists(path) else "does not exist"
+        raise BrainFileError(
+            f"{path} {state}, but its write-ahead log {wal} holds {size} bytes of a brain's changes, "
+            "which opening it would delete; both were left unchanged (put the brain file back "
+            "beside its log, or move the log away to start a new brain)"
+        )
 
 
 def _read_head(path: str) -> bytes:

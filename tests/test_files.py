@@ -152,6 +152,41 @@ def test_directory_and_missing_file(tmp_path: Path) -> None:
     assert list(tmp_path.iterdir()) == []
 
 
+def _stray_wal(tmp_path: Path, main: bytes | None) -> tuple[Path, bytes]:
+    """A brain whose file was lost (``main`` None) or emptied (``b""``) while its write-ahead
+    log still holds its last changes; returns the path and the log's bytes."""
+    path = tmp_path / "brain.db"
+    brain = Brain(str(path))
+    brain._store.db.wal_autocheckpoint(0)  # the adds stay in the -wal
+    brain.add_many([f"recent memory {i}" for i in range(20)])
+    wal = Path(f"{path}-wal").read_bytes()
+    brain.close()
+    assert wal
+    path.unlink()
+    if main is not None:
+        path.write_bytes(main)
+    Path(f"{path}-wal").write_bytes(wal)
+    return path, wal
+
+
+@pytest.mark.parametrize("main", [None, b""])
+def test_a_write_ahead_log_left_without_its_brain_is_refused_not_deleted(tmp_path: Path,
+                                                                          main: bytes | None) -> None:
+    # Before: SQLite deletes a -wal it finds beside a missing or 0-byte database, so
+    # Brain(path), `brainmem init` (and with an emptied file every command, even --readonly
+    # and `stats`) silently threw away the only copy of the brain's last changes and
+    # answered from a new, empty brain.
+    path, wal = _stray_wal(tmp_path, main)
+    for readonly in (False, True):
+        message = _refused(path, BrainFileError, readonly)
+        assert f"{path}-wal" in message
+    for args in ([] if main is None else [["stats"], ["--readonly", "search", "memory"]]) + [["init"]]:
+        run = clirun.run("--brain", str(path), *args)
+        assert run.returncode == 1 and f"{path}-wal" in run.stderr and run.stderr.count("\n") == 1, run
+    assert Path(f"{path}-wal").read_bytes() == wal
+    assert path.exists() == (main is not None)
+
+
 def test_a_path_ending_in_a_slash_is_refused_not_made_a_file_without_it(tmp_path: Path) -> None:
     # Before: Brain("newdir/") and `brainmem --brain newdir/ init` created a brain file named
     # "newdir" and said "created newdir/"; every reading command then said there was "no
@@ -509,7 +544,10 @@ def test_ensure_file_says_when_the_file_is_no_longer_the_brains(tmp_path: Path) 
         os.rename(path, tmp_path / "moved.db")
         with pytest.raises(BrainFileError, match="is gone"):
             brain.ensure_file()
-        Brain(str(path)).close()  # another brain in its place is not this one's file
+        # another brain in its place is not this one's file (made beside it: opening a new
+        # one at the path is refused while the moved brain's -wal is still there)
+        Brain(str(tmp_path / "other.db")).close()
+        os.rename(tmp_path / "other.db", path)
         with pytest.raises(BrainFileError, match="is gone"):
             brain.ensure_file()
     finally:
