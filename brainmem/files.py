@@ -167,7 +167,7 @@ def _check_file(path: str, readonly: bool) -> None:
     if head and head[: len(SQLITE_HEADER)] != SQLITE_HEADER:
         raise NotABrainFile(f"{path} is not a brainmem brain (not a SQLite file); it was left unchanged")
     if head:
-        _check_header(path, head)
+        _check_header(path, head, readonly=readonly)
 
 
 def _check_log_has_its_file(path: str) -> None:
@@ -220,8 +220,9 @@ def schema_is_empty(head: bytes) -> bool:
     return len(head) >= HEAD_BYTES and head[100] == 13 and head[103:105] == b"\0\0"
 
 
-def _check_header(path: str, head: bytes, *, again: bool = True) -> None:
-    """Refuse truncated, foreign and too-new files from the header alone.
+def _check_header(path: str, head: bytes, *, readonly: bool = False, again: bool = True) -> None:
+    """Refuse truncated, foreign and too-new files from the header alone, and older ones
+    when ``readonly`` (it cannot upgrade them).
 
     Opening a WAL-mode file creates ``-wal``/``-shm`` beside it, even read-only (and a
     read-only connection leaves them there), so what the header can tell is checked
@@ -241,7 +242,7 @@ def _check_header(path: str, head: bytes, *, again: bool = True) -> None:
     if pages and number(head[92:96], "big") == number(head[24:28], "big") and size < pages * page_size:
         fresh = _read_head(path) if again else head
         if fresh != head:  # another process shrank the file since (a vacuum): its header now
-            _check_header(path, fresh, again=False)
+            _check_header(path, fresh, readonly=readonly, again=False)
             return
         raise BrainFileError(
             f"{path} is truncated: its header promises {pages * page_size} bytes but the file "
@@ -258,6 +259,8 @@ def _check_header(path: str, head: bytes, *, again: bool = True) -> None:
             f"{path}: brain schema version {version} is newer than this brainmem supports "
             f"({schema.SCHEMA_VERSION}); upgrade brainmem"
         )
+    if readonly and app_id == schema.APPLICATION_ID and version < schema.SCHEMA_VERSION:
+        raise needs_upgrade(path, version)
 
 def _first_read(db: apsw.Connection, path: str, readonly: bool) -> apsw.Connection:
     """Read once, reopening immutably when a read-only WAL brain cannot get its -shm.
@@ -334,6 +337,16 @@ def _upgrade_elsewhere(path: str, version: int) -> str:
             f"a copy: cp {path} COPY && brainmem --brain COPY init")
 
 
+def needs_upgrade(path: str, version: int) -> BrainFileError:
+    """What a read-only open of a brain of an older schema ``version`` is told."""
+    return BrainFileError(
+        _upgrade_elsewhere(path, version) if not _writable(path) else
+        f"{path} needs a schema upgrade (version {version} -> {schema.SCHEMA_VERSION}); "
+        f"open it once read-write to upgrade it in place (`brainmem --brain {path} init`, "
+        "or Brain(path) in Python)"
+    )
+
+
 def _unwritable_old(path: str) -> str | None:
     """:func:`_upgrade_elsewhere` for a brain file of an older schema (by its header), else
     None: a read-write open of it that cannot write must not send the user to a read-only
@@ -380,12 +393,7 @@ def open_connection(path: str, readonly: bool, busy_timeout_ms: int) -> apsw.Con
         except (apsw.NotADBError, apsw.CorruptError) as exc:
             raise NotABrainFile(f"{path} is not a usable brain file ({exc}); it was left unchanged") from exc
         if readonly and (blank or version < schema.SCHEMA_VERSION):
-            raise BrainFileError(
-                _upgrade_elsewhere(path, version) if not _writable(path) else
-                f"{path} needs a schema upgrade (version {version} -> {schema.SCHEMA_VERSION}); "
-                f"open it once read-write to upgrade it in place (`brainmem --brain {path} init`, "
-                "or Brain(path) in Python)"
-            )
+            raise needs_upgrade(path, version)
         # Not bestpractice's 100 ms busy timeout: its connection_optimize may write
         # (ANALYZE), and under contention 100 ms made opening fail with "locked".
         skip: tuple[Any, ...] = (apsw.bestpractice.library_logging,

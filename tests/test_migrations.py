@@ -13,6 +13,7 @@ import sys
 from pathlib import Path
 
 import apsw
+import clirun
 import pytest
 
 from brainmem import Brain, schema
@@ -179,6 +180,27 @@ def test_reading_an_old_brain_read_only_says_how_to_upgrade_and_writes_nothing(
     assert _version(path) == schema.SCHEMA_VERSION
     capsys.readouterr()
     assert main(["--brain", str(path), "check"]) == 0
+
+
+@pytest.mark.parametrize("version", [1, 5, schema.SCHEMA_VERSION - 1])
+def test_a_read_only_open_of_an_old_wal_brain_leaves_no_file_beside_it(tmp_path: Path, version: int) -> None:
+    # Before: the refusal came after SQLite had opened the file, so a read-only open
+    # (Brain(readonly=True), --readonly, the inspector) of an old brain in WAL mode, as
+    # every brainmem leaves it, left an empty v5.db-wal and a v5.db-shm beside it.
+    from brainmem.errors import BrainFileError
+
+    path = tmp_path / f"v{version}.db"
+    build_old_brain(path, version)
+    db = apsw.Connection(str(path))
+    db.pragma("journal_mode", "wal")
+    db.close()
+    before = {p.name: p.read_bytes() for p in tmp_path.iterdir()}
+    assert list(before) == [path.name]
+    with pytest.raises(BrainFileError, match=f"needs a schema upgrade \\(version {version} -> "):
+        Brain(str(path), readonly=True)
+    run = clirun.run("--brain", str(path), "--readonly", "stats")
+    assert run.returncode == 1 and "needs a schema upgrade" in run.stderr
+    assert {p.name: p.read_bytes() for p in tmp_path.iterdir()} == before
 
 
 @pytest.mark.parametrize("version", range(2, schema.SCHEMA_VERSION))
