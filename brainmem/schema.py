@@ -416,12 +416,19 @@ def migrate(db: apsw.Connection, upto: int = SCHEMA_VERSION) -> int:
         db.pragma("user_version", max(version, upto))
         db.execute("COMMIT")
     except (apsw.ConstraintError, apsw.SQLError) as exc:  # a step this file's data breaks
-        db.execute("ROLLBACK")
+        _roll_back(db)
         raise BrainFileError(
             f"upgrading {db.filename or 'the brain'} from schema version {version} to {upto} failed "
             f"({exc}); it was left at version {version} (report this with the message)"
         ) from exc
     except BaseException:
-        db.execute("ROLLBACK")
+        _roll_back(db)
         raise
     return max(version, upto)
+
+
+def _roll_back(db: apsw.Connection) -> None:
+    """End a failed upgrade: SQLite may have rolled it back itself (a full disk, an I/O
+    error), and a ROLLBACK then would raise instead of the error that ended it."""
+    if db.in_transaction:
+        db.execute("ROLLBACK")

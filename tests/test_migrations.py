@@ -379,6 +379,32 @@ def test_an_upgrade_that_sqlite_refuses_is_a_clear_error_and_leaves_the_old_vers
     assert _version(path) == 5
 
 
+@pytest.mark.parametrize("journal", ["wal", "delete"])
+def test_an_upgrade_on_a_full_disk_is_a_storage_error_and_leaves_the_old_version(
+        tmp_path: Path, journal: str) -> None:
+    # Before: when the disk filled during the upgrade of a WAL brain, SQLite had already
+    # rolled the transaction back, and migrate's own ROLLBACK came out of Brain() and every
+    # CLI command as a raw apsw.SQLError "cannot rollback - no transaction is active".
+    import fulldisk
+
+    from brainmem.errors import StorageError
+
+    path = tmp_path / "v5.db"
+    build_old_brain(path, 5)
+    db = apsw.Connection(str(path))
+    db.pragma("journal_mode", journal)
+    db.close()
+    with fulldisk.full_disk() as disk:
+        disk.full = True
+        with pytest.raises(StorageError, match="full"):
+            Brain(str(path))
+        run = clirun.run("--brain", str(path), "stats")
+        assert run.returncode == 1 and "full" in run.stderr and run.stderr.count("\n") == 1, run
+    assert _version(path) == 5
+    with Brain(str(path)) as brain:  # with room again, the next open upgrades it
+        assert brain.stats()["schema_version"] == schema.SCHEMA_VERSION and brain.check()["ok"]
+
+
 def _downgrade(path: Path, version: int) -> None:
     """Give a brain made today the shape of schema ``version`` (5 to 8) as that version's
     code left it: 9 changed data only, 8 added an index, 7 the edge kinds, 6 the validity
