@@ -145,14 +145,15 @@ class AdminMixin(BrainBase):
         at = self.now(now)
         folder = os.path.dirname(os.path.abspath(self.path))  # a temporary folder may be RAM
         with import_stream.Spill(folder if os.path.isdir(folder) else None) as spill:
-            import_stream.scan_source(fp_or_path, self.policy, spill)  # no lock held
+            scanned = import_stream.scan_source(fp_or_path, self.policy, spill)  # no lock held
             with self._write_with_events() as events:
                 report = import_stream.apply_import(
                     self._store, spill, new_ids=new_ids, keep_added=self._events.wants("add"),
                     before_insert=lambda t: self._writer.before_insert(t, at),
                     expire=lambda t: self._writer.expire(t, at),
                     at=at,
-                    hook_sees_rows=self.policy.quota is not None and self.policy.quota_policy == "evict")
+                    hook_sees_rows=self.policy.quota is not None and self.policy.quota_policy == "evict",
+                    written_at=scanned.header["schema"])
         if self._vectors is not None and report.imported:
             # exports carry no vectors: imported traces are embedded anew
             embedded = self._vectors.backfill(lock=self._lock)

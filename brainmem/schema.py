@@ -354,6 +354,10 @@ def _v9_old_snapshots_timed(db: apsw.Connection) -> None:
     )
 
 
+#: Migration 9's timing of untimed update snapshots, run again on the rows an import of an
+#: export written before schema 9 brought in (:meth:`brainmem.store.Store.time_old_snapshots`).
+time_old_snapshots = _v9_old_snapshots_timed
+
 #: The tokenizer of ``traces_fts`` (migrations v1 and v4 create it so), for an index that
 #: must tokenize as the brain does (``candidates.syntax_matches``).
 FTS_TOKENIZE = "porter unicode61 remove_diacritics 2"

@@ -33,6 +33,9 @@ Import decisions:
   "expired", as history.
 * A trace of the brain past its expiry is absent, as for an add or a put: it is
   soft-deleted (reason "expired"), neither a duplicate nor a key's holder.
+* An export of an older schema (its header's ``schema``) imports as well; one written
+  before schema 9 may hold update snapshots without validity, which are then timed as
+  migration 9 times them in a brain file (:meth:`brainmem.store.Store.time_old_snapshots`).
 * ``content_hash`` is recomputed from the content (it is derived data, so a
   hand-edited content stays consistent). Imported edge weights replace existing ones.
 """

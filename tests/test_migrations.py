@@ -309,6 +309,38 @@ def test_an_update_made_before_schema_6_keeps_its_history_and_as_of(tmp_path: Pa
             T0 + 30, T0 + 40, T0 + 60]
 
 
+@pytest.mark.parametrize("written_at", [5, 8])
+def test_an_export_written_before_schema_9_imports_with_its_history_and_as_of(tmp_path: Path,
+                                                                              written_at: int) -> None:
+    # Before: migration 9 timed the snapshots an update kept before schema 6, but only in
+    # brain files; an export written then (schema 5: no valid_from/valid_until; 6 to 8: the
+    # snapshots' empty) was imported as it was, so the imported brain's `history` put every
+    # version at the first one's time and `search(as_of=...)` always answered today's value.
+    import io
+
+    path = tmp_path / "v5.db"
+    build_old_brain(path, 5)
+    _add_pre_v6_update(path, 5)
+    with Brain(str(path), clock=lambda: T0 + 100) as brain:
+        expected = _timeline(brain, "mt_k")
+        out = io.StringIO()
+        brain.export(out, include_deleted=True)
+    lines = [json.loads(line) for line in out.getvalue().splitlines()]
+    lines[0]["schema"] = written_at
+    for line in lines[1:]:
+        if "trace" in line:  # as that version exported them: untimed
+            for name in ("valid_from", "valid_until"):
+                if written_at < 6:
+                    del line["trace"][name]
+                else:
+                    line["trace"][name] = None
+    old_export = "".join(json.dumps(line) + "\n" for line in lines)
+    with Brain(str(tmp_path / "imported.db"), clock=lambda: T0 + 100) as brain:
+        brain.import_jsonl(io.StringIO(old_export))
+        assert _timeline(brain, "mt_k") == expected
+        assert brain.check()["ok"]
+
+
 def test_an_update_made_at_schema_8_after_older_ones_starts_where_they_end(tmp_path: Path) -> None:
     # A brain upgraded to 8 by an earlier brainmem and updated again there: that update's
     # snapshot began when the trace was created (the untimed live value's start), over the
