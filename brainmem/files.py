@@ -288,10 +288,14 @@ def _first_read(db: apsw.Connection, path: str, readonly: bool) -> apsw.Connecti
             raise
         db.close()
         if full and not readonly:  # not "I/O error on the brain file": nothing is damaged
+            old = _old_version(path)  # a read-only open refuses it: only room helps
             raise StorageError(
                 f"{path} cannot be opened read-write: the disk is full (SQLite cannot make its "
-                f"shared-memory file {sidecar(path, '-shm')}); free some space, or open it read-only "
-                "(--readonly, Brain(path, readonly=True)) to search and export it") from exc
+                f"shared-memory file {sidecar(path, '-shm')}); free some space" + (
+                    ", or open it read-only (--readonly, Brain(path, readonly=True)) to search and "
+                    "export it" if old is None else
+                    f": it needs a schema upgrade (version {old} -> {schema.SCHEMA_VERSION}), which "
+                    "writes to it, before it can be read")) from exc
         if not readonly:
             raise ReadOnlyBrain(_unwritable_old(path) or (
                 f"{path} is not writable (the file or its directory is read-only); "
@@ -347,10 +351,10 @@ def needs_upgrade(path: str, version: int) -> BrainFileError:
     )
 
 
-def _unwritable_old(path: str) -> str | None:
-    """:func:`_upgrade_elsewhere` for a brain file of an older schema (by its header), else
-    None: a read-write open of it that cannot write must not send the user to a read-only
-    open, which refuses an old schema too."""
+def _old_version(path: str) -> int | None:
+    """The schema version of a brain file older than this brainmem's (by its header), else
+    None: a read-write open of it that fails must not send the user to a read-only open,
+    which refuses an old schema too."""
     try:
         head = _read_head(path)
     except BrainFileError:
@@ -358,7 +362,14 @@ def _unwritable_old(path: str) -> str | None:
     version, app_id = _version_and_id(head)
     if len(head) < 100 or app_id != schema.APPLICATION_ID:
         return None
-    return _upgrade_elsewhere(path, version) if version < schema.SCHEMA_VERSION else None
+    return version if version < schema.SCHEMA_VERSION else None
+
+
+def _unwritable_old(path: str) -> str | None:
+    """:func:`_upgrade_elsewhere` for a brain file of an older schema (:func:`_old_version`),
+    else None."""
+    version = _old_version(path)
+    return None if version is None else _upgrade_elsewhere(path, version)
 
 
 def _optimize(db: apsw.Connection) -> None:

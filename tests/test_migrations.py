@@ -437,6 +437,40 @@ def test_an_upgrade_on_a_full_disk_is_a_storage_error_and_leaves_the_old_version
         assert brain.stats()["schema_version"] == schema.SCHEMA_VERSION and brain.check()["ok"]
 
 
+def test_an_old_brain_on_a_full_disk_is_not_sent_to_a_read_only_open_that_refuses_it(tmp_path: Path) -> None:
+    # Before: an old brain closed cleanly (no -shm) on a disk that then filled was told "free
+    # some space, or open it read-only (--readonly ...) to search and export it"; the
+    # read-only open then refused it for its schema upgrade: advice that led nowhere.
+    import contextlib
+    import shutil
+
+    import fulldisk
+
+    from brainmem.errors import BrainFileError, StorageError
+
+    source = tmp_path / "v5.db"
+    build_old_brain(source, 5)
+    db = apsw.Connection(str(source))
+    db.pragma("journal_mode", "wal")
+    db.close()
+    small = tmp_path / "small"
+    with fulldisk.small_file_system(small, "1m"):
+        path = small / "v5.db"
+        shutil.copy(source, path)
+        with contextlib.suppress(OSError), open(small / "filler", "ab") as filler:
+            while True:
+                filler.write(b"x" * 4096)
+                filler.flush()
+        with pytest.raises(StorageError, match="disk is full") as refused:
+            Brain(str(path))
+        message = str(refused.value)
+        assert "--readonly" not in message and "readonly=True" not in message
+        assert "schema upgrade (version 5 -> " in message and "free some space" in message
+        with pytest.raises(BrainFileError, match="needs a schema upgrade"):  # as the message says
+            Brain(str(path), readonly=True)
+        assert path.read_bytes() == source.read_bytes()  # still version 5, untouched
+
+
 def _downgrade(path: Path, version: int) -> None:
     """Give a brain made today the shape of schema ``version`` (5 to 8) as that version's
     code left it: 9 changed data only, 8 added an index, 7 the edge kinds, 6 the validity
