@@ -771,6 +771,10 @@ def test_a_brain_upgraded_by_a_newer_brainmem_while_open_refuses_writes(tmp_path
         with pytest.raises(SchemaTooNew):
             brain.delete(kept.id)
         assert brain.call_tool("memory_add", {"content": "a third"})["error"]["type"] == "SchemaTooNew"
+        before = path.read_bytes()
+        with pytest.raises(SchemaTooNew):  # it rewrote the newer file (VACUUM) unasked
+            brain.vacuum()
+        assert path.read_bytes() == before
         set_version(SCHEMA_VERSION)
     with Brain(str(path)) as brain:  # a search's reinforcement waits while another holds the lock
         holder = apsw.Connection(str(path))
