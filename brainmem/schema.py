@@ -322,7 +322,8 @@ def _v9_old_snapshots_timed(db: apsw.Connection) -> None:
     was replaced itself (its own ``deleted_at``), and the live trace from its last
     replacement; a snapshot written since (it has a ``valid_until``) of such a trace
     began at that replacement, not at the trace's creation. A missing ``supersedes``
-    edge (``history`` follows them) is added.
+    edge (``history`` follows them) is added. The snapshots are looked up by rid through an
+    index (without it the upgrade grew with their number squared: 9 s at 12,000).
     """
     db.execute(
         """
@@ -331,6 +332,7 @@ def _v9_old_snapshots_timed(db: apsw.Connection) -> None:
             WHERE merged_into IS NOT NULL AND deleted_at IS NOT NULL AND valid_until IS NULL
               AND CASE WHEN json_valid(metadata) THEN metadata ->> '$.snapshot_of' END IS NOT NULL;
         CREATE INDEX temp.untimed_live ON untimed(live, replaced);
+        CREATE INDEX temp.untimed_rid ON untimed(rid);
         UPDATE traces SET valid_from = (SELECT max(replaced) FROM untimed WHERE live = traces.id)
             WHERE valid_from IS NULL AND id IN (SELECT live FROM untimed);
         -- a later update (at version 6 to 8) began its snapshot where the live value

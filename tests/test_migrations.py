@@ -374,6 +374,41 @@ def test_an_update_made_at_schema_8_after_older_ones_starts_where_they_end(tmp_p
         assert brain.check()["ok"]
 
 
+def test_timing_the_old_snapshots_grows_linearly_with_their_number(tmp_path: Path) -> None:
+    # Before: migration 9 looked each snapshot up in its temporary table by rid without an
+    # index, once per snapshot: the upgrade grew with the square of the snapshots (12,000
+    # took 9 s, 100,000 would hold the write lock for about 10 minutes while every other
+    # process's open timed out). Counted in SQLite steps, not seconds, to be exact.
+    def steps(lives: int) -> int:
+        path = tmp_path / f"snapshots{lives}.db"
+        build_old_brain(path, 5)
+        db = apsw.Connection(str(path))
+        rows: list[tuple[str, str, float | None, str | None]] = []
+        for k in range(lives):  # three earlier values of each
+            rows.append((f"mt_live{k}", "{}", None, None))
+            rows += [(f"mt_s{k}_{j}", json.dumps({"snapshot_of": f"mt_live{k}"}), T0 + 10 * (j + 1),
+                      f"mt_live{k}") for j in range(3)]
+        with db:
+            db.executemany("INSERT INTO traces (id, content, content_hash, type, scope, strength, stability, "
+                           "importance, created_at, updated_at, last_accessed_at, metadata, deleted_at, "
+                           "merged_into) VALUES (?1, ?1, ?1, 'semantic', 'user', 1, 1, 0.5, ?5, ?5, ?5, ?2, ?3, ?4)",
+                           [(*row, T0) for row in rows])
+        schema.migrate(db, upto=8)
+        count = [0]
+
+        def tick() -> bool:
+            count[0] += 1
+            return False
+
+        db.set_progress_handler(tick, 100)
+        schema.migrate(db)
+        db.close()
+        return count[0]
+
+    small, large = steps(150), steps(300)
+    assert large / small < 2.5, (small, large)  # twice the snapshots: about twice the work, not 4x
+
+
 def test_an_old_brain_with_a_row_of_malformed_metadata_still_upgrades(tmp_path: Path) -> None:
     # Migration 9 reads metadata as JSON; a row broken by hand (the sqlite3 shell) made it
     # fail with "malformed JSON" on every open, and the brain could not be opened at all.
