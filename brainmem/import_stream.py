@@ -255,7 +255,7 @@ def apply_import(store: Store, spill: Spill, *, new_ids: bool, keep_added: bool,
     if id_map:
         _relink(store, before, id_map)
     if written_at < SCHEMA_VERSION and report.imported:
-        store.time_old_snapshots()
+        store.time_old_snapshots(before)
     return report
 
 

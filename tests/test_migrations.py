@@ -341,6 +341,39 @@ def test_an_export_written_before_schema_9_imports_with_its_history_and_as_of(tm
         assert brain.check()["ok"]
 
 
+def test_an_old_export_imported_onto_a_key_the_brain_holds_leaves_the_brains_history(tmp_path: Path) -> None:
+    # The timing of an old export's snapshots must touch only the rows the import wrote: the
+    # file's live value deduplicated onto the brain's own, and migration 9's repair of "a
+    # later update" moved the brain's own timed snapshots to start at the file's last
+    # replacement, after they had ended.
+    import io
+
+    path = tmp_path / "v5.db"
+    build_old_brain(path, 5)
+    _add_pre_v6_update(path, 5)
+    with Brain(str(path), clock=lambda: T0 + 100) as brain:
+        out = io.StringIO()
+        brain.export(out, include_deleted=True)
+    lines = [json.loads(line) for line in out.getvalue().splitlines()]
+    lines[0]["schema"] = 5
+    for line in lines[1:]:
+        if "trace" in line:
+            del line["trace"]["valid_from"], line["trace"]["valid_until"]
+    clock = [T0 + 20]
+    with Brain(str(tmp_path / "today.db"), clock=lambda: clock[0]) as brain:
+        for city in ("Faro", "Porto", "Braga", "Lisbon"):
+            clock[0] += 10
+            brain.put("city", f"The user lives in {city}", scope="user")
+        live = brain.get_key("city")
+        assert live is not None
+        before = [(v["content"], v["valid_from"], v["valid_until"]) for v in history_view(brain.history(live.id))]
+        brain.import_jsonl(io.StringIO("".join(json.dumps(line) + "\n" for line in lines)))
+        after = [(v["content"], v["valid_from"], v["valid_until"]) for v in history_view(brain.history(live.id))]
+        assert [v for v in after if v in before] == before  # the brain's own periods are as they were
+        assert all(until is None or start <= until for _, start, until in after)
+        assert brain.check()["ok"]
+
+
 def test_an_update_made_at_schema_8_after_older_ones_starts_where_they_end(tmp_path: Path) -> None:
     # A brain upgraded to 8 by an earlier brainmem and updated again there: that update's
     # snapshot began when the trace was created (the untimed live value's start), over the
