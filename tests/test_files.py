@@ -752,6 +752,23 @@ def test_open_and_close_never_wait_for_another_process_writing(tmp_path: Path) -
         assert brain.check()["ok"] and brain.stats()["live"] == 330
 
 
+def test_closing_a_brain_a_newer_brainmem_upgraded_meanwhile_writes_nothing(tmp_path: Path) -> None:
+    # Before: close() ran PRAGMA optimize, which wrote ANALYZE statistics of the newer
+    # version's tables into its file (every other write of such a brain is refused).
+    path = tmp_path / "brain.db"
+    brain = Brain(str(path))
+    brain.add_many([f"note {i}" for i in range(50)])
+    newer = apsw.Connection(str(path))
+    with newer:  # what a newer brainmem's migration could add
+        newer.execute("CREATE TABLE things (x INTEGER, y TEXT); CREATE INDEX things_x ON things(x)")
+        newer.executemany("INSERT INTO things VALUES (?, ?)", [(i % 7, str(i)) for i in range(2000)])
+        newer.pragma("user_version", SCHEMA_VERSION + 1)
+    seen = newer.execute("PRAGMA data_version").get  # changes when another connection commits
+    brain.close()
+    assert newer.execute("PRAGMA data_version").get == seen, "closing wrote to the newer brain"
+    newer.close()
+
+
 def test_a_brain_upgraded_by_a_newer_brainmem_while_open_refuses_writes(tmp_path: Path) -> None:
     """A long-lived process (an MCP server, the inspector) kept writing this version's rows
     into a file another process's newer brainmem had migrated: every write now checks."""
