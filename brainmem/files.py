@@ -396,6 +396,10 @@ def open_connection(path: str, readonly: bool, busy_timeout_ms: int) -> apsw.Con
     flags |= apsw.SQLITE_OPEN_URI if path.startswith("file:") else 0
     db = apsw.Connection(path, flags=flags)
     try:
+        # Until the file is known to be a brain this brainmem can use, closing must not
+        # checkpoint a -wal holding changes into it (SQLite does when the last connection
+        # closes): a refused file keeps its log, another application's or a newer brainmem's.
+        db.config(apsw.SQLITE_DBCONFIG_NO_CKPT_ON_CLOSE, 1)
         db.set_busy_timeout(busy_timeout_ms)
         db = _first_read(db, path, readonly)
         db.set_busy_timeout(busy_timeout_ms)
@@ -405,6 +409,7 @@ def open_connection(path: str, readonly: bool, busy_timeout_ms: int) -> apsw.Con
             raise NotABrainFile(f"{path} is not a usable brain file ({exc}); it was left unchanged") from exc
         if readonly and (blank or version < schema.SCHEMA_VERSION):
             raise needs_upgrade(path, version)
+        db.config(apsw.SQLITE_DBCONFIG_NO_CKPT_ON_CLOSE, 0)
         # Not bestpractice's 100 ms busy timeout: its connection_optimize may write
         # (ANALYZE), and under contention 100 ms made opening fail with "locked".
         skip: tuple[Any, ...] = (apsw.bestpractice.library_logging,

@@ -129,6 +129,40 @@ def test_another_applications_wal_database_is_refused_leaving_no_wal_or_shm(tmp_
     assert _snapshot(tmp_path) == before
 
 
+@pytest.mark.parametrize("kind", ["foreign", "newer"])
+def test_a_refused_wal_database_with_changes_in_its_log_keeps_them_there(tmp_path: Path, kind: str) -> None:
+    # Before: with changes in its -wal (an application that crashed, a copy taken while in
+    # use) the header cannot be trusted and SQLite opens the file; refusing it then closed
+    # the last connection, which checkpointed the log into the file and deleted the log:
+    # "left unchanged" was not true of another application's database, nor of a brain of a
+    # newer brainmem.
+    source = tmp_path / "source.db"
+    db = apsw.Connection(str(source))
+    db.pragma("journal_mode", "wal")
+    db.wal_autocheckpoint(0)
+    if kind == "newer":
+        db.close()
+        _make_brain(source, 5)
+        db = apsw.Connection(str(source))
+        db.wal_autocheckpoint(0)
+        db.pragma("user_version", SCHEMA_VERSION + 1)
+    db.execute("CREATE TABLE accounts (id INTEGER PRIMARY KEY, name TEXT)")
+    db.executemany("INSERT INTO accounts(name) VALUES (?)", [(f"n{i}",) for i in range(50)])
+    folder = tmp_path / "copy"
+    folder.mkdir()
+    path = folder / "crashed.db"
+    for suffix in ("", "-wal"):  # as it was while in use: the changes still in the log
+        shutil.copy(f"{source}{suffix}", f"{path}{suffix}")
+    db.close()
+    assert Path(f"{path}-wal").stat().st_size > 0
+    before = {name: data for name, (data, _) in _snapshot(folder).items()}
+    for readonly in (False, True):
+        with pytest.raises(NotABrainFile if kind == "foreign" else SchemaTooNew):
+            Brain(str(path), readonly=readonly)
+        now = {name: data for name, (data, _) in _snapshot(folder).items() if not name.endswith("-shm")}
+        assert now == before, "the refused file or its log was changed"
+
+
 def test_brain_from_a_newer_schema_is_refused_unchanged(tmp_path: Path) -> None:
     path = tmp_path / "future.db"
     _make_brain(path, 10)
