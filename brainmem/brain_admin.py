@@ -217,7 +217,8 @@ class AdminMixin(BrainBase):
                     before_insert=lambda t: self._writer.before_insert(t, at),
                     expire=lambda t: self._writer.expire(t, at),
                     at=at,
-                    hook_sees_rows=self.policy.quota is not None and self.policy.quota_policy == "evict")
+                    hook_sees_rows=self.policy.quota is not None and self.policy.quota_policy == "evict",
+                    written_at=header["schema"])
         report.settings = sorted(taken)
         if taken and not self._policy_given:
             self._use_policy(policy)

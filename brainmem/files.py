@@ -109,6 +109,8 @@ def remove_if_unused(path: str) -> bool:
     removal hold SQLite's exclusive lock, which an open connection does not let it take.
     A file SQLite cannot read at all holds nothing and is removed.
     """
+    if not os.path.lexists(path):  # never created (refused before): a -wal beside it is not ours
+        return False
     try:
         db = apsw.Connection(path, flags=apsw.SQLITE_OPEN_READWRITE)
     except (apsw.Error, UnicodeError, ValueError):  # e.g. a name SQLite cannot take (not UTF-8)
@@ -149,6 +151,7 @@ def _check_file(path: str, readonly: bool) -> None:
     if path.endswith(tuple(sep for sep in (os.sep, os.altsep) if sep)):  # SQLite would drop it
         raise InvalidInput(f"{path} ends in {path[-1]!r}, so it names a folder, not a brain file; "
                            f"give the file's path (e.g. {os.path.join(path, 'brain.db')})")
+    _check_log_has_its_file(path)
     if not os.path.exists(path):
         if readonly:
             raise BrainFileError(f"no brain file at {path} (read-only open does not create)")
@@ -164,7 +167,25 @@ def _check_file(path: str, readonly: bool) -> None:
     if head and head[: len(SQLITE_HEADER)] != SQLITE_HEADER:
         raise NotABrainFile(f"{path} is not a brainmem brain (not a SQLite file); it was left unchanged")
     if head:
-        _check_header(path, head)
+        _check_header(path, head, readonly=readonly)
+
+
+def _check_log_has_its_file(path: str) -> None:
+    """Refuse a missing or 0-byte brain file beside a write-ahead log holding changes.
+
+    SQLite deletes such a ``-wal`` when it opens the file (even read-only) and starts a new
+    database: the log of a brain whose file was moved, deleted or emptied holds the only
+    copy of its last changes, and opening would throw them away for an empty brain.
+    """
+    wal = sidecar(path, "-wal")
+    size = _size(wal)
+    if size and _size(path) == 0:
+        state = "is an empty file" if os.path.exists(path) else "does not exist"
+        raise BrainFileError(
+            f"{path} {state}, but its write-ahead log {wal} holds {size} bytes of a brain's changes, "
+            "which opening it would delete; both were left unchanged (put the brain file back "
+            "beside its log, or move the log away to start a new brain)"
+        )
 
 
 def _read_head(path: str) -> bytes:
@@ -199,8 +220,9 @@ def schema_is_empty(head: bytes) -> bool:
     return len(head) >= HEAD_BYTES and head[100] == 13 and head[103:105] == b"\0\0"
 
 
-def _check_header(path: str, head: bytes, *, again: bool = True) -> None:
-    """Refuse truncated, foreign and too-new files from the header alone.
+def _check_header(path: str, head: bytes, *, readonly: bool = False, again: bool = True) -> None:
+    """Refuse truncated, foreign and too-new files from the header alone, and older ones
+    when ``readonly`` (it cannot upgrade them).
 
     Opening a WAL-mode file creates ``-wal``/``-shm`` beside it, even read-only (and a
     read-only connection leaves them there), so what the header can tell is checked
@@ -220,7 +242,7 @@ def _check_header(path: str, head: bytes, *, again: bool = True) -> None:
     if pages and number(head[92:96], "big") == number(head[24:28], "big") and size < pages * page_size:
         fresh = _read_head(path) if again else head
         if fresh != head:  # another process shrank the file since (a vacuum): its header now
-            _check_header(path, fresh, again=False)
+            _check_header(path, fresh, readonly=readonly, again=False)
             return
         raise BrainFileError(
             f"{path} is truncated: its header promises {pages * page_size} bytes but the file "
@@ -237,6 +259,8 @@ def _check_header(path: str, head: bytes, *, again: bool = True) -> None:
             f"{path}: brain schema version {version} is newer than this brainmem supports "
             f"({schema.SCHEMA_VERSION}); upgrade brainmem"
         )
+    if readonly and app_id == schema.APPLICATION_ID and version < schema.SCHEMA_VERSION:
+        raise needs_upgrade(path, version)
 
 def _first_read(db: apsw.Connection, path: str, readonly: bool) -> apsw.Connection:
     """Read once, reopening immutably when a read-only WAL brain cannot get its -shm.
@@ -264,10 +288,14 @@ def _first_read(db: apsw.Connection, path: str, readonly: bool) -> apsw.Connecti
             raise
         db.close()
         if full and not readonly:  # not "I/O error on the brain file": nothing is damaged
+            old = _old_version(path)  # a read-only open refuses it: only room helps
             raise StorageError(
                 f"{path} cannot be opened read-write: the disk is full (SQLite cannot make its "
-                f"shared-memory file {sidecar(path, '-shm')}); free some space, or open it read-only "
-                "(--readonly, Brain(path, readonly=True)) to search and export it") from exc
+                f"shared-memory file {sidecar(path, '-shm')}); free some space" + (
+                    ", or open it read-only (--readonly, Brain(path, readonly=True)) to search and "
+                    "export it" if old is None else
+                    f": it needs a schema upgrade (version {old} -> {schema.SCHEMA_VERSION}), which "
+                    "writes to it, before it can be read")) from exc
         if not readonly:
             raise ReadOnlyBrain(_unwritable_old(path) or (
                 f"{path} is not writable (the file or its directory is read-only); "
@@ -313,10 +341,20 @@ def _upgrade_elsewhere(path: str, version: int) -> str:
             f"a copy: cp {path} COPY && brainmem --brain COPY init")
 
 
-def _unwritable_old(path: str) -> str | None:
-    """:func:`_upgrade_elsewhere` for a brain file of an older schema (by its header), else
-    None: a read-write open of it that cannot write must not send the user to a read-only
-    open, which refuses an old schema too."""
+def needs_upgrade(path: str, version: int) -> BrainFileError:
+    """What a read-only open of a brain of an older schema ``version`` is told."""
+    return BrainFileError(
+        _upgrade_elsewhere(path, version) if not _writable(path) else
+        f"{path} needs a schema upgrade (version {version} -> {schema.SCHEMA_VERSION}); "
+        f"open it once read-write to upgrade it in place (`brainmem --brain {path} init`, "
+        "or Brain(path) in Python)"
+    )
+
+
+def _old_version(path: str) -> int | None:
+    """The schema version of a brain file older than this brainmem's (by its header), else
+    None: a read-write open of it that fails must not send the user to a read-only open,
+    which refuses an old schema too."""
     try:
         head = _read_head(path)
     except BrainFileError:
@@ -324,7 +362,14 @@ def _unwritable_old(path: str) -> str | None:
     version, app_id = _version_and_id(head)
     if len(head) < 100 or app_id != schema.APPLICATION_ID:
         return None
-    return _upgrade_elsewhere(path, version) if version < schema.SCHEMA_VERSION else None
+    return version if version < schema.SCHEMA_VERSION else None
+
+
+def _unwritable_old(path: str) -> str | None:
+    """:func:`_upgrade_elsewhere` for a brain file of an older schema (:func:`_old_version`),
+    else None."""
+    version = _old_version(path)
+    return None if version is None else _upgrade_elsewhere(path, version)
 
 
 def _optimize(db: apsw.Connection) -> None:
@@ -351,6 +396,10 @@ def open_connection(path: str, readonly: bool, busy_timeout_ms: int) -> apsw.Con
     flags |= apsw.SQLITE_OPEN_URI if path.startswith("file:") else 0
     db = apsw.Connection(path, flags=flags)
     try:
+        # Until the file is known to be a brain this brainmem can use, closing must not
+        # checkpoint a -wal holding changes into it (SQLite does when the last connection
+        # closes): a refused file keeps its log, another application's or a newer brainmem's.
+        db.config(apsw.SQLITE_DBCONFIG_NO_CKPT_ON_CLOSE, 1)
         db.set_busy_timeout(busy_timeout_ms)
         db = _first_read(db, path, readonly)
         db.set_busy_timeout(busy_timeout_ms)
@@ -359,12 +408,8 @@ def open_connection(path: str, readonly: bool, busy_timeout_ms: int) -> apsw.Con
         except (apsw.NotADBError, apsw.CorruptError) as exc:
             raise NotABrainFile(f"{path} is not a usable brain file ({exc}); it was left unchanged") from exc
         if readonly and (blank or version < schema.SCHEMA_VERSION):
-            raise BrainFileError(
-                _upgrade_elsewhere(path, version) if not _writable(path) else
-                f"{path} needs a schema upgrade (version {version} -> {schema.SCHEMA_VERSION}); "
-                f"open it once read-write to upgrade it in place (`brainmem --brain {path} init`, "
-                "or Brain(path) in Python)"
-            )
+            raise needs_upgrade(path, version)
+        db.config(apsw.SQLITE_DBCONFIG_NO_CKPT_ON_CLOSE, 0)
         # Not bestpractice's 100 ms busy timeout: its connection_optimize may write
         # (ANALYZE), and under contention 100 ms made opening fail with "locked".
         skip: tuple[Any, ...] = (apsw.bestpractice.library_logging,

@@ -36,6 +36,7 @@ from typing import IO, Any
 from .errors import InvalidInput, StorageError
 from .model import Trace, new_id, outlasting
 from .policy import Policy
+from .schema import SCHEMA_VERSION
 from .store import Store
 from .transfer import ImportReport, check_header, edge_from_json, trace_from_json
 from .validate import check_path
@@ -193,7 +194,7 @@ def scan(lines: Iterable[str | bytes], policy: Policy, spill: Spill) -> Scanned:
 
 def apply_import(store: Store, spill: Spill, *, new_ids: bool, keep_added: bool,
                  before_insert: Callable[[Trace], None], expire: Callable[[Trace], bool],
-                 at: float, hook_sees_rows: bool = False) -> ImportReport:
+                 at: float, hook_sees_rows: bool = False, written_at: int = SCHEMA_VERSION) -> ImportReport:
     """Write the spilled records inside the caller's transaction, a chunk at a time.
 
     Dedup decisions are made against the brain as it was before the import (rows up to
@@ -204,7 +205,10 @@ def apply_import(store: Store, spill: Spill, *, new_ids: bool, keep_added: bool,
     quota that evicts) writes the rows before each ``before_insert`` call instead.
     ``expire(trace)`` soft-deletes a trace of the brain that has expired and says so
     (``Writer.expire``): an expired trace is absent, as for an add or a put, so it is
-    neither a duplicate nor a key's holder. ``at``: the import's time.
+    neither a duplicate nor a key's holder. ``at``: the import's time. ``written_at``: the
+    schema of the brain the file was exported from (its header); one before 9 may hold
+    update snapshots without validity, timed after the rows are in as migration 9 times
+    them in a brain file (:meth:`Store.time_old_snapshots`).
     """
     report = ImportReport()
     id_map = report.id_map  # file id -> brain id, only for ids that change
@@ -250,6 +254,8 @@ def apply_import(store: Store, spill: Spill, *, new_ids: bool, keep_added: bool,
             store.update_fields(trace_id, {"merged_into": id_map[target]})
     if id_map:
         _relink(store, before, id_map)
+    if written_at < SCHEMA_VERSION and report.imported:
+        store.time_old_snapshots(before)
     return report
 
 

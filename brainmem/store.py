@@ -22,7 +22,7 @@ from typing import Any
 
 import apsw
 
-from . import scripts
+from . import schema, scripts
 from .errors import (
     BrainFileError,
     InvalidInput,
@@ -529,6 +529,15 @@ class Store(IndexTables, EdgeTables, LogTables, InspectTables, VectorTables, Mai
             "ORDER BY rid LIMIT ?",
             [after, *(f'$."{key}"' for key in keys), limit])
         return [(int(rid), str(tid), json.loads(meta)) for rid, tid, meta in rows]
+
+    def time_old_snapshots(self, after: int) -> None:
+        """Give the update snapshots written before schema 9 among the rows with a rid above
+        ``after`` their validity, as migration 9 did to brain files
+        (:func:`brainmem.schema.time_old_snapshots`): for an import of an export written
+        then, ``after`` the largest rid before it. Only those rows change (snapshots with no
+        ``valid_until`` and their live traces). Inside the caller's write transaction."""
+        with translate_errors():
+            schema.time_old_snapshots(self.db, after)
 
     def max_rid(self) -> int:
         """The largest rid in use (0: no trace was ever stored)."""

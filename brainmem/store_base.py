@@ -239,7 +239,8 @@ class Database:
         _OPEN.discard(self)
         with translate_errors():
             if not self.readonly and not self._gone():  # gone: not even statistics go into its -wal
-                with contextlib.suppress(apsw.Error):
+                with contextlib.suppress(apsw.Error, BrainFileError):
+                    self._check_schema()  # a newer brainmem migrated it since: no statistics either
                     self.db.set_busy_timeout(0)  # optional (ANALYZE): never wait for another writer
                     self.db.pragma("optimize")
             self.db.close()

@@ -149,6 +149,9 @@ class MaintenanceTables(Database):
         with translate_errors():
             if self._depth or self.db.in_transaction:
                 raise InvalidInput("vacuum cannot run inside a transaction")
+            # VACUUM runs outside write(), which refuses a file a newer brainmem migrated
+            # since this connection opened it: it must not rewrite one either
+            self._check_schema()
             before = self.file_bytes()
             self.db.execute("VACUUM")
             self._own_serial += 1  # nothing cached may outlive the rewrite

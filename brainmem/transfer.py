@@ -38,6 +38,9 @@ Import decisions:
   does not store already are stored with the traces (the brain's own settings win), and
   a Brain opened without a Policy runs on them once the import has committed. The
   traces themselves are checked against the policy the brain had when the import began.
+* An export of an older schema (its header's ``schema``) imports as well; one written
+  before schema 9 may hold update snapshots without validity, which are then timed as
+  migration 9 times them in a brain file (:meth:`brainmem.store.Store.time_old_snapshots`).
 * ``content_hash`` is recomputed from the content (it is derived data, so a
   hand-edited content stays consistent). Imported edge weights replace existing ones.
 """

@@ -129,6 +129,40 @@ def test_another_applications_wal_database_is_refused_leaving_no_wal_or_shm(tmp_
     assert _snapshot(tmp_path) == before
 
 
+@pytest.mark.parametrize("kind", ["foreign", "newer"])
+def test_a_refused_wal_database_with_changes_in_its_log_keeps_them_there(tmp_path: Path, kind: str) -> None:
+    # Before: with changes in its -wal (an application that crashed, a copy taken while in
+    # use) the header cannot be trusted and SQLite opens the file; refusing it then closed
+    # the last connection, which checkpointed the log into the file and deleted the log:
+    # "left unchanged" was not true of another application's database, nor of a brain of a
+    # newer brainmem.
+    source = tmp_path / "source.db"
+    db = apsw.Connection(str(source))
+    db.pragma("journal_mode", "wal")
+    db.wal_autocheckpoint(0)
+    if kind == "newer":
+        db.close()
+        _make_brain(source, 5)
+        db = apsw.Connection(str(source))
+        db.wal_autocheckpoint(0)
+        db.pragma("user_version", SCHEMA_VERSION + 1)
+    db.execute("CREATE TABLE accounts (id INTEGER PRIMARY KEY, name TEXT)")
+    db.executemany("INSERT INTO accounts(name) VALUES (?)", [(f"n{i}",) for i in range(50)])
+    folder = tmp_path / "copy"
+    folder.mkdir()
+    path = folder / "crashed.db"
+    for suffix in ("", "-wal"):  # as it was while in use: the changes still in the log
+        shutil.copy(f"{source}{suffix}", f"{path}{suffix}")
+    db.close()
+    assert Path(f"{path}-wal").stat().st_size > 0
+    before = {name: data for name, (data, _) in _snapshot(folder).items()}
+    for readonly in (False, True):
+        with pytest.raises(NotABrainFile if kind == "foreign" else SchemaTooNew):
+            Brain(str(path), readonly=readonly)
+        now = {name: data for name, (data, _) in _snapshot(folder).items() if not name.endswith("-shm")}
+        assert now == before, "the refused file or its log was changed"
+
+
 def test_brain_from_a_newer_schema_is_refused_unchanged(tmp_path: Path) -> None:
     path = tmp_path / "future.db"
     _make_brain(path, 10)
@@ -150,6 +184,41 @@ def test_directory_and_missing_file(tmp_path: Path) -> None:
     with pytest.raises(InvalidInput, match="folder .*nowhere does not exist"):
         Brain(str(tmp_path / "nowhere" / "a.db"))  # a mistyped path, not a broken brain
     assert list(tmp_path.iterdir()) == []
+
+
+def _stray_wal(tmp_path: Path, main: bytes | None) -> tuple[Path, bytes]:
+    """A brain whose file was lost (``main`` None) or emptied (``b""``) while its write-ahead
+    log still holds its last changes; returns the path and the log's bytes."""
+    path = tmp_path / "brain.db"
+    brain = Brain(str(path))
+    brain._store.db.wal_autocheckpoint(0)  # the adds stay in the -wal
+    brain.add_many([f"recent memory {i}" for i in range(20)])
+    wal = Path(f"{path}-wal").read_bytes()
+    brain.close()
+    assert wal
+    path.unlink()
+    if main is not None:
+        path.write_bytes(main)
+    Path(f"{path}-wal").write_bytes(wal)
+    return path, wal
+
+
+@pytest.mark.parametrize("main", [None, b""])
+def test_a_write_ahead_log_left_without_its_brain_is_refused_not_deleted(tmp_path: Path,
+                                                                          main: bytes | None) -> None:
+    # Before: SQLite deletes a -wal it finds beside a missing or 0-byte database, so
+    # Brain(path), `brainmem init` (and with an emptied file every command, even --readonly
+    # and `stats`) silently threw away the only copy of the brain's last changes and
+    # answered from a new, empty brain.
+    path, wal = _stray_wal(tmp_path, main)
+    for readonly in (False, True):
+        message = _refused(path, BrainFileError, readonly)
+        assert f"{path}-wal" in message
+    for args in ([] if main is None else [["stats"], ["--readonly", "search", "memory"]]) + [["init"]]:
+        run = clirun.run("--brain", str(path), *args)
+        assert run.returncode == 1 and f"{path}-wal" in run.stderr and run.stderr.count("\n") == 1, run
+    assert Path(f"{path}-wal").read_bytes() == wal
+    assert path.exists() == (main is not None)
 
 
 def test_a_path_ending_in_a_slash_is_refused_not_made_a_file_without_it(tmp_path: Path) -> None:
@@ -509,7 +578,10 @@ def test_ensure_file_says_when_the_file_is_no_longer_the_brains(tmp_path: Path) 
         os.rename(path, tmp_path / "moved.db")
         with pytest.raises(BrainFileError, match="is gone"):
             brain.ensure_file()
-        Brain(str(path)).close()  # another brain in its place is not this one's file
+        # another brain in its place is not this one's file (made beside it: opening a new
+        # one at the path is refused while the moved brain's -wal is still there)
+        Brain(str(tmp_path / "other.db")).close()
+        os.rename(tmp_path / "other.db", path)
         with pytest.raises(BrainFileError, match="is gone"):
             brain.ensure_file()
     finally:
@@ -714,6 +786,23 @@ def test_open_and_close_never_wait_for_another_process_writing(tmp_path: Path) -
         assert brain.check()["ok"] and brain.stats()["live"] == 330
 
 
+def test_closing_a_brain_a_newer_brainmem_upgraded_meanwhile_writes_nothing(tmp_path: Path) -> None:
+    # Before: close() ran PRAGMA optimize, which wrote ANALYZE statistics of the newer
+    # version's tables into its file (every other write of such a brain is refused).
+    path = tmp_path / "brain.db"
+    brain = Brain(str(path))
+    brain.add_many([f"note {i}" for i in range(50)])
+    newer = apsw.Connection(str(path))
+    with newer:  # what a newer brainmem's migration could add
+        newer.execute("CREATE TABLE things (x INTEGER, y TEXT); CREATE INDEX things_x ON things(x)")
+        newer.executemany("INSERT INTO things VALUES (?, ?)", [(i % 7, str(i)) for i in range(2000)])
+        newer.pragma("user_version", SCHEMA_VERSION + 1)
+    seen = newer.execute("PRAGMA data_version").get  # changes when another connection commits
+    brain.close()
+    assert newer.execute("PRAGMA data_version").get == seen, "closing wrote to the newer brain"
+    newer.close()
+
+
 def test_a_brain_upgraded_by_a_newer_brainmem_while_open_refuses_writes(tmp_path: Path) -> None:
     """A long-lived process (an MCP server, the inspector) kept writing this version's rows
     into a file another process's newer brainmem had migrated: every write now checks."""
@@ -733,6 +822,10 @@ def test_a_brain_upgraded_by_a_newer_brainmem_while_open_refuses_writes(tmp_path
         with pytest.raises(SchemaTooNew):
             brain.delete(kept.id)
         assert brain.call_tool("memory_add", {"content": "a third"})["error"]["type"] == "SchemaTooNew"
+        before = path.read_bytes()
+        with pytest.raises(SchemaTooNew):  # it rewrote the newer file (VACUUM) unasked
+            brain.vacuum()
+        assert path.read_bytes() == before
         set_version(SCHEMA_VERSION)
     with Brain(str(path)) as brain:  # a search's reinforcement waits while another holds the lock
         holder = apsw.Connection(str(path))

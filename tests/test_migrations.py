@@ -13,6 +13,7 @@ import sys
 from pathlib import Path
 
 import apsw
+import clirun
 import pytest
 
 from brainmem import Brain, schema
@@ -181,6 +182,27 @@ def test_reading_an_old_brain_read_only_says_how_to_upgrade_and_writes_nothing(
     assert main(["--brain", str(path), "check"]) == 0
 
 
+@pytest.mark.parametrize("version", [1, 5, schema.SCHEMA_VERSION - 1])
+def test_a_read_only_open_of_an_old_wal_brain_leaves_no_file_beside_it(tmp_path: Path, version: int) -> None:
+    # Before: the refusal came after SQLite had opened the file, so a read-only open
+    # (Brain(readonly=True), --readonly, the inspector) of an old brain in WAL mode, as
+    # every brainmem leaves it, left an empty v5.db-wal and a v5.db-shm beside it.
+    from brainmem.errors import BrainFileError
+
+    path = tmp_path / f"v{version}.db"
+    build_old_brain(path, version)
+    db = apsw.Connection(str(path))
+    db.pragma("journal_mode", "wal")
+    db.close()
+    before = {p.name: p.read_bytes() for p in tmp_path.iterdir()}
+    assert list(before) == [path.name]
+    with pytest.raises(BrainFileError, match=f"needs a schema upgrade \\(version {version} -> "):
+        Brain(str(path), readonly=True)
+    run = clirun.run("--brain", str(path), "--readonly", "stats")
+    assert run.returncode == 1 and "needs a schema upgrade" in run.stderr
+    assert {p.name: p.read_bytes() for p in tmp_path.iterdir()} == before
+
+
 @pytest.mark.parametrize("version", range(2, schema.SCHEMA_VERSION))
 def test_upgrade_lists_the_edge_kinds_the_old_brain_holds(tmp_path: Path, version: int) -> None:
     path = tmp_path / f"v{version}.db"
@@ -287,6 +309,71 @@ def test_an_update_made_before_schema_6_keeps_its_history_and_as_of(tmp_path: Pa
             T0 + 30, T0 + 40, T0 + 60]
 
 
+@pytest.mark.parametrize("written_at", [5, 8])
+def test_an_export_written_before_schema_9_imports_with_its_history_and_as_of(tmp_path: Path,
+                                                                              written_at: int) -> None:
+    # Before: migration 9 timed the snapshots an update kept before schema 6, but only in
+    # brain files; an export written then (schema 5: no valid_from/valid_until; 6 to 8: the
+    # snapshots' empty) was imported as it was, so the imported brain's `history` put every
+    # version at the first one's time and `search(as_of=...)` always answered today's value.
+    import io
+
+    path = tmp_path / "v5.db"
+    build_old_brain(path, 5)
+    _add_pre_v6_update(path, 5)
+    with Brain(str(path), clock=lambda: T0 + 100) as brain:
+        expected = _timeline(brain, "mt_k")
+        out = io.StringIO()
+        brain.export(out, include_deleted=True)
+    lines = [json.loads(line) for line in out.getvalue().splitlines()]
+    lines[0]["schema"] = written_at
+    for line in lines[1:]:
+        if "trace" in line:  # as that version exported them: untimed
+            for name in ("valid_from", "valid_until"):
+                if written_at < 6:
+                    del line["trace"][name]
+                else:
+                    line["trace"][name] = None
+    old_export = "".join(json.dumps(line) + "\n" for line in lines)
+    with Brain(str(tmp_path / "imported.db"), clock=lambda: T0 + 100) as brain:
+        brain.import_jsonl(io.StringIO(old_export))
+        assert _timeline(brain, "mt_k") == expected
+        assert brain.check()["ok"]
+
+
+def test_an_old_export_imported_onto_a_key_the_brain_holds_leaves_the_brains_history(tmp_path: Path) -> None:
+    # The timing of an old export's snapshots must touch only the rows the import wrote: the
+    # file's live value deduplicated onto the brain's own, and migration 9's repair of "a
+    # later update" moved the brain's own timed snapshots to start at the file's last
+    # replacement, after they had ended.
+    import io
+
+    path = tmp_path / "v5.db"
+    build_old_brain(path, 5)
+    _add_pre_v6_update(path, 5)
+    with Brain(str(path), clock=lambda: T0 + 100) as brain:
+        out = io.StringIO()
+        brain.export(out, include_deleted=True)
+    lines = [json.loads(line) for line in out.getvalue().splitlines()]
+    lines[0]["schema"] = 5
+    for line in lines[1:]:
+        if "trace" in line:
+            del line["trace"]["valid_from"], line["trace"]["valid_until"]
+    clock = [T0 + 20]
+    with Brain(str(tmp_path / "today.db"), clock=lambda: clock[0]) as brain:
+        for city in ("Faro", "Porto", "Braga", "Lisbon"):
+            clock[0] += 10
+            brain.put("city", f"The user lives in {city}", scope="user")
+        live = brain.get_key("city")
+        assert live is not None
+        before = [(v["content"], v["valid_from"], v["valid_until"]) for v in history_view(brain.history(live.id))]
+        brain.import_jsonl(io.StringIO("".join(json.dumps(line) + "\n" for line in lines)))
+        after = [(v["content"], v["valid_from"], v["valid_until"]) for v in history_view(brain.history(live.id))]
+        assert [v for v in after if v in before] == before  # the brain's own periods are as they were
+        assert all(until is None or start <= until for _, start, until in after)
+        assert brain.check()["ok"]
+
+
 def test_an_update_made_at_schema_8_after_older_ones_starts_where_they_end(tmp_path: Path) -> None:
     # A brain upgraded to 8 by an earlier brainmem and updated again there: that update's
     # snapshot began when the trace was created (the untimed live value's start), over the
@@ -318,6 +405,41 @@ def test_an_update_made_at_schema_8_after_older_ones_starts_where_they_end(tmp_p
                 for at in (35, 50, 70, 90)] == [["The user lives in Porto"], ["The user lives in Braga"],
                                                 ["The user lives in Lisbon"], ["The user lives in Faro"]]
         assert brain.check()["ok"]
+
+
+def test_timing_the_old_snapshots_grows_linearly_with_their_number(tmp_path: Path) -> None:
+    # Before: migration 9 looked each snapshot up in its temporary table by rid without an
+    # index, once per snapshot: the upgrade grew with the square of the snapshots (12,000
+    # took 9 s, 100,000 would hold the write lock for about 10 minutes while every other
+    # process's open timed out). Counted in SQLite steps, not seconds, to be exact.
+    def steps(lives: int) -> int:
+        path = tmp_path / f"snapshots{lives}.db"
+        build_old_brain(path, 5)
+        db = apsw.Connection(str(path))
+        rows: list[tuple[str, str, float | None, str | None]] = []
+        for k in range(lives):  # three earlier values of each
+            rows.append((f"mt_live{k}", "{}", None, None))
+            rows += [(f"mt_s{k}_{j}", json.dumps({"snapshot_of": f"mt_live{k}"}), T0 + 10 * (j + 1),
+                      f"mt_live{k}") for j in range(3)]
+        with db:
+            db.executemany("INSERT INTO traces (id, content, content_hash, type, scope, strength, stability, "
+                           "importance, created_at, updated_at, last_accessed_at, metadata, deleted_at, "
+                           "merged_into) VALUES (?1, ?1, ?1, 'semantic', 'user', 1, 1, 0.5, ?5, ?5, ?5, ?2, ?3, ?4)",
+                           [(*row, T0) for row in rows])
+        schema.migrate(db, upto=8)
+        count = [0]
+
+        def tick() -> bool:
+            count[0] += 1
+            return False
+
+        db.set_progress_handler(tick, 100)
+        schema.migrate(db)
+        db.close()
+        return count[0]
+
+    small, large = steps(150), steps(300)
+    assert large / small < 2.5, (small, large)  # twice the snapshots: about twice the work, not 4x
 
 
 def test_an_old_brain_with_a_row_of_malformed_metadata_still_upgrades(tmp_path: Path) -> None:
@@ -355,6 +477,66 @@ def test_an_upgrade_that_sqlite_refuses_is_a_clear_error_and_leaves_the_old_vers
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "left at version 5" in err
     assert _version(path) == 5
+
+
+@pytest.mark.parametrize("journal", ["wal", "delete"])
+def test_an_upgrade_on_a_full_disk_is_a_storage_error_and_leaves_the_old_version(
+        tmp_path: Path, journal: str) -> None:
+    # Before: when the disk filled during the upgrade of a WAL brain, SQLite had already
+    # rolled the transaction back, and migrate's own ROLLBACK came out of Brain() and every
+    # CLI command as a raw apsw.SQLError "cannot rollback - no transaction is active".
+    import fulldisk
+
+    from brainmem.errors import StorageError
+
+    path = tmp_path / "v5.db"
+    build_old_brain(path, 5)
+    db = apsw.Connection(str(path))
+    db.pragma("journal_mode", journal)
+    db.close()
+    with fulldisk.full_disk() as disk:
+        disk.full = True
+        with pytest.raises(StorageError, match="full"):
+            Brain(str(path))
+        run = clirun.run("--brain", str(path), "stats")
+        assert run.returncode == 1 and "full" in run.stderr and run.stderr.count("\n") == 1, run
+    assert _version(path) == 5
+    with Brain(str(path)) as brain:  # with room again, the next open upgrades it
+        assert brain.stats()["schema_version"] == schema.SCHEMA_VERSION and brain.check()["ok"]
+
+
+def test_an_old_brain_on_a_full_disk_is_not_sent_to_a_read_only_open_that_refuses_it(tmp_path: Path) -> None:
+    # Before: an old brain closed cleanly (no -shm) on a disk that then filled was told "free
+    # some space, or open it read-only (--readonly ...) to search and export it"; the
+    # read-only open then refused it for its schema upgrade: advice that led nowhere.
+    import contextlib
+    import shutil
+
+    import fulldisk
+
+    from brainmem.errors import BrainFileError, StorageError
+
+    source = tmp_path / "v5.db"
+    build_old_brain(source, 5)
+    db = apsw.Connection(str(source))
+    db.pragma("journal_mode", "wal")
+    db.close()
+    small = tmp_path / "small"
+    with fulldisk.small_file_system(small, "1m"):
+        path = small / "v5.db"
+        shutil.copy(source, path)
+        with contextlib.suppress(OSError), open(small / "filler", "ab") as filler:
+            while True:
+                filler.write(b"x" * 4096)
+                filler.flush()
+        with pytest.raises(StorageError, match="disk is full") as refused:
+            Brain(str(path))
+        message = str(refused.value)
+        assert "--readonly" not in message and "readonly=True" not in message
+        assert "schema upgrade (version 5 -> " in message and "free some space" in message
+        with pytest.raises(BrainFileError, match="needs a schema upgrade"):  # as the message says
+            Brain(str(path), readonly=True)
+        assert path.read_bytes() == source.read_bytes()  # still version 5, untouched
 
 
 def _downgrade(path: Path, version: int) -> None:
