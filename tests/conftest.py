@@ -38,6 +38,22 @@ def pytest_configure(config: pytest.Config) -> None:
         marked.difference_update([n for n in marked if n.split(".")[0] in _THIRD_PARTY_REWRITES])
 
 
+def _parser_built_once() -> None:
+    """``brainmem.cli.main`` builds its argparse parser (every command's) on each call:
+    10 ms of CPU, once per process for the real command, but ~500 times in a run for the
+    tests calling ``main([...])`` in-process (tests/clirun.py). The parser holds no state
+    between parses (argparse makes a new namespace each time and copies a list default before
+    appending to it), so those calls share one; subprocess tests still build their own."""
+    import functools
+
+    import brainmem.cli
+
+    brainmem.cli.build_parser = functools.cache(brainmem.cli.build_parser)  # type: ignore[assignment]
+
+
+_parser_built_once()
+
+
 #: 2026-01-01T00:00:00Z: a fixed, round starting time for fake clocks.
 T0 = 1_767_225_600.0
 
