@@ -7,6 +7,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import clirun
 import pytest
 
 from brainmem.bench import run_recall
@@ -158,10 +159,10 @@ def test_cli_folds_through_the_entry_point(locomo_file: Path, tmp_path: Path) ->
     assert "cross-validation: locomo, 2 folds" in run.stdout and "ablation" in run.stdout
     report = json.loads(out.read_text())
     assert {a["field"] for a in report["ablation"]} == {k.field for k in GRID}
-    bad = subprocess.run(
-        [sys.executable, "-m", "brainmem", "bench", "recall", "--dataset", "locomo", "--data", str(locomo_file),
-         "--folds", "1", "--quiet"], capture_output=True, text=True, timeout=60, cwd=ROOT,
-    )
+    # a refused value: the entry point in this process (tests/clirun.py), not a second
+    # interpreter start-up and import of the bench; the exit code and stderr are the same
+    bad = clirun.run("bench", "recall", "--dataset", "locomo", "--data", str(locomo_file),
+                     "--folds", "1", "--quiet")
     assert bad.returncode == 2 and bad.stderr.startswith("brainmem: error:") and "folds" in bad.stderr
 
 
