@@ -109,6 +109,19 @@ def file_brain(brain_factory: Callable[..., Brain]) -> Brain:
     return brain_factory()
 
 
+@pytest.fixture(scope="session")
+def minilm() -> Any:
+    """all-MiniLM-L6-v2 (int8 ONNX, tests/test_embed.py's ``minilm_files``), loaded once per
+    worker for every module that embeds with it (it was once per module, ~0.4 s each): an
+    embedder holds no state a test changes."""
+    from test_embed import minilm_files
+
+    from brainmem.embed import OnnxEmbedder
+
+    model, tok = minilm_files()
+    return OnnxEmbedder(model, tok, threads=1)
+
+
 #: modules holding the longest tests (pytest --durations), started first so that under
 #: ``-n 2`` the short tests fill the end instead of one worker finishing a 10 s test
 #: alone. Order only: a module missing here just runs in its usual place.

@@ -54,12 +54,6 @@ def minilm_files() -> tuple[Path, Path]:
     return model.model_path(), tok
 
 
-@pytest.fixture(scope="module")
-def minilm() -> OnnxEmbedder:
-    model, tok = minilm_files()
-    return OnnxEmbedder(model, tok, threads=1)
-
-
 # --- the gate every answer passes ---------------------------------------------------
 
 

@@ -86,16 +86,6 @@ DIARY = [
 ]
 
 
-@pytest.fixture(scope="module")
-def minilm():
-    from test_embed import minilm_files
-
-    from brainmem.embed import OnnxEmbedder
-
-    model, tok = minilm_files()
-    return OnnxEmbedder(model, tok, threads=1)
-
-
 @pytest.fixture
 def diary(brain_factory, minilm):
     brain = brain_factory(embedder=minilm)
