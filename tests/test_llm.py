@@ -89,10 +89,11 @@ def test_insight_comes_from_the_llm(server: str, tmp_path: Path) -> None:
 @pytest.mark.slow  # over 0.3 s: a subprocess, a property search or a real dataset
 def test_failing_llm_falls_back_to_extractive(server: str, tmp_path: Path, mode: str, why: str) -> None:
     FakeOpenAI.mode = mode
-    llm = LLM(base_url=server, model="m", timeout=1.0, max_retries=0)
+    # the slow server answers after 2.5 s: a 0.25 s client timeout ends it as surely as 1 s
+    llm = LLM(base_url=server, model="m", timeout=0.25 if mode == "slow" else 1.0, max_retries=0)
     brain, ids = _brain_with_cluster(tmp_path / "b.brain", llm)
     with brain:
-        report = brain.reflect()  # the 1 s client timeout, not a hang, ends a slow LLM
+        report = brain.reflect()  # the client timeout, not a hang, ends a slow LLM
         assert report.status == "ok" and report.derived == 1 and report.derived_by == {"extractive": 1}
         assert report.llm_fallback and why in report.llm_fallback
         insight = brain.get(report.derived_ids[0])
