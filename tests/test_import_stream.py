@@ -96,7 +96,7 @@ def test_round_trip_across_chunks_keeps_traces_edges_and_vectors(small_chunks, b
     assert not [p.name for p in tmp_path.iterdir() if not p.name.startswith(("b.db", "dump.jsonl"))]
 
 
-@pytest.mark.slow  # the CLI half waits out the openai client's retries against a closed port
+@pytest.mark.slow  # the CLI half sends the openai client to a closed port
 def test_an_embedder_failing_during_import_keeps_the_traces_and_says_so(brain_factory, clock, tmp_path: Path,
                                                                        capsys, monkeypatch) -> None:
     text = big_export(clock, n=10)
@@ -114,7 +114,9 @@ def test_an_embedder_failing_during_import_keeps_the_traces_and_says_so(brain_fa
     path = tmp_path / "dump.jsonl"
     path.write_text(text, encoding="utf-8")
     for name, value in (("BRAINMEM_EMBEDDER", "openai:nothing-listens"), ("BRAINMEM_EMBED_API_KEY", "k"),
-                        ("BRAINMEM_EMBED_BASE_URL", "http://127.0.0.1:9/v1"), ("BRAINMEM_EMBED_TIMEOUT", "2")):
+                        ("BRAINMEM_EMBED_BASE_URL", "http://127.0.0.1:9/v1"), ("BRAINMEM_EMBED_TIMEOUT", "2"),
+                        # no retry: the client's two backed-off retries waited ~1 s to fail the same way
+                        ("BRAINMEM_EMBED_MAX_RETRIES", "0")):
         monkeypatch.setenv(name, value)
     assert main(["--brain", str(tmp_path / "c.db"), "--create", "import", str(path)]) == 0
     err = capsys.readouterr().err
