@@ -9,6 +9,7 @@ Imports under ``if TYPE_CHECKING:`` are for types only and do not count.
 from __future__ import annotations
 
 import ast
+import functools
 import re
 from pathlib import Path
 
@@ -33,9 +34,16 @@ def diagram(doc: Path, heading: str) -> list[set[str]]:
     return layers
 
 
-def imports_of(path: Path) -> set[str]:
+@functools.cache
+def parsed(path: Path) -> ast.Module:
+    """``path``'s syntax tree, parsed once for the three tests that walk every module."""
+    return ast.parse(path.read_text(encoding="utf-8"))
+
+
+@functools.cache
+def imports_of(path: Path) -> frozenset[str]:
     """Top-level brainmem modules ``path`` imports, outside TYPE_CHECKING blocks."""
-    tree = ast.parse(path.read_text(encoding="utf-8"))
+    tree = parsed(path)
     skip: set[int] = set()
     for node in ast.walk(tree):
         if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
@@ -56,7 +64,7 @@ def imports_of(path: Path) -> set[str]:
             found.add(parts[0])
         else:
             found.update(alias.name for alias in node.names)
-    return found
+    return frozenset(found)
 
 
 def module_files() -> dict[str, list[Path]]:
@@ -94,8 +102,7 @@ def test_nothing_below_the_root_imports_the_root() -> None:
     for path in PACKAGE.rglob("*.py"):
         if path.parent == PACKAGE and path.name in ("__init__.py", "__main__.py") or "bench" in path.parts:
             continue  # the root itself; bench/ is a user of the public API
-        tree = ast.parse(path.read_text(encoding="utf-8"))
-        for node in ast.walk(tree):
+        for node in ast.walk(parsed(path)):
             if not isinstance(node, ast.ImportFrom):
                 continue
             at_root = (node.module is None and node.level == (1 if path.parent == PACKAGE else 2)) \
