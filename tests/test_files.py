@@ -123,8 +123,7 @@ def test_another_applications_wal_database_is_refused_leaving_no_wal_or_shm(tmp_
         message = _refused(path, NotABrainFile, readonly)
         assert "another application" in message and str(path) in message
     before = _snapshot(tmp_path)
-    run = subprocess.run([sys.executable, "-m", "brainmem", "--brain", str(path), "check"],
-                         capture_output=True, text=True, timeout=60)
+    run = clirun.run("--brain", str(path), "check")  # the entry point, in this process
     assert run.returncode == 1 and "another application" in run.stderr
     assert _snapshot(tmp_path) == before
 
@@ -228,8 +227,7 @@ def test_a_path_ending_in_a_slash_is_refused_not_made_a_file_without_it(tmp_path
     for readonly in (False, True):
         with pytest.raises(InvalidInput, match="ends in '/'.*a folder"):
             Brain(str(tmp_path / "newdir") + "/", readonly=readonly)
-    run = subprocess.run([sys.executable, "-m", "brainmem", "--brain", str(tmp_path / "newdir") + "/", "init"],
-                         capture_output=True, text=True, timeout=60)
+    run = clirun.run("--brain", str(tmp_path / "newdir") + "/", "init")  # the entry point, in this process
     assert run.returncode == 2 and "ends in '/'" in run.stderr and run.stderr.count("\n") == 1
     assert list(tmp_path.iterdir()) == []
     with pytest.raises(BrainFileError, match="is a directory"):
