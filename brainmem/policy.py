@@ -35,7 +35,7 @@ DAY = 86_400.0
 
 #: Fields that are shares, thresholds or mixing weights: between 0 and 1.
 _UNIT_INTERVAL = frozenset({
-    "weight_question", "weight_strength", "weight_recency", "bridge_max_share", "spread_decay",
+    "weight_question", "vector_weight_question", "weight_strength", "weight_recency", "bridge_max_share", "spread_decay",
     "spread_threshold", "prune_threshold", "merge_threshold", "ignore_penalty", "hebbian_rate",
     "derive_min_weight", "derive_cover", "derive_importance", "vector_lexical",
 })
@@ -196,6 +196,15 @@ class Policy:
     #: hop by meaning (the best hits' nearest traces by vector) nor neighbour turns' meaning,
     #: with either model (benchmarks/results/fusion_cv_second_hop.txt).
     vector_lexical: float = 0.5
+    #: ``weight_question`` when meaning ranks too (an embedder answered the query): a
+    #: question's closeness in meaning to the question asked is evidence more often than
+    #: its shared words are (a user asking for advice is what a preference question is
+    #: about). Fitted by benchmarks/fusion_cv.py at the fusion defaults, 2 folds of both
+    #: dev sets together (0, 0.2, 0.4): 0.2 on both folds with bge-small (held-out
+    #: objective 0.766 / 0.782 vs 0.756 / 0.778 at 0.4) and with MiniLM, while lexical
+    #: search keeps 0.4 (both folds of benchmarks/crossval.py). With bge at 0.4, LME
+    #: session all@5 0.901 -> 0.889 and ndcg_any@5 0.811 -> 0.787.
+    vector_weight_question: float = 0.2
     #: With a reranker (``Brain(reranker=...)``, :mod:`brainmem.rerank`): the top
     #: ``rerank_depth`` hits are put in the order of the reranker's scores alone (0: off).
     #: 2-fold CV on both dev sets over depths 10, 20, 30 and blends with the fused score

@@ -165,7 +165,8 @@ def _rank_pool(store: Store, compiler: QueryCompiler, policy: Policy, query: str
     hits: list[Scored] = []
     # Constants of the score hoisted out of the loop: it runs for every candidate and
     # was a tenth of a search's CPU on a LongMemEval haystack (same arithmetic).
-    w_question, w_episode, w_time = policy.weight_question, policy.weight_episode, policy.weight_time
+    w_question = policy.weight_question if dense is None else policy.vector_weight_question
+    w_episode, w_time = policy.weight_episode, policy.weight_time
     w_s, w_r, w_i, w_a = (policy.weight_strength, policy.weight_recency, policy.weight_importance,
                           policy.weight_activation)
     half_life = policy.recency_half_life

@@ -109,3 +109,19 @@ def test_a_paraphrase_sharing_no_word_is_found_with_more_meaning(diary) -> None:
     assert hits[0].trace.content == DIARY[3][0]
     assert hits[0].explain["lexical_coverage"] == 0.0
     assert hits[0].explain["vector_weight"] > diary.policy.weight_vector
+
+
+def test_with_meaning_a_question_is_discounted_by_vector_weight_question(brain_factory) -> None:
+    """The question discount takes ``vector_weight_question`` when meaning ranks too and
+    ``weight_question`` when it does not: the two were fitted apart (0.2 and 0.4)."""
+    traces = ["Do you play violin?", "I play the violin daily."]
+
+    def top(**fields: float) -> str:
+        brain = brain_factory(embedder=ConceptEmbedder(), policy=replace(Policy(), **fields))
+        brain.add_many(traces)
+        return brain.search("violin play", limit=1, reinforce=False)[0].trace.content
+
+    # the shorter question has the higher BM25; only a discount puts the statement first
+    assert top(weight_question=0.0) == "I play the violin daily."
+    assert top(vector_weight_question=0.0) == "Do you play violin?"
+    assert top(vector_weight_question=0.0, weight_vector=0.0, vector_k=0) == "I play the violin daily."
