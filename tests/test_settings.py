@@ -287,3 +287,30 @@ def test_cli_stdin_content_follows_the_stored_content_limit(tmp_path: Path) -> N
     assert cli(db, "config", "set", "max_content_bytes", "10")[0] == 0
     code, _, err = cli(db, "add", "-", stdin="more than ten bytes")
     assert code == 2 and "10" in err
+
+
+def test_an_export_of_a_brain_with_raised_limits_imports_into_a_fresh_brain(tmp_path: Path) -> None:
+    """The traces were checked against the importing brain's limits before the file's own
+    were taken: a brain that stored max_content_bytes 200,000 could not be restored from its
+    export into a new file ("over the limit of 65536 bytes")."""
+    big = "word " * 20_000  # 100,000 bytes
+    with Brain(str(tmp_path / "a.db")) as brain:
+        brain.set_setting("max_content_bytes", 200_000)
+        brain.set_setting("max_tags", 70)
+        brain.add(big, tags=[f"t{i}" for i in range(70)])
+        brain.export(str(tmp_path / "a.jsonl"))
+    with Brain(str(tmp_path / "fresh.db")) as brain:
+        report = brain.import_jsonl(str(tmp_path / "a.jsonl"))
+        assert report.imported == 1 and report.settings == ["max_content_bytes", "max_tags"]
+        assert brain.policy.max_content_bytes == 200_000
+    # the brain's own settings win, and the traces are checked against what it runs on
+    with Brain(str(tmp_path / "small.db")) as brain:
+        brain.set_setting("max_content_bytes", 50_000)
+        with pytest.raises(InvalidInput, match="over the limit of 50000 bytes"):
+            brain.import_jsonl(str(tmp_path / "a.jsonl"))
+        assert brain.stats()["live"] == 0 and set(stored(tmp_path / "small.db")) == {
+            SETTING_PREFIX + "max_content_bytes"}
+    # a Brain given a Policy runs on it, whatever the file says
+    with Brain(str(tmp_path / "given.db"), policy=Policy()) as brain:
+        with pytest.raises(InvalidInput, match="over the limit of 65536 bytes"):
+            brain.import_jsonl(str(tmp_path / "a.jsonl"))
