@@ -38,7 +38,7 @@ from .model import (
     iso,
     new_id,
 )
-from .policy import Policy
+from .policy import MAX_COUNT, Policy
 from .store import Filters
 
 #: The one ``limit`` rule: an integer from 1 to LIMIT_MAX; more is InvalidInput, never
@@ -246,6 +246,13 @@ def check_metadata(metadata: Any, max_bytes: int | None = None) -> dict[str, Any
         # e.g. non-string keys or tuples would not come back as given
         raise InvalidInput("metadata would not round-trip through JSON (use string keys and lists)")
     return result
+
+
+#: The longest key a lookup (``get_key``, ``delete_key``, a ``key_prefix``) may give: any key
+#: a brain could hold. ``Policy.max_key_chars`` bounds what a write stores; a key stored
+#: under a larger one, since lowered (``brainmem config set max_key_chars``), is still read,
+#: listed and deleted by it.
+KEY_LOOKUP_CHARS = MAX_COUNT
 
 
 def check_key(key: Any, max_chars: int) -> str:

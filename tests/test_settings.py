@@ -314,3 +314,23 @@ def test_an_export_of_a_brain_with_raised_limits_imports_into_a_fresh_brain(tmp_
     with Brain(str(tmp_path / "given.db"), policy=Policy()) as brain:
         with pytest.raises(InvalidInput, match="over the limit of 65536 bytes"):
             brain.import_jsonl(str(tmp_path / "a.jsonl"))
+
+
+def test_a_key_stored_under_a_larger_limit_is_still_read_listed_and_deleted(tmp_path: Path) -> None:
+    """Once ``config set max_key_chars`` lowered the limit, a key stored before could not be
+    read, listed by its prefix or deleted by key ("key is 14 characters, over the limit
+    of 5"): the limit is what a write may store, not what a lookup may ask for."""
+    db = tmp_path / "b.db"
+    assert cli(db, "put", "favourite_city", "Paris", "--create")[0] == 0
+    assert cli(db, "config", "set", "max_key_chars", "5")[0] == 0
+    code, out, err = cli(db, "get-key", "favourite_city")
+    assert code == 0 and "Paris" in out, err
+    code, out, err = cli(db, "list", "--key-prefix", "favourite_", "--json")
+    assert code == 0 and "favourite_city" in out, err
+    code, _, err = cli(db, "put", "favourite_city", "Rome")  # a write still follows the limit
+    assert code == 2 and "over the limit of 5" in err
+    assert cli(db, "delete-key", "favourite_city")[0] == 0
+    with Brain(str(db)) as brain:
+        assert brain.stats()["live"] == 0
+        with pytest.raises(InvalidInput, match="key must not be empty"):
+            brain.get_key(" ")
