@@ -334,3 +334,16 @@ def test_a_key_stored_under_a_larger_limit_is_still_read_listed_and_deleted(tmp_
         assert brain.stats()["live"] == 0
         with pytest.raises(InvalidInput, match="key must not be empty"):
             brain.get_key(" ")
+
+
+def test_a_tag_stored_under_a_larger_limit_still_filters(tmp_path: Path) -> None:
+    """Once ``max_tag_chars`` was lowered, ``list --tag`` and ``search --tag`` with a tag the
+    brain held were refused ("tag is 11 characters, over the limit of 4"), hiding its traces."""
+    db = tmp_path / "b.db"
+    assert cli(db, "add", "my cat luna", "--tag", "family-pets", "--create")[0] == 0
+    assert cli(db, "config", "set", "max_tag_chars", "4")[0] == 0
+    for command in (("list",), ("search", "cat")):
+        code, out, err = cli(db, *command, "--tag", "family-pets")
+        assert code == 0 and "my cat luna" in out, err
+    code, _, err = cli(db, "add", "my dog rex", "--tag", "family-pets")  # a write still follows it
+    assert code == 2 and "over the limit of 4" in err
