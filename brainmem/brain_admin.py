@@ -7,6 +7,7 @@ inspector's read-only views (:mod:`brainmem.inspection`), export/import as JSON 
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from collections.abc import Mapping, Sequence
 from typing import IO, TYPE_CHECKING, Any
@@ -16,7 +17,15 @@ from ._version import __version__
 from .brain_base import BrainBase
 from .errors import InvalidInput, NotFound
 from .model import TimeLike
-from .policy import SETTINGS, Policy, check_setting, setting_to_json, usable_settings, with_settings
+from .policy import (
+    SETTINGS,
+    SIZE_LIMITS,
+    Policy,
+    check_setting,
+    setting_to_json,
+    usable_settings,
+    with_settings,
+)
 from .validate import check_ids, check_int, check_path, check_text
 
 if TYPE_CHECKING:  # imported lazily at run time (export/import only)
@@ -235,12 +244,16 @@ class AdminMixin(BrainBase):
     def _import_policy(self, header: Mapping[str, Any]) -> Policy:
         """The policy an import's traces are checked against: the one this brain runs on
         once it has committed (with the header's settings it does not store, unless it was
-        given a Policy): an export of a brain that raised ``max_content_bytes`` imports
-        into a fresh one. A conflict with the brain's own is :class:`InvalidInput` here."""
+        given a Policy), each size limit no lower than the brain's now: an export of a brain
+        that raised ``max_content_bytes`` imports into a fresh one, and one whose limits
+        were lowered imports as before. A conflict with the brain's own is
+        :class:`InvalidInput` here."""
         if self._policy_given or not header.get("settings"):
             return self.policy
         with self._lock, self._store.read():
-            return self._settings_taken(self._store.settings_stored(), header["settings"])[1]
+            after = self._settings_taken(self._store.settings_stored(), header["settings"])[1]
+        return dataclasses.replace(after, **{name: max(getattr(self.policy, name), getattr(after, name))
+                                             for name in SIZE_LIMITS})
 
     @staticmethod
     def _settings_taken(stored: Mapping[str, str], settings: Mapping[str, Any]) -> tuple[dict[str, Any], Policy]:

@@ -347,3 +347,15 @@ def test_a_tag_stored_under_a_larger_limit_still_filters(tmp_path: Path) -> None
         assert code == 0 and "my cat luna" in out, err
     code, _, err = cli(db, "add", "my dog rex", "--tag", "family-pets")  # a write still follows it
     assert code == 2 and "over the limit of 4" in err
+
+
+def test_an_export_of_a_brain_that_lowered_a_limit_still_imports_what_it_held(tmp_path: Path) -> None:
+    """The header's lowered max_content_bytes is stored, but the traces the brain held
+    before it was lowered are checked against the importing brain's own limit, as before."""
+    with Brain(str(tmp_path / "a.db")) as brain:
+        brain.add("a memory of forty bytes, give or take a few")
+        brain.set_setting("max_content_bytes", 10)
+        brain.export(str(tmp_path / "a.jsonl"))
+    with Brain(str(tmp_path / "fresh.db")) as brain:
+        assert brain.import_jsonl(str(tmp_path / "a.jsonl")).imported == 1
+        assert brain.policy.max_content_bytes == 10
