@@ -32,6 +32,7 @@ from .model import Hit, TimeLike, Trace
 from .store import WriteBusy
 from .store_base import is_disk_full
 from .validate import (
+    LOOKUP_CHARS,
     build_trace,
     check_bool,
     check_ids,
@@ -326,7 +327,7 @@ class Brain(FacesMixin, AdminMixin):
             self._filters(type=type, scope=scope, scope_id=scope_id, tags=tags, episode=episode,
                           since=since, until=until, now=at, scopes=scopes,
                           key_prefix=check_text(key_prefix, "key_prefix",
-                                                max_chars=self.policy.max_key_chars)), at, when)
+                                                max_chars=LOOKUP_CHARS)), at, when)
         reinforce = reinforce and when is None
         # the reranker orders the same top hits whatever the limit: limit k stays a prefix
         depth = self.policy.rerank_depth if self.reranker is not None else 0

@@ -7,6 +7,7 @@ inspector's read-only views (:mod:`brainmem.inspection`), export/import as JSON 
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from collections.abc import Mapping, Sequence
 from typing import IO, TYPE_CHECKING, Any
@@ -16,7 +17,15 @@ from ._version import __version__
 from .brain_base import BrainBase
 from .errors import InvalidInput, NotFound
 from .model import TimeLike
-from .policy import SETTINGS, Policy, check_setting, setting_to_json, usable_settings, with_settings
+from .policy import (
+    SETTINGS,
+    SIZE_LIMITS,
+    Policy,
+    check_setting,
+    setting_to_json,
+    usable_settings,
+    with_settings,
+)
 from .validate import check_ids, check_int, check_path, check_text
 
 if TYPE_CHECKING:  # imported lazily at run time (export/import only)
@@ -209,7 +218,8 @@ class AdminMixin(BrainBase):
         at = self.now(now)
         folder = os.path.dirname(os.path.abspath(self.path))  # a temporary folder may be RAM
         with import_stream.Spill(folder if os.path.isdir(folder) else None) as spill:
-            header = import_stream.scan_source(fp_or_path, self.policy, spill).header  # no lock held
+            # no lock held; the traces are checked against what the brain runs on after it
+            header = import_stream.scan_source(fp_or_path, self._import_policy, spill).header
             with self._write_with_events() as events:
                 taken, policy = self._take_settings(header.get("settings", {}))
                 report = import_stream.apply_import(
@@ -231,17 +241,36 @@ class AdminMixin(BrainBase):
             self._emit("add", {"id": trace.id, "trace": trace})
         return report
 
+    def _import_policy(self, header: Mapping[str, Any]) -> Policy:
+        """The policy an import's traces are checked against: the one this brain runs on
+        once it has committed (with the header's settings it does not store, unless it was
+        given a Policy), each size limit no lower than the brain's now: an export of a brain
+        that raised ``max_content_bytes`` imports into a fresh one, and one whose limits
+        were lowered imports as before. A conflict with the brain's own is
+        :class:`InvalidInput` here."""
+        if self._policy_given or not header.get("settings"):
+            return self.policy
+        with self._lock, self._store.read():
+            after = self._settings_taken(self._store.settings_stored(), header["settings"])[1]
+        return dataclasses.replace(after, **{name: max(getattr(self.policy, name), getattr(after, name))
+                                             for name in SIZE_LIMITS})
+
+    @staticmethod
+    def _settings_taken(stored: Mapping[str, str], settings: Mapping[str, Any]) -> tuple[dict[str, Any], Policy]:
+        """Those of an import's ``settings`` a file storing ``stored`` does not store yet, and
+        the policy of its usable settings with them (a conflict is :class:`InvalidInput`)."""
+        usable, _ = usable_settings(stored)
+        taken = {name: value for name, value in settings.items() if name not in stored}
+        try:
+            return taken, with_settings({**usable, **taken})
+        except InvalidInput as exc:
+            raise InvalidInput(f"the file's settings do not fit the brain's own: {exc}") from None
+
     def _take_settings(self, settings: Mapping[str, Any]) -> tuple[dict[str, Any], Policy]:
         """Store the ``settings`` of an import the file does not store yet, inside the
         caller's write; return them and the policy of the file's settings with them
         (checked first: a conflict with the brain's own is :class:`InvalidInput`)."""
-        stored = self._store.settings_stored()
-        usable, _ = usable_settings(stored)
-        taken = {name: value for name, value in settings.items() if name not in stored}
-        try:
-            policy = with_settings({**usable, **taken})
-        except InvalidInput as exc:
-            raise InvalidInput(f"the file's settings do not fit the brain's own: {exc}") from None
+        taken, policy = self._settings_taken(self._store.settings_stored(), settings)
         for name in taken:
             self._store.setting_store(name, setting_to_json(getattr(policy, name)))
         return taken, policy

@@ -20,6 +20,7 @@ from .errors import InvalidInput, NotFound
 from .faces import Listing, ListItem, Reading
 from .model import TimeLike, Trace
 from .validate import (
+    LOOKUP_CHARS,
     READ_MAX,
     check_count,
     check_ids,
@@ -83,7 +84,7 @@ class FacesMixin(BrainBase):
 
         A pure read: it does not count as a recall (use :meth:`search` for that).
         """
-        check_key(key, self.policy.max_key_chars)
+        check_key(key, LOOKUP_CHARS)
         scope_, scope_id_ = scope_of(scope, scope_id)
         at = self.now(now)
         with self._lock:
@@ -95,7 +96,7 @@ class FacesMixin(BrainBase):
     def delete_key(self, key: str, *, scope: str | None = None, scope_id: str | None = None,
                    now: TimeLike | None = None) -> bool:
         """Soft-delete the trace holding ``key``; True if there was a live, unexpired value."""
-        check_key(key, self.policy.max_key_chars)
+        check_key(key, LOOKUP_CHARS)
         scope_, scope_id_ = scope_of(scope, scope_id)
         at = self.now(now)
         with self._write_then_tell():  # the event after the lock is let go (a subscriber may wait on a thread)
@@ -127,7 +128,7 @@ class FacesMixin(BrainBase):
         filters = self._filters(
             type=type, scope=scope, scope_id=scope_id, tags=tags, tags_mode=tags_mode,
             episode=episode, since=since, until=until, now=self.now(now),
-            key_prefix=check_text(key_prefix, "key_prefix", max_chars=self.policy.max_key_chars),
+            key_prefix=check_text(key_prefix, "key_prefix", max_chars=LOOKUP_CHARS),
             task_id=check_text(task_id, "task_id", max_chars=256),
             scopes=scopes,
         )

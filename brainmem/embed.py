@@ -27,7 +27,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
-from typing import Any, Protocol, runtime_checkable
+from typing import Any, Protocol, TypeVar, runtime_checkable
 
 import numpy as np
 
@@ -45,7 +45,10 @@ __all__ = [
     "embedder_from_env",
     "embedder_from_spec",
     "resolve_embedder",
+    "retrying",
 ]
+
+T = TypeVar("T")
 
 KINDS = ("passage", "query")
 
@@ -217,27 +220,10 @@ class OpenAIEmbedder:
         self._client = openai.OpenAI(api_key=key, base_url=base_url, timeout=timeout, max_retries=0)
 
     def _create(self, batch: list[str], extra_body: dict[str, str] | None) -> Any:
-        """One request of ``batch``, tried again up to ``max_retries`` times after what the
-        openai client retries (no connection, a timeout, HTTP 408, 409, 429, 5xx) with its
-        backoff; a server's Retry-After is waited instead, unless it ends past ``timeout``
-        seconds after the request began: then :class:`EmbedderError` at once."""
-        import openai
-
-        start = time.monotonic()
-        for tries in range(self.max_retries + 1):
-            try:
-                return self._client.embeddings.create(model=self.model, input=batch, encoding_format="float",
-                                                      extra_body=extra_body, **self._ask)
-            except openai.OpenAIError as e:
-                if tries == self.max_retries or not _retried(e):
-                    raise
-                asked = _retry_after(e)
-                if asked is not None and time.monotonic() + asked > start + self.timeout:
-                    raise EmbedderError(f"embedding server failed ({type(e).__name__}): {e}; it asked "
-                                        f"to retry in {asked:g} s, past the {self.timeout:g} s timeout") from e
-                time.sleep(asked if asked is not None
-                           else min(0.5 * 2 ** tries, 8.0) * (1 - 0.25 * random.random()))
-        raise AssertionError("unreachable: the last try returns or raises")
+        """One request of ``batch``, retried as :func:`retrying` says."""
+        return retrying(lambda: self._client.embeddings.create(
+            model=self.model, input=batch, encoding_format="float", extra_body=extra_body, **self._ask),
+            max_retries=self.max_retries, timeout=self.timeout, server="embedding server", error=EmbedderError)
 
     def embed(self, texts: list[str], kind: str = "passage") -> np.ndarray:
         import openai
@@ -259,6 +245,31 @@ class OpenAIEmbedder:
                 self.dimension = arr.shape[1]
             out.append(arr)
         return np.concatenate(out) if out else np.zeros((0, self.dimension or 0), np.float32)
+
+
+def retrying(call: Callable[[], T], *, max_retries: int, timeout: float, server: str,
+             error: Callable[[str], BrainmemError]) -> T:
+    """``call()`` (one request of an openai client made with ``max_retries=0``), tried again
+    up to ``max_retries`` times after what the openai client retries (no connection, a
+    timeout, HTTP 408, 409, 429, 5xx) with its backoff; a server's Retry-After is waited
+    instead, unless it ends past ``timeout`` seconds after the request began: then
+    ``error(message)`` at once (the client itself waits out a Retry-After up to a minute
+    a retry, whatever the timeout). The embedder and the LLM both call through it."""
+    import openai
+
+    start = time.monotonic()
+    for tries in range(max_retries + 1):
+        try:
+            return call()
+        except openai.OpenAIError as e:
+            if tries == max_retries or not _retried(e):
+                raise
+            asked = _retry_after(e)
+            if asked is not None and time.monotonic() + asked > start + timeout:
+                raise error(f"{server} failed ({type(e).__name__}): {e}; it asked "
+                            f"to retry in {asked:g} s, past the {timeout:g} s timeout") from e
+            time.sleep(asked if asked is not None else min(0.5 * 2 ** tries, 8.0) * (1 - 0.25 * random.random()))
+    raise AssertionError("unreachable: the last try returns or raises")
 
 
 def _retried(error: Exception) -> bool:

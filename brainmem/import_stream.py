@@ -107,7 +107,8 @@ class Scanned:
     edges: int = 0
 
 
-def scan_source(source: str | os.PathLike[str] | IO[str], policy: Policy, spill: Spill) -> Scanned:
+def scan_source(source: str | os.PathLike[str] | IO[str], policy: Policy | Callable[[dict[str, Any]], Policy],
+                spill: Spill) -> Scanned:
     """:func:`scan` of a path (read as bytes, decoded line by line) or a text file object."""
     if not isinstance(source, (str, os.PathLike)):
         try:
@@ -126,9 +127,12 @@ def scan_source(source: str | os.PathLike[str] | IO[str], policy: Policy, spill:
             raise InvalidInput(f"cannot read {source}: {exc.strerror or exc}") from None
 
 
-def scan(lines: Iterable[str | bytes], policy: Policy, spill: Spill) -> Scanned:
+def scan(lines: Iterable[str | bytes], policy: Policy | Callable[[dict[str, Any]], Policy],
+         spill: Spill) -> Scanned:
     """Validate a whole export line by line into ``spill``; :class:`InvalidInput` names the
-    first bad line. Holds the ids seen, the live keys' slots and forward merges only."""
+    first bad line. Holds the ids seen, the live keys' slots and forward merges only.
+    The traces are checked against ``policy``, or ``policy(header)`` when it is a callable
+    (the policy the brain runs on once the header's settings are taken)."""
     scanned: Scanned | None = None
     seen_ids: set[str] = set()
     live_keys: dict[tuple[str, str, str], int] = {}
@@ -150,10 +154,13 @@ def scan(lines: Iterable[str | bytes], policy: Policy, spill: Spill) -> Scanned:
         try:
             if scanned is None:
                 scanned = Scanned(check_header(obj))
+                if not isinstance(policy, Policy):
+                    policy = policy(scanned.header)
                 continue
             if not isinstance(obj, dict) or len(obj) != 1 or not ({"trace", "edge"} & set(obj)):
                 raise InvalidInput('expected {"trace": {...}} or {"edge": {...}}')
             if "trace" in obj:
+                assert isinstance(policy, Policy)  # the header came first
                 trace = trace_from_json(obj["trace"], policy)
                 if trace.id in seen_ids:
                     raise InvalidInput(f"trace id {trace.id} appears twice")

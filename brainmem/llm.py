@@ -18,6 +18,7 @@ import os
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
+from .embed import retrying
 from .errors import BrainmemError, InvalidInput
 from .model import clip, finite, has_visible, normalise_whitespace
 from .validate import check_int, check_seconds
@@ -48,8 +49,10 @@ class LLM:
 
     ``base_url`` is an OpenAI-compatible API root (e.g. ``http://localhost:11434/v1``; None
     is OpenAI itself, with ``api_key`` or else ``$OPENAI_API_KEY``),
-    ``timeout`` is per request in seconds, ``max_retries`` is passed to the client
-    (0 by default: reflect prefers a quick fallback to waiting on retries). A setting no
+    ``timeout`` is per request in seconds; a failed request is retried ``max_retries`` times
+    (0 by default: reflect prefers a quick fallback to waiting on retries) with exponential
+    backoff, and a server's Retry-After is waited instead unless it ends past ``timeout``
+    seconds after the request began (then :class:`LLMError` at once). A setting no
     request could succeed with is :class:`~brainmem.errors.InvalidInput` here, not a
     quiet extractive fallback at every reflect.
     """
@@ -98,9 +101,11 @@ class LLM:
         if self._client is None:
             import openai
 
-            # a local server usually needs no key, but the client insists on one
+            # a local server usually needs no key, but the client insists on one; retried by
+            # complete() (embed.retrying), not by the client: it waits out any Retry-After
+            # up to a minute, whatever the timeout
             self._client = openai.OpenAI(base_url=self.base_url, api_key=self._key or "not-needed",
-                                         timeout=self.timeout, max_retries=self.max_retries)
+                                         timeout=self.timeout, max_retries=0)
         return self._client
 
     def complete(self, system: str, user: str, max_tokens: int | None = None) -> str:
@@ -109,14 +114,17 @@ class LLM:
         ``max_tokens`` (``finish_reason`` "length": half a sentence, half a JSON)."""
         limit = max_tokens or self.max_tokens
         try:
-            response = self._openai().chat.completions.create(
+            client = self._openai()
+            response = retrying(lambda: client.chat.completions.create(
                 model=self.model,
                 messages=[{"role": "system", "content": system}, {"role": "user", "content": user}],
                 temperature=self.temperature,
                 max_tokens=limit,
-            )
+            ), max_retries=self.max_retries, timeout=self.timeout, server="the LLM server", error=LLMError)
             content = response.choices[0].message.content
             finish = response.choices[0].finish_reason
+        except LLMError:
+            raise
         except Exception as exc:  # network, HTTP status, timeouts, unparsable replies
             raise LLMError(f"{type(exc).__name__}: {_short(exc)}") from exc
         if not isinstance(content, str) or not content.strip():

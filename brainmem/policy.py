@@ -362,6 +362,8 @@ def _check_field(name: str, annotation: str, value: Any) -> None:
 # --- settings stored in a brain file (Brain.set_setting, brainmem config) -------------
 
 
+#: The limits on what one trace may hold (checked on every write, import included).
+SIZE_LIMITS = ("max_content_bytes", "max_metadata_bytes", "max_tags", "max_tag_chars", "max_key_chars")
 #: Fields the engine no longer reads (kept so saved policies load): not settings, since
 #: storing one would change nothing.
 UNUSED = frozenset({"merge_threshold"})

@@ -104,9 +104,13 @@ class LogTables(Database):
     def drop_retrievals(self, before: float, watermark: int, limit: int) -> int:
         """Delete at most ``limit`` retrievals recorded before ``before`` (oldest first) whose
         feedback has all been replayed (ids up to ``watermark``); their feedback rows go
-        with them (``ON DELETE CASCADE``). Returns how many went. Must run inside a write."""
+        with them (``ON DELETE CASCADE``). Returns how many went. Must run inside a write.
+        The newest retrieval stays: SQLite gives a new row the highest id left plus one, so
+        without it the next search took the id of one dropped (feedback for that old search
+        went to the new one)."""
         return len(list(self.execute(
             "DELETE FROM retrievals WHERE id IN (SELECT r.id FROM retrievals r WHERE r.at < ? "
+            "AND r.id < (SELECT max(id) FROM retrievals) "
             "AND NOT EXISTS (SELECT 1 FROM feedback f WHERE f.retrieval_id = r.id AND f.id > ?) "
             "ORDER BY r.at LIMIT ?) RETURNING id", (before, watermark, limit))))
 

@@ -37,7 +37,10 @@ Import decisions:
   ``Brain.set_setting``) are validated in the first pass with the rest; those the brain
   does not store already are stored with the traces (the brain's own settings win), and
   a Brain opened without a Policy runs on them once the import has committed. The
-  traces themselves are checked against the policy the brain had when the import began.
+  traces themselves are checked against that policy (the one the brain runs on once the
+  import is in; a Brain given a Policy, its own), each size limit no lower than the brain's
+  before the import, so an export of a brain that raised ``max_content_bytes`` imports into
+  a fresh one and one that lowered it still brings what it held.
 * An export of an older schema (its header's ``schema``) imports as well; one written
   before schema 9 may hold update snapshots without validity, which are then timed as
   migration 9 times them in a brain file (:meth:`brainmem.store.Store.time_old_snapshots`).

@@ -38,7 +38,7 @@ from .model import (
     iso,
     new_id,
 )
-from .policy import Policy
+from .policy import MAX_COUNT, Policy
 from .store import Filters
 
 #: The one ``limit`` rule: an integer from 1 to LIMIT_MAX; more is InvalidInput, never
@@ -248,6 +248,13 @@ def check_metadata(metadata: Any, max_bytes: int | None = None) -> dict[str, Any
     return result
 
 
+#: The longest key or tag a lookup (``get_key``, ``delete_key``, a ``key_prefix``, a ``tags``
+#: filter) may give: any a brain could hold. ``Policy.max_key_chars`` and ``max_tag_chars``
+#: bound what a write stores; a key or tag stored under a larger one, since lowered
+#: (``brainmem config set max_key_chars``), is still found by it.
+LOOKUP_CHARS = MAX_COUNT
+
+
 def check_key(key: Any, max_chars: int) -> str:
     """A usable key: any non-blank string of at most ``max_chars``, used exactly as given."""
     if not isinstance(key, str):
@@ -423,7 +430,7 @@ def read_filters(policy: Policy, *, type: Any = None, scope: Any = None, scope_i
         raise InvalidInput(f"since ({iso(start)}) is after until ({iso(end)})")
     return Filters(
         types=check_types(type), scope=scope, scope_id=check_text(scope_id, "scope_id"),
-        tags=check_tags(tags, policy.max_tags, policy.max_tag_chars) if tags else None,
+        tags=check_tags(tags, policy.max_tags, LOOKUP_CHARS) if tags else None,
         tags_mode=tags_mode, episode=check_text(episode, "episode"),
         since=start, until=end, now=now,
         scopes=None if scopes is None else scope_pairs(scopes), **extra,

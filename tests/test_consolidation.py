@@ -1015,6 +1015,24 @@ def test_reflect_drops_searches_older_than_policy_retrieval_history_keeping_what
     assert brain._store.execute("SELECT count(*) FROM retrievals").get == kept
 
 
+def test_a_search_reflect_dropped_never_lends_its_id_to_a_new_one(brain: Brain, clock: Clock) -> None:
+    """SQLite gives a new row the highest id left plus one: once reflect had dropped every
+    search (a brain idle past Policy.retrieval_history), the next search got id 1 again, and
+    feedback meant for the month-old search 1 was recorded against it."""
+    a = brain.add("alpha project kickoff").id
+    first = brain.search("alpha project")
+    assert brain.feedback(first.retrieval_id, used=[a]) == 1
+    second = brain.search("alpha project")
+    clock.now += 31 * DAY
+    assert brain.reflect().retrievals_dropped == 1  # the newest search is kept: the ids go on
+    third = brain.search("alpha project")
+    assert third.retrieval_id not in (first.retrieval_id, second.retrieval_id)
+    with pytest.raises(NotFound):
+        brain.feedback(first.retrieval_id, used=[a])
+    assert brain.feedback(third.retrieval_id, used=[a]) == 1
+    assert brain.reflect().feedback == 1  # learned from, as every feedback
+
+
 def test_the_consolidation_log_keeps_the_newest_policy_reflect_log_runs(tmp_path: Path, clock: Clock) -> None:
     """Every reflect appended a row (~750 bytes, more with merges) to ``consolidation_log`` and
     none ever went: a brain reflected every few minutes for years kept millions of them."""

@@ -360,3 +360,36 @@ def test_an_llm_for_openai_itself_takes_the_key_from_openai_api_key(monkeypatch:
     with pytest.raises(InvalidInput, match="OPENAI_API_KEY"):
         LLM.from_env({"BRAINMEM_LLM_MODEL": "gpt-4o-mini"})
     assert LLM(base_url="http://127.0.0.1:9/v1")._openai().api_key == "not-needed"  # a local server
+
+
+class BusyOpenAI(FakeOpenAI):
+    """A server that answers 429 with ``retry_after`` ``busy`` times, then as FakeOpenAI."""
+    retry_after = "30"
+    busy = 10
+
+    def do_POST(self) -> None:  # noqa: N802 (http.server's naming)
+        if type(self).busy > 0:
+            type(self).busy -= 1
+            self.rfile.read(int(self.headers["Content-Length"]))
+            type(self).requests.append({"path": self.path})
+            return self._send(429, b'{"error": {"message": "slow down"}}', {"retry-after": type(self).retry_after})
+        return super().do_POST()
+
+
+def test_a_retry_after_past_the_llm_timeout_fails_at_once_and_a_short_one_is_waited() -> None:
+    """A 429's Retry-After held an LLM call up to a minute a retry past its timeout (the
+    openai client waits what the server asks); it is waited only while it ends inside it."""
+    BusyOpenAI.mode, BusyOpenAI.requests, BusyOpenAI.busy, BusyOpenAI.retry_after = "ok", [], 10, "3"
+    with serving(BusyOpenAI) as httpd:
+        llm = LLM(base_url=base_url(httpd), model="m", timeout=0.5, max_retries=2)
+        start = time.monotonic()
+        with pytest.raises(LLMError, match="retry in 3 s, past the 0.5 s timeout"):
+            llm.insight(["The user's cat is called Miso."])
+        assert time.monotonic() - start < 0.5 and len(BusyOpenAI.requests) == 1
+        BusyOpenAI.requests, BusyOpenAI.busy, BusyOpenAI.retry_after = [], 1, "0.05"
+        assert llm.insight(["The user's cat is called Miso."]) == INSIGHT
+        assert len(BusyOpenAI.requests) == 2  # waited, then answered
+        BusyOpenAI.requests, BusyOpenAI.busy = [], 10
+        with pytest.raises(LLMError, match="RateLimitError"):
+            LLM(base_url=base_url(httpd), model="m", timeout=0.5, max_retries=1).insight(["a"])
+        assert len(BusyOpenAI.requests) == 2  # the first try and the one retry

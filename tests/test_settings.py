@@ -287,3 +287,75 @@ def test_cli_stdin_content_follows_the_stored_content_limit(tmp_path: Path) -> N
     assert cli(db, "config", "set", "max_content_bytes", "10")[0] == 0
     code, _, err = cli(db, "add", "-", stdin="more than ten bytes")
     assert code == 2 and "10" in err
+
+
+def test_an_export_of_a_brain_with_raised_limits_imports_into_a_fresh_brain(tmp_path: Path) -> None:
+    """The traces were checked against the importing brain's limits before the file's own
+    were taken: a brain that stored max_content_bytes 200,000 could not be restored from its
+    export into a new file ("over the limit of 65536 bytes")."""
+    big = "word " * 20_000  # 100,000 bytes
+    with Brain(str(tmp_path / "a.db")) as brain:
+        brain.set_setting("max_content_bytes", 200_000)
+        brain.set_setting("max_tags", 70)
+        brain.add(big, tags=[f"t{i}" for i in range(70)])
+        brain.export(str(tmp_path / "a.jsonl"))
+    with Brain(str(tmp_path / "fresh.db")) as brain:
+        report = brain.import_jsonl(str(tmp_path / "a.jsonl"))
+        assert report.imported == 1 and report.settings == ["max_content_bytes", "max_tags"]
+        assert brain.policy.max_content_bytes == 200_000
+    # the brain's own settings win, and the traces are checked against what it runs on
+    with Brain(str(tmp_path / "small.db")) as brain:
+        brain.set_setting("max_content_bytes", 50_000)
+        with pytest.raises(InvalidInput, match="over the limit of 50000 bytes"):
+            brain.import_jsonl(str(tmp_path / "a.jsonl"))
+        assert brain.stats()["live"] == 0 and set(stored(tmp_path / "small.db")) == {
+            SETTING_PREFIX + "max_content_bytes"}
+    # a Brain given a Policy runs on it, whatever the file says
+    with Brain(str(tmp_path / "given.db"), policy=Policy()) as brain:
+        with pytest.raises(InvalidInput, match="over the limit of 65536 bytes"):
+            brain.import_jsonl(str(tmp_path / "a.jsonl"))
+
+
+def test_a_key_stored_under_a_larger_limit_is_still_read_listed_and_deleted(tmp_path: Path) -> None:
+    """Once ``config set max_key_chars`` lowered the limit, a key stored before could not be
+    read, listed by its prefix or deleted by key ("key is 14 characters, over the limit
+    of 5"): the limit is what a write may store, not what a lookup may ask for."""
+    db = tmp_path / "b.db"
+    assert cli(db, "put", "favourite_city", "Paris", "--create")[0] == 0
+    assert cli(db, "config", "set", "max_key_chars", "5")[0] == 0
+    code, out, err = cli(db, "get-key", "favourite_city")
+    assert code == 0 and "Paris" in out, err
+    code, out, err = cli(db, "list", "--key-prefix", "favourite_", "--json")
+    assert code == 0 and "favourite_city" in out, err
+    code, _, err = cli(db, "put", "favourite_city", "Rome")  # a write still follows the limit
+    assert code == 2 and "over the limit of 5" in err
+    assert cli(db, "delete-key", "favourite_city")[0] == 0
+    with Brain(str(db)) as brain:
+        assert brain.stats()["live"] == 0
+        with pytest.raises(InvalidInput, match="key must not be empty"):
+            brain.get_key(" ")
+
+
+def test_a_tag_stored_under_a_larger_limit_still_filters(tmp_path: Path) -> None:
+    """Once ``max_tag_chars`` was lowered, ``list --tag`` and ``search --tag`` with a tag the
+    brain held were refused ("tag is 11 characters, over the limit of 4"), hiding its traces."""
+    db = tmp_path / "b.db"
+    assert cli(db, "add", "my cat luna", "--tag", "family-pets", "--create")[0] == 0
+    assert cli(db, "config", "set", "max_tag_chars", "4")[0] == 0
+    for command in (("list",), ("search", "cat")):
+        code, out, err = cli(db, *command, "--tag", "family-pets")
+        assert code == 0 and "my cat luna" in out, err
+    code, _, err = cli(db, "add", "my dog rex", "--tag", "family-pets")  # a write still follows it
+    assert code == 2 and "over the limit of 4" in err
+
+
+def test_an_export_of_a_brain_that_lowered_a_limit_still_imports_what_it_held(tmp_path: Path) -> None:
+    """The header's lowered max_content_bytes is stored, but the traces the brain held
+    before it was lowered are checked against the importing brain's own limit, as before."""
+    with Brain(str(tmp_path / "a.db")) as brain:
+        brain.add("a memory of forty bytes, give or take a few")
+        brain.set_setting("max_content_bytes", 10)
+        brain.export(str(tmp_path / "a.jsonl"))
+    with Brain(str(tmp_path / "fresh.db")) as brain:
+        assert brain.import_jsonl(str(tmp_path / "a.jsonl")).imported == 1
+        assert brain.policy.max_content_bytes == 10

@@ -983,6 +983,32 @@ def test_embed_can_drop_the_vectors_of_other_models(brain_factory, tmp_path, mon
         assert plain.stats()["vectors"] == {"fake-embed": len(STORY)}
 
 
+
+def test_embed_says_what_it_dropped_when_another_backfill_runs(tmp_path, monkeypatch, capsys) -> None:
+    """``brainmem embed --drop-other-models`` while another process backfilled the model
+    printed only "skipped: another backfill ... is running", though the other models'
+    vectors were deleted: the user was told nothing happened."""
+    from _embedfakes import fake_server
+
+    from brainmem.store_log import lease_owner
+
+    path = tmp_path / "brain.db"
+    with Brain(str(path), embedder=ConceptEmbedder("old-model")) as old:
+        old.add_many(STORY)
+    with fake_server() as srv:
+        monkeypatch.setenv("BRAINMEM_EMBEDDER", "openai:fake-embed")
+        monkeypatch.setenv("BRAINMEM_EMBED_BASE_URL", srv.url)
+        with Brain(str(path)) as other:  # another process's backfill of the model holds its lease
+            with other._store.write():
+                assert other._store.lease_acquire("embed:fake-embed", lease_owner(), 60)[0]
+        capsys.readouterr()
+        assert main(["--brain", str(path), "embed", "--drop-other-models"]) == 0
+        out = capsys.readouterr().out
+        assert "skipped: another backfill of fake-embed is running" in out
+        assert f"dropped {len(STORY)} vectors of old-model" in out
+    with Brain(str(path)) as plain:
+        assert plain.stats()["vectors"] == {}
+
 def test_the_vectors_of_deleted_traces_are_not_searched_and_a_restored_one_is_again(brain_factory, emb) -> None:
     """Every vector in the file was loaded into the matrix a search's product runs over,
     those of soft-deleted traces too (pruned, merged, deleted, never returned): a brain

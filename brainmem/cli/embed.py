@@ -45,6 +45,7 @@ def _embed(args: argparse.Namespace) -> int:
         print(f"{result['embedded']} embedded with {result['model']}, {result['missing']} still without a vector")
         if result["refused"]:  # e.g. over the model's context length: the rest went on
             print(f"refused by the embedder: {' '.join(result['refused'])}")
+    if not args.json:  # dropped whether or not the backfill ran (another process's may run)
         for model, n in result.get("dropped", {}).items():
             print(f"dropped {n} vectors of {model}")
     if result["error"]:
