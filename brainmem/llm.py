@@ -18,9 +18,9 @@ import os
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from .embed import retrying
 from .errors import BrainmemError, InvalidInput
 from .model import clip, finite, has_visible, normalise_whitespace
+from .retry import retrying
 from .validate import check_int, check_seconds
 
 SYSTEM_PROMPT = (
@@ -102,7 +102,7 @@ class LLM:
             import openai
 
             # a local server usually needs no key, but the client insists on one; retried by
-            # complete() (embed.retrying), not by the client: it waits out any Retry-After
+            # complete() (retry.retrying), not by the client: it waits out any Retry-After
             # up to a minute, whatever the timeout
             self._client = openai.OpenAI(base_url=self.base_url, api_key=self._key or "not-needed",
                                          timeout=self.timeout, max_retries=0)
