@@ -46,6 +46,10 @@ def plot_recall(reports: list[dict[str, Any]], out: Path) -> Path:
         ks, ys = _curve(base, "fts5", family)
         ax.plot(ks, ys, "s--", color="tab:gray", label="raw FTS5")
         for r in reports:
+            if "hybrid" in r["results"]:  # a run with an embedder: its lexical curve is the plain run's
+                ks, ys = _curve(r, "hybrid", family)
+                ax.plot(ks, ys, "^-", color="tab:green", label="brainmem hybrid (with an embedder)")
+                continue
             ks, ys = _curve(r, "brainmem", family)
             label = "brainmem + reflect" if r["reflect"] else "brainmem"
             ax.plot(ks, ys, "o-", color="tab:purple" if r["reflect"] else "tab:blue", label=label)
