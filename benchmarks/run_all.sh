@@ -63,6 +63,15 @@ if [ -n "$MODEL" ] && [ -f "$TOKENIZER" ]; then
   if [ -n "$LME" ] && [ -n "$LOCOMO" ]; then  # one set of weights for both datasets: the defaults
     run "$PY" benchmarks/fusion_cv.py --joint "$OUT/fusion_cv_longmemeval.json" "$OUT/fusion_cv_locomo.json" \
       --markdown "$OUT/fusion_cv_held_out.md" > "$OUT/fusion_cv_joint.txt"
+    # the question discount with meaning (Policy.vector_weight_question), fitted the same way
+    for pair in "longmemeval:$LME" "locomo:$LOCOMO"; do
+      name="${pair%%:*}"; file="${pair#*:}"
+      run "$PY" benchmarks/fusion_cv.py --dataset "$name" --data "$file" --embedder "onnx:$MODEL" --weights 1 \
+        --grid 'vector_lexical=0.5;vector_weight_question=0,0.2,0.4' \
+        --json "$OUT/fusion_cv_question_${name}.json" > "$OUT/fusion_cv_question_${name}.txt"
+    done
+    run "$PY" benchmarks/fusion_cv.py --joint "$OUT/fusion_cv_question_longmemeval.json" \
+      "$OUT/fusion_cv_question_locomo.json" > "$OUT/fusion_cv_question_joint.txt"
     # how far a per-question choice among those rankings could go (an upper bound)
     run "$PY" benchmarks/fusion_oracle.py --all "$OUT/fusion_cv_longmemeval.json" "$OUT/fusion_cv_locomo.json" \
       > "$OUT/fusion_oracle.txt"
@@ -123,6 +132,14 @@ if [ -n "$VX" ] && [ -f "$VX/bge_small_en/model.onnx" ] && [ -n "$LME" ] && [ -n
         --policies "weight_vector=1,vector_lexical=0.5;weight_vector=1.5,vector_lexical=0;weight_vector=1.5,vector_lexical=0.25" \
         --json "$OUT/rerank_cv_bge_${name}.json" > "$OUT/rerank_cv_bge_${name}.txt"
     done
+    for pair in "longmemeval:$LME" "locomo:$LOCOMO"; do  # the question discount with meaning
+      name="${pair%%:*}"; file="${pair#*:}"
+      run "$PY" benchmarks/fusion_cv.py --dataset "$name" --data "$file" --embedder "onnx:$VX/bge_small_en/model.onnx" \
+        --weights 1 --grid 'vector_lexical=0.5;vector_weight_question=0,0.2,0.4' \
+        --json "$OUT/fusion_cv_bge_question_${name}.json" > "$OUT/fusion_cv_bge_question_${name}.txt"
+    done
+    run "$PY" benchmarks/fusion_cv.py --joint "$OUT/fusion_cv_bge_question_longmemeval.json" \
+      "$OUT/fusion_cv_bge_question_locomo.json" > "$OUT/fusion_cv_bge_question_joint.txt"
     run "$PY" benchmarks/locomo_multihop_gap.py --data "$LOCOMO" --embedder "onnx:$VX/bge_small_en/model.onnx" \
       > "$OUT/locomo_multihop_gap_bge.txt"
     run "$PY" benchmarks/fusion_cv.py --joint "$OUT/fusion_cv_bge_longmemeval.json" "$OUT/fusion_cv_bge_locomo.json" \

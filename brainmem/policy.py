@@ -201,7 +201,7 @@ class Policy:
     #: its shared words are (a user asking for advice is what a preference question is
     #: about). Fitted by benchmarks/fusion_cv.py at the fusion defaults, 2 folds of both
     #: dev sets together (0, 0.2, 0.4): 0.2 on both folds with bge-small (held-out
-    #: objective 0.766 / 0.782 vs 0.756 / 0.778 at 0.4) and with MiniLM, while lexical
+    #: objective 0.766 / 0.782 vs 0.756 / 0.778 at 0.4), 0.2 and 0 with MiniLM, while lexical
     #: search keeps 0.4 (both folds of benchmarks/crossval.py). With bge at 0.4, LME
     #: session all@5 0.901 -> 0.889 and ndcg_any@5 0.811 -> 0.787.
     vector_weight_question: float = 0.2
