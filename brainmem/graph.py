@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import copy
 import heapq
+import json
 from collections.abc import Iterable, Sequence
 from typing import Any
 
@@ -210,6 +211,12 @@ DERIVED_TAG = "derived"
 EXTRACTED_METHOD = "observe"
 
 
+def is_insight(tags: Iterable[str]) -> bool:
+    """Whether a trace of these tags is one of reflect's insights (tagged ``derived``), not
+    a fact ``observe`` extracted, which also points ``derived_from`` at what it came from."""
+    return DERIVED_TAG in tags
+
+
 def insights_of(store: Store, ids: Sequence[str], *, extracted: bool = False) -> dict[str, list[str]]:
     """``{insight id: the ids among ids it derives from}``: the live insights (tagged
     ``derived``) with a ``derived_from`` edge to one of ``ids``, and those derived from such
@@ -228,7 +235,7 @@ def insights_of(store: Store, ids: Sequence[str], *, extracted: bool = False) ->
                 if kind == "derived_from" and dst in origin and src not in origin:
                     reached.setdefault(src, [])
                     reached[src].extend(o for o in origin[dst] if o not in reached[src])
-        insights = {t.id for t in store.get_many(list(reached)) if DERIVED_TAG in t.tags
+        insights = {t.id for t in store.get_many(list(reached)) if is_insight(t.tags)
                     or (extracted and t.metadata.get("method") == EXTRACTED_METHOD)}
         frontier = [i for i in reached if i in insights]
         for i in frontier:
@@ -243,11 +250,13 @@ def sources_of(store: Store, insight_id: str) -> list[str]:
 
 
 def insight_sources(store: Store) -> dict[str, set[str]]:
-    """``{insight id: source ids}`` over live insights (``derived_from`` edges)."""
+    """``{insight id: source ids}`` over live insights (``derived_from`` edges); a fact
+    ``observe`` extracted from turns is no insight about them (:func:`is_insight`)."""
     sources: dict[str, set[str]] = {}
     for src, dst in store.live_derivations():
         sources.setdefault(src, set()).add(dst)
-    return sources
+    insights = {row[0] for row in store.node_attributes(list(sources)) if is_insight(json.loads(row[4]))}
+    return {i: s for i, s in sources.items() if i in insights}
 
 
 def summary(store: Store, top: int = 5, min_weight: float = 0.0) -> dict[str, Any]:

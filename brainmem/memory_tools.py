@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 from .errors import InvalidInput, NotFound
 from .model import DEFAULT_SCOPE, DEFAULT_TYPE, Trace
 from .tool_base import (
+    _FILTER_TAGS,
     _ID,
     _IMPORTANCE,
     _METADATA,
@@ -25,6 +26,7 @@ from .tool_base import (
     JSON,
     ToolContext,
     _limit,
+    _lookup_key,
     _needs_type,
     _obj,
     _scope_props,
@@ -165,7 +167,7 @@ def _search_schema(ctx: ToolContext | None) -> JSON:
                       maxLength=4096),
         "type": _type_prop(ctx, write=False),
         **_scope_props(ctx, write=False, filter=True),
-        "tags": {**_TAGS, "description": "Only memories with at least one of these tags."},
+        "tags": _FILTER_TAGS,
         "limit": _limit("Most results to return", 10),
         "as_of": _str("Search what was believed at this time (ISO-8601) instead of now.",
                       maxLength=64),
@@ -235,8 +237,8 @@ def _list_schema(ctx: ToolContext | None) -> JSON:
     return _obj({
         "type": _type_prop(ctx, write=False),
         **_scope_props(ctx, write=False, filter=True),
-        "tags": {**_TAGS, "description": "Only memories with at least one of these tags."},
-        "key_prefix": _str("Only keyed memories whose key starts with this.", maxLength=_POLICY.max_key_chars),
+        "tags": _FILTER_TAGS,
+        "key_prefix": _lookup_key("Only keyed memories whose key starts with this."),
         "limit": _limit("Most items to return", 50),
         "offset": {"type": "integer", "minimum": 0, "description": "Items to skip (paging)."},
     })
@@ -287,7 +289,7 @@ def _memory_put(box: Toolbox, args: dict[str, Any]) -> JSON:
 
 def _get_key_schema(ctx: ToolContext | None) -> JSON:
     return _obj({
-        "key": _str("The name of the value.", minLength=1, maxLength=_POLICY.max_key_chars),
+        "key": _lookup_key("The name of the value.", minLength=1),
         **_scope_props(ctx, write=False),
     }, ["key"])
 

@@ -439,6 +439,20 @@ def with_settings(settings: Mapping[str, Any], base: Policy | None = None) -> Po
     return replace(base or Policy(), **values)
 
 
+def known_settings(settings: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str, str]]:
+    """Those of ``settings`` (name -> value) whose names are settings of this brainmem, and
+    why each other name is not (a newer brainmem's setting, one no longer used): an import
+    skips those as opening a brain file does, and checks the rest."""
+    known: dict[str, Any] = {}
+    unknown: dict[str, str] = {}
+    for name, value in settings.items():
+        try:
+            known[check_setting(name)] = value
+        except InvalidInput as exc:
+            unknown[name] = str(exc)
+    return known, unknown
+
+
 def usable_settings(stored: Mapping[str, str]) -> tuple[dict[str, Any], list[str]]:
     """The settings a brain file stores (name -> JSON text) that this brainmem can use,
     as values, and why each other one cannot be (an unknown name, a value out of bounds,

@@ -53,6 +53,11 @@ class LogTables(Database):
         ).fetchone()
         return (row[0], row[1], json.loads(row[2])) if row else None
 
+    def newest_retrieval_id(self) -> int | None:
+        """The id of the newest recorded search (reflect never drops it), None before any."""
+        newest = self.execute("SELECT max(id) FROM retrievals").get
+        return int(newest) if newest is not None else None
+
     def feedback_given(self, retrieval_id: int) -> set[str]:
         """Trace ids of a retrieval that already have feedback."""
         return {r[0] for r in self.execute(

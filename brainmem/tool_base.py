@@ -24,7 +24,7 @@ from .errors import InvalidInput, QueryError, VersionConflict
 from .model import SCOPES, TYPES, Hit, Trace
 from .policy import Policy
 from .schemacheck import json_type
-from .validate import LIMIT_MAX, MAX_ID_CHARS, MAX_TTL, check_unicode
+from .validate import LIMIT_MAX, LOOKUP_CHARS, MAX_ID_CHARS, MAX_TTL, check_unicode
 
 if TYPE_CHECKING:  # the Toolbox sits above this module; imported for types only
     from .tools import Toolbox
@@ -141,9 +141,13 @@ def _limit(what: str, default: int) -> JSON:
 # Bounds below come from brainmem.validate and the default Policy: declared once there.
 _ID = _str("The memory's id (mt_...), as returned by memory_add or memory_search.", minLength=1,
            maxLength=MAX_ID_CHARS)
-_TAGS = {"type": "array",
-         "items": {"type": "string", "minLength": 1, "maxLength": _POLICY.max_tag_chars},
+_TAG: JSON = {"type": "string", "minLength": 1, "maxLength": _POLICY.max_tag_chars}
+_TAGS = {"type": "array", "items": _TAG,
          "maxItems": _POLICY.max_tags, "description": "Short labels, e.g. [\"preference\", \"ui\"]."}
+#: A ``tags`` filter of a read: any tag the brain could hold (``LOOKUP_CHARS``), not only
+#: what ``max_tag_chars`` lets a write store now (:func:`policy_bounds` keeps it).
+_FILTER_TAGS = {**_TAGS, "items": {**_TAG, "maxLength": LOOKUP_CHARS},
+                "description": "Only memories with at least one of these tags."}
 _TTL = {"type": "number", "exclusiveMinimum": 0, "maximum": MAX_TTL,
         "description": "Forget after this many seconds."}
 _IMPORTANCE = {"type": "number", "minimum": 0, "maximum": 1,
@@ -197,20 +201,32 @@ def _scope_props(ctx: ToolContext | None, write: bool, filter: bool = False) -> 
                       "description": f"Visibility; one of {', '.join(choices) or 'none'}."}}
 
 
+def _lookup(prop: JSON) -> bool:
+    """Whether a ``key``/``key_prefix`` string or ``tags`` array is a read's lookup, declared
+    with ``LOOKUP_CHARS`` (``_FILTER_TAGS``, :func:`_lookup_key`): the API takes any key or
+    tag the brain could hold there, whatever its limits for writes are now."""
+    return (prop.get("items") or prop).get("maxLength") == LOOKUP_CHARS
+
+
+def _lookup_key(description: str, **extra: Any) -> JSON:
+    """A key (or key prefix) a read looks up: any the brain could hold (``LOOKUP_CHARS``)."""
+    return _str(description, **extra, maxLength=LOOKUP_CHARS)
+
+
 def policy_bounds(schema: JSON, policy: Policy) -> JSON:
     """``schema`` with ``policy``'s tag, key and metadata bounds. The schemas are declared
     with the default Policy's (``_TAGS``, the ``key`` strings, ``_METADATA``); a brain with
     other bounds must neither refuse through its tools what its API accepts nor advertise
-    what it refuses."""
+    what it refuses. A read's lookup keeps its length bound (:func:`_lookup`)."""
     bounds = ("max_tags", "max_tag_chars", "max_key_chars", "max_metadata_bytes")
     if all(getattr(policy, name) == getattr(_POLICY, name) for name in bounds):
         return schema
     properties = dict(schema.get("properties", {}))
     for name, prop in properties.items():
         if name == "tags":
-            properties[name] = {**prop, "maxItems": policy.max_tags,
-                                "items": {**prop["items"], "maxLength": policy.max_tag_chars}}
-        elif name in ("key", "key_prefix"):
+            properties[name] = {**prop, "maxItems": policy.max_tags, "items": {
+                **prop["items"], "maxLength": LOOKUP_CHARS if _lookup(prop) else policy.max_tag_chars}}
+        elif name in ("key", "key_prefix") and not _lookup(prop):
             properties[name] = {**prop, "maxLength": policy.max_key_chars}
         elif name == "metadata":
             properties[name] = _metadata_prop(policy.max_metadata_bytes)

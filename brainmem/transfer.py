@@ -34,7 +34,9 @@ Import decisions:
 * A trace of the brain past its expiry is absent, as for an add or a put: it is
   soft-deleted (reason "expired"), neither a duplicate nor a key's holder.
 * The header's ``settings`` (only in an export of a brain that stores some:
-  ``Brain.set_setting``) are validated in the first pass with the rest; those the brain
+  ``Brain.set_setting``) are validated in the first pass with the rest (a name this
+  brainmem does not know, from a newer one, is skipped with a warning, as opening a brain
+  file that stores one skips it; ``ImportReport.settings_skipped``); those the brain
   does not store already are stored with the traces (the brain's own settings win), and
   a Brain opened without a Policy runs on them once the import has committed. The
   traces themselves are checked against that policy (the one the brain runs on once the
@@ -63,7 +65,7 @@ from typing import IO, Any
 from . import files, graph, schema
 from .errors import InvalidInput, StorageError
 from .model import Trace, finite
-from .policy import Policy, usable_settings, with_settings
+from .policy import Policy, known_settings, usable_settings, with_settings
 from .store import Filters, Store
 from .validate import (
     MAX_ID_CHARS,
@@ -296,7 +298,8 @@ def check_header(obj: Any) -> dict[str, Any]:
     if "settings" in obj:
         if not isinstance(obj["settings"], dict):
             raise InvalidInput("the header's settings must be a JSON object of setting -> value")
-        with_settings(obj["settings"])  # each a Policy field, all of them a valid Policy
+        # each known one a valid value, all of them a valid Policy; the others are skipped
+        with_settings(known_settings(obj["settings"])[0])
     return obj
 
 
@@ -319,6 +322,9 @@ class ImportReport:
     #: The settings the file's header carried that the brain stored (those it did not
     #: store already: its own win), by name.
     settings: list[str] = field(default_factory=list)
+    #: The settings the file's header carried that this brainmem does not know (an export
+    #: of a newer one), by name: skipped with a warning, as opening a brain file skips them.
+    settings_skipped: list[str] = field(default_factory=list)
     #: With an embedder: the traces it refused to embed (a text over its context length),
     #: left without a vector (:meth:`Brain.embed <brainmem.Brain.embed>`'s ``refused``).
     embed_refused: list[str] = field(default_factory=list)

@@ -30,7 +30,7 @@ from typing import Any
 from . import decay, graph, timeline, unmerge
 from .errors import InvalidInput, NotFound, QuotaExceeded, VersionConflict, listed
 from .model import Trace, latest_expiry, merge_fields, outlasting
-from .policy import Policy
+from .policy import DAY, Policy
 from .store import Filters, Store
 from .validate import (
     INT64_MAX,
@@ -436,7 +436,15 @@ class Writer:
         found = (self.store.retrieval(retrieval_id) if isinstance(retrieval_id, int)
                  and not isinstance(retrieval_id, bool) and abs(retrieval_id) <= INT64_MAX else None)
         if found is None:
-            raise NotFound(f"no retrieval with id {retrieval_id!r}")
+            newest = (self.store.newest_retrieval_id() if isinstance(retrieval_id, int)
+                      and not isinstance(retrieval_id, bool) else None)
+            history = self.policy.retrieval_history
+            why = ""
+            if newest is not None and history is not None and 0 < retrieval_id < newest:
+                # below the newest kept: most likely a search reflect dropped as too old
+                why = (" (it may have been dropped by reflect as older than Policy.retrieval_history, "
+                       f"{history / DAY:g} days)")
+            raise NotFound(f"no retrieval with id {retrieval_id!r}{why}")
         returned = {row[0] for row in found[2]}
         for trace_id in [*used, *ignored]:
             if trace_id not in returned:

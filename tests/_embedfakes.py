@@ -79,6 +79,10 @@ class _Handler(JSONHandler):
             time.sleep(srv.delay)
         if mode == "400" or mode == "refuse_long" and any(len(t) > 200 for t in texts):  # a model's context length
             return self._send(400, b'{"error": {"message": "input too long", "type": "invalid_request_error"}}')
+        if mode == "no_dimensions" and "dimensions" in req:  # vLLM, a model that cannot shorten
+            return self._send(400, json.dumps({"object": "error", "type": "BadRequestError", "code": 400, "message": (
+                f'Model "{req.get("model")}" does not support matryoshka representation, changing output '
+                "dimensions will lead to poor results.")}).encode())
         if mode == "malformed":
             return self._send(200, b'{"data": "not a list"}')
         # a dimensions asked for shortens the vectors, as text-embedding-3-* do

@@ -1033,6 +1033,22 @@ def test_a_search_reflect_dropped_never_lends_its_id_to_a_new_one(brain: Brain, 
     assert brain.reflect().feedback == 1  # learned from, as every feedback
 
 
+def test_feedback_on_a_search_reflect_dropped_says_why_it_is_gone(brain: Brain, clock: Clock) -> None:
+    """Feedback on a search reflect had dropped (older than Policy.retrieval_history) said
+    only "no retrieval with id 1"; it now says the search may have been dropped as too old.
+    An id no search ever had keeps the plain message."""
+    a = brain.add("alpha project kickoff").id
+    first = brain.search("alpha project")
+    brain.search("alpha project")
+    clock.now += 31 * DAY
+    assert brain.reflect().retrievals_dropped == 1
+    with pytest.raises(NotFound, match=r"no retrieval with id 1 \(it may have been dropped by reflect "
+                                       r"as older than Policy.retrieval_history, 30 days\)"):
+        brain.feedback(first.retrieval_id, used=[a])
+    with pytest.raises(NotFound, match=r"^no retrieval with id 99$"):
+        brain.feedback(99, used=[a])
+
+
 def test_the_consolidation_log_keeps_the_newest_policy_reflect_log_runs(tmp_path: Path, clock: Clock) -> None:
     """Every reflect appended a row (~750 bytes, more with merges) to ``consolidation_log`` and
     none ever went: a brain reflected every few minutes for years kept millions of them."""

@@ -493,6 +493,27 @@ def test_a_configured_dimension_is_asked_of_the_server_and_a_learnt_one_is_not()
         assert srv.requests[-1]["dimensions"] == 4
 
 
+def test_a_server_refusing_the_dimensions_field_is_a_clear_configuration_error(tmp_path: Path) -> None:
+    """vLLM answers 400 to ``dimensions`` for a model that cannot shorten its vectors: every
+    text was "refused" (a 400 is a refusal of the texts) and every trace kept without a
+    vector, with nothing saying the configured dimension was the fault. It is now an
+    EmbedderError (not a refusal) saying to unset the dimension."""
+    from brainmem import Brain
+
+    with fake_server("no_dimensions") as srv:
+        short = OpenAIEmbedder("fake", base_url=srv.url, dimension=4, max_retries=0)
+        with pytest.raises(EmbedderError, match="BRAINMEM_EMBED_DIMENSION") as caught:
+            short.embed(["a cat"])
+        assert not caught.value.refused and "does not support matryoshka" in str(caught.value)
+        assert OpenAIEmbedder("fake", base_url=srv.url, max_retries=0).embed(["a cat"]).shape == (1, DIM)
+        with Brain(str(tmp_path / "b.db")) as brain:
+            ids = [brain.add(t).id for t in ("a cat", "a dog")]
+        with Brain(str(tmp_path / "b.db"), embedder=short) as brain:
+            done = brain.embed()
+        assert done["refused"] == [] and done["embedded"] == 0 and len(ids) == 2
+        assert "unset BRAINMEM_EMBED_DIMENSION" in done["error"]
+
+
 def test_a_retry_after_past_the_timeout_fails_at_once_and_a_short_one_is_waited() -> None:
     """A 429's Retry-After is waited only while it ends inside the request's timeout: a
     server asking for 30 s more than a 0.5 s timeout held the call 30 s per retry."""

@@ -265,3 +265,21 @@ def test_a_pin_does_not_keep_a_copy_of_what_the_user_deleted(path: str, clock: C
         brain.delete([ids[1], turn])
         for copy in (insight, fact):
             assert brain.get(copy, include_deleted=True).metadata["deleted_reason"] == "source_deleted"
+
+
+def test_a_fact_extracted_from_turns_does_not_stop_an_insight_about_them(path: str, clock: Clock) -> None:
+    """Derive skips a cluster an insight already covers; it counted every ``derived_from``
+    edge, so a fact observe extracted from all of a cluster's turns (no insight) kept reflect
+    from ever deriving one for them."""
+    turns = ["I keep my old account at the harbour bank.", "I visit the harbour bank every Friday.",
+             "I pay the harbour rent from the old account.", "The old account has my harbour savings."]
+    reply = json.dumps({"facts": [{"content": "The user banks at the harbour bank.", "turns": [0, 1, 2, 3]}]})
+    with Brain(path, clock=clock, llm=lambda texts: reply) as b:
+        report = b.observe([{"role": "user", "content": t} for t in turns], episode="chat-1")
+        assert len(report.facts) == 1 and len(report.stored) == 4
+        ids = list(report.stored)
+    with Brain(path, clock=clock) as brain:
+        _use_together(brain, "old account harbour bank", ids)
+        report = brain.reflect()
+        assert report.derived == 1
+        assert set(brain.get(report.derived_ids[0]).metadata["derived_from"]) == set(ids)

@@ -251,7 +251,7 @@ def test_settings_travel_with_an_export_and_the_brains_own_win(tmp_path: Path) -
 
 @pytest.mark.parametrize(("settings", "message"), [
     ({"quota": -3}, "line 1: Policy.quota must be at least 1"),
-    ({"nope": 1}, "line 1: 'nope' is not a setting"),
+    ({"nope": 1, "quota": 0}, "line 1: Policy.quota must be at least 1"),  # unknown names are skipped
     ([1], "line 1: the header's settings must be a JSON object"),
 ])
 def test_an_import_with_bad_settings_imports_nothing(tmp_path: Path, settings: object, message: str) -> None:
@@ -262,6 +262,27 @@ def test_an_import_with_bad_settings_imports_nothing(tmp_path: Path, settings: o
             brain.import_jsonl(io.StringIO("\n".join(lines) + "\n"))
         assert brain.stats()["live"] == 0 and brain.policy == Policy()
     assert stored(tmp_path / "b.db") == {}
+
+
+def test_an_import_skips_a_setting_this_brainmem_does_not_know_as_opening_does(
+        tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    """An export from a newer brainmem (a setting this one does not know) was refused whole
+    ("'from_the_future' is not a setting"), though a brain file holding one opens with a
+    warning. The import now skips it with a warning and says so; the traces come in."""
+    export = tmp_path / "a.jsonl"
+    export.write_text("\n".join([
+        json.dumps({"brainmem": "x", "schema": 1, "traces": 1,
+                    "settings": {"from_the_future": 1, "quota": 100}}),
+        json.dumps({"trace": {"id": "mt_1", "content": "hello", "created_at": 1.0}})]) + "\n")
+    with caplog.at_level("WARNING", "brainmem"), Brain(str(tmp_path / "b.db")) as brain:
+        report = brain.import_jsonl(str(export))
+        assert (report.imported, report.settings, report.settings_skipped) == (1, ["quota"], ["from_the_future"])
+        assert brain.policy.quota == 100
+    assert "'from_the_future' is not a setting" in caplog.text
+    assert stored(tmp_path / "b.db") == {SETTING_PREFIX + "quota": "100"}
+    code, out, err = cli(tmp_path / "c.db", "import", str(export))
+    assert code == 0 and "imported 1 traces" in out
+    assert "skipped the file's settings this brainmem does not know: from_the_future" in out
 
 
 def test_an_import_whose_settings_conflict_with_the_brains_imports_nothing(tmp_path: Path) -> None:

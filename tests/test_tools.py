@@ -14,6 +14,7 @@ from brainmem import Brain
 from brainmem.errors import InvalidInput
 from brainmem.schemacheck import validate
 from brainmem.tools import REGISTRY, Toolbox, ToolContext, call_tool, is_bad_input
+from brainmem.validate import LOOKUP_CHARS
 
 CORE = ["memory_add", "memory_update", "memory_delete", "memory_merge", "memory_search",
         "memory_reflect"]
@@ -447,7 +448,7 @@ def test_schemas_advertise_the_brains_own_tag_and_key_bounds(tmp_path: Any) -> N
     put = box.schema("memory_put")["properties"]
     assert put["key"]["maxLength"] == 1000 and put["tags"]["maxItems"] == 100
     assert put["tags"]["items"]["maxLength"] == 300
-    assert box.schema("memory_list")["properties"]["key_prefix"]["maxLength"] == 1000
+    assert box.schema("memory_list")["properties"]["key_prefix"]["maxLength"] == LOOKUP_CHARS  # a lookup
     key, tags = "k" * 500, [f"t{i}" for i in range(80)] + ["x" * 200]
     stored = box.call("memory_put", {"key": key, "content": "v", "tags": tags})
     assert "error" not in stored, stored
@@ -461,6 +462,30 @@ def test_schemas_advertise_the_brains_own_tag_and_key_bounds(tmp_path: Any) -> N
     # the default brain's schemas are the declared ones, unchanged
     assert Toolbox(Brain(str(tmp_path / "plain.db"))).schema("memory_add") == \
         REGISTRY["memory_add"].schema(None)
+
+
+def test_read_tool_schemas_take_any_key_or_tag_the_brain_could_hold(tmp_path: Any) -> None:
+    """Once max_key_chars/max_tag_chars were lowered, the read tools' schemas (memory_get_key's
+    key, memory_list's key_prefix, the tags filters) advertised the lowered write limit and the
+    tools refused, on their own schema, lookups of keys and tags the brain held and its API
+    finds. Reads now carry the lookup bound; writes keep the brain's limit."""
+    from brainmem import Policy
+
+    path = str(tmp_path / "b.db")
+    with Brain(path) as brain:
+        brain.put("favourite.colour", "teal", tags=["preferences"])
+    box = Toolbox(Brain(path, policy=Policy(max_key_chars=5, max_tag_chars=4)), extra="all")
+    for tool, name in (("memory_get_key", "key"), ("memory_list", "key_prefix")):
+        assert box.schema(tool)["properties"][name]["maxLength"] == LOOKUP_CHARS
+    for tool in ("memory_list", "memory_search"):
+        assert box.schema(tool)["properties"]["tags"]["items"]["maxLength"] == LOOKUP_CHARS
+    assert box.call("memory_get_key", {"key": "favourite.colour"})["trace"]["content"] == "teal"
+    assert len(box.call("memory_list", {"key_prefix": "favourite.", "tags": ["preferences"]})["items"]) == 1
+    assert len(box.call("memory_search", {"query": "teal", "tags": ["preferences"]})["results"]) == 1
+    # writes keep the brain's own limits
+    assert box.schema("memory_put")["properties"]["key"]["maxLength"] == 5
+    assert box.schema("memory_add")["properties"]["tags"]["items"]["maxLength"] == 4
+    assert box.call("memory_put", {"key": "toolong", "content": "v"})["error"]["type"] == "InvalidInput"
 
 
 def test_memory_add_task_id_description_says_what_end_task_archives(brain: Brain) -> None:

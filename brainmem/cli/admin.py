@@ -97,6 +97,8 @@ def _import(args: argparse.Namespace) -> int:
               f"skipped {report.skipped} already present")
         if report.settings:
             print(f"stored the file's settings: {', '.join(report.settings)}")
+        if report.settings_skipped:
+            print(f"skipped the file's settings this brainmem does not know: {', '.join(report.settings_skipped)}")
     if report.embed_refused:  # e.g. over the model's context length: imported without a vector
         print(f"note: refused by the embedder: {' '.join(report.embed_refused)}", file=sys.stderr)
     if report.embed_error:  # the import stands; the vectors wait for `brainmem embed`
