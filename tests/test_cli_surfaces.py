@@ -7,14 +7,13 @@ from __future__ import annotations
 import json
 import os
 import re
-import subprocess
 import sys
-import textwrap
 from pathlib import Path
 from typing import Any
 
 import clirun
 import pytest
+from unprivileged import unprivileged
 
 from brainmem import Brain
 from brainmem.cli import main
@@ -203,30 +202,17 @@ def test_reading_commands_open_an_unwritable_brain_read_only(tmp_path: Path) -> 
         brain.add("the alpha note")
     os.chmod(path, 0o444)
     os.chmod(tmp_path, 0o555)
-    script = textwrap.dedent("""
-        import ctypes, os, sys
-        if os.geteuid() == 0:
-            libc = ctypes.CDLL(None, use_errno=True)
-            if libc.unshare(0x10000000) != 0:  # CLONE_NEWUSER: root's override stops applying
-                print("SKIP unshare"); sys.exit(0)
-        try:
-            open(sys.argv[1], "r+b").close()
-            print("SKIP still writable"); sys.exit(0)
-        except PermissionError:
-            pass
+    script = """
         from brainmem.cli import main
-        print("search", main(["--brain", sys.argv[1], "search", "alpha", "--json"]))
-        print("stats", main(["--brain", sys.argv[1], "stats"]))
-        print("add", main(["--brain", sys.argv[1], "add", "new"]))
-    """)
+        print("search", main(["--brain", sys.argv[2], "search", "alpha", "--json"]))
+        print("stats", main(["--brain", sys.argv[2], "stats"]))
+        print("add", main(["--brain", sys.argv[2], "add", "new"]))
+    """
     try:
-        done = subprocess.run([sys.executable, "-c", script, str(path)], capture_output=True,
-                              text=True, timeout=60)
+        done = unprivileged(script, str(tmp_path), str(path))
     finally:
         os.chmod(tmp_path, 0o755)
         os.chmod(path, 0o644)
-    if done.stdout.startswith("SKIP"):
-        pytest.skip(f"cannot make a file read-only for this user: {done.stdout.strip()}")
     assert "alpha note" in done.stdout
     assert "search 0" in done.stdout and "stats 0" in done.stdout
     assert "add 1" in done.stdout and "not writable" in done.stderr  # a write still refuses

@@ -18,7 +18,6 @@ import signal
 import sqlite3
 import subprocess
 import sys
-import textwrap
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -27,6 +26,7 @@ import apsw
 import clirun
 import fulldisk
 import pytest
+from unprivileged import unprivileged
 
 from brainmem import Brain
 from brainmem.errors import (
@@ -265,35 +265,6 @@ def test_readonly_open_searches_and_refuses_writes(tmp_path: Path) -> None:
     assert path.read_bytes() == before
 
 
-def _unprivileged(script: str, *args: str) -> subprocess.CompletedProcess[str]:
-    """Run ``script`` in a child where file permissions apply, even when we are root."""
-    preamble = textwrap.dedent(
-        """
-        import ctypes, os, sys
-        if os.geteuid() == 0:
-            libc = ctypes.CDLL(None, use_errno=True)
-            if libc.unshare(0x10000000) != 0:  # CLONE_NEWUSER: drops root's override outside it
-                print("SKIP unshare failed errno", ctypes.get_errno()); sys.exit(0)
-        def denied(path, mode):
-            try:
-                open(path, mode).close()
-            except PermissionError:
-                return True
-            if mode == "x":
-                os.remove(path)
-            return False
-        if not (denied(sys.argv[1] + "/.probe", "x") or denied(sys.argv[2], "r+b")):
-            print("SKIP permissions still do not apply"); sys.exit(0)
-        """
-    )
-    run = subprocess.run([sys.executable, "-c", preamble + textwrap.dedent(script), *args],
-                         capture_output=True, text=True, timeout=60)
-    if run.stdout.startswith("SKIP"):
-        pytest.skip(f"cannot make a file read-only for this user: {run.stdout.strip()}")
-    assert run.returncode == 0, run.stderr
-    return run
-
-
 PROBE = """
 from brainmem import Brain
 from brainmem.errors import BrainmemError
@@ -328,7 +299,7 @@ def test_wal_brain_in_a_readonly_directory_can_be_searched(locked_dir: Path) -> 
     path.chmod(0o444)
     locked_dir.chmod(0o555)
     before = _snapshot(locked_dir)
-    out = _unprivileged(PROBE, str(locked_dir), str(path)).stdout
+    out = unprivileged(PROBE, str(locked_dir), str(path)).stdout
     assert "hits 5 ok True" in out, out
     assert "readwrite ReadOnlyBrain" in out and "open it read-only to search it" in out, out
     assert _snapshot(locked_dir) == before
@@ -339,7 +310,7 @@ def test_readonly_file_in_a_writable_directory(locked_dir: Path) -> None:
     _make_brain(path, 50)
     path.chmod(0o444)
     before = path.read_bytes()
-    out = _unprivileged(PROBE, str(locked_dir), str(path)).stdout
+    out = unprivileged(PROBE, str(locked_dir), str(path)).stdout
     assert "hits 5 ok True" in out, out
     assert "readwrite ReadOnlyBrain" in out and "not writable" in out, out
     assert path.read_bytes() == before
@@ -359,7 +330,7 @@ def test_an_old_brain_this_user_cannot_write_says_to_upgrade_a_copy(locked_dir: 
 from brainmem.cli import main
 print("cli", main(["--brain", path, "search", "dark"]))
 """
-    run = _unprivileged(script, str(locked_dir), str(path))
+    run = unprivileged(script, str(locked_dir), str(path))
     lines = [line for line in run.stdout.splitlines() if line.startswith(("readonly", "readwrite"))]
     assert len(lines) == 2 and all("schema upgrade" in line and "copy" in line for line in lines), run.stdout
     assert all("open it with readonly=True" not in line for line in lines), run.stdout
@@ -378,7 +349,7 @@ def test_wal_with_changes_but_no_shm_in_a_readonly_directory_is_refused_clearly(
     shutil.copy(f"{live}-wal", locked_dir / "brain.db-wal")
     brain.close()
     locked_dir.chmod(0o555)
-    out = _unprivileged(PROBE, str(locked_dir), str(locked_dir / "brain.db")).stdout
+    out = unprivileged(PROBE, str(locked_dir), str(locked_dir / "brain.db")).stdout
     assert "readonly ReadOnlyBrain" in out and "-wal" in out and "-shm" in out, out
 
 
@@ -393,7 +364,7 @@ def test_a_brain_file_this_user_cannot_read_is_refused_clearly(locked_dir: Path)
 from brainmem.cli import main
 print("cli", main(["--brain", path, "stats"]))
 """
-    run = _unprivileged(script, str(locked_dir), str(path))
+    run = unprivileged(script, str(locked_dir), str(path))
     assert "readonly BrainFileError" in run.stdout and "readwrite BrainFileError" in run.stdout, run.stdout
     assert "cannot read" in run.stdout and "ermission denied" in run.stdout, run.stdout
     assert "cli 1" in run.stdout and run.stderr.count("\n") == 1 and "cannot read" in run.stderr
