@@ -70,8 +70,9 @@ def _reflect(args: argparse.Namespace) -> int:
         ("compact", f"{report.compacted} episodic -> semantic"),
         ("reindex", "index rebuilt: " + (report.fts_problem or "") if report.fts_rebuilt else "index ok"),
     ]
+    # the results are counts this command writes (the strengthen row runs past 60 characters)
     print_table([(name, text, report.step_ms.get(name, 0.0)) for name, text in rows],
-                ["step", "result", "ms"])
+                ["step", "result", "ms"], width=200)
     print(f"done in {report.duration_ms:.0f} ms")
     if report.llm_fallback:
         print(f"note: {report.llm_fallback}", file=sys.stderr)
