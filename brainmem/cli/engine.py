@@ -35,7 +35,8 @@ def register(commands: Any) -> None:
     graph.set_defaults(handler=_graph)
 
     log = commands.add_parser("log", help="consolidation history",
-                              description="The last reflect runs, newest first.")
+                              description="The last reflect runs, newest first (the file keeps the newest "
+                                          "Policy.reflect_log_runs, 10,000 by default).")
     log.add_argument("-n", "--limit", type=int, default=20, metavar="N", help="runs to show (default 20)")
     add_json_flag(log)
     log.set_defaults(handler=_log)
