@@ -420,7 +420,8 @@ class Brain(FacesMixin, AdminMixin):
         the model's context length): left without a vector, the run going on after them.
         ``drop_other_models=True`` then deletes the vectors of every other model id (those
         a model change left: this brain never reads them), ``Policy.reflect_chunk`` a
-        write, counted by model under ``dropped``.
+        write, counted by model under ``dropped``; not when the backfill failed (``error``):
+        the other models' vectors may be all the brain has (``dropped`` is then empty).
         """
         if self._vectors is None:
             raise InvalidInput("this brain has no embedder: open it with Brain(path, embedder=...)")
@@ -431,8 +432,9 @@ class Brain(FacesMixin, AdminMixin):
             check_int(limit, "limit", 1, 10**9)
         check_bool(drop_other_models, "drop_other_models")
         result = {"model": self._vectors.model_id, **self._vectors.backfill(batch_size, limit, self._lock)}
-        if drop_other_models:
-            result["dropped"] = self._vectors.drop_other_models(self.policy.reflect_chunk, self._lock)
+        if drop_other_models:  # a failed backfill keeps them: they may be all the brain has
+            result["dropped"] = ({} if result["error"] else
+                                 self._vectors.drop_other_models(self.policy.reflect_chunk, self._lock))
         return result
 
     # --- consolidation -------------------------------------------------------------

@@ -1,6 +1,7 @@
 """Inspection, maintenance and transfer on :class:`~brainmem.brain.Brain`
 (ARCHITECTURE.md, "Layers"): the graph summary and consolidation log, the web
-inspector's read-only views (:mod:`brainmem.inspection`), export/import as JSON Lines
+inspector's read-only views (:mod:`brainmem.inspection`), the settings stored in the
+file (``settings``, ``set_setting``, ...), export/import as JSON Lines
 (:mod:`brainmem.transfer`), online backup, and check/repair
 (:mod:`brainmem.maintenance`). Each method is one call below, under the brain's lock.
 """

@@ -18,7 +18,8 @@ a :class:`~brainmem.policy.Policy` weight, so a caller can switch it off:
    goes on for ``context_reach`` turns, shrinking each turn ("I'm looking into
    counseling" / "What kind?" / the answer). A trace that is itself a question
    (ends with "?") asks rather than tells: its own BM25 counts ``1 −
-   weight_question`` times, while what it carries to its answer is not discounted.
+   weight_question`` times (``1 − vector_weight_question`` when an embedder answered the
+   query), while what it carries to its answer is not discounted.
 3. **Episode context**: the episode read as one document has its own BM25 (term
    frequencies summed over its matching traces, its whole length, the index's
    IDF); ``weight_episode`` of it is added to each of its traces, so a fact stated

@@ -225,7 +225,8 @@ def history(store: Store, trace_id: str) -> list[Trace]:
     at most :data:`MAX_HISTORY`, the nearest and, among as near, the newest replacements
     (every earlier value of a key is one step from it). A version deleted (by the user,
     expiry, eviction...) other than ``trace_id`` is left out, and with it the snapshots
-    and merge sources folded into it: search no longer answers with it, nor does history."""
+    and merge sources folded into it (but ``trace_id`` itself): search no longer answers
+    with it, nor does history."""
     seen = {trace_id}
     frontier = [trace_id]
     while frontier and len(seen) < MAX_HISTORY:
@@ -235,7 +236,8 @@ def history(store: Store, trace_id: str) -> list[Trace]:
         seen.update(frontier)
     traces = store.get_many(list(seen), include_deleted=True)
     gone = {t.id for t in traces if t.deleted_at is not None and t.merged_into is None and t.id != trace_id}
-    traces = [t for t in traces if t.id not in gone and t.merged_into not in gone]
+    # the version asked for stays, even a snapshot of a deleted one (asked by its own id)
+    traces = [t for t in traces if t.id == trace_id or (t.id not in gone and t.merged_into not in gone)]
     rids = store.rids_of([t.id for t in traces])
     # at equal times (one clock tick, or a clock set back: each change then happens as the
     # value before it began) the closed version is the older one, an old text (a snapshot)

@@ -294,3 +294,16 @@ def test_add_and_put_from_standard_input_stop_reading_past_the_content_limit(
     assert code == 0, err
     with Brain(db) as brain:
         assert brain.get(out.strip()).content == "y" * 65536
+
+
+def test_reflect_table_shows_the_searches_it_dropped(db: str, capsys: Any) -> None:
+    """The strengthen row ends with the old searches reflect dropped (Policy.retrieval_history);
+    the table cut its cells to 60 characters, so that count never showed ("... 0 weakened, …")."""
+    with Brain(db, clock=lambda: 1_700_000_000.0) as brain:
+        brain.add("alpha project kickoff")
+        brain.search("alpha project")
+        brain.search("alpha project")
+    code, out, _ = run(capsys, "--brain", db, "reflect", "--quiet", "--now", "1800000000")
+    assert code == 0
+    row = next(line for line in out.splitlines() if line.startswith("strengthen"))
+    assert "1 old searches dropped" in row and "…" not in row

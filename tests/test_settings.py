@@ -60,6 +60,20 @@ def test_config_sets_gets_lists_and_unsets_through_the_cli(tmp_path: Path) -> No
     assert set(stored(db)) == {SETTING_PREFIX + "quota", SETTING_PREFIX + "bm25_weights"}
 
 
+
+def test_config_list_shows_each_value_whole(tmp_path: Path) -> None:
+    """The table cut every cell to 60 characters, so ``stability_base``'s value and default
+    ended in "procedur…": what ``config set`` needs could not be read off ``config list``."""
+    db = tmp_path / "b.db"
+    assert cli(db, "init")[0] == 0
+    base = json.dumps({"episodic": 31536000.0, "semantic": 157680000.0, "procedural": 157680000.0,
+                       "prospective": 31536000.0, "working": 86400.0}, sort_keys=True)
+    assert cli(db, "config", "set", "stability_base", base)[0] == 0
+    code, out, _ = cli(db, "config", "list")
+    row = next(line for line in out.splitlines() if line.startswith("stability_base "))
+    assert code == 0 and "…" not in row
+    assert base in row and '"working": 604800.0}' in row  # the value stored and the default
+
 @pytest.mark.parametrize(("argv", "message"), [
     (("set", "quotaa", "5"), "'quotaa' is not a setting (a field of brainmem.Policy); did you mean 'quota'?"),
     (("set", "quota", "abc"), "Policy.quota must be an integer, not 'abc'"),

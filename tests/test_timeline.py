@@ -478,3 +478,17 @@ def test_history_leaves_out_a_version_the_user_deleted(file_brain: Brain, clock:
     assert ["Berlin" in v["content"] for v in chain] == [False, False]
     # asked for by its own id, the deleted fact still shows what it was
     assert [t.id for t in file_brain.history(berlin.id)][-3:] == [berlin.id, lisbon.id, porto.id]
+
+
+def test_history_asked_by_a_snapshot_of_a_deleted_fact_includes_that_snapshot(file_brain: Brain) -> None:
+    """history(id) is "every version of id's chain (itself included)": asked by the id of an
+    earlier value of a key the user then deleted, it answered an empty list, leaving out the
+    very version asked for (as a snapshot folded into a deleted version)."""
+    file_brain.put("color", "blue")
+    file_brain.put("color", "green")
+    live = file_brain.get_key("color")
+    assert live is not None
+    blue = file_brain.history(live.id)[0]
+    assert blue.content == "blue"
+    file_brain.delete(live.id)
+    assert [t.id for t in file_brain.history(blue.id)] == [blue.id]

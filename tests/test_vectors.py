@@ -984,6 +984,24 @@ def test_embed_can_drop_the_vectors_of_other_models(brain_factory, tmp_path, mon
 
 
 
+def test_embed_keeps_other_models_vectors_when_its_own_backfill_fails(tmp_path, capsys) -> None:
+    """``embed(drop_other_models=True)`` with an embedder that failed (a wrong key, a server
+    down) embedded nothing and still deleted the old model's vectors: every vector of the
+    brain was gone. A failed backfill now drops nothing and says so."""
+    path = tmp_path / "brain.db"
+    with Brain(str(path), embedder=ConceptEmbedder("old-model")) as old:
+        old.add_many(STORY)
+
+    def down(texts: list[str]) -> Any:
+        raise ConnectionError("connection refused")
+
+    with Brain(str(path), embedder=CallableEmbedder(down, dimension=8, model_id="new-model")) as new:
+        result = new.embed(drop_other_models=True)
+        assert result["error"] and result["embedded"] == 0
+        assert result["dropped"] == {}
+        assert new.stats()["vectors"] == {"old-model": len(STORY)}
+
+
 def test_embed_says_what_it_dropped_when_another_backfill_runs(tmp_path, monkeypatch, capsys) -> None:
     """``brainmem embed --drop-other-models`` while another process backfilled the model
     printed only "skipped: another backfill ... is running", though the other models'

@@ -365,9 +365,10 @@ def content_if_dash(value: str, brain: Any) -> str:
     return text
 
 
-def print_table(rows: Sequence[Sequence[Any]], headers: Sequence[str]) -> None:
-    """A plain aligned table; cells are cut to keep lines readable."""
-    cells = [[_cell(v) for v in row] for row in rows]
+def print_table(rows: Sequence[Sequence[Any]], headers: Sequence[str], width: int = 60) -> None:
+    """A plain aligned table; cells are cut to ``width`` characters to keep lines readable
+    (a table of counts the command wrote itself may pass a wider one)."""
+    cells = [[_cell(v, width) for v in row] for row in rows]
     widths = [max([len(h)] + [len(r[i]) for r in cells]) for i, h in enumerate(headers)]
     print("  ".join(h.ljust(w) for h, w in zip(headers, widths)).rstrip())
     print("  ".join("-" * w for w in widths))

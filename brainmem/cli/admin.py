@@ -43,7 +43,8 @@ def _init(args: argparse.Namespace) -> int:
 def _register_transfer(commands: Any) -> None:
     export = commands.add_parser(
         "export", help="write the brain as JSON Lines",
-        description="A header line, one line per trace and one per edge. PATH '-' (the "
+        description="A header line (with the settings the brain file stores, see brainmem "
+                    "config), one line per trace and one per edge. PATH '-' (the "
                     "default) writes to standard output; a file is written atomically. A SQLite "
                     "file (a brain) is never written over.",
     )
@@ -56,7 +57,8 @@ def _register_transfer(commands: Any) -> None:
         "import", help="import a JSON Lines export",
         description="Validate every line first (a bad line is reported by number and nothing "
                     "is imported), then import in one transaction, in bounded memory. Content "
-                    "already live in the same type and scope is skipped. PATH '-' reads "
+                    "already live in the same type and scope is skipped. The header's settings "
+                    "this brain does not store are stored (its own win). PATH '-' reads "
                     "standard input.",
     )
     imp.add_argument("path")

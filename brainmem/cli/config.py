@@ -78,8 +78,9 @@ def _list(args: argparse.Namespace) -> int:
     if args.json:
         print_json(rows)
     else:
+        # whole values (checked Policy values, short): what `config set` takes is read off here
         print_table([(r["key"], _text(r["value"]), _text(r["default"]), r["source"]) for r in rows],
-                    ("KEY", "VALUE", "DEFAULT", "SOURCE"))
+                    ("KEY", "VALUE", "DEFAULT", "SOURCE"), width=1000)
     return 0
 
 

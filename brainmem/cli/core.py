@@ -86,7 +86,7 @@ def register(commands: Any) -> None:
     p = commands.add_parser("update", help="change a trace", description="Update a trace in place.")
     p.add_argument("id")
     p.add_argument("--content", help='the new text ("-" reads stdin)')
-    _trace_fields(p)
+    _trace_fields(p, "another type makes a reminder a plain memory (its due time cleared)")
     p.add_argument("--unpin", action="store_true")
     p.add_argument("--expected-version", type=int, metavar="N")
     add_json_flag(p)
@@ -147,8 +147,8 @@ def register(commands: Any) -> None:
     p.set_defaults(handler=cmd_call)
 
 
-def _trace_fields(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--type", choices=TYPES)
+def _trace_fields(p: argparse.ArgumentParser, type_help: str | None = None) -> None:
+    p.add_argument("--type", choices=TYPES, help=type_help)
     p.add_argument("--tag", action="append", dest="tags", metavar="TAG", help="a tag (repeatable)")
     p.add_argument("--importance", type=float, metavar="0..1")
     p.add_argument("--pin", action="store_true", help="exempt from forgetting")

@@ -25,7 +25,8 @@ def register(commands: Any) -> None:
                    "at most its own batch size a call ($BRAINMEM_EMBED_BATCH_SIZE)")
     p.add_argument("--limit", type=int, metavar="N", help="embed at most N traces")
     p.add_argument("--drop-other-models", action="store_true",
-                   help="then delete the vectors of every other model id (left by a model change)")
+                   help="then delete the vectors of every other model id (left by a model change); "
+                        "not when the embedder failed")
     add_json_flag(p)
     p.set_defaults(handler=_embed)
 

@@ -35,7 +35,8 @@ def register(commands: Any) -> None:
     graph.set_defaults(handler=_graph)
 
     log = commands.add_parser("log", help="consolidation history",
-                              description="The last reflect runs, newest first.")
+                              description="The last reflect runs, newest first (the file keeps the newest "
+                                          "Policy.reflect_log_runs, 10,000 by default).")
     log.add_argument("-n", "--limit", type=int, default=20, metavar="N", help="runs to show (default 20)")
     add_json_flag(log)
     log.set_defaults(handler=_log)
@@ -70,8 +71,9 @@ def _reflect(args: argparse.Namespace) -> int:
         ("compact", f"{report.compacted} episodic -> semantic"),
         ("reindex", "index rebuilt: " + (report.fts_problem or "") if report.fts_rebuilt else "index ok"),
     ]
+    # the results are counts this command writes (the strengthen row runs past 60 characters)
     print_table([(name, text, report.step_ms.get(name, 0.0)) for name, text in rows],
-                ["step", "result", "ms"])
+                ["step", "result", "ms"], width=200)
     print(f"done in {report.duration_ms:.0f} ms")
     if report.llm_fallback:
         print(f"note: {report.llm_fallback}", file=sys.stderr)

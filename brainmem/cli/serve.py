@@ -15,7 +15,8 @@ def register(commands: Any) -> None:
         "serve", help="MCP server on stdio (or streamable HTTP with --http)",
         description="Serve the memory tools to an MCP client over stdin/stdout. "
                     f"--context (or ${CONTEXT_ENV}, e.g. 'user_id=alice') confines the tools "
-                    "to one user's scopes. Needs the mcp extra: pip install 'brainmem[mcp]'.",
+                    "to one user's scopes. Runs on the settings stored in the brain file "
+                    "(brainmem config), read when it starts; no tool changes them. Needs the mcp extra: pip install 'brainmem[mcp]'.",
     )
     add_tool_flags(p)
     p.add_argument("--http", metavar="HOST:PORT",

@@ -13,7 +13,8 @@ def register(commands: Any) -> None:
         "ui", help="inspect the brain in a browser",
         description="Serve a local web page to inspect the brain: overview, search with "
                     "ranking factors, traces, graph, consolidation log. Read-only unless "
-                    "--write. Binds 127.0.0.1; another --host needs --token. "
+                    "--write. Binds 127.0.0.1; another --host needs --token. Runs on the settings "
+                    "stored in the brain file (brainmem config), read when it starts. "
                     "Needs the ui extra: pip install 'brainmem[ui]'.",
     )
     p.add_argument("--port", type=int, default=8765, help="port (default 8765; 0 picks a free one)")
