@@ -76,6 +76,13 @@ def codes(blob: bytes, dim: int) -> tuple[float, np.ndarray]:
     return codes(encode(v, "int8"), dim)
 
 
+def searchable(dim: int, blob: bytes, want: int) -> bool:
+    """Whether a stored vector may join the search's matrix: of the brain's dimension
+    ``want`` (a file written before the dimension was checked is never mixed) and the bytes
+    of a vector of its own (edited by hand: check reports it, repair drops it)."""
+    return dim == want and len(blob) in (4 + dim, 4 * dim)
+
+
 def stacked(blobs: Sequence[bytes], dim: int) -> tuple[np.ndarray, np.ndarray]:
     """Stored vectors as (scales, codes) arrays, one row each, in one pass when all are
     int8 (loading 100k took 0.97 s a row at a time, most of a big brain's first search)."""
@@ -285,8 +292,9 @@ class VectorIndex:
     def revive(self, traces: Sequence[Trace]) -> None:
         """``traces`` are live again (restore, unmerge): the vectors they kept join this
         connection's matrix (others read it again: :meth:`Store.update_fields` bumped the stamp)."""
+        want = self.stored_dimension() or 0
         for tid, h, d, blob in self.store.vectors_of_traces(self.model_id, [t.id for t in traces]):
-            if len(blob) in (4 + d, 4 * d):
+            if searchable(d, blob, want):
                 self._pending[tid] = (h, *codes(blob, d))
 
     def _stamp(self) -> tuple[Any, ...]:
@@ -394,9 +402,7 @@ class VectorIndex:
             ids, hashes, blobs = [], [], []
             want = self.stored_dimension() or 0
             for tid, h, d, blob in self.store.vectors_of(self.model_id):
-                if d != want:  # a file written before the dimension was checked: never mixed
-                    continue
-                if len(blob) not in (4 + d, 4 * d):  # edited by hand: check reports it, repair drops it
+                if not searchable(d, blob, want):
                     continue
                 ids.append(tid)
                 hashes.append(h)

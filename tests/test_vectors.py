@@ -372,18 +372,25 @@ def test_a_model_id_reused_with_another_dimension_degrades_and_never_mixes(brain
     assert "8-d" in (brain.embed()["error"] or "")
 
 
-def test_a_file_already_mixing_two_dimensions_of_one_model_still_searches(brain_factory, emb, tmp_path) -> None:
+def _mixing_two_dimensions(brain_factory, emb, tmp_path, *, deleted: bool = False) -> tuple[Brain, Any]:
+    """A brain of STORY whose puppy trace has a 4-d vector beside the others' 8-d ones, as a
+    release before the dimension check could leave the file (``deleted``: the puppy is
+    soft-deleted), reopened; and the puppy trace."""
     brain = brain_factory(embedder=emb)
     brain.add_many(STORY)
-    extra = brain.add("Our new puppy chewed the sofa")
+    puppy = brain.add("Our new puppy chewed the sofa")
+    if deleted:
+        brain.delete(puppy.id)
     brain.close()
-    import apsw  # as a release before the dimension check could leave the file
-
     db = apsw.Connection(str(tmp_path / "brain.db"))
     db.execute("UPDATE vectors SET dim = 4, v = ? WHERE rid = (SELECT rid FROM traces WHERE id = ?)",
-               (encode(np.ones(4, np.float32)), extra.id))
+               (encode(np.ones(4, np.float32)), puppy.id))
     db.close()
-    brain = brain_factory(embedder=emb)
+    return brain_factory(embedder=emb), puppy
+
+
+def test_a_file_already_mixing_two_dimensions_of_one_model_still_searches(brain_factory, emb, tmp_path) -> None:
+    brain, _ = _mixing_two_dimensions(brain_factory, emb, tmp_path)
     hits = brain.search("which pet", explain=True, reinforce=False)
     assert contents(hits)[0] == STORY[0] and hits.degraded is None
 
@@ -844,15 +851,7 @@ def test_a_vector_of_another_dimension_than_its_models_is_reported_and_repaired(
     """A file mixing two dimensions of one model (a release before the dimension check):
     search skips the odd vector, yet its trace counted as embedded, so it was never found by
     meaning nor embedded again, and check said the brain was healthy."""
-    brain = brain_factory(embedder=emb)
-    brain.add_many(STORY)
-    puppy = brain.add("Our new puppy chewed the sofa")
-    brain.close()
-    db = apsw.Connection(str(tmp_path / "brain.db"))
-    db.execute("UPDATE vectors SET dim = 4, v = ? WHERE rid = (SELECT rid FROM traces WHERE id = ?)",
-               (encode(np.ones(4, np.float32)), puppy.id))
-    db.close()
-    brain = brain_factory(embedder=emb)
+    brain, puppy = _mixing_two_dimensions(brain_factory, emb, tmp_path)
     assert brain.check()["vectors"] == 1
     assert brain.repair()["vectors_dropped"] == 1
     assert brain.embed()["embedded"] == 1
@@ -1078,3 +1077,15 @@ def test_dropping_other_models_vectors_grows_linearly_with_their_number(tmp_path
 
     small, large = steps(2000), steps(4000)
     assert large / small < 2.5, (small, large)  # twice the vectors: about twice the work, not 4x
+
+
+def test_restoring_a_trace_whose_vector_has_another_dimension_leaves_search_working(
+        brain_factory, emb, tmp_path) -> None:
+    """Restore puts a trace's kept vector back in the search's matrix (``VectorIndex.revive``)
+    without the dimension check the matrix's load makes: the next search raised numpy's
+    ValueError stacking a 4-d row under 8-d ones. The same rule serves both now."""
+    brain, puppy = _mixing_two_dimensions(brain_factory, emb, tmp_path, deleted=True)
+    assert contents(brain.search("which pet", reinforce=False))[0] == STORY[0]
+    brain.restore(puppy.id)
+    hits = brain.search("which pet", reinforce=False)
+    assert contents(hits)[0] == STORY[0] and hits.degraded is None
