@@ -71,3 +71,14 @@ def small_file_system(folder: Any, size: str = "64k") -> Iterator[None]:
         yield
     finally:
         subprocess.run(["umount", str(folder)], check=True)
+
+
+def fill(folder: Any) -> None:
+    """Write a file ``filler`` in ``folder`` until its file system has no room left."""
+    import contextlib
+    import os
+
+    with contextlib.suppress(OSError), open(os.path.join(folder, "filler"), "ab") as filler:
+        while True:
+            filler.write(b"x" * 4096)
+            filler.flush()

@@ -9,7 +9,6 @@ does not apply to files outside it. Where that is impossible they skip, saying w
 
 from __future__ import annotations
 
-import contextlib
 import os
 import random
 import resource
@@ -686,10 +685,7 @@ def test_an_import_onto_a_full_disk_is_a_storage_error(tmp_path: Path) -> None:
         path = small / "brain.db"
         with Brain(str(path)) as brain:  # open while the disk fills: its -wal and -shm are made
             brain.add("kept memory")
-            with contextlib.suppress(OSError), open(small / "filler", "ab") as filler:
-                while True:
-                    filler.write(b"x" * 4096)
-                    filler.flush()
+            fulldisk.fill(small)
             run = clirun.run("--brain", str(path), "import", str(source))
             assert run.returncode == 1 and run.stderr.count("\n") == 1, run.stderr
             assert "import" in run.stderr and "No space left" in run.stderr and "output" not in run.stderr
@@ -711,10 +707,7 @@ def test_a_brain_closed_before_the_disk_filled_opens_read_only_and_says_why_not_
         with Brain(str(path)) as brain:
             brain.add_many([f"memory {i} alpha" for i in range(20)])
         assert sorted(p.name for p in small.iterdir()) == ["brain.db"]  # closed cleanly
-        with contextlib.suppress(OSError), open(small / "filler", "ab") as filler:
-            while True:
-                filler.write(b"x" * 4096)
-                filler.flush()
+        fulldisk.fill(small)
         with pytest.raises(StorageError, match="disk .*is full") as refused:
             Brain(str(path))
         assert "--readonly" in str(refused.value) and "damaged" not in str(refused.value)

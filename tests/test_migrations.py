@@ -509,7 +509,6 @@ def test_an_old_brain_on_a_full_disk_is_not_sent_to_a_read_only_open_that_refuse
     # Before: an old brain closed cleanly (no -shm) on a disk that then filled was told "free
     # some space, or open it read-only (--readonly ...) to search and export it"; the
     # read-only open then refused it for its schema upgrade: advice that led nowhere.
-    import contextlib
     import shutil
 
     import fulldisk
@@ -525,10 +524,7 @@ def test_an_old_brain_on_a_full_disk_is_not_sent_to_a_read_only_open_that_refuse
     with fulldisk.small_file_system(small, "1m"):
         path = small / "v5.db"
         shutil.copy(source, path)
-        with contextlib.suppress(OSError), open(small / "filler", "ab") as filler:
-            while True:
-                filler.write(b"x" * 4096)
-                filler.flush()
+        fulldisk.fill(small)
         with pytest.raises(StorageError, match="disk is full") as refused:
             Brain(str(path))
         message = str(refused.value)
