@@ -35,7 +35,7 @@ DAY = 86_400.0
 
 #: Fields that are shares, thresholds or mixing weights: between 0 and 1.
 _UNIT_INTERVAL = frozenset({
-    "weight_question", "vector_weight_question", "episode_diversity", "weight_strength", "weight_recency", "bridge_max_share", "spread_decay",
+    "weight_question", "vector_weight_question", "weight_strength", "weight_recency", "bridge_max_share", "spread_decay",
     "spread_threshold", "prune_threshold", "merge_threshold", "ignore_penalty", "hebbian_rate",
     "derive_min_weight", "derive_cover", "derive_importance", "vector_lexical",
 })
@@ -205,9 +205,6 @@ class Policy:
     #: search keeps 0.4 (both folds of benchmarks/crossval.py). With bge at 0.4, LME
     #: session all@5 0.901 -> 0.889 and ndcg_any@5 0.811 -> 0.787.
     vector_weight_question: float = 0.2
-    #: A page spread over conversations: each further hit from an episode that already
-    #: has a better hit scores (1 − ``episode_diversity``) times less per hit before it.
-    episode_diversity: float = 0.0
     #: With a reranker (``Brain(reranker=...)``, :mod:`brainmem.rerank`): the top
     #: ``rerank_depth`` hits are put in the order of the reranker's scores alone (0: off).
     #: 2-fold CV on both dev sets over depths 10, 20, 30 and blends with the fused score

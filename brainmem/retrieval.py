@@ -208,24 +208,7 @@ def _rank_pool(store: Store, compiler: QueryCompiler, policy: Policy, query: str
                 "activation": act, **(dense.explain(trace.id, bm25) if dense else {})}))
         else:
             hits.append((score, trace, None))
-    ranked = _best_first(hits)
-    if policy.episode_diversity:
-        ranked = _spread(ranked, 1 - policy.episode_diversity)
-    return ranked, exhausted
-
-
-def _spread(ranked: list[Scored], keep: float) -> list[Scored]:
-    """Each hit's score × ``keep`` per better hit of its episode, re-sorted."""
-    seen: dict[str, int] = {}
-    out: list[Scored] = []
-    for score, trace, factors in ranked:
-        if trace.episode is not None:
-            n = seen.get(trace.episode, 0)
-            seen[trace.episode] = n + 1
-            if n:
-                score *= keep ** n
-        out.append((score, trace, factors))
-    return _best_first(out)
+    return _best_first(hits), exhausted
 
 
 def _best_first(scored: list[Scored]) -> list[Scored]:
