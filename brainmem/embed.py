@@ -71,7 +71,8 @@ class Embedder(Protocol):
     """What ``Brain(embedder=...)`` takes besides a spec string or a plain function.
 
     ``model_id`` names the model: vectors are stored per model id, and a brain opened
-    with another id never mixes them. ``dimension`` is the vectors' length, or None when
+    with another id never mixes them; another model answering under an id whose vectors
+    are stored is refused (the model check of :mod:`brainmem.vectors`). ``dimension`` is the vectors' length, or None when
     not declared; an answer of another length than it (or than this model's vectors
     already stored) is refused. ``batch_size`` is
     how many texts one ``embed`` call gets. ``embed(texts, kind)`` returns one vector
@@ -398,6 +399,16 @@ class CallableEmbedder:
     its second positional parameter has no default or is named ``kind``: an optional
     one named otherwise is an option of its own (sentence-transformers'
     ``encode(sentences, batch_size=32, ...)``). ``takes_kind`` decides instead.
+
+    Give ``model_id``: the default, ``callable:<module>.<qualified name>``, names the
+    function, not the model, and is shared: every lambda of a script is
+    ``callable:__main__.<lambda>``, every nested ``def embed`` of one factory has one id
+    whatever model it closes over, and every sentence-transformers model's bound
+    ``encode`` has the same one. The model check (:meth:`VectorIndex._verify
+    <brainmem.vectors.VectorIndex._verify>`) refuses a second model under an id whose
+    vectors a first one made (an :class:`EmbedderError`: no vector is written, searches go
+    lexical), so two models are never ranked together, but the second gets no vectors
+    until it has an id of its own.
     """
 
     def __init__(self, fn: Callable[..., Any], model_id: str | None = None, *,

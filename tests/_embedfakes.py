@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import re
 import time
+import zlib
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
@@ -58,6 +59,34 @@ class ConceptEmbedder:
         elif self.mode == "wrong_count":
             v = v[:-1] if len(v) > 1 else np.concatenate([v, v])
         return v
+
+
+class ProjectionEmbedder:
+    """A model of its own per ``seed``: each word (crc32 into 512 slots) adds a row of a
+    seeded random projection. Two seeds are two unrelated models of one dimension, as
+    MiniLM and bge-small (both 384-d) are. Counts its calls and keeps the texts."""
+
+    def __init__(self, seed: int, model_id: str = "shared", dim: int = 64) -> None:
+        self.model_id = model_id
+        self.dimension: int | None = dim
+        self.batch_size = 64
+        self.rows = np.random.default_rng(seed).standard_normal((513, dim)).astype(np.float32)
+        self.calls = 0
+        self.texts: list[str] = []
+        self.fail = False
+
+    def embed(self, texts: list[str], kind: str = "passage") -> np.ndarray:
+        from brainmem.embed import EmbedderError
+
+        self.calls += 1
+        if self.fail:
+            raise EmbedderError("provider down")
+        self.texts.extend(texts)
+        out = np.tile(self.rows[512], (len(texts), 1))  # a bias row: never all-zero
+        for i, text in enumerate(texts):
+            for word in re.findall(r"[a-z]+", text.lower()):
+                out[i] += self.rows[zlib.crc32(word.encode()) % 512]
+        return out
 
 
 class _Handler(JSONHandler):
