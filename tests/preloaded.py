@@ -191,6 +191,10 @@ if __name__ == "__main__":
 
     with contextlib.suppress(ImportError):  # the client of BRAINMEM_EMBEDDER=openai:... and the LLM
         import openai  # noqa: F401
+    with contextlib.suppress(ImportError):  # serve --http
+        import mcp.server.streamable_http_manager  # noqa: F401
+        import starlette.applications  # noqa: F401
+        import uvicorn  # noqa: F401
 
     _serve(sys.argv[1])
     os._exit(0)  # nothing to flush or close: skip tearing down the SDK's modules
