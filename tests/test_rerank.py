@@ -186,12 +186,12 @@ def test_scores_are_checked_as_numbers() -> None:
             checked(bad, 2, "m")
 
 
-@pytest.mark.slow  # a real model over 10 synthetic questions
+@pytest.mark.slow  # a real model over 4 synthetic questions
 def test_bench_recall_with_a_reranker_adds_the_reranked_system(tmp_path, capsys) -> None:
     from brainmem.cli import main
 
     out = tmp_path / "r.json"
-    assert main(["bench", "recall", "--limit", "10", "--quiet", "--reranker", f"onnx:{model_files()}",
+    assert main(["bench", "recall", "--limit", "4", "--quiet", "--reranker", f"onnx:{model_files()}",
                  "--json", str(out)]) == 0
     header = [line for line in capsys.readouterr().out.splitlines() if "metric" in line][0]
     assert header.split()[-1] == "reranked"
