@@ -47,14 +47,18 @@ sys.exit(code)
 
 
 class Preloaded:
-    """This file as a script, listening on a socket in a private temporary folder."""
+    """This file as a script, listening on a socket in a private temporary folder. Where
+    processes cannot be forked (Windows), :meth:`command` is a new interpreter's."""
 
     def __init__(self) -> None:
+        self.proc: subprocess.Popen[bytes] | None = None
         if not hasattr(os, "fork") or not hasattr(socket, "send_fds"):
-            import pytest
-
-            pytest.skip("needs os.fork and socket.send_fds (tests/preloaded.py)")
-        self._dir = tempfile.TemporaryDirectory(prefix="brainmem-preloaded-")
+            return
+        # a socket's path has ~100 bytes at most: a long TMPDIR gives way to /tmp
+        base = tempfile.gettempdir()
+        if len(base) > 60 and os.path.isdir("/tmp"):
+            base = "/tmp"
+        self._dir = tempfile.TemporaryDirectory(prefix="brainmem-preloaded-", dir=base)
         self.socket = os.path.join(self._dir.name, "s")
         self.proc = subprocess.Popen([sys.executable, str(HERE), self.socket], cwd=ROOT,
                                      stdin=subprocess.PIPE, stdout=subprocess.PIPE)
@@ -64,9 +68,13 @@ class Preloaded:
 
     def command(self, *args: str) -> list[str]:
         """``python -m brainmem ARGS``, forked from this interpreter."""
+        if self.proc is None:
+            return [sys.executable, "-m", "brainmem", *args]
         return [sys.executable, "-I", "-S", "-c", LAUNCH, self.socket, *args]
 
     def close(self) -> None:
+        if self.proc is None:
+            return
         assert self.proc.stdin is not None
         self.proc.stdin.close()  # it stops listening; processes it forked run on
         try:
