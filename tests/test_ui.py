@@ -650,7 +650,7 @@ def test_brain_locked_by_a_writer_is_503_not_a_hang(built: Any, clock: Any) -> N
     import apsw
 
     path, ids = built
-    ui = client(path, clock, write=True, busy_timeout=0.2)
+    ui = client(path, clock, write=True, busy_timeout=0.05)
     holder = apsw.Connection(str(path))
     holder.execute("BEGIN IMMEDIATE")
     holder.execute("UPDATE meta SET value = value")
