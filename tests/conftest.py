@@ -122,6 +122,18 @@ def minilm() -> Any:
     return OnnxEmbedder(model, tok, threads=1)
 
 
+@pytest.fixture(scope="session")
+def preloaded() -> Iterator[Any]:
+    """``python -m brainmem`` forked from an interpreter that imported the CLI and the MCP
+    SDK once per worker (tests/preloaded.py), for the MCP server tests: each server started
+    an interpreter and imported the SDK (~1 s of CPU)."""
+    from preloaded import Preloaded
+
+    server = Preloaded()
+    yield server
+    server.close()
+
+
 #: modules holding the longest tests (pytest --durations), started first so that under
 #: ``-n 2`` the short tests fill the end instead of one worker finishing a 10 s test
 #: alone. Order only: a module missing here just runs in its usual place.

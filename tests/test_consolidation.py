@@ -737,14 +737,21 @@ def test_readonly_brain_cannot_reflect(tmp_path: Path) -> None:
 
 
 CHILD = textwrap.dedent("""
-    import json, sys, time
+    import json, sys
     from brainmem import Brain
     path = sys.argv[1]
     with Brain(path, clock=lambda: 1767225600.0) as brain:
         print("ready", flush=True)
         sys.stdin.readline()  # the parent says go once both children are ready
-        slow = lambda step, done, total: time.sleep(1.0) if step == "prune" else None
-        print(json.dumps(brain.reflect(progress=slow).to_dict()))
+        held = []
+
+        def hold(step, done, total):  # the lease holder waits in prune until the other is done
+            if step == "prune" and not held:
+                held.append(step)
+                print("holding", flush=True)
+                sys.stdin.readline()
+
+        print(json.dumps(brain.reflect(progress=hold).to_dict()))
 """)
 
 
@@ -765,9 +772,17 @@ def test_two_processes_reflect_at_once(tmp_path: Path) -> None:
         assert p.stdin is not None
         p.stdin.write("go\n")
         p.stdin.flush()
+    # each says a line: the one holding the lease that it holds it (it waits in prune),
+    # the other its report (was: the holder slept 1 s in prune and the other raced it)
+    first = [p.stdout.readline() for p in procs if p.stdout is not None]
+    assert sorted(line == "holding\n" for line in first) == [False, True], first
     reports = []
-    for p in procs:
-        out, err = p.communicate(timeout=60)
+    for p, line in zip(procs, first):
+        if line == "holding\n":  # the other has finished: the holder may go on
+            out, err = p.communicate("finish\n", timeout=60)
+        else:
+            out, err = line + p.stdout.read(), p.stderr.read() if p.stderr else ""
+            p.wait(timeout=60)
         assert p.returncode == 0, err
         reports.append(json.loads(out))
     assert sorted(r["status"] for r in reports) == ["ok", "skipped"]

@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import clirun
@@ -22,8 +20,6 @@ from brainmem.bench.folds import (
 )
 from brainmem.bench.recall import load_dataset
 from brainmem.policy import Policy
-
-ROOT = Path(__file__).resolve().parents[1]  # so `python -m brainmem` imports this checkout
 
 
 def _turn(dia: str, speaker: str, text: str) -> dict:
@@ -149,18 +145,16 @@ def test_run_crossval_report(locomo_file: Path) -> None:
 
 @pytest.mark.slow  # over 0.3 s: a subprocess, a property search or a real dataset
 def test_cli_folds_through_the_entry_point(locomo_file: Path, tmp_path: Path) -> None:
+    # the entry point in this process (tests/clirun.py), not an interpreter start-up and
+    # import of the bench (~1 s): test_cli_bench runs bench recall as a real process
     out = tmp_path / "cv.json"
-    run = subprocess.run(
-        [sys.executable, "-m", "brainmem", "bench", "recall", "--dataset", "locomo", "--data", str(locomo_file),
-         "--folds", "2", "--quiet", "--json", str(out)],
-        capture_output=True, text=True, timeout=120, cwd=ROOT,
-    )
+    run = clirun.run("bench", "recall", "--dataset", "locomo", "--data", str(locomo_file),
+                     "--folds", "2", "--quiet", "--json", str(out))
     assert run.returncode == 0, run.stderr
     assert "cross-validation: locomo, 2 folds" in run.stdout and "ablation" in run.stdout
     report = json.loads(out.read_text())
     assert {a["field"] for a in report["ablation"]} == {k.field for k in GRID}
-    # a refused value: the entry point in this process (tests/clirun.py), not a second
-    # interpreter start-up and import of the bench; the exit code and stderr are the same
+    # a refused value: the exit code and stderr are those of a real process
     bad = clirun.run("bench", "recall", "--dataset", "locomo", "--data", str(locomo_file),
                      "--folds", "1", "--quiet")
     assert bad.returncode == 2 and bad.stderr.startswith("brainmem: error:") and "folds" in bad.stderr

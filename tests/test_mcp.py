@@ -1,5 +1,8 @@
 """The MCP server through a real MCP client session (official SDK, stdio subprocess).
 
+The first test starts ``python -m brainmem serve`` as a new interpreter; the others fork
+the same command from one that imported the CLI and the SDK once (tests/preloaded.py).
+
 Runs with whichever ``mcp`` is installed; CI runs it with the newest release and again
 with the oldest that ``pyproject.toml`` allows (1.22.0), whose objects spell their
 fields in camelCase (``isError``) where 2.x uses snake_case (``is_error``).
@@ -24,6 +27,7 @@ if importlib.util.find_spec("mcp") is None:
     pytest.skip("could not import 'mcp'", allow_module_level=True)
 
 import anyio  # noqa: E402
+from preloaded import Preloaded  # noqa: E402
 
 from brainmem import Brain  # noqa: E402
 
@@ -34,14 +38,26 @@ CORE = ["memory_add", "memory_update", "memory_delete", "memory_merge", "memory_
         "memory_reflect"]
 
 
-async def session_run(path: Path, calls: list[tuple[str, dict[str, Any]]], *flags: str,
-                      env: dict[str, str] | None = None) -> tuple[list[Any], list[Any]]:
-    from mcp import ClientSession
-    from mcp.client.stdio import StdioServerParameters, stdio_client
+def server_params(path: Path, *flags: str, env: dict[str, str] | None = None,
+                  preloaded: Preloaded | None = None) -> Any:
+    """``brainmem --brain PATH serve FLAGS`` for the SDK's stdio client: a new interpreter,
+    or forked from ``preloaded`` (tests/preloaded.py: the same ``python -m brainmem`` without
+    the ~1 s of start-up and SDK imports)."""
+    from mcp.client.stdio import StdioServerParameters
 
-    params = StdioServerParameters(command=sys.executable,
-                                   args=["-m", "brainmem", "--brain", str(path), "serve", *flags],
-                                   env=None if env is None else {**os.environ, **env})
+    argv = ["--brain", str(path), "serve", *flags]
+    command = preloaded.command(*argv) if preloaded is not None else [sys.executable, "-m", "brainmem", *argv]
+    return StdioServerParameters(command=command[0], args=command[1:],
+                                 env=None if env is None else {**os.environ, **env})
+
+
+async def session_run(path: Path, calls: list[tuple[str, dict[str, Any]]], *flags: str,
+                      env: dict[str, str] | None = None,
+                      preloaded: Preloaded | None = None) -> tuple[list[Any], list[Any]]:
+    from mcp import ClientSession
+    from mcp.client.stdio import stdio_client
+
+    params = server_params(path, *flags, env=env, preloaded=preloaded)
     with open(path.with_suffix(".stderr"), "w") as errlog:
         logging = {"errlog": errlog} if "errlog" in inspect.signature(stdio_client).parameters else {}
         async with stdio_client(params, **logging) as (read, write):
@@ -100,16 +116,16 @@ def test_mcp_lists_adds_searches_and_reflects(tmp_path: Path) -> None:
         assert brain.get(trace_id).content == "User prefers dark mode"
 
 
-def test_mcp_context_and_extras(tmp_path: Path) -> None:
+def test_mcp_context_and_extras(tmp_path: Path, preloaded: Preloaded) -> None:
     path = tmp_path / "scoped.brain"
     with Brain(str(path)) as brain:
         other = brain.add("carol's note", scope="user", scope_id="carol").id
-    tools, results = anyio.run(session_run, path, [
+    tools, results = anyio.run(lambda: session_run(path, [
         ("memory_add", {"content": "dave's note"}),
         ("memory_search", {"query": "note"}),
         ("memory_delete", {"id": other}),
         ("memory_list", {}),
-    ], "--context", "user_id=dave", "--extra", "memory_list")
+    ], "--context", "user_id=dave", "--extra", "memory_list", preloaded=preloaded))
     names = [t.name for t in tools]
     assert names == [*CORE, "memory_list"]
     add_schema = next(field(t, "input_schema") for t in tools if t.name == "memory_add")
@@ -123,7 +139,7 @@ def test_mcp_context_and_extras(tmp_path: Path) -> None:
         assert brain.get(other).live and brain.get(mine).scope_id == "dave"
 
 
-def test_mcp_server_runs_on_the_time_zone_stored_in_the_brain(tmp_path: Path) -> None:
+def test_mcp_server_runs_on_the_time_zone_stored_in_the_brain(tmp_path: Path, preloaded: Preloaded) -> None:
     # "yesterday" in the brain's stored time zone (Kiritimati, UTC+14), not in UTC: one trace
     # in each zone's yesterday only, placed by the real clock the server searches with
     import time
@@ -142,12 +158,13 @@ def test_mcp_server_runs_on_the_time_zone_stored_in_the_brain(tmp_path: Path) ->
         brain.add("baked bread", created_at=in_zone_only)
         brain.add("hiked the ridge", created_at=in_utc_only)
         brain.set_setting("time_zone", "Pacific/Kiritimati")
-    _, (found,) = anyio.run(session_run, path, [("memory_search", {"query": "what did I do yesterday"})])
+    _, (found,) = anyio.run(lambda: session_run(path, [("memory_search", {"query": "what did I do yesterday"})],
+                                                preloaded=preloaded))
     assert payload(found)["results"][0]["content"] == "baked bread"
 
 
 @pytest.mark.slow  # a real embedding model or a 3 s lock: seconds, not milliseconds
-def test_mcp_server_searches_by_meaning_from_its_environment(tmp_path: Path) -> None:
+def test_mcp_server_searches_by_meaning_from_its_environment(tmp_path: Path, preloaded: Preloaded) -> None:
     from _embedfakes import fake_server
 
     path = tmp_path / "meaning.brain"
@@ -160,7 +177,7 @@ def test_mcp_server_searches_by_meaning_from_its_environment(tmp_path: Path) -> 
         srv.mode, srv.modes = "500", ["ok", "ok", "ok"]  # then every request fails
         _, results = anyio.run(lambda: session_run(path, calls, env={
             "BRAINMEM_EMBEDDER": "openai:fake-embed", "BRAINMEM_EMBED_BASE_URL": srv.url,
-            "BRAINMEM_EMBED_TIMEOUT": "5"}))
+            "BRAINMEM_EMBED_TIMEOUT": "5"}, preloaded=preloaded))
     by_meaning, degraded = payload(results[2]), payload(results[3])
     assert [r["content"] for r in by_meaning["results"]][0] == "We adopted a kitten"
     assert "degraded" not in by_meaning
@@ -169,17 +186,16 @@ def test_mcp_server_searches_by_meaning_from_its_environment(tmp_path: Path) -> 
 
 
 @pytest.mark.parametrize("how", ["deleted", "replaced"])
-def test_mcp_refuses_calls_once_its_brain_file_is_gone(tmp_path: Path, how: str) -> None:
+def test_mcp_refuses_calls_once_its_brain_file_is_gone(tmp_path: Path, how: str, preloaded: Preloaded) -> None:
     """A brain file deleted (or replaced by another file) while the server ran: adds
     answered "stored" into the unlinked file and vanished when the server stopped. Every
     call is now a BrainFileError naming the file, and no new brain appears in its place."""
     from mcp import ClientSession
-    from mcp.client.stdio import StdioServerParameters, stdio_client
+    from mcp.client.stdio import stdio_client
 
     path = tmp_path / "gone.brain"
     Brain(str(path)).close()
-    params = StdioServerParameters(command=sys.executable,
-                                   args=["-m", "brainmem", "--brain", str(path), "serve"])
+    params = server_params(path, preloaded=preloaded)
 
     async def run() -> tuple[Any, Any, Any]:
         with open(tmp_path / "stderr", "w") as errlog:
@@ -213,19 +229,20 @@ def test_mcp_refuses_calls_once_its_brain_file_is_gone(tmp_path: Path, how: str)
             assert not brain.search("lost", reinforce=False)
 
 
-def test_mcp_does_not_list_observe_to_a_context_that_may_not_write_episodes(tmp_path: Path) -> None:
+def test_mcp_does_not_list_observe_to_a_context_that_may_not_write_episodes(tmp_path: Path,
+                                                                           preloaded: Preloaded) -> None:
     path = tmp_path / "facts.brain"
     Brain(str(path)).close()
-    tools, results = anyio.run(session_run, path, [
+    tools, results = anyio.run(lambda: session_run(path, [
         ("memory_observe", {"messages": [{"role": "user", "content": "hi there"}]}),
-    ], "--context", "user_id=dave", "--context", "allowed_types=semantic", "--extra", "all")
+    ], "--context", "user_id=dave", "--context", "allowed_types=semantic", "--extra", "all", preloaded=preloaded))
     names = [t.name for t in tools]
     assert "memory_observe" not in names and "memory_context" in names
     (refused,) = results
     assert field(refused, "is_error") and payload(refused)["error"]["type"] == "InvalidInput"
 
 
-def test_mcp_observe_extracts_facts_with_the_llm_from_its_environment(tmp_path: Path) -> None:
+def test_mcp_observe_extracts_facts_with_the_llm_from_its_environment(tmp_path: Path, preloaded: Preloaded) -> None:
     """BRAINMEM_LLM_* were ignored by `brainmem serve`: memory_observe ("with an LLM
     configured, durable facts ... are extracted") stored the turns and never a fact."""
     from openai_stub import stub_server
@@ -238,7 +255,8 @@ def test_mcp_observe_extracts_facts_with_the_llm_from_its_environment(tmp_path: 
     with stub_server(respond) as url:
         _, (observed,) = anyio.run(lambda: session_run(path, [
             ("memory_observe", {"messages": [{"role": "user", "content": "I keep bees on my roof"}]}),
-        ], "--extra", "all", env={"BRAINMEM_LLM_BASE_URL": url, "BRAINMEM_LLM_MODEL": "stub"}))
+        ], "--extra", "all", env={"BRAINMEM_LLM_BASE_URL": url, "BRAINMEM_LLM_MODEL": "stub"},
+            preloaded=preloaded))
     report = payload(observed)
     assert report["extraction"]["ok"] is True and len(report["facts"]) == 1
     with Brain(str(path)) as brain:

@@ -112,15 +112,15 @@ async def _session(url: str, calls: list[tuple[str, dict[str, Any]]]) -> tuple[l
     return names, results
 
 
-def test_serve_http_with_the_sdk_client(tmp_path: Path) -> None:
+def test_serve_http_with_the_sdk_client(tmp_path: Path, preloaded: Any) -> None:
     path = tmp_path / "http.brain"
     with Brain(str(path)) as brain:  # long traces: 20 of them make a result of over 2 MB
         brain.add_many([{"content": f"hive log {i}: " + "the frames were heavy with honey " * 1800}
                         for i in range(20)])
     # port 0: the system picks a free one, and the server says which (it said nothing, so
-    # with port 0 nobody could reach it)
-    proc = subprocess.Popen([sys.executable, "-m", "brainmem", "--brain", str(path), "serve",
-                             "--http", "127.0.0.1:0", "--extra", "all"],
+    # with port 0 nobody could reach it). python -m brainmem forked from an interpreter that
+    # imported the SDK once (tests/preloaded.py); the Ctrl-C test below starts a new one
+    proc = subprocess.Popen(preloaded.command("--brain", str(path), "serve", "--http", "127.0.0.1:0", "--extra", "all"),
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         line = _first_line(proc)

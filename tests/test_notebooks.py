@@ -8,6 +8,7 @@ whatever a system-wide kernelspec points at. Cells are found by their cell id.
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import sys
@@ -16,9 +17,11 @@ from typing import Any
 
 import pytest
 
-nbformat = pytest.importorskip("nbformat")
-nbclient = pytest.importorskip("nbclient")
-pytest.importorskip("ipykernel")
+# found, not imported: nbclient, nbformat and ipykernel (~0.2 s) are imported by the worker
+# that runs these tests, not by every xdist worker at collection
+for _name in ("nbformat", "nbclient", "ipykernel"):
+    if importlib.util.find_spec(_name) is None:
+        pytest.skip(f"could not import '{_name}'", allow_module_level=True)
 
 pytestmark = pytest.mark.slow  # each notebook runs in a real Jupyter kernel
 
@@ -53,6 +56,8 @@ def kernel_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 
 def execute(name: str, workdir: Path) -> dict[str, list[dict[str, Any]]]:
     """Run notebook ``name`` in ``workdir``; return each code cell's outputs by cell id."""
+    import nbclient
+    import nbformat
     from jupyter_client.kernelspec import KernelSpecManager
 
     spec = KernelSpecManager().get_kernel_spec("python3")
@@ -89,6 +94,8 @@ def images_of(outputs: list[dict[str, Any]]) -> list[str]:
 
 @pytest.mark.parametrize("name", ["quickstart.ipynb", "recall_benchmark.ipynb", "agent_loop.ipynb"])
 def test_committed_notebook_is_valid_and_stripped(name: str) -> None:
+    import nbformat
+
     nb = nbformat.read(NOTEBOOKS / name, as_version=4)
     nbformat.validate(nb)
     code = [c for c in nb.cells if c.cell_type == "code"]

@@ -186,12 +186,12 @@ def test_scores_are_checked_as_numbers() -> None:
             checked(bad, 2, "m")
 
 
-@pytest.mark.slow  # a real model over 10 synthetic questions
+@pytest.mark.slow  # a real model over 4 synthetic questions
 def test_bench_recall_with_a_reranker_adds_the_reranked_system(tmp_path, capsys) -> None:
     from brainmem.cli import main
 
     out = tmp_path / "r.json"
-    assert main(["bench", "recall", "--limit", "10", "--quiet", "--reranker", f"onnx:{model_files()}",
+    assert main(["bench", "recall", "--limit", "4", "--quiet", "--reranker", f"onnx:{model_files()}",
                  "--json", str(out)]) == 0
     header = [line for line in capsys.readouterr().out.splitlines() if "metric" in line][0]
     assert header.split()[-1] == "reranked"
@@ -202,14 +202,15 @@ def test_bench_recall_with_a_reranker_adds_the_reranked_system(tmp_path, capsys)
 
 
 @pytest.mark.slow  # a real model behind a real MCP client and server
-def test_the_mcp_server_reranks_from_its_environment(tmp_path) -> None:
+def test_the_mcp_server_reranks_from_its_environment(tmp_path, preloaded) -> None:
     anyio = pytest.importorskip("anyio")
     pytest.importorskip("mcp")
     from test_mcp import payload, session_run
 
     calls = [("memory_add", {"content": text}) for text in DOGS] + [("memory_search", {"query": QUESTION})]
     _, results = anyio.run(lambda: session_run(tmp_path / "mcp.brain", calls,
-                                               env={"BRAINMEM_RERANKER": f"onnx:{model_files()}"}))
+                                               env={"BRAINMEM_RERANKER": f"onnx:{model_files()}"},
+                                               preloaded=preloaded))
     found = payload(results[-1])
     assert [r["content"] for r in found["results"]][0] == DOGS[1] and "degraded" not in found
 

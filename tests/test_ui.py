@@ -29,6 +29,7 @@ from conftest import FakeClock  # noqa: E402
 from starlette.testclient import TestClient  # noqa: E402
 from ui_brain import XSS, build, start_ui  # noqa: E402
 
+import brainmem.ui  # noqa: E402
 from brainmem import Brain  # noqa: E402
 from brainmem.ui import create_app  # noqa: E402
 
@@ -649,7 +650,7 @@ def test_brain_locked_by_a_writer_is_503_not_a_hang(built: Any, clock: Any) -> N
     import apsw
 
     path, ids = built
-    ui = client(path, clock, write=True, busy_timeout=0.2)
+    ui = client(path, clock, write=True, busy_timeout=0.05)
     holder = apsw.Connection(str(path))
     holder.execute("BEGIN IMMEDIATE")
     holder.execute("UPDATE meta SET value = value")
@@ -670,14 +671,22 @@ def test_brain_locked_by_a_writer_is_503_not_a_hang(built: Any, clock: Any) -> N
 
 def test_cli_reports_a_brain_held_exclusively(built: Any) -> None:
     import apsw
+    import uvicorn
 
     path, _ = built
     holder = apsw.Connection(str(path))
     holder.execute("PRAGMA locking_mode=EXCLUSIVE")
     holder.execute("BEGIN EXCLUSIVE")
     holder.execute("UPDATE meta SET value = value")
-    try:
-        r = run_cli("ui", "--brain", str(path), "--port", "0")
+    def served(self: Any, sockets: Any = None) -> None:
+        raise AssertionError("the command went on to serve")
+
+    try:  # in this process, waiting 0.2 s for the lock instead of 2 s (a subprocess waited
+        # its start-up and the whole busy timeout); serving instead of refusing fails at once
+        with pytest.MonkeyPatch.context() as patch:
+            patch.setitem(brainmem.ui.serve.__kwdefaults__, "busy_timeout", 0.2)
+            patch.setattr(uvicorn.Server, "run", served)
+            r = clirun.run("ui", "--brain", str(path), "--port", "0")
     finally:
         holder.execute("ROLLBACK")
         holder.close()
@@ -981,11 +990,6 @@ def test_the_token_link_lands_on_the_page_it_names(built: Any, clock: Any, tmp_p
 
 
 # --- the command ---------------------------------------------------------------------------
-
-
-def run_cli(*args: str, timeout: float = 30) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "brainmem", *args], capture_output=True, text=True,
-                          timeout=timeout)
 
 
 def refused(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
