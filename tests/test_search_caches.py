@@ -130,3 +130,52 @@ def test_another_connections_reinforcing_search_does_not_reload_the_vectors(brai
     after = _ranking(b, "a pet cat")
     assert reads == []
     assert after == _ranking(brain_factory(embedder=concept_vectors), "a pet cat")
+
+
+def _conversation(make: Callable[..., Brain]) -> tuple[Brain, list[str]]:
+    brain = make()
+    ids = [t.id for t in brain.add_many([
+        {"content": "What are your pets' names?", "episode": "chat"},
+        {"content": "Luna and Oliver!", "episode": "chat"},
+        {"content": "Both are tabby cats", "episode": "chat"},
+        {"content": "my pets eat twice a day", "episode": "other"},
+        {"content": "we walked to the lake", "episode": "other"},
+    ])]
+    return brain, ids
+
+
+def _edge_reads(brain: Brain) -> list[str]:
+    ran: list[str] = []
+    brain._store.db.exec_trace = lambda _c, sql, _b: ran.append(sql) or True
+    try:
+        brain.search("pets names", reinforce=False)
+    finally:
+        brain._store.db.exec_trace = None
+    return [s for s in ran if "episode_next" in s]
+
+
+def test_a_search_again_reads_no_episode_edges_and_a_reinforcing_one_keeps_them(brain_factory) -> None:
+    # Before: each search read its candidates' conversation edges again (~0.1 ms of a
+    # LongMemEval haystack search), though nothing but a write changes them.
+    brain, _ = _conversation(brain_factory)
+    assert _edge_reads(brain)
+    assert _edge_reads(brain) == []
+    brain.search("pets names")  # records its recalls: no edge, no liveness changes
+    assert _edge_reads(brain) == []
+    brain.add("a new note about pets", episode="chat")
+    assert _edge_reads(brain)
+
+
+def test_remembered_episode_edges_follow_deletes_by_this_and_another_connection(brain_factory) -> None:
+    brain, ids = _conversation(brain_factory)
+    other = brain_factory()
+    assert "Luna and Oliver!" in [h.trace.content for h in brain.search("pets names", reinforce=False)]
+    other.delete(ids[1])  # the answer the question carried relevance to
+    after = _ranking(brain, "pets names")
+    assert ids[1] not in dict(after)
+    assert after == _ranking(brain_factory(), "pets names")
+    brain.restore(ids[1])
+    brain.delete(ids[2])
+    after = _ranking(brain, "pets names")
+    assert ids[1] in dict(after) and ids[2] not in dict(after)
+    assert after == _ranking(brain_factory(), "pets names")
