@@ -11,8 +11,8 @@ from typing import Any
 
 import apsw
 import apsw.fts5
-import apsw.fts5query as fq
 
+from .query import all_of, quote
 from .store_base import Database, padded, translate_errors
 from .store_filters import Filters
 
@@ -184,7 +184,7 @@ class IndexTables(Database):
                 if len(piece) >= 3:
                     sql = ("SELECT rowid FROM traces_trigram WHERE traces_trigram MATCH ? "
                            "ORDER BY rowid DESC LIMIT ?")
-                    arg = fq.to_query_string(fq.PHRASE(piece))
+                    arg = quote(piece)
                 else:
                     # Newest first, a common piece stops after ``budget`` matches; a rare
                     # one still reads every indexed trace (no index holds pieces this short).
@@ -215,7 +215,7 @@ class IndexTables(Database):
             return [rid for (rid,) in self.db.execute(
                 f"SELECT t.rid FROM {_TRIGRAM_INDEXED} WHERE {holds} ORDER BY d.id DESC LIMIT ?",
                 (*like, limit))]
-        every = fq.to_query_string(fq.AND([fq.PHRASE(p) for p in long]))
+        every = all_of(long)
         return [rid for (rid,) in self.db.execute(
             "SELECT f.rowid FROM traces_trigram f CROSS JOIN traces t ON t.rid = f.rowid "
             f"WHERE traces_trigram MATCH ? AND {holds} ORDER BY f.rowid DESC LIMIT ?",

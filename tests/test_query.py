@@ -207,3 +207,18 @@ def test_a_decomposed_query_still_finds_its_decomposed_word(file_brain: Brain, w
     query = unicodedata.normalize("NFD", word)
     assert [h.trace.id for h in file_brain.search(query, reinforce=False)] == [trace.id]
     assert file_brain.search(f'"{query}"', reinforce=False)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.text(max_size=12), min_size=1, max_size=6))
+def test_expressions_built_as_text_are_apsws(words: list[str]) -> None:
+    # issue 14: a search built its FTS5 expressions ~15 times with apsw's node classes and
+    # to_query_string, whose quote tests each character in Python; the text is the same
+    import apsw.fts5query as fq
+
+    from brainmem.query import all_of, any_of, quote
+
+    phrases = [fq.PHRASE(w) for w in words]
+    assert [quote(w) for w in words] == [fq.quote(w) for w in words]
+    assert any_of(words) == fq.to_query_string(fq.OR(phrases) if len(phrases) > 1 else phrases[0])
+    assert all_of(words) == fq.to_query_string(fq.AND(phrases) if len(phrases) > 1 else phrases[0])
