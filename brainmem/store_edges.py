@@ -10,19 +10,9 @@ from collections.abc import Iterator, Sequence
 
 from .store_base import Database, in_chunks, padded
 
-#: What :meth:`EdgeTables.episode_edges` knows of a trace it has not read.
-_UNKNOWN: list[list[tuple[str, float]] | None] = [None, None]
-
-
-def _forward_ends(known: dict[str, list[list[tuple[str, float]] | None]],
-                  ids: Sequence[str]) -> list[str]:
-    """The traces a hop-1 edge from one of ``ids`` leads to (hop 2 leaves them forward),
-    each once: the ends of the ids' forward edges, and the ids an edge leads into from
-    another of them."""
-    inside = set(ids)
-    ends = [dst for i in ids for dst, _ in known.get(i, _UNKNOWN)[0] or ()]
-    ends += [i for i in ids if any(src in inside for src, _ in known.get(i, _UNKNOWN)[1] or ())]
-    return list(dict.fromkeys(ends))
+#: Per connection (:meth:`EdgeTables.episode_edges`): each trace's ``episode_next`` edges
+#: to live traces as [(dst, weight)], and from live traces as [(src, weight)], once read.
+_EpisodeEdges = tuple[dict[str, list[tuple[str, float]]], dict[str, list[tuple[str, float]]]]
 
 
 class EdgeTables(Database):
@@ -92,28 +82,31 @@ class EdgeTables(Database):
         if not ids:
             return [[] for _ in range(hops)]
         ids = list(dict.fromkeys(ids))
-        # trace id -> [its edges to live traces [(dst, weight)], its edges from live
-        # traces [(src, weight)]], either None until read
-        known: dict[str, list[list[tuple[str, float]] | None]] = self.cached("episode_edges", dict)
-        ends = None
-        if all((k := known.get(i)) is not None and k[0] is not None and k[1] is not None for i in ids):
-            ends = _forward_ends(known, ids) if hops > 1 else []
-            if any(known.get(d, _UNKNOWN)[0] is None for d in ends):
-                ends = None
-        if ends is None:
-            self._read_episode_edges(known, ids, hops)
-            ends = _forward_ends(known, ids) if hops > 1 else []
-        hop1 = [(i, dst, w) for i in ids for dst, w in known[i][0] or ()]
-        hop1 += [(src, i, w) for i in ids for src, w in known[i][1] or ()]
-        if hops < 2:
-            return [hop1]
-        return [hop1, [(i, dst, w) for i in ends for dst, w in known[i][0] or ()]]
+        known: _EpisodeEdges = self.cached("episode_edges", lambda: ({}, {}))
+        ahead, behind = known
+        try:
+            forward, backward = [ahead[i] for i in ids], [behind[i] for i in ids]
+            hop1 = [(i, dst, w) for i, edges in zip(ids, forward) for dst, w in edges]
+            hop1 += [(src, i, w) for i, edges in zip(ids, backward) for src, w in edges]
+            if hops < 2:
+                return [hop1]
+            # hop 2 leaves forward the ends of hop-1 edges from ids: the ids' forward
+            # edges' ends, and the ids an edge leads into from another of them
+            inside = set(ids)
+            ends = dict.fromkeys(dst for edges in forward for dst, _ in edges)
+            for i, edges in zip(ids, backward):
+                for src, _ in edges:
+                    if src in inside:
+                        ends[i] = None
+                        break
+            return [hop1, [(end, dst, w) for end in ends for dst, w in ahead[end]]]
+        except KeyError:  # not all read yet: one statement reads them all
+            return self._read_episode_edges(known, ids, hops)
 
-    def _read_episode_edges(self, known: dict[str, list[list[tuple[str, float]] | None]],
-                            ids: Sequence[str], hops: int) -> None:
-        """Read the edges :meth:`episode_edges` needs for ``ids`` into ``known``: each
-        id's both ways (hop 1) and, with ``hops=2``, the far ends' forward ones, in one
-        statement."""
+    def _read_episode_edges(self, known: _EpisodeEdges, ids: list[str],
+                            hops: int) -> list[list[tuple[str, str, float]]]:
+        """:meth:`episode_edges` read in one statement, and remembered in ``known``:
+        each id's edges both ways and, with ``hops=2``, the far ends' forward ones."""
         marks = ", ".join(f"?{i + 1}" for i in range(len(padded(ids))))
         hop1 = (
             f"SELECT e.src, e.dst, e.weight, 0 AS way FROM edges e JOIN traces t ON t.id = e.dst "
@@ -121,33 +114,39 @@ class EdgeTables(Database):
             f"UNION ALL SELECT e.src, e.dst, e.weight, 1 FROM edges e JOIN traces t ON t.id = e.src "
             f"WHERE e.dst IN ({marks}) AND e.kind = 'episode_next' AND t.deleted_at IS NULL"
         )
-        if hops < 2:
-            sql = hop1
-        else:
-            # hop 1 materialized once: 13 % less for 20 ids
-            sql = (
-                f"WITH hop1 AS MATERIALIZED ({hop1}) SELECT src, dst, weight, way FROM hop1 UNION ALL "
-                f"SELECT e.src, e.dst, e.weight, 2 FROM edges e JOIN traces t ON t.id = e.dst "
-                f"WHERE e.src IN (SELECT dst FROM hop1 WHERE src IN ({marks})) "
-                f"AND e.kind = 'episode_next' AND t.deleted_at IS NULL"
-            )
-        if len(known) > 100_000:  # bounded, however many traces a brain has
-            known.clear()
-        rows = list(self.execute(sql, padded(ids)))
+        # UNION ALL, hop 1 materialized once: 13 % less for 20 ids (an edge between two
+        # of them comes twice, which carrying relevance, a maximum, does not mind)
+        sql = hop1 if hops < 2 else (
+            f"WITH hop1 AS MATERIALIZED ({hop1}) SELECT src, dst, weight, way FROM hop1 UNION ALL "
+            f"SELECT e.src, e.dst, e.weight, 2 FROM edges e JOIN traces t ON t.id = e.dst "
+            f"WHERE e.src IN (SELECT dst FROM hop1 WHERE src IN ({marks})) "
+            f"AND e.kind = 'episode_next' AND t.deleted_at IS NULL"
+        )
+        ahead, behind = known
+        if len(ahead) > 100_000:  # bounded, however many traces a brain has
+            ahead.clear()
+            behind.clear()
         inside = set(ids)
-        ahead: dict[str, list[tuple[str, float]]] = {i: [] for i in ids}
-        behind: dict[str, list[tuple[str, float]]] = {i: [] for i in ids}
-        if hops > 1:  # hop 2 read every forward edge of these far ends
-            ahead.update((dst, []) for src, dst, _, way in rows if way != 2 and src in inside and dst not in ahead)
-        for src, dst, weight, way in rows:
-            if way == 1:
-                behind[dst].append((src, weight))
-            elif way == 0 or src not in inside:  # an id's own come as hop 1 (way 0) too
-                ahead[src].append((dst, weight))
-        for i, edges in ahead.items():
-            known.setdefault(i, [None, None])[0] = edges
-        for i, edges in behind.items():
-            known.setdefault(i, [None, None])[1] = edges
+        forward: dict[str, list[tuple[str, float]]] = {i: [] for i in ids}
+        backward: dict[str, list[tuple[str, float]]] = {i: [] for i in ids}
+        far: dict[str, list[tuple[str, float]]] = {}  # hop 2: all the forward edges of its ends
+        out: list[list[tuple[str, str, float]]] = [[], []]
+        for src, dst, weight, way in self.execute(sql, padded(ids)):
+            if way == 2:
+                out[1].append((src, dst, weight))
+                far.setdefault(src, []).append((dst, weight))
+                continue
+            out[0].append((src, dst, weight))
+            if way:
+                backward[dst].append((src, weight))
+            else:
+                forward[src].append((dst, weight))
+            if hops > 1 and src in inside:  # an end hop 2 leaves
+                far.setdefault(dst, [])
+        ahead.update(far)
+        ahead.update(forward)
+        behind.update(backward)
+        return out[:hops]
 
     def take_edges(self, ids: Sequence[str]) -> list[tuple[str, str, str, float]]:
         """Delete and return every edge of ``ids`` except ``supersedes`` (lineage stays)."""

@@ -7,6 +7,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from brainmem import Brain, Policy
+from brainmem.store import Filters
 
 
 def _ranking(brain: Brain, query: str) -> list[tuple[str, float]]:
@@ -179,3 +180,34 @@ def test_remembered_episode_edges_follow_deletes_by_this_and_another_connection(
     after = _ranking(brain, "pets names")
     assert ids[1] in dict(after) and ids[2] not in dict(after)
     assert after == _ranking(brain_factory(), "pets names")
+
+
+def test_remembered_episode_edges_are_the_statements_edges_cold_or_warm(brain_factory) -> None:
+    # every id set asked twice (read, then remembered) and in other orders: the same
+    # edges as read from the table, liveness of the far ends included
+    import random
+
+    brain = brain_factory()
+    ids = [t.id for t in brain.add_many([{"content": f"turn {n} of chat {n % 3}", "episode": f"e{n % 3}"}
+                                         for n in range(24)])]
+    for gone in ids[4:24:5]:
+        brain.delete(gone)
+    store, rng = brain._store, random.Random(3)
+    live = {t.id for t in store.select(Filters())}
+    table = [(s, d, w) for s, d, _k, w in store.execute(
+        "SELECT src, dst, kind, weight FROM edges WHERE kind = 'episode_next'")]
+
+    def expected(asked: list[str]) -> list[list[tuple[str, str, float]]]:
+        hop1 = [e for e in table if e[0] in asked and e[1] in live]
+        hop1 += [e for e in table if e[1] in asked and e[0] in live]
+        ends = {e[1] for e in hop1 if e[0] in asked}
+        return [sorted(hop1), sorted(e for e in table if e[0] in ends and e[1] in live)]
+
+    for _ in range(30):
+        asked = rng.sample(ids, rng.randint(1, 10))
+        for _twice in range(2):
+            with store.read():
+                got = store.episode_edges(asked, hops=2)
+                one = store.episode_edges(list(reversed(asked)))
+            assert [sorted(h) for h in got] == expected(asked)
+            assert sorted(one[0]) == expected(asked)[0]
