@@ -207,7 +207,8 @@ def _exact(store: Store, expression: str, filters: Filters, size: int, weights: 
         rows_read = store.search_keyed(expression, filters, size, weights)
         known.update((rid, trace) for rid, trace, _ in rows_read)
         return [(trace, bm25) for _, trace, bm25 in rows_read]
-    ranked = store.search_rids(expression, filters, size, weights)
+    # unfiltered when the filters do not narrow: _traces reads the rows with them
+    ranked = store.search_rids(expression, filters, size, weights, filtered=False)
     _traces(store, [rid for rid, _ in ranked], filters, memo)  # reads the rows not yet read
     return [(trace, bm25) for rid, bm25 in ranked if (trace := known.get(rid)) is not None]
 
