@@ -285,6 +285,10 @@ class Store(IndexTables, EdgeTables, LogTables, InspectTables, VectorTables, Mai
     def search_keyed(self, expression: str, filters: Filters, limit: int,
                      weights: Sequence[float]) -> list[tuple[int, Trace, float]]:
         """:meth:`search` as (rid, trace, bm25)."""
+        if not filters.narrows:  # FTS5's winners, then their rows (see search_counted)
+            ranked = self._ranked(expression, filters, limit, weights, False, filtered=False)
+            traces = self.traces_by_rid_keyed([r[0] for r in ranked], filters)
+            return [(r[0], traces[r[0]], -r[-1]) for r in ranked if r[0] in traces]
         return [(r[0], row_to_trace(r[1:-2]), -r[-1])
                 for r in self._ranked(expression, filters, limit, weights, True)]
 
@@ -304,7 +308,18 @@ class Store(IndexTables, EdgeTables, LogTables, InspectTables, VectorTables, Mai
         """:meth:`search_keyed` (the trace None without ``rows``) with how often each
         phrase of ``expression`` occurs in each match's content
         (:func:`~brainmem.store_base.content_counts`); and True when these are all the
-        matches passing ``filters`` (FTS5 matched fewer than ``limit``, before them)."""
+        matches passing ``filters`` (FTS5 matched fewer than ``limit``, before them).
+
+        When the filters do not narrow, FTS5 ranks alone and the winners' rows are read
+        (with the filters) by a second statement: two plain statements cost ~150 µs
+        where one joining the winners to their rows cost ~185 (a LongMemEval haystack's
+        35 candidates; issue 14). A winner the filters refuse comes back with the trace
+        None."""
+        if not filters.narrows:
+            ranked = self._ranked(expression, filters, limit, weights, False, counts=True, filtered=False)
+            traces = self.traces_by_rid_keyed([r[0] for r in ranked], filters) if rows else {}
+            return [(r[0], traces.get(r[0]), -r[-1], r[-2]) for r in ranked
+                    if not rows or r[0] in traces], len(ranked) < limit
         found = self._ranked(expression, filters, limit, weights, rows, counts=True)
         out = [(r[0], row_to_trace(r[1:-2]) if rows else None, -r[-1], r[-2]) for r in found
                if r[0] is not None]
@@ -317,8 +332,8 @@ class Store(IndexTables, EdgeTables, LogTables, InspectTables, VectorTables, Mai
         columns = f"t.rid, {_SELECT}" if rows else "t.rid"
         # FTS5 calls an auxiliary function for every match, before the sort
         tally = "content_counts(traces_fts)" if counts else "NULL"
-        if not (filtered or rows or counts or filters.narrows):  # the winners the join would filter
-            sql = (f"SELECT rowid, bm25(traces_fts, {w}) AS rank FROM traces_fts "
+        if not (filtered or rows or filters.narrows):  # the winners the join would filter
+            sql = (f"SELECT rowid, {tally}, bm25(traces_fts, {w}) AS rank FROM traces_fts "
                    "WHERE traces_fts MATCH ? ORDER BY rank, rowid LIMIT ?")
             args: list[Any] = [expression, limit]
         elif filters.narrows:

@@ -269,5 +269,25 @@ def test_the_second_hops_ranking_is_fts5_alone_and_its_rows_are_still_filtered(b
     ids = [h.trace.id for h in hits]
     assert made["kiwi"] in ids  # found by the second hop
     assert made["gone"] not in ids and made["old"] not in ids  # expired, superseded: still filtered
-    second = [s for s in ran if s.startswith("SELECT rowid, bm25(traces_fts")]
+    second = [s for s in ran if s.startswith("SELECT rowid, NULL, bm25(traces_fts")]
     assert len(second) == 1 and "JOIN" not in second[0]
+
+
+def test_the_candidates_are_ranked_by_fts5_alone_then_read_with_the_filters(brain_factory, clock) -> None:
+    # issue 14: one statement joining FTS5's winners to their rows cost ~185 µs on a
+    # LongMemEval haystack, FTS5 alone and a read of the winners' rows ~150
+    brain = brain_factory()
+    made = _mentors(brain, clock.now)
+    clock.advance(120)  # "gone" expired: a winner of the ranking, refused by the filters
+    ran: list[str] = []
+    brain._store.db.exec_trace = lambda _c, sql, _b: ran.append(sql) or True
+    try:
+        hits = brain.search("Katarina kiwi", limit=20, reinforce=False)
+    finally:
+        brain._store.db.exec_trace = None
+    ids = [h.trace.id for h in hits]
+    assert made["kiwi"] in ids and made["gone"] not in ids and made["old"] not in ids
+    ranking = [s for s in ran if "bm25(traces_fts" in s]
+    assert ranking and all("JOIN" not in s for s in ranking)
+    narrowed = brain.search("Katarina kiwi", limit=20, reinforce=False, type="semantic")
+    assert [h.trace.id for h in narrowed if h.trace.type == "semantic"] == [h.trace.id for h in narrowed]
