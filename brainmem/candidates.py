@@ -46,8 +46,9 @@ import apsw
 
 from . import schema
 from .model import Trace
-from .query import CompiledQuery, QueryCompiler, all_of, any_of, quote
+from .query import CompiledQuery, QueryCompiler
 from .store import Filters, Store
+from .store_index import all_of, any_of, quote
 
 Candidates = list[tuple[Trace, float]]
 

@@ -20,7 +20,6 @@ Nothing a user types reaches SQLite unquoted. Text with no searchable word raise
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
 from dataclasses import dataclass
 
 import apsw
@@ -29,6 +28,7 @@ import apsw.fts5query as fq
 from . import scripts
 from .errors import QueryError
 from .scripts import composed
+from .store_index import any_of
 
 #: Columns of ``traces_fts`` a column filter may name.
 FTS_COLUMNS = ("content", "tags", "cue")
@@ -75,31 +75,6 @@ IRREGULAR_FORMS: dict[str, tuple[str, ...]] = {
 }
 
 # An explicit FTS5 operator or syntax character: only then is FTS5 syntax tried.
-#: A character for which FTS5 syntax needs a phrase quoted, as :func:`apsw.fts5query.quote`
-#: decides: an ASCII one but letters, digits and "_".
-_QUOTED = re.compile(r"[^0-9A-Za-z_\x80-\U0010ffff]")
-
-
-def quote(word: str) -> str:
-    """``word`` as one FTS5 phrase: :func:`apsw.fts5query.quote`, without its test of
-    each character in Python (a search quotes its words ~15 times; issue 14)."""
-    if not word:
-        return '""'
-    return '"' + word.replace('"', '""') + '"' if _QUOTED.search(word) else word
-
-
-def any_of(words: Sequence[str]) -> str:
-    """The FTS5 expression matching any of ``words`` as phrases: ``to_query_string`` of an
-    ``OR`` of ``PHRASE`` nodes (one word: its phrase), built as text."""
-    return " OR ".join(map(quote, words))
-
-
-def all_of(words: Sequence[str]) -> str:
-    """The FTS5 expression matching all of ``words`` as phrases (an implicit ``AND``), as
-    ``to_query_string`` writes it."""
-    return " ".join(map(quote, words))
-
-
 _SYNTAX = re.compile(r'\b(?:AND|OR|NOT)\b|NEAR\(|["*^+()]|\b\w+\s*:|[{}]')
 
 

@@ -55,8 +55,9 @@ from .errors import QueryError
 from .hybrid import Dense
 from .model import Hit, Trace
 from .policy import Policy
-from .query import STOPWORDS, CompiledQuery, QueryCompiler, any_of
+from .query import STOPWORDS, CompiledQuery, QueryCompiler
 from .store import Filters, Store
+from .store_index import any_of
 
 Candidates = list[tuple[Trace, float]]
 #: A re-ranked candidate: (score, trace, explain factors or None).

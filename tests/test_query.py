@@ -216,7 +216,7 @@ def test_expressions_built_as_text_are_apsws(words: list[str]) -> None:
     # to_query_string, whose quote tests each character in Python; the text is the same
     import apsw.fts5query as fq
 
-    from brainmem.query import all_of, any_of, quote
+    from brainmem.store_index import all_of, any_of, quote
 
     phrases = [fq.PHRASE(w) for w in words]
     assert [quote(w) for w in words] == [fq.quote(w) for w in words]
