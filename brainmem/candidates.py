@@ -43,12 +43,12 @@ from typing import Any
 from weakref import WeakKeyDictionary
 
 import apsw
-import apsw.fts5query as fq
 
 from . import schema
 from .model import Trace
 from .query import CompiledQuery, QueryCompiler
 from .store import Filters, Store
+from .store_index import all_of, any_of, quote
 
 Candidates = list[tuple[Trace, float]]
 
@@ -101,16 +101,16 @@ def gather(store: Store, compiler: QueryCompiler, compiled: CompiledQuery, filte
         matched += df.get(stems[p], 0)
     rids: list[int] = []
     if len(phrases) > 1:  # every trace matching all the words, newest first, unscored
-        rids += _matches(store, _and(phrases), size, filters, None, budget, memo, few=True)
+        rids += _matches(store, all_of(phrases), size, filters, None, budget, memo, few=True)
     if rare:
-        rids += _matches(store, _or(rare), 2 * size, filters, weights, budget, memo)
+        rids += _matches(store, any_of(rare), 2 * size, filters, weights, budget, memo)
         if len(set(rids)) < size:  # the rare words came back short: widen to the common ones
-            rids += _matches(store, _or(phrases[len(rare):]), 2 * size, filters, None, budget, memo)
+            rids += _matches(store, any_of(phrases[len(rare):]), 2 * size, filters, None, budget, memo)
     else:
         # Every word is common ("tell me more about the"): no word tells much, and
         # scoring any of them reads its whole posting list. The newest traces with
         # the two rarest words, then with any word, are the candidates.
-        rids += _matches(store, _and(phrases[:2]), 2 * size, filters, None, budget, memo)
+        rids += _matches(store, all_of(phrases[:2]), 2 * size, filters, None, budget, memo)
         if len(set(rids)) < size:
             rids += _matches(store, compiled.expression, 2 * size, filters, None, budget, memo)
     traces = _traces(store, list(dict.fromkeys(rids)), filters, memo)
@@ -208,7 +208,8 @@ def _exact(store: Store, expression: str, filters: Filters, size: int, weights: 
         rows_read = store.search_keyed(expression, filters, size, weights)
         known.update((rid, trace) for rid, trace, _ in rows_read)
         return [(trace, bm25) for _, trace, bm25 in rows_read]
-    ranked = store.search_rids(expression, filters, size, weights)
+    # unfiltered when the filters do not narrow: _traces reads the rows with them
+    ranked = store.search_rids(expression, filters, size, weights, filtered=False)
     _traces(store, [rid for rid, _ in ranked], filters, memo)  # reads the rows not yet read
     return [(trace, bm25) for rid, bm25 in ranked if (trace := known.get(rid)) is not None]
 
@@ -249,16 +250,6 @@ def _complete_key(expression: str, filters: Filters) -> tuple[Any, ...]:
 def _filters_key(filters: Filters) -> tuple[str, tuple[Any, ...]]:
     where, params = filters.sql()
     return where, tuple(params)
-
-
-def _or(phrases: Sequence[str]) -> str:
-    nodes = [fq.PHRASE(p) for p in phrases]
-    return fq.to_query_string(fq.OR(nodes) if len(nodes) > 1 else nodes[0])
-
-
-def _and(phrases: Sequence[str]) -> str:
-    nodes = [fq.PHRASE(p) for p in phrases]
-    return fq.to_query_string(fq.AND(nodes) if len(nodes) > 1 else nodes[0])
 
 
 def _matches(store: Store, expression: str, limit: int, filters: Filters,
@@ -466,7 +457,7 @@ def _frequencies(store: Store, stats: tuple[int, float], stems: dict[str, str],
     for phrase, stem in stems.items():
         if stem in out or stem in counted:
             continue
-        newest = store.fts_rowids(fq.to_query_string(fq.PHRASE(phrase)), budget + 1)
+        newest = store.fts_rowids(quote(phrase), budget + 1)
         count = len(newest)
         if count > budget:
             if span is None:

@@ -49,8 +49,6 @@ from dataclasses import dataclass, replace
 from operator import itemgetter
 from typing import Any
 
-import apsw.fts5query as fq
-
 from . import candidates as lexical
 from . import decay, graph, scripts, temporal
 from .errors import QueryError
@@ -59,6 +57,7 @@ from .model import Hit, Trace
 from .policy import Policy
 from .query import STOPWORDS, CompiledQuery, QueryCompiler
 from .store import Filters, Store
+from .store_index import any_of
 
 Candidates = list[tuple[Trace, float]]
 #: A re-ranked candidate: (score, trace, explain factors or None).
@@ -343,7 +342,7 @@ def _bridge(store: Store, compiler: QueryCompiler, policy: Policy, filters: Filt
     if not rare:
         return
     words = list(dict.fromkeys([*compiled.terms, *rare]))
-    second = CompiledQuery(fq.to_query_string(fq.OR([fq.PHRASE(w) for w in words])), compiled.terms,
+    second = CompiledQuery(any_of(words), compiled.terms,
                            False, tuple(words))
     # not counted by FTS5: the traces the first search missed are few, and none of
     # them holds a query word when the first search counted every match

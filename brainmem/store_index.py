@@ -6,12 +6,12 @@ optimize, rebuild) and the vocabulary table behind document frequencies.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from typing import Any
 
 import apsw
 import apsw.fts5
-import apsw.fts5query as fq
 
 from .store_base import Database, padded, translate_errors
 from .store_filters import Filters
@@ -24,6 +24,31 @@ _TRIGRAM_INDEXED = "traces_trigram_docsize d CROSS JOIN traces t ON t.rid = d.id
 #: The FTS5 tables: the word index of every live trace, and the trigram index of those
 #: written in scripts without word spaces (:mod:`brainmem.scripts`, schema v4).
 INDEXES = ("traces_fts", "traces_trigram")
+
+
+#: A character for which FTS5 syntax needs a phrase quoted, as :func:`apsw.fts5query.quote`
+#: decides: an ASCII one but letters, digits and "_".
+_QUOTED = re.compile(r"[^0-9A-Za-z_\x80-\U0010ffff]")
+
+
+def quote(word: str) -> str:
+    """``word`` as one FTS5 phrase: :func:`apsw.fts5query.quote`, without its test of
+    each character in Python (a search quotes its words ~15 times; issue 14)."""
+    if not word:
+        return '""'
+    return '"' + word.replace('"', '""') + '"' if _QUOTED.search(word) else word
+
+
+def any_of(words: Sequence[str]) -> str:
+    """The FTS5 expression matching any of ``words`` as phrases: ``to_query_string`` of an
+    ``OR`` of ``PHRASE`` nodes (one word: its phrase), built as text."""
+    return " OR ".join(map(quote, words))
+
+
+def all_of(words: Sequence[str]) -> str:
+    """The FTS5 expression matching all of ``words`` as phrases (an implicit ``AND``), as
+    ``to_query_string`` writes it."""
+    return " ".join(map(quote, words))
 
 
 class IndexTables(Database):
@@ -184,7 +209,7 @@ class IndexTables(Database):
                 if len(piece) >= 3:
                     sql = ("SELECT rowid FROM traces_trigram WHERE traces_trigram MATCH ? "
                            "ORDER BY rowid DESC LIMIT ?")
-                    arg = fq.to_query_string(fq.PHRASE(piece))
+                    arg = quote(piece)
                 else:
                     # Newest first, a common piece stops after ``budget`` matches; a rare
                     # one still reads every indexed trace (no index holds pieces this short).
@@ -215,7 +240,7 @@ class IndexTables(Database):
             return [rid for (rid,) in self.db.execute(
                 f"SELECT t.rid FROM {_TRIGRAM_INDEXED} WHERE {holds} ORDER BY d.id DESC LIMIT ?",
                 (*like, limit))]
-        every = fq.to_query_string(fq.AND([fq.PHRASE(p) for p in long]))
+        every = all_of(long)
         return [rid for (rid,) in self.db.execute(
             "SELECT f.rowid FROM traces_trigram f CROSS JOIN traces t ON t.rid = f.rowid "
             f"WHERE traces_trigram MATCH ? AND {holds} ORDER BY f.rowid DESC LIMIT ?",

@@ -207,3 +207,36 @@ def test_a_decomposed_query_still_finds_its_decomposed_word(file_brain: Brain, w
     query = unicodedata.normalize("NFD", word)
     assert [h.trace.id for h in file_brain.search(query, reinforce=False)] == [trace.id]
     assert file_brain.search(f'"{query}"', reinforce=False)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.text(max_size=12), min_size=1, max_size=6))
+def test_expressions_built_as_text_are_apsws(words: list[str]) -> None:
+    # issue 14: a search built its FTS5 expressions ~15 times with apsw's node classes and
+    # to_query_string, whose quote tests each character in Python; the text is the same
+    import apsw.fts5query as fq
+
+    from brainmem.store_index import all_of, any_of, quote
+
+    phrases = [fq.PHRASE(w) for w in words]
+    assert [quote(w) for w in words] == [fq.quote(w) for w in words]
+    assert any_of(words) == fq.to_query_string(fq.OR(phrases) if len(phrases) > 1 else phrases[0])
+    assert all_of(words) == fq.to_query_string(fq.AND(phrases) if len(phrases) > 1 else phrases[0])
+
+
+def test_a_query_compiled_again_is_not_tokenized_again_and_follows_max_terms() -> None:
+    # issue 14: a search compiled its query (tokenizing and stemming it) on every call,
+    # ~20 µs each, though the same text always compiles the same
+    compiler = QueryCompiler(apsw.Connection(":memory:"))
+    first = compiler.compile("what did Katarina cook for dinner")
+    calls: list[bytes] = []
+    tokenize = compiler._tokenize
+    compiler._tokenize = lambda data, *a, **k: calls.append(data) or tokenize(data, *a, **k)  # type: ignore[method-assign]
+    assert compiler.compile("what did Katarina cook for dinner") is first
+    assert calls == []
+    compiler.max_terms = 2  # a policy change: the words kept change with it
+    assert compiler.compile("what did Katarina cook for dinner").terms == ("katarina", "cook")
+    with pytest.raises(QueryError):  # refused every time
+        compiler.compile("?! ...")
+    with pytest.raises(QueryError):
+        compiler.compile("?! ...")

@@ -7,6 +7,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from brainmem import Brain, Policy
+from brainmem.store import Filters
 
 
 def _ranking(brain: Brain, query: str) -> list[tuple[str, float]]:
@@ -130,3 +131,83 @@ def test_another_connections_reinforcing_search_does_not_reload_the_vectors(brai
     after = _ranking(b, "a pet cat")
     assert reads == []
     assert after == _ranking(brain_factory(embedder=concept_vectors), "a pet cat")
+
+
+def _conversation(make: Callable[..., Brain]) -> tuple[Brain, list[str]]:
+    brain = make()
+    ids = [t.id for t in brain.add_many([
+        {"content": "What are your pets' names?", "episode": "chat"},
+        {"content": "Luna and Oliver!", "episode": "chat"},
+        {"content": "Both are tabby cats", "episode": "chat"},
+        {"content": "my pets eat twice a day", "episode": "other"},
+        {"content": "we walked to the lake", "episode": "other"},
+    ])]
+    return brain, ids
+
+
+def _edge_reads(brain: Brain) -> list[str]:
+    ran: list[str] = []
+    brain._store.db.exec_trace = lambda _c, sql, _b: ran.append(sql) or True
+    try:
+        brain.search("pets names", reinforce=False)
+    finally:
+        brain._store.db.exec_trace = None
+    return [s for s in ran if "episode_next" in s]
+
+
+def test_a_search_again_reads_no_episode_edges_and_a_reinforcing_one_keeps_them(brain_factory) -> None:
+    # Before: each search read its candidates' conversation edges again (~0.1 ms of a
+    # LongMemEval haystack search), though nothing but a write changes them.
+    brain, _ = _conversation(brain_factory)
+    assert _edge_reads(brain)
+    assert _edge_reads(brain) == []
+    brain.search("pets names")  # records its recalls: no edge, no liveness changes
+    assert _edge_reads(brain) == []
+    brain.add("a new note about pets", episode="chat")
+    assert _edge_reads(brain)
+
+
+def test_remembered_episode_edges_follow_deletes_by_this_and_another_connection(brain_factory) -> None:
+    brain, ids = _conversation(brain_factory)
+    other = brain_factory()
+    assert "Luna and Oliver!" in [h.trace.content for h in brain.search("pets names", reinforce=False)]
+    other.delete(ids[1])  # the answer the question carried relevance to
+    after = _ranking(brain, "pets names")
+    assert ids[1] not in dict(after)
+    assert after == _ranking(brain_factory(), "pets names")
+    brain.restore(ids[1])
+    brain.delete(ids[2])
+    after = _ranking(brain, "pets names")
+    assert ids[1] in dict(after) and ids[2] not in dict(after)
+    assert after == _ranking(brain_factory(), "pets names")
+
+
+def test_remembered_episode_edges_are_the_statements_edges_cold_or_warm(brain_factory) -> None:
+    # every id set asked twice (read, then remembered) and in other orders: the same
+    # edges as read from the table, liveness of the far ends included
+    import random
+
+    brain = brain_factory()
+    ids = [t.id for t in brain.add_many([{"content": f"turn {n} of chat {n % 3}", "episode": f"e{n % 3}"}
+                                         for n in range(24)])]
+    for gone in ids[4:24:5]:
+        brain.delete(gone)
+    store, rng = brain._store, random.Random(3)
+    live = {t.id for t in store.select(Filters())}
+    table = [(s, d, w) for s, d, _k, w in store.execute(
+        "SELECT src, dst, kind, weight FROM edges WHERE kind = 'episode_next'")]
+
+    def expected(asked: list[str]) -> list[list[tuple[str, str, float]]]:
+        hop1 = [e for e in table if e[0] in asked and e[1] in live]
+        hop1 += [e for e in table if e[1] in asked and e[0] in live]
+        ends = {e[1] for e in hop1 if e[0] in asked}
+        return [sorted(hop1), sorted(e for e in table if e[0] in ends and e[1] in live)]
+
+    for _ in range(30):
+        asked = rng.sample(ids, rng.randint(1, 10))
+        for _twice in range(2):
+            with store.read():
+                got = store.episode_edges(asked, hops=2)
+                one = store.episode_edges(list(reversed(asked)))
+            assert [sorted(h) for h in got] == expected(asked)
+            assert sorted(one[0]) == expected(asked)[0]

@@ -238,3 +238,56 @@ def test_all_words_read_oldest_first_give_the_newest_first_rowids(bounded_brain:
                        '"paris" AND "absentword"', '"run" OR "dog"'):
         for limit in (1, 3, 20, 1000):
             assert store.fts_rowids(expression, limit, few=True) == store.fts_rowids(expression, limit)
+
+
+def _mentors(brain: Brain, clock_now: float) -> dict[str, str]:
+    made = {
+        "mentor": brain.add("Katarina is my mentor, by the way.").id,
+        "kiwi": brain.add("Reminder: Katarina reacts badly to kiwi.").id,
+        "gone": brain.add("Katarina once brought kiwi cake.", expires_at=clock_now + 60).id,
+        "old": brain.add("Katarina likes kiwi jam.").id,
+    }
+    brain.add("Katarina loves kiwi jam now.", supersedes=made["old"])
+    for i in range(120):  # a brain big enough for a name held by a few traces to be rare
+        brain.add(f"Filler note number {i} about the weather.")
+    return made
+
+
+def test_the_second_hops_ranking_is_fts5_alone_and_its_rows_are_still_filtered(brain_factory, clock) -> None:
+    # issue 14: the second hop ranked its words inside FTS5 and joined the winners to the
+    # traces table only to filter them (~50 of ~100 µs a haystack search), though their
+    # rows are then read with the same filters anyway
+    brain = brain_factory()
+    made = _mentors(brain, clock.now)
+    clock.advance(120)  # "gone" expired
+    ran: list[str] = []
+    brain._store.db.exec_trace = lambda _c, sql, _b: ran.append(sql) or True
+    try:
+        hits = brain.search("What should I never cook for my mentor?", limit=20, reinforce=False)
+    finally:
+        brain._store.db.exec_trace = None
+    ids = [h.trace.id for h in hits]
+    assert made["kiwi"] in ids  # found by the second hop
+    assert made["gone"] not in ids and made["old"] not in ids  # expired, superseded: still filtered
+    second = [s for s in ran if s.startswith("SELECT rowid, NULL, bm25(traces_fts")]
+    assert len(second) == 1 and "JOIN" not in second[0]
+
+
+def test_the_candidates_are_ranked_by_fts5_alone_then_read_with_the_filters(brain_factory, clock) -> None:
+    # issue 14: one statement joining FTS5's winners to their rows cost ~185 µs on a
+    # LongMemEval haystack, FTS5 alone and a read of the winners' rows ~150
+    brain = brain_factory()
+    made = _mentors(brain, clock.now)
+    clock.advance(120)  # "gone" expired: a winner of the ranking, refused by the filters
+    ran: list[str] = []
+    brain._store.db.exec_trace = lambda _c, sql, _b: ran.append(sql) or True
+    try:
+        hits = brain.search("Katarina kiwi", limit=20, reinforce=False)
+    finally:
+        brain._store.db.exec_trace = None
+    ids = [h.trace.id for h in hits]
+    assert made["kiwi"] in ids and made["gone"] not in ids and made["old"] not in ids
+    ranking = [s for s in ran if "bm25(traces_fts" in s]
+    assert ranking and all("JOIN" not in s for s in ranking)
+    narrowed = brain.search("Katarina kiwi", limit=20, reinforce=False, type="semantic")
+    assert [h.trace.id for h in narrowed if h.trace.type == "semantic"] == [h.trace.id for h in narrowed]
