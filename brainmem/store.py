@@ -101,6 +101,8 @@ _INSERT_CHUNK = 2000
 #: Trace rows a connection remembers for searches at most (:class:`_Rows`).
 _ROWS_REMEMBERED = 4096
 _CHARS_REMEMBERED = 4_000_000
+#: FTS5 rankings a connection remembers at most (:meth:`Store._fts_ranked`).
+_RANKINGS_REMEMBERED = 256
 #: Where the columns a recall changes are in a trace row (:meth:`Store.touch_many`).
 _RECALLED_AT = tuple(TRACE_COLUMNS.index(c) for c in ("strength", "stability", "last_accessed_at", "access_count"))
 
@@ -380,22 +382,20 @@ class Store(IndexTables, EdgeTables, LogTables, InspectTables, VectorTables, Mai
 
     def _ranked(self, expression: str, filters: Filters, limit: int, weights: Sequence[float],
                 rows: bool, counts: bool = False, filtered: bool = True) -> list[Any]:
-        where, params = filters.sql()
         w = ", ".join(str(float(x)) for x in weights)
-        columns = f"t.rid, {_SELECT}" if rows else "t.rid"
         # FTS5 calls an auxiliary function for every match, before the sort
         tally = "content_counts(traces_fts)" if counts else "NULL"
         if not (filtered or rows or filters.narrows):  # the winners the join would filter
-            sql = (f"SELECT rowid, {tally}, bm25(traces_fts, {w}) AS rank FROM traces_fts "
-                   "WHERE traces_fts MATCH ? ORDER BY rank, rowid LIMIT ?")
-            args: list[Any] = [expression, limit]
-        elif filters.narrows:
+            return self._fts_ranked(expression, limit, w, tally)
+        where, params = filters.sql()
+        columns = f"t.rid, {_SELECT}" if rows else "t.rid"
+        if filters.narrows:
             sql = (
                 f"SELECT {columns}, {tally}, bm25(traces_fts, {w}) AS rank FROM traces_fts "
                 f"JOIN traces t ON t.rid = traces_fts.rowid "
                 f"WHERE traces_fts MATCH ? AND {where} ORDER BY rank, t.rid LIMIT ?"
             )
-            args = [expression, *params, limit]
+            args: list[Any] = [expression, *params, limit]
         else:
             # Rank inside FTS5 first, then join only the winners: as cheap as raw FTS5.
             # Counting, the winners the filters refuse come back too (rid NULL): they
@@ -408,6 +408,27 @@ class Store(IndexTables, EdgeTables, LogTables, InspectTables, VectorTables, Mai
                 f"SELECT {columns}, hits.counts, hits.rank FROM hits {join} ORDER BY hits.rank, hits.rid"
             )
             args = [expression, limit, *params]
+        return self._fts_rows(sql, args)
+
+    def _fts_ranked(self, expression: str, limit: int, weights: str, tally: str) -> list[Any]:
+        """FTS5's best ``limit`` for ``expression`` alone, as (rowid, ``tally``, rank) rows.
+
+        They depend on the index alone, so a connection remembers them until a write (a
+        recall write changes no index row) or another connection's: a query asked again
+        runs no FTS5 statement for them (issue 14). At most ``_RANKINGS_REMEMBERED``."""
+        sql = (f"SELECT rowid, {tally}, bm25(traces_fts, {weights}) AS rank FROM traces_fts "
+               "WHERE traces_fts MATCH ? ORDER BY rank, rowid LIMIT ?")
+        known: dict[tuple[str, str, int], list[Any]] = self.cached("fts_ranked", dict)
+        key = (sql, expression, limit)
+        found = known.get(key)
+        if found is None:
+            found = self._fts_rows(sql, [expression, limit])
+            if len(known) >= _RANKINGS_REMEMBERED:
+                known.clear()
+            known[key] = found
+        return list(found)
+
+    def _fts_rows(self, sql: str, args: list[Any]) -> list[Any]:
         with translate_errors():
             try:
                 return list(self.db.execute(sql, args))

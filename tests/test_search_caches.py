@@ -299,3 +299,40 @@ def test_remembered_rows_are_bounded(brain_factory, monkeypatch) -> None:
     brain.add("a kettle again")
     same_as_a_fresh_connection()
     assert brain._store._rows().by_rid == {}
+
+
+def _rankings_run(brain: Brain, query: str = "pets names") -> tuple[int, list[tuple[str, float]]]:
+    """How many FTS5 ranking statements a search ran, and its ranking."""
+    ran: list[str] = []
+    brain._store.db.exec_trace = lambda _c, sql, _b: ran.append(sql) or True
+    try:
+        ranking = _ranking(brain, query)
+    finally:
+        brain._store.db.exec_trace = None
+    return sum("bm25(" in s for s in ran), ranking
+
+
+def test_a_query_asked_again_runs_no_fts5_ranking_until_a_write(brain_factory) -> None:
+    # Before: each search ranked its words in FTS5 again (~0.1 ms of a LongMemEval
+    # haystack search, its candidates' and second hop's), though only a write changes it.
+    brain, ids = _conversation(brain_factory)
+    ranked, first = _rankings_run(brain)
+    assert ranked and _rankings_run(brain) == (0, first)
+    brain.search("pets names")  # its recalls change no index row
+    assert _rankings_run(brain)[0] == 0
+    brain.add("my pets have names and toys", episode="other")
+    ranked, after = _rankings_run(brain)
+    assert ranked and after != first and after == _ranking(brain_factory(), "pets names")
+    brain_factory().update(ids[3], content="the lake was cold")  # another connection's write
+    ranked, after = _rankings_run(brain)
+    assert ranked and ids[3] not in dict(after) and after == _ranking(brain_factory(), "pets names")
+
+
+def test_remembered_rankings_are_bounded(brain_factory, monkeypatch) -> None:
+    import brainmem.store
+
+    brain, _ = _conversation(brain_factory)
+    monkeypatch.setattr(brainmem.store, "_RANKINGS_REMEMBERED", 2)
+    for query in ("pets names", "lake", "tabby cats", "pets names"):
+        assert _rankings_run(brain, query)[1] == _ranking(brain_factory(), query)
+    assert len(brain._store.cached("fts_ranked", dict)) <= 2
