@@ -211,3 +211,128 @@ def test_remembered_episode_edges_are_the_statements_edges_cold_or_warm(brain_fa
                 one = store.episode_edges(list(reversed(asked)))
             assert [sorted(h) for h in got] == expected(asked)
             assert sorted(one[0]) == expected(asked)[0]
+
+
+def _row_reads(brain: Brain, query: str = "pets names", **kw: object) -> tuple[int, list[tuple[str, object]]]:
+    """How many statements of a search read whole trace rows, and its hits (trace, score)."""
+    ran: list[str] = []
+    brain._store.db.exec_trace = lambda _c, sql, _b: ran.append(sql) or True
+    try:
+        hits = brain.search(query, reinforce=False, **kw)
+    finally:
+        brain._store.db.exec_trace = None
+    return sum("t.content_hash" in s for s in ran), [(h.trace, h.score) for h in hits]
+
+
+def test_a_search_again_reads_no_trace_rows_and_its_hits_are_the_stored_ones(brain_factory, clock) -> None:
+    # Before: each search read its ~50 candidates' rows whole again (~0.1 ms of a
+    # LongMemEval haystack search), though only a write changes them.
+    brain, ids = _conversation(brain_factory)
+    reads, first = _row_reads(brain)
+    assert reads and len(first) >= 3  # the candidates, and the conversation neighbours
+    assert _row_reads(brain) == (0, first)
+    for _ in range(3):  # a reinforcing search changes its hits' rows: remembered as stored
+        clock.advance(3600)
+        brain.search("pets names")
+        reads, hits = _row_reads(brain)
+        fresh = brain_factory()
+        assert reads == 0
+        assert [t for t, _ in hits] == [fresh.get(t.id) for t, _ in hits]
+        assert hits == _row_reads(fresh)[1]
+    brain.update(ids[1], content="Luna and Oliver, our cats!")
+    reads, hits = _row_reads(brain)
+    assert reads and "Luna and Oliver, our cats!" in [t.content for t, _ in hits]
+
+
+def test_remembered_rows_follow_another_connections_writes(brain_factory) -> None:
+    brain, ids = _conversation(brain_factory)
+    other = brain_factory()
+    _row_reads(brain)
+    other.update(ids[0], importance=0.9)
+    other.search("pets names")  # another connection's recalls
+    reads, hits = _row_reads(brain)
+    assert reads and hits == _row_reads(brain_factory())[1]
+    assert dict((t.id, t) for t, _ in hits)[ids[0]].importance == 0.9
+
+
+def test_a_reinforcing_search_that_rolls_back_leaves_no_recall_remembered(brain_factory, monkeypatch) -> None:
+    from brainmem.errors import StorageError
+
+    brain, _ = _conversation(brain_factory)
+    _, before = _row_reads(brain)
+    reinforce = brain._writer.reinforce
+
+    def fails(*args: object) -> None:
+        reinforce(*args)  # written, then the transaction fails
+        raise StorageError("an I/O error")
+
+    monkeypatch.setattr(brain._writer, "reinforce", fails)
+    try:
+        brain.search("pets names")
+    except StorageError:
+        pass
+    else:
+        raise AssertionError("the failing recall write should raise")
+    monkeypatch.undo()
+    assert _row_reads(brain)[1] == before == _row_reads(brain_factory())[1]
+
+
+def test_remembered_rows_are_bounded(brain_factory, monkeypatch) -> None:
+    # a brain larger than the rows remembered keeps none (its searches seldom share
+    # rows); the characters held are bounded too
+    import brainmem.store
+
+    brain = brain_factory()
+    brain.add_many([{"content": f"kettle note {n}"} for n in range(30)])
+
+    def same_as_a_fresh_connection() -> None:
+        for _ in range(2):
+            assert _row_reads(brain, "kettle", limit=20)[1] == _row_reads(brain_factory(), "kettle", limit=20)[1]
+
+    same_as_a_fresh_connection()
+    assert len(brain._store._rows().by_rid) == 30
+    monkeypatch.setattr(brainmem.store, "_CHARS_REMEMBERED", 30)
+    brain.add("one more kettle")  # a write: the rows are read again, under the new bound
+    same_as_a_fresh_connection()
+    assert 0 < brain._store._rows().chars <= 30
+    monkeypatch.setattr(brainmem.store, "_ROWS_REMEMBERED", 8)
+    brain.add("a kettle again")
+    same_as_a_fresh_connection()
+    assert brain._store._rows().by_rid == {}
+
+
+def _rankings_run(brain: Brain, query: str = "pets names") -> tuple[int, list[tuple[str, float]]]:
+    """How many FTS5 ranking statements a search ran, and its ranking."""
+    ran: list[str] = []
+    brain._store.db.exec_trace = lambda _c, sql, _b: ran.append(sql) or True
+    try:
+        ranking = _ranking(brain, query)
+    finally:
+        brain._store.db.exec_trace = None
+    return sum("bm25(" in s for s in ran), ranking
+
+
+def test_a_query_asked_again_runs_no_fts5_ranking_until_a_write(brain_factory) -> None:
+    # Before: each search ranked its words in FTS5 again (~0.1 ms of a LongMemEval
+    # haystack search, its candidates' and second hop's), though only a write changes it.
+    brain, ids = _conversation(brain_factory)
+    ranked, first = _rankings_run(brain)
+    assert ranked and _rankings_run(brain) == (0, first)
+    brain.search("pets names")  # its recalls change no index row
+    assert _rankings_run(brain)[0] == 0
+    brain.add("my pets have names and toys", episode="other")
+    ranked, after = _rankings_run(brain)
+    assert ranked and after != first and after == _ranking(brain_factory(), "pets names")
+    brain_factory().update(ids[3], content="the lake was cold")  # another connection's write
+    ranked, after = _rankings_run(brain)
+    assert ranked and ids[3] not in dict(after) and after == _ranking(brain_factory(), "pets names")
+
+
+def test_remembered_rankings_are_bounded(brain_factory, monkeypatch) -> None:
+    import brainmem.store
+
+    brain, _ = _conversation(brain_factory)
+    monkeypatch.setattr(brainmem.store, "_RANKINGS_REMEMBERED", 2)
+    for query in ("pets names", "lake", "tabby cats", "pets names"):
+        assert _rankings_run(brain, query)[1] == _ranking(brain_factory(), query)
+    assert len(brain._store.cached("fts_ranked", dict)) <= 2
