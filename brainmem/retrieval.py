@@ -386,7 +386,7 @@ def _conversation_context(store: Store, policy: Policy, filters: Filters, candid
     known = {t.id for t, _ in candidates}
     missing = [i for i in carried if i not in known]
     if missing:
-        candidates.extend((trace, 0.0) for trace in store.traces_by_id(missing, filters))
+        candidates.extend((trace, 0.0) for trace in store.select(replace(filters, ids=missing)))
     return carried
 
 

@@ -98,13 +98,6 @@ _INSERT = f"INSERT INTO traces ({', '.join(TRACE_COLUMNS)}) VALUES ({', '.join('
 _GET_VALUES = operator.attrgetter(*TRACE_COLUMNS)
 #: Rows per INSERT ... SELECT in :meth:`Store.insert_many` (FTS5 flushes once per statement).
 _INSERT_CHUNK = 2000
-#: Trace rows a connection remembers for searches at most (:class:`_Rows`).
-_ROWS_REMEMBERED = 4096
-_CHARS_REMEMBERED = 4_000_000
-#: FTS5 rankings a connection remembers at most (:meth:`Store._fts_ranked`).
-_RANKINGS_REMEMBERED = 256
-#: Where the columns a recall changes are in a trace row (:meth:`Store.touch_many`).
-_RECALLED_AT = tuple(TRACE_COLUMNS.index(c) for c in ("strength", "stability", "last_accessed_at", "access_count"))
 
 
 def _insert_row(trace: Trace) -> list[Any]:
@@ -115,39 +108,6 @@ def _insert_row(trace: Trace) -> list[Any]:
     row[_METADATA_AT] = json.dumps(metadata, ensure_ascii=False) if metadata else "{}"
     row[_PINNED_AT] = int(bool(row[_PINNED_AT]))
     return row
-
-
-class _Rows:
-    """Trace rows (``_SELECT``) by rid, and their rids by id (:meth:`Store._rows`), kept
-    only with ``keep``. Bounded, however many or long the traces: at most
-    ``_ROWS_REMEMBERED`` rows and ``_CHARS_REMEMBERED`` characters of content and metadata."""
-
-    __slots__ = ("keep", "rollbacks", "by_rid", "rid_of", "chars")
-
-    def __init__(self, rollbacks: int, keep: bool) -> None:
-        self.keep = keep
-        self.by_rid: dict[int, tuple[Any, ...]] = {}
-        self.rid_of: dict[str, int] = {}
-        self.forget(rollbacks)
-
-    def forget(self, rollbacks: int) -> None:
-        """Forget every row (``rollbacks``: the connection's count when this happens)."""
-        self.rollbacks = rollbacks
-        self.by_rid.clear()
-        self.rid_of.clear()
-        self.chars = 0
-
-    def remember(self, row: tuple[Any, ...]) -> tuple[Any, ...]:
-        """Remember ``row`` (``_SELECT`` then the rid); returns it without the rid."""
-        if not self.keep:
-            return row[:-1]
-        size = len(row[1]) + len(row[_METADATA_AT])
-        if len(self.by_rid) >= _ROWS_REMEMBERED or self.chars + size > _CHARS_REMEMBERED:
-            self.forget(self.rollbacks)
-        self.chars += size
-        trace_row = self.by_rid[row[-1]] = row[:-1]
-        self.rid_of[row[0]] = row[-1]
-        return trace_row
 
 
 class Store(IndexTables, EdgeTables, LogTables, InspectTables, VectorTables, MaintenanceTables):
@@ -280,27 +240,12 @@ class Store(IndexTables, EdgeTables, LogTables, InspectTables, VectorTables, Mai
             self._vectors_changed()  # live again (restore, unmerge): cached matrices lack its vector
 
     def touch_many(self, updates: Sequence[tuple[float, float, float, str]]) -> None:
-        """Record recalls: rows of (strength, stability, accessed_at, id).
-
-        A recall write keeps the cache stamp (:meth:`~brainmem.store_base.Database.write`),
-        so the rows :meth:`_rows` remembers take the values written, as SQLite stores
-        them: a REAL column's value reads back as that float (-0.0 as 0.0)."""
+        """Record recalls: rows of (strength, stability, accessed_at, id)."""
         self.db.executemany(
             "UPDATE traces SET strength = ?, stability = ?, last_accessed_at = ?, "
             "access_count = access_count + 1 WHERE id = ?",
             updates,
         )
-        held = self._rows()
-        rows, rid_of = held.by_rid, held.rid_of
-        strength_at, stability_at, accessed_at, count_at = _RECALLED_AT
-        for strength, stability, accessed, trace_id in updates:
-            rid = rid_of.get(trace_id)
-            if rid is not None:
-                row = list(rows[rid])
-                row[strength_at], row[stability_at], row[accessed_at] = (
-                    float(strength) + 0.0, float(stability) + 0.0, float(accessed) + 0.0)
-                row[count_at] += 1
-                rows[rid] = tuple(row)
 
     def select(self, filters: Filters, *, order: str = "t.created_at DESC", limit: int | None = None,
                offset: int = 0) -> list[Trace]:
@@ -382,20 +327,22 @@ class Store(IndexTables, EdgeTables, LogTables, InspectTables, VectorTables, Mai
 
     def _ranked(self, expression: str, filters: Filters, limit: int, weights: Sequence[float],
                 rows: bool, counts: bool = False, filtered: bool = True) -> list[Any]:
+        where, params = filters.sql()
         w = ", ".join(str(float(x)) for x in weights)
+        columns = f"t.rid, {_SELECT}" if rows else "t.rid"
         # FTS5 calls an auxiliary function for every match, before the sort
         tally = "content_counts(traces_fts)" if counts else "NULL"
         if not (filtered or rows or filters.narrows):  # the winners the join would filter
-            return self._fts_ranked(expression, limit, w, tally)
-        where, params = filters.sql()
-        columns = f"t.rid, {_SELECT}" if rows else "t.rid"
-        if filters.narrows:
+            sql = (f"SELECT rowid, {tally}, bm25(traces_fts, {w}) AS rank FROM traces_fts "
+                   "WHERE traces_fts MATCH ? ORDER BY rank, rowid LIMIT ?")
+            args: list[Any] = [expression, limit]
+        elif filters.narrows:
             sql = (
                 f"SELECT {columns}, {tally}, bm25(traces_fts, {w}) AS rank FROM traces_fts "
                 f"JOIN traces t ON t.rid = traces_fts.rowid "
                 f"WHERE traces_fts MATCH ? AND {where} ORDER BY rank, t.rid LIMIT ?"
             )
-            args: list[Any] = [expression, *params, limit]
+            args = [expression, *params, limit]
         else:
             # Rank inside FTS5 first, then join only the winners: as cheap as raw FTS5.
             # Counting, the winners the filters refuse come back too (rid NULL): they
@@ -408,27 +355,6 @@ class Store(IndexTables, EdgeTables, LogTables, InspectTables, VectorTables, Mai
                 f"SELECT {columns}, hits.counts, hits.rank FROM hits {join} ORDER BY hits.rank, hits.rid"
             )
             args = [expression, limit, *params]
-        return self._fts_rows(sql, args)
-
-    def _fts_ranked(self, expression: str, limit: int, weights: str, tally: str) -> list[Any]:
-        """FTS5's best ``limit`` for ``expression`` alone, as (rowid, ``tally``, rank) rows.
-
-        They depend on the index alone, so a connection remembers them until a write (a
-        recall write changes no index row) or another connection's: a query asked again
-        runs no FTS5 statement for them (issue 14). At most ``_RANKINGS_REMEMBERED``."""
-        sql = (f"SELECT rowid, {tally}, bm25(traces_fts, {weights}) AS rank FROM traces_fts "
-               "WHERE traces_fts MATCH ? ORDER BY rank, rowid LIMIT ?")
-        known: dict[tuple[str, str, int], list[Any]] = self.cached("fts_ranked", dict)
-        key = (sql, expression, limit)
-        found = known.get(key)
-        if found is None:
-            found = self._fts_rows(sql, [expression, limit])
-            if len(known) >= _RANKINGS_REMEMBERED:
-                known.clear()
-            known[key] = found
-        return list(found)
-
-    def _fts_rows(self, sql: str, args: list[Any]) -> list[Any]:
         with translate_errors():
             try:
                 return list(self.db.execute(sql, args))
@@ -711,57 +637,14 @@ class Store(IndexTables, EdgeTables, LogTables, InspectTables, VectorTables, Mai
         return list(self.traces_by_rid_keyed(rids, filters).values())
 
     def traces_by_rid_keyed(self, rids: Sequence[int], filters: Filters) -> dict[int, Trace]:
-        """:meth:`traces_by_rid`, by rid (a search's memo keeps them by rid).
-
-        When every one of ``rids`` is a row this connection remembers (:meth:`_rows`), the
-        statement reads only the rids passing ``filters`` and the rows come from memory."""
+        """:meth:`traces_by_rid`, by rid (a search's memo keeps them by rid)."""
         where, params = filters.sql()
-        held = self._rows()
-        rows = held.by_rid
         out: dict[int, Trace] = {}
-        if rids and all(r in rows for r in rids):
-            for chunk in map(padded, in_chunks(rids)):
-                out.update((r, row_to_trace(rows[r])) for (r,) in self.execute(
-                    f"SELECT t.rid FROM traces t WHERE t.rid IN ({', '.join('?' * len(chunk))}) AND {where}",
-                    [*chunk, *params]))
-            return out
         for chunk in map(padded, in_chunks(rids)):
-            for r in self.execute(
-                    f"SELECT {_SELECT}, t.rid FROM traces t WHERE t.rid IN ({', '.join('?' * len(chunk))}) AND {where}",
-                    [*chunk, *params]):
-                out[r[-1]] = row_to_trace(held.remember(r))
+            out.update((r[-1], row_to_trace(r[:-1])) for r in self.execute(
+                f"SELECT {_SELECT}, t.rid FROM traces t WHERE t.rid IN ({', '.join('?' * len(chunk))}) AND {where}",
+                [*chunk, *params]))
         return out
-
-    def traces_by_id(self, ids: Sequence[str], filters: Filters) -> list[Trace]:
-        """The traces of ``ids`` passing ``filters``, newest first (as :meth:`select` with
-        ``ids``): conversation context's neighbours. Rows this connection remembers
-        (:meth:`_rows`) are not read again when all of them are."""
-        held = self._rows()
-        rows, rid_of = held.by_rid, held.rid_of
-        where, params = dataclass_replace(filters, ids=ids).sql()
-        if ids and all(i in rid_of for i in ids):
-            return [row_to_trace(rows[r]) for (r,) in self.execute(
-                f"SELECT t.rid FROM traces t WHERE {where} ORDER BY t.created_at DESC", params)]
-        out = []
-        for r in self.execute(f"SELECT {_SELECT}, t.rid FROM traces t WHERE {where} ORDER BY t.created_at DESC",
-                              params):
-            out.append(row_to_trace(held.remember(r)))
-        return out
-
-    def _rows(self) -> _Rows:
-        """The trace rows this connection read for searches (:class:`_Rows`): remembered
-        until a write that is not recall-only, or another connection's, or a rollback; a
-        recall (:meth:`touch_many`) updates the rows it changes (issue 14: a repeated
-        search reads only which of its rows pass the filters).
-
-        Only on a brain whose traces all fit (``_ROWS_REMEMBERED``), and never inside a
-        write: in a larger brain searches seldom share rows, and remembering them cost
-        more than it saved (10k traces, distinct queries: 0.46x -> 0.49x raw FTS5)."""
-        held: _Rows = self.cached("trace_rows", lambda: _Rows(
-            self.rollbacks, not self._writing and self.indexed_count() <= _ROWS_REMEMBERED))
-        if held.rollbacks != self.rollbacks:  # a recall rolled back: what it wrote here is not stored
-            held.forget(self.rollbacks)
-        return held
 
     def soft_delete_unchanged(self, seen: Sequence[tuple[str, float, str]], at: float) -> set[str]:
         """Soft-delete live traces whose ``last_accessed_at`` is still the one seen (prune
