@@ -88,17 +88,15 @@ class VectorTables(Database):
         row = self.execute("SELECT dim FROM vectors WHERE model = ? LIMIT 1", (model,)).fetchone()
         return None if row is None else int(row[0])
 
-    def vectors_probe(self, model: str, dim: int) -> tuple[str, bytes] | None:
-        """(content, blob) of the vector of ``model`` with the lowest rid that is still its
-        trace's (computed from its current content) and a ``dim``-d vector, or None: what
-        the model check embeds again (:meth:`VectorIndex._verify
-        <brainmem.vectors.VectorIndex._verify>`). One walk of the primary key from the
-        model's first row, stopping at the first that qualifies."""
-        row = self.execute(
-            "SELECT t.content, v.v FROM vectors v JOIN traces t ON t.rid = v.rid "
-            "AND t.content_hash = v.content_hash WHERE v.model = ? AND v.dim = ? "
-            "AND length(v.v) IN (4 + v.dim, 4 * v.dim) ORDER BY v.rid LIMIT 1", (model, dim)).fetchone()
-        return None if row is None else (str(row[0]), bytes(row[1]))
+    def vectors_probes(self, model: str, limit: int) -> list[tuple[str, int, bytes]]:
+        """(content, dim, blob) of the first ``limit`` vectors of ``model`` by rid that are
+        still their trace's (computed from its current content): what the model check
+        embeds again (:meth:`VectorIndex._verify <brainmem.vectors.VectorIndex._verify>`,
+        which takes the first :func:`~brainmem.vectors.searchable` one). One walk of the
+        primary key from the model's first row."""
+        return [(str(c), int(d), bytes(v)) for c, d, v in self.execute(
+            "SELECT t.content, v.dim, v.v FROM vectors v JOIN traces t ON t.rid = v.rid "
+            "AND t.content_hash = v.content_hash WHERE v.model = ? ORDER BY v.rid LIMIT ?", (model, limit))]
 
     def vectors_of(self, model: str) -> Iterator[tuple[str, str, int, bytes]]:
         """(trace id, content hash, dim, blob) of every vector of ``model`` of a live trace:

@@ -128,6 +128,9 @@ LEASE_SECONDS = 300.0
 #: against it embedded in a padded batch); two models give 0.33 at most (MiniLM against
 #: bge-small, both 384-d) and 0.63 (one MiniLM network pooled by mean and by first token).
 MODEL_CHECK_COSINE = 0.9
+#: Stored vectors read to find the model check's probe: the first of them that may join a
+#: search (:func:`searchable`); none of so many in a row is a file to repair, not to check.
+PROBES = 16
 
 #: A narrowing filter passing at most this many traces is applied before the ranking
 #: by cosine in :meth:`VectorIndex.nearest` (their ids are read, not their rows).
@@ -273,7 +276,9 @@ class VectorIndex:
                     self._stored_dim = self.stored_dimension()
                 if not self._checked and self._mismatch is None:
                     if self._stored_dim is not None:
-                        probe = self.store.vectors_probe(self.model_id, self._stored_dim)
+                        want = self._stored_dim
+                        probe = next(((c, b) for c, d, b in self.store.vectors_probes(self.model_id, PROBES)
+                                      if searchable(d, b, want)), None)
                     if probe is None:  # no vector of this id to compare with: the first writer defines the model
                         self._checked = True
         if self._mismatch is not None:
