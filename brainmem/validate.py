@@ -382,12 +382,12 @@ def check_types(type_: Any) -> list[str] | None:
 REMINDER_TYPE = "prospective"
 
 
-def check_reminder(type_: str, due_at: Any) -> None:
+def check_reminder(type_: str, due_at: Any,
+                   how: str = f"give type {REMINDER_TYPE} (or no type), or no due_at") -> None:
     """A due time belongs to a reminder: a ``due_at`` on another type is InvalidInput
-    (``due`` would never list it)."""
+    (``due`` would never list it), saying ``how`` to make one."""
     if due_at is not None and type_ != REMINDER_TYPE:
-        raise InvalidInput(f"due_at is for reminders (type {REMINDER_TYPE}), not {type_} memories: "
-                           f"give type {REMINDER_TYPE} (or no type), or no due_at")
+        raise InvalidInput(f"due_at is for reminders (type {REMINDER_TYPE}), not {type_} memories: {how}")
 
 
 def check_reminder_change(current_type: str, current_due: float | None, fields: dict[str, Any]) -> None:
@@ -399,10 +399,9 @@ def check_reminder_change(current_type: str, current_due: float | None, fields: 
     kind = fields.get("type", current_type)
     if "due_at" not in fields and kind != REMINDER_TYPE and current_due is not None:
         fields["due_at"] = None
-    if fields.get("due_at", current_due) is not None and kind != REMINDER_TYPE:
-        raise InvalidInput(f"due_at is for reminders (type {REMINDER_TYPE}), not {kind} memories: give "
-                           f"type {REMINDER_TYPE} with a due_at; a new type alone makes a reminder a plain "
-                           f"memory (its due_at cleared)")
+    check_reminder(kind, fields.get("due_at", current_due),
+                   f"give type {REMINDER_TYPE} with a due_at; a new type alone makes a reminder a plain "
+                   "memory (its due_at cleared)")
 
 
 def type_of(type_: Any, due_at: Any) -> str:
