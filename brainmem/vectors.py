@@ -162,8 +162,8 @@ class VectorIndex:
         #: whether the embedder was compared with this model id's stored vectors (or found
         #: none to be compared with): :meth:`_verify`, once per index
         self._checked = False
-        #: why the embedder is not the model of those vectors, once found (raised again
-        #: without paying the provider)
+        #: why the embedder is not the model of those vectors, once found (then ``_checked``:
+        #: raised again without paying the provider)
         self._mismatch: str | None = None
         self._checking = threading.Lock()  # one probe at a time (threads wait for its answer)
 
@@ -274,7 +274,7 @@ class VectorIndex:
             with self._lock:  # the connection is shared: never beside another thread's statement
                 if self._stored_dim is None:
                     self._stored_dim = self.stored_dimension()
-                if not self._checked and self._mismatch is None:
+                if not self._checked:
                     if self._stored_dim is not None:
                         want = self._stored_dim
                         probe = next(((c, b) for c, d, b in self.store.vectors_probes(self.model_id, PROBES)
@@ -304,7 +304,7 @@ class VectorIndex:
         call is that failure, and the check is made again on the next embedding."""
         dim = self._stored_dim
         with self._checking:
-            if not self._checked and self._mismatch is None:
+            if not self._checked:
                 fresh = self._call([content], "passage", dim)[0]  # unit, of the stored dimension
                 stored = decode(blob, len(fresh))
                 cosine = float(fresh @ stored) / (float(np.linalg.norm(stored)) or 1.0)
