@@ -195,9 +195,12 @@ def close_insights(store: Store, ids: Sequence[str], at: float) -> list[str]:
     value or content): close the current insights derived from them as a replaced fact
     is closed (``valid_until``, ``version`` + 1), so a default search no longer answers
     the old value from a copy, ``as_of`` still does, and the next reflect derives again
-    from the current sources. Returns the ids closed (the caller tells subscribers)."""
+    from the current sources. The facts ``observe`` extracted from them (an edited turn's)
+    are closed too: they state the old text (nothing extracts again from the new text:
+    extraction runs in ``observe`` only; a fact said again is current again, ``Writer.said_again``).
+    Returns the ids closed (the caller tells subscribers)."""
     closed = []
-    for insight in store.get_many(list(graph.insights_of(store, ids))):
+    for insight in store.get_many(list(graph.insights_of(store, ids, extracted=True))):
         if insight.valid_until is None:
             store.update_fields(insight.id, {"valid_until": max(at, began(insight)),
                                              "version": insight.version + 1,
