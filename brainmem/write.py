@@ -148,12 +148,13 @@ class Writer:
             self.soft_delete(insight, at, "source_deleted", deleted_with=derived[insight.id], **note)
 
     def follow_expiry(self, ids: Sequence[str], at: float) -> None:
-        """The traces ``ids`` were given a new expiry: their insights take the latest expiry
-        of their live sources again (none if one has none), as derive set it, so an insight
-        neither outlives what it copies nor goes before it (``version`` + 1, told as updates)."""
+        """The traces ``ids`` were given a new expiry: their insights, and the facts ``observe``
+        extracted from them, take the latest expiry of their live sources again (none if one
+        has none), as derive set it, so a copy neither outlives what it copies nor goes
+        before it (``version`` + 1, told as updates)."""
         if not ids:
             return
-        for insight in self.store.get_many(list(graph.insights_of(self.store, ids))):
+        for insight in self.store.get_many(list(graph.insights_of(self.store, ids, extracted=True))):
             sources = graph.sources_of(self.store, insight.id)
             expiry = latest_expiry(t.expires_at for t in self.store.get_many(sources))
             if sources and expiry != insight.expires_at:

@@ -304,3 +304,17 @@ def test_editing_a_turn_closes_the_fact_observe_extracted_from_its_old_text(path
         brain.update(turn, tags=["pin"])
         assert brain.get(fact).version == 2
 
+
+
+def test_a_turn_given_an_expiry_takes_the_fact_observe_extracted_from_it(path: str, clock: Clock) -> None:
+    """A turn given an expiry expired and the fact extracted from it lived on, saying what
+    the turn said. The fact takes its turns' expiry, as an insight takes its sources'."""
+    brain, turn, fact = _observed(path, clock)
+    with brain:
+        brain.update(turn, expires_at=clock.now + 3600)
+        assert brain.get(fact).expires_at == clock.now + 3600
+        brain.update(turn, expires_at=None)  # kept for good again: so is the fact
+        assert brain.get(fact).expires_at is None
+        brain.update(turn, expires_at=clock.now + 3600)
+        clock.now += 3601
+        assert _found(brain, "8841") == []
