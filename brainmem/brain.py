@@ -401,10 +401,15 @@ class Brain(FacesMixin, AdminMixin):
     def stats(self) -> dict[str, Any]:
         """Counts of live and deleted traces by type, edges by kind, retrievals, file size,
         and vectors by model id. ``expired``: live traces past their expiry, invisible to
-        every read and counted in ``live`` until ``reflect`` prunes them."""
+        every read and counted in ``live`` until ``reflect`` prunes them. With an embedder,
+        ``embedder["error"]`` says why it cannot embed for this brain (the model check
+        refused it: another model under the id of the stored vectors; its probe failed),
+        None when it can: the check is made here if no embedding has made it yet (one
+        provider call a process)."""
         at = self.now()
+        problem = None if self._vectors is None else self._vectors.problem()  # before the lock: may call the provider
         with self._lock, self._store.read():
-            return {**self._store.stats(at), **hybrid.stats(self._store, self._vectors)}
+            return {**self._store.stats(at), **hybrid.stats(self._store, self._vectors, problem)}
 
     # --- search by meaning: backfill -----------------------------------------------
 

@@ -300,7 +300,9 @@ class BrainBase:
         The insights reflect derived from it, and the facts ``observe`` extracted from it,
         are deleted with it (``deleted_reason: "source_deleted"``); restoring the trace does
         not bring them back: the next ``reflect`` derives again from what is live
-        (``restore`` of an insight or a fact by its own id still can).
+        (``restore`` of an insight or a fact by its own id still can). A current fact deleted
+        (or extracted from a trace deleted) makes the facts it replaced current again, and its
+        restore replaces them again (:func:`brainmem.timeline.hand_back`).
 
         A list of ids is all or nothing: every id is checked before any is deleted, and
         if one is not live :class:`NotFound` names the missing ids and nothing is deleted.

@@ -133,15 +133,17 @@ def embed_query(index: VectorIndex, query: str) -> tuple[np.ndarray | None, str 
         return None, f"lexical only: the embedder failed on the query ({e})"
 
 
-def stats(store: Store, index: VectorIndex | None) -> dict[str, Any]:
+def stats(store: Store, index: VectorIndex | None, problem: str | None = None) -> dict[str, Any]:
     """``vectors``: count per model id in the file; ``embedder``: this brain's model, how
-    many live traces still lack a current vector of it, and the ``kernel`` its search
-    runs (``"compiled"`` with the fast extra on a big brain, else ``"numpy"``)."""
+    many live traces still lack a current vector of it, the ``kernel`` its search
+    runs (``"compiled"`` with the fast extra on a big brain, else ``"numpy"``) and the
+    ``error`` that keeps it from embedding (:meth:`VectorIndex.problem`: searches then go
+    lexical), None when it embeds."""
     out: dict[str, Any] = {"vectors": store.vectors_by_model()}
     if index is not None:
         # the rows a search's product runs over (live traces' vectors), counted: loading them
         # to count (index.size) read ~390 MB at a million 384-d vectors for a stats call
         rows = store.vectors_live_count(index.model_id) if index.model_id in out["vectors"] else 0
         out["embedder"] = {"model": index.model_id, "missing": index.missing(),
-                           "kernel": vector_kernel.kernel_for(rows)}
+                           "kernel": vector_kernel.kernel_for(rows), "error": problem}
     return out

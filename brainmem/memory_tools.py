@@ -5,7 +5,7 @@ imports this module. Handlers are thin: check the context, one Brain call, a vie
 Core (always on): ``memory_add``, ``memory_update``, ``memory_delete``,
 ``memory_merge``, ``memory_search``, ``memory_reflect``. Extras (opt-in):
 ``memory_read``, ``memory_list``, ``memory_put``, ``memory_get_key``,
-``memory_feedback``, ``memory_unmerge``.
+``memory_feedback``, ``memory_unmerge``, ``memory_settings`` (read only).
 """
 
 from __future__ import annotations
@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from .errors import InvalidInput, NotFound
 from .model import DEFAULT_SCOPE, DEFAULT_TYPE, Trace
+from .policy import SETTINGS
 from .tool_base import (
     _FILTER_TAGS,
     _ID,
@@ -354,3 +355,18 @@ def _memory_feedback(box: Toolbox, args: dict[str, Any]) -> JSON:
 def _memory_unmerge(box: Toolbox, args: dict[str, Any]) -> JSON:
     result = box.brain.unmerge(box.writable(args["id"]).id)
     return {"restored": result["restored"], "merged_trace_deleted": result["merged_trace_deleted"]}
+
+
+def _settings_schema(ctx: ToolContext | None) -> JSON:
+    return _obj({"key": {"type": "string", "enum": list(SETTINGS),
+                         "description": "One setting (default: every one)."}})
+
+
+@_tool("memory_settings",
+       "Read the memory's settings: e.g. time_zone, the zone calendar words such as 'yesterday' "
+       "are read in; limits; quota. Each with the value in use, its default and its source. "
+       "Read-only: the user changes settings (brainmem config).",
+       _settings_schema, extra=True)
+def _memory_settings(box: Toolbox, args: dict[str, Any]) -> JSON:
+    # no tool writes a setting: an agent must not loosen its own limits or re-tune its ranking
+    return {"settings": [box.brain.setting(args["key"])] if "key" in args else box.brain.settings()}

@@ -19,6 +19,10 @@ A fact is replaced, never deleted. Three ways lead to a replacement:
 * ``Brain.observe`` with an LLM: the extraction step may say that a new fact
   replaces a known one; it is then added with ``supersedes`` as above.
 
+Deleting the current version of a fact undoes its replacements (:func:`hand_back`): the
+facts it replaced are current again, and restoring it replaces them again
+(:func:`replace_again`), so a delete never leaves a fact with no current value.
+
 An insight derived from a fact replaced in any of these ways is closed with it
 (:func:`close_insights`): a copy must not keep the old value current.
 
@@ -191,15 +195,69 @@ def close_insights(store: Store, ids: Sequence[str], at: float) -> list[str]:
     value or content): close the current insights derived from them as a replaced fact
     is closed (``valid_until``, ``version`` + 1), so a default search no longer answers
     the old value from a copy, ``as_of`` still does, and the next reflect derives again
-    from the current sources. Returns the ids closed (the caller tells subscribers)."""
+    from the current sources. The facts ``observe`` extracted from them (an edited turn's)
+    are closed too: they state the old text (nothing extracts again from the new text:
+    extraction runs in ``observe`` only; a fact said again is current again, ``Writer.said_again``).
+    Returns the ids closed (the caller tells subscribers)."""
     closed = []
-    for insight in store.get_many(list(graph.insights_of(store, ids))):
+    for insight in store.get_many(list(graph.insights_of(store, ids, extracted=True))):
         if insight.valid_until is None:
             store.update_fields(insight.id, {"valid_until": max(at, began(insight)),
                                              "version": insight.version + 1,
                                              "updated_at": max(at, insight.updated_at)})
             closed.append(insight.id)
     return closed
+
+
+def hand_back(store: Store, ids: Sequence[str], at: float) -> dict[str, dict[str, float]]:
+    """Inside a write, as the traces ``ids`` are deleted: the facts a current one of them
+    replaced are current again (``valid_until`` cleared, ``version`` + 1), as an undo of
+    the replacement, unless another live, current fact replaced them too (at or after their
+    end; an older edge to a fact said again since does not count). Returns, per deleted
+    trace that handed its place back, ``{replaced id: the valid_until it had}``: the note
+    :func:`replace_again` reads when that trace is restored."""
+    gone = set(ids)
+    pairs = [(new, old) for new, old in store.supersedes_edges(list(ids)) if new in gone and old not in gone]
+    # read whole only the traces that replaced another (a delete of many reads no more)
+    current = {t.id: t for t in store.get_many(list(dict.fromkeys(new for new, _ in pairs)))
+               if t.valid_until is None and t.merged_into is None}
+    pairs = [(new, old) for new, old in pairs if new in current]
+    olds = {t.id: t for t in store.get_many(list(dict.fromkeys(old for _, old in pairs)))}
+    others = store.supersedes_edges(list(olds))
+    holders = {t.id: t for t in store.get_many(list({new for new, old in others if old in olds} - gone))}
+    handed: dict[str, dict[str, float]] = {}
+    for new, old_id in pairs:
+        old = olds.get(old_id)
+        if old is None or old.valid_until is None or old.merged_into is not None:
+            continue
+        end = old.valid_until
+        if began(current[new]) < end:  # a stale edge: the fact was said again after this one
+            continue
+        if any(h.valid_until is None and began(h) >= end
+               for src, dst in others if dst == old_id and (h := holders.get(src)) is not None):
+            continue  # another current fact replaced it too
+        store.update_fields(old_id, {"valid_until": None, "version": old.version + 1,
+                                     "updated_at": max(at, old.updated_at)})
+        olds[old_id] = dataclasses.replace(old, valid_until=None)
+        handed.setdefault(new, {})[old_id] = end
+    return handed
+
+
+def replace_again(store: Store, trace: Trace, handed: Any) -> list[str]:
+    """Inside a write, ``trace`` just restored: the facts its delete made current again
+    (``handed``, the note :func:`hand_back` returned for it) are replaced by it again, until
+    the time they were replaced before, if they are still live and current. Returns the ids
+    updated (the caller tells subscribers)."""
+    if not isinstance(handed, Mapping) or trace.valid_until is not None:
+        return []
+    changed: list[str] = []
+    for old in store.get_many([i for i in handed if isinstance(i, str)]):
+        end = handed[old.id]
+        if (old.valid_until is None and old.merged_into is None and old.id != trace.id
+                and isinstance(end, (int, float)) and not isinstance(end, bool)):
+            changed += close(store, trace, [old], float(end))
+            trace = store.get(trace.id) or trace
+    return changed
 
 
 def update_events(store: Store, ids: Sequence[str]) -> list[tuple[str, dict[str, Any]]]:

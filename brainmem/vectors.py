@@ -322,6 +322,17 @@ class VectorIndex:
         if self._mismatch is not None:
             raise EmbedderError(self._mismatch)
 
+    def problem(self) -> str | None:
+        """Why this embedder cannot embed for this brain (the model check refused it, its
+        probe failed, it declares another dimension than the stored vectors), or None: the
+        check made if this index has not made it yet (one provider call, without the
+        brain's lock), as the first embedding would. What ``stats()`` shows."""
+        try:
+            self._dimension()
+        except EmbedderError as e:
+            return str(e)
+        return None
+
     def stored_dimension(self) -> int | None:
         return self.store.vectors_dimension(self.model_id)
 

@@ -66,6 +66,10 @@ _NEW_RID = 1 << 62
 _DELETE_NOTES: dict[str, tuple[str, ...]] = {"evicted": ("evicted_for_quota",), "archived": ("archived",),
                                              "source_deleted": ("deleted_with",)}
 
+#: the note a deleted fact keeps of the facts its delete made current again
+#: (``timeline.hand_back``): its restore replaces them again, and drops the note
+HANDED_BACK = "handed_back"
+
 #: Eviction order: (R(now), last_accessed_at, rid), the order ``Store.weakest`` reads.
 VictimKey = tuple[float, float, int]
 
@@ -122,26 +126,35 @@ class Writer:
         must not keep saying what the user asked to forget. Prune and merges do not come here (a merge's text lives on
         in its result, and a forgotten memory's insight is what consolidation is for)."""
         derived = graph.insights_of(self.store, ids, extracted=True)
+        # a current fact deleted hands its place back to the facts it replaced (an undo);
+        # the note lets a restore replace them again
+        handed = timeline.hand_back(self.store, [*ids, *derived], at)
+        self.side_updates.extend(i for olds in handed.values() for i in olds)
+        for trace in self.store.get_many([i for i in ids if i in handed]):
+            self.store.update_fields(trace.id, {"metadata": {**trace.metadata, HANDED_BACK: handed[trace.id]}})
         for i in ids:
             self.store.update_fields(i, {"deleted_at": at, "updated_at": at})
-        self._drop(derived, at)
+        self._drop(derived, at, handed)
 
     def drop_insights(self, ids: Sequence[str], at: float) -> None:
         """Soft-delete the live insights (and extracted facts) derived from the traces ``ids``
         (deleted by the user already: what ``purge`` finds of a delete made before deletes took insights along)."""
         self._drop(graph.insights_of(self.store, ids, extracted=True), at)
 
-    def _drop(self, derived: Mapping[str, list[str]], at: float) -> None:
+    def _drop(self, derived: Mapping[str, list[str]], at: float,
+              handed: Mapping[str, dict[str, float]] | None = None) -> None:
         for insight in self.store.get_many(list(derived)):
-            self.soft_delete(insight, at, "source_deleted", deleted_with=derived[insight.id])
+            note = {HANDED_BACK: handed[insight.id]} if handed and insight.id in handed else {}
+            self.soft_delete(insight, at, "source_deleted", deleted_with=derived[insight.id], **note)
 
     def follow_expiry(self, ids: Sequence[str], at: float) -> None:
-        """The traces ``ids`` were given a new expiry: their insights take the latest expiry
-        of their live sources again (none if one has none), as derive set it, so an insight
-        neither outlives what it copies nor goes before it (``version`` + 1, told as updates)."""
+        """The traces ``ids`` were given a new expiry: their insights, and the facts ``observe``
+        extracted from them, take the latest expiry of their live sources again (none if one
+        has none), as derive set it, so a copy neither outlives what it copies nor goes
+        before it (``version`` + 1, told as updates)."""
         if not ids:
             return
-        for insight in self.store.get_many(list(graph.insights_of(self.store, ids))):
+        for insight in self.store.get_many(list(graph.insights_of(self.store, ids, extracted=True))):
             sources = graph.sources_of(self.store, insight.id)
             expiry = latest_expiry(t.expires_at for t in self.store.get_many(sources))
             if sources and expiry != insight.expires_at:
@@ -420,6 +433,7 @@ class Writer:
         self.before_insert(trace, at)
         reason = trace.metadata.get("deleted_reason")
         notes = {"deleted_reason", *_DELETE_NOTES.get(reason, ())} if isinstance(reason, str) else set()
+        notes.add(HANDED_BACK)
         expired = trace.expires_at is not None and trace.expires_at <= at
         self.store.update_fields(trace.id, {"deleted_at": None, "merged_into": None, "updated_at": at,
                                             "version": trace.version + 1,
@@ -428,6 +442,12 @@ class Writer:
                                                          if k not in notes}})
         restored = self.store.get(trace.id)
         assert restored is not None
+        # it replaces again the facts its delete made current again
+        replaced = timeline.replace_again(self.store, restored, trace.metadata.get(HANDED_BACK))
+        if replaced:
+            self.side_updates.extend(replaced)
+            restored = self.store.get(trace.id)
+            assert restored is not None
         return restored
 
     def feedback(self, retrieval_id: Any, used: list[str], ignored: list[str], at: float) -> int:

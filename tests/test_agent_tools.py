@@ -75,3 +75,24 @@ def test_memory_context_sends_each_memory_once(tmp_path: Path) -> None:
     as_sent = json.dumps(block, ensure_ascii=False)
     assert all(as_sent.count(f"{what} is kept") == 1 for what in ("passport", "visa", "ticket"))
     assert brain.context("folder", budget=200).items[0]["content"]  # the Python API keeps it
+
+
+def test_memory_settings_shows_the_brains_settings_and_changes_none(tmp_path: Path) -> None:
+    """An agent could not see the brain's settings (``Brain.settings``, ``brainmem config
+    list``): e.g. which time zone "yesterday" is computed in. ``memory_settings`` (extra,
+    read-only, offered on a read-only brain too) lists them, or one by ``key``; it takes no
+    value: settings are changed by the user, not by the agent they tune."""
+    path = str(tmp_path / "b.db")
+    with Brain(path) as brain:
+        brain.set_setting("time_zone", "Europe/Berlin")
+        rows = brain.call_tool("memory_settings", {}, extra="all")["settings"]
+        assert [r["key"] for r in rows] == [r["key"] for r in brain.settings()]
+        one = brain.call_tool("memory_settings", {"key": "time_zone"}, extra=["memory_settings"])
+        assert one == {"settings": [{"key": "time_zone", "value": "Europe/Berlin", "default": "UTC",
+                                     "source": "stored", "stored": "Europe/Berlin"}]}
+        wrong = brain.call_tool("memory_settings", {"key": "no_such_setting"}, extra="all")
+        assert wrong["error"]["type"] == "InvalidInput"
+        refused = brain.call_tool("memory_settings", {"key": "time_zone", "value": "UTC"}, extra="all")
+        assert refused["error"]["type"] == "InvalidInput" and brain.policy.time_zone == "Europe/Berlin"
+    with Brain(path, readonly=True) as reader:
+        assert "memory_settings" in {s["function"]["name"] for s in reader.tools(extra="all")}

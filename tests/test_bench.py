@@ -713,3 +713,30 @@ def test_embedding_cache_never_answers_a_query_with_a_vector_of_another_query_pr
         other.embed(["pets?"], kind="query")
         assert (other.hits, other.misses) == (1, 1) and srv.requests[-1]["input"] == ["query: pets?"]
         other.close()
+
+
+def test_embedding_cache_keeps_the_vectors_of_each_asked_dimension_apart(tmp_path: Path) -> None:
+    # Before: the dimension asked of an OpenAI-compatible server (``dimensions``, which
+    # text-embedding-3-* shorten their vectors to; BRAINMEM_EMBED_DIMENSION) is not part of
+    # the model id, and the cache was keyed by the id alone: a full-length run after a
+    # shortened one was given the shortened vectors, without a word, and measured them; the
+    # other way round it stopped, saying another model had been cached under the id.
+    from _embedfakes import DIM, fake_server
+
+    from brainmem.bench.embcache import CachedEmbedder
+    from brainmem.embed import OpenAIEmbedder
+
+    with fake_server() as srv:
+        def cached(dimension: int | None) -> CachedEmbedder:
+            return CachedEmbedder(OpenAIEmbedder("fake", base_url=srv.url, max_retries=0,
+                                                 dimension=dimension), tmp_path)
+
+        short = cached(4)
+        assert short.embed(["a cat"]).shape == (1, 4)
+        short.close()
+        full = cached(None)
+        assert full.embed(["a cat"]).shape == (1, DIM) and full.misses == 1
+        full.close()
+        again = cached(4)  # its own vectors, from the file
+        assert again.embed(["a cat"]).shape == (1, 4) and (again.hits, again.misses) == (1, 0)
+        again.close()

@@ -197,7 +197,7 @@ def test_a_read_only_brain_offers_only_the_reading_tools(capsys: Any, db: str) -
     # Before: `--readonly` tools/call/serve (and Brain(readonly=True).tools()) offered every
     # write tool, each of whose calls could only fail: the model wasted turns on them.
     reading = ["memory_search", "memory_read", "memory_list", "memory_get_key", "memory_context",
-               "memory_history"]
+               "memory_history", "memory_settings"]
     with Brain(db) as brain:
         kept = brain.add("alpha note")
     code, out, _ = run(capsys, "--readonly", "tools", "--extra", "all", "--brain", db)

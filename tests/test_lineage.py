@@ -283,3 +283,38 @@ def test_a_fact_extracted_from_turns_does_not_stop_an_insight_about_them(path: s
         report = brain.reflect()
         assert report.derived == 1
         assert set(brain.get(report.derived_ids[0]).metadata["derived_from"]) == set(ids)
+
+
+def test_editing_a_turn_closes_the_fact_observe_extracted_from_its_old_text(path: str, clock: Clock) -> None:
+    """An edited turn's extracted fact went on stating the old text as current: search still
+    answered "8841" after the turn was corrected. The fact is closed as an insight of an
+    edited source is (``valid_until`` the edit, an "update" to subscribers): default searches
+    no longer answer it, ``as_of`` before the edit and ``history`` still do."""
+    brain, turn, fact = _observed(path, clock)
+    with brain:
+        clock.now += 60
+        told: list[tuple[str, str]] = []
+        brain.subscribe(lambda kind, payload: told.append((kind, payload["id"])))
+        brain.update(turn, content="my PIN is 1234, remember it")
+        assert brain.get(fact).valid_until == clock.now
+        assert ("update", fact) in told
+        assert _found(brain, "8841") == []
+        assert fact in _found(brain, "8841", as_of=clock.now - 30)
+        # a change that leaves the text alone leaves the fact current
+        brain.update(turn, tags=["pin"])
+        assert brain.get(fact).version == 2
+
+
+
+def test_a_turn_given_an_expiry_takes_the_fact_observe_extracted_from_it(path: str, clock: Clock) -> None:
+    """A turn given an expiry expired and the fact extracted from it lived on, saying what
+    the turn said. The fact takes its turns' expiry, as an insight takes its sources'."""
+    brain, turn, fact = _observed(path, clock)
+    with brain:
+        brain.update(turn, expires_at=clock.now + 3600)
+        assert brain.get(fact).expires_at == clock.now + 3600
+        brain.update(turn, expires_at=None)  # kept for good again: so is the fact
+        assert brain.get(fact).expires_at is None
+        brain.update(turn, expires_at=clock.now + 3600)
+        clock.now += 3601
+        assert _found(brain, "8841") == []

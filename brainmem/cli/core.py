@@ -374,6 +374,9 @@ def cmd_stats(args: argparse.Namespace) -> int:
         else:
             rows.append([name, value])
     print_table(rows, ["stat", "value"])
+    error = (stats.get("embedder") or {}).get("error")
+    if error:  # cut in the table: the whole reason, which says what to do
+        print(printable(f"embedder.error: {error}"))
     return 0
 
 
