@@ -13,7 +13,7 @@ from typing import Any
 import apsw
 import apsw.fts5
 
-from .store_base import Database, padded, translate_errors
+from .store_base import IN_LIST, Database, listed, translate_errors
 from .store_filters import Filters
 
 #: The traces the trigram index holds, read through its own row list (its docsize shadow
@@ -71,11 +71,8 @@ class IndexTables(Database):
         terms = list(dict.fromkeys(terms))
         df: dict[str, int] = {}
         if terms:
-            terms = padded(terms)
             vocab = self.fts.fts5vocab_name("row")
-            df = dict(self.db.execute(
-                f"SELECT term, doc FROM {vocab} WHERE term IN ({', '.join('?' * len(terms))})", terms
-            ))
+            df = dict(self.db.execute(f"SELECT term, doc FROM {vocab} WHERE term {IN_LIST}", (listed(terms),)))
         return self.indexed_count(), df
 
     def indexed_count(self) -> int:
