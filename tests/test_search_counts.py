@@ -95,21 +95,30 @@ def test_neighbours_holding_no_query_word_count_nothing() -> None:
 
 
 def test_small_index_frequencies_in_one_statement_are_the_posting_lists(brain: Brain) -> None:
+    import apsw
+
     store, compiler = brain._store, brain._compiler
-    words = [*WORDS, "cafe", "東京", "orsted", "absentword"]
+    words = [*WORDS, "cafe", "東京", "orsted", "absentword", "running", "run"]
     stems = {w: compiler.stem_list(w)[0] for w in words}
     lexical._DF.pop(store, None)
     stats = lexical._stats(store)  # the index's totals and apsw's view of its table, read
     store.fts.fts5vocab_name("row")  # before the count: they are cached per connection
     statements: list[str] = []
+    nested: list[str] = []  # every statement SQLite runs, those FTS5 runs for itself too
     store.db.exec_trace = lambda _c, sql, _b: statements.append(sql) or True
+    store.db.trace_v2(apsw.SQLITE_TRACE_STMT, lambda event: nested.append(event["sql"]), id="counts")
     try:
         df = lexical._frequencies(store, stats, stems, budget=10_000)
     finally:
         store.db.exec_trace = None
+        store.db.trace_v2(0, None, id="counts")
     assert len([s for s in statements if "PRAGMA" not in s]) == 1  # every word at once
+    # Issue 14's sixth pass: FTS5 counts each word's matches; fts5vocab's cursor prepared a
+    # statement of its own each time (~40 µs of a haystack search's first run)
+    assert not any("fts5vocab" in s or "MATCH '*id'" in s for s in nested)
     for w, s in stems.items():
         assert df[s] == len(store.fts_rowids(f'"{w}"', 10_000))
+        assert df[s] == store.document_frequencies([s])[1].get(s, 0)  # fts5vocab's count
     lexical._DF.pop(store, None)  # above the budget: one posting list a word, as before
     assert lexical._frequencies(store, lexical._stats(store), stems, budget=1000) == df
 
