@@ -450,10 +450,13 @@ def _frequencies(store: Store, stats: tuple[int, float], stems: dict[str, str],
     if rows <= budget and len(out) < len(set(stems.values())):
         # An index of at most ``budget`` traces: every count is exact and cheap, all
         # in one statement (a statement a word was ~10 of a haystack search's first
-        # run of a query: its words and the second hop's names).
-        missing = [s for s in dict.fromkeys(stems.values()) if s not in out]
-        found = store.document_frequencies(missing)[1]
-        counted = {stem: found.get(stem, 0) for stem in missing}
+        # run of a query: its words and the second hop's names), each the matches of
+        # a phrase that is its stem's word, as below
+        missing: dict[str, str] = {}
+        for phrase, stem in stems.items():
+            if stem not in out:
+                missing.setdefault(stem, quote(phrase))
+        counted = store.phrase_frequencies(missing)
     for phrase, stem in stems.items():
         if stem in out or stem in counted:
             continue

@@ -29,7 +29,7 @@ from .errors import (
     QueryError,
 )
 from .model import Trace
-from .store_base import IN_CHUNK, in_chunks, padded, translate_errors
+from .store_base import IN_CHUNK, IN_LIST, in_chunks, listed, translate_errors
 from .store_base import WriteBusy as WriteBusy  # re-exported: Brain catches it
 from .store_edges import EdgeTables
 from .store_filters import Filters as Filters  # re-exported: the readers import it from here
@@ -386,11 +386,8 @@ class Store(IndexTables, EdgeTables, LogTables, InspectTables, VectorTables, Mai
         for start in range(0, len(order), limit * 4):
             if len(rows) >= limit * 4:
                 break
-            chunk = padded(order[start : start + limit * 4])
-            rows += self.execute(
-                f"SELECT {_SELECT}, t.rid FROM traces t WHERE t.rid IN ({', '.join('?' * len(chunk))}) AND {where}",
-                [*chunk, *params],
-            )
+            rows += self.execute(f"SELECT {_SELECT}, t.rid FROM traces t WHERE t.rid {IN_LIST} AND {where}",
+                                 [listed(order[start : start + limit * 4]), *params])
         if cut and filters.narrows and len(rows) < limit:  # counts cut short: the filter's own newest
             seen = {r[-1] for r in rows}
             rows += [r for r in self.execute(
@@ -580,10 +577,10 @@ class Store(IndexTables, EdgeTables, LogTables, InspectTables, VectorTables, Mai
         Remembered per connection until a write (one statement less per search)."""
         known: dict[str, int] = self.cached("episode_lengths", dict)
         missing = [e for e in dict.fromkeys(episodes) if e not in known]
-        for chunk in map(padded, in_chunks(missing)):
+        if missing:
             found = dict(self.db.execute(
-                f"SELECT episode, sum(length(content)) FROM traces WHERE episode IN ({', '.join('?' * len(chunk))}) "
-                "AND deleted_at IS NULL GROUP BY episode", chunk,
+                f"SELECT episode, sum(length(content)) FROM traces WHERE episode {IN_LIST} "
+                "AND deleted_at IS NULL GROUP BY episode", (listed(missing),),
             ))
             if len(known) + len(found) > 100_000:  # bounded, however many episodes a brain has
                 known.clear()
@@ -640,10 +637,10 @@ class Store(IndexTables, EdgeTables, LogTables, InspectTables, VectorTables, Mai
         """:meth:`traces_by_rid`, by rid (a search's memo keeps them by rid)."""
         where, params = filters.sql()
         out: dict[int, Trace] = {}
-        for chunk in map(padded, in_chunks(rids)):
+        if rids:
             out.update((r[-1], row_to_trace(r[:-1])) for r in self.execute(
-                f"SELECT {_SELECT}, t.rid FROM traces t WHERE t.rid IN ({', '.join('?' * len(chunk))}) AND {where}",
-                [*chunk, *params]))
+                f"SELECT {_SELECT}, t.rid FROM traces t WHERE t.rid {IN_LIST} AND {where}",
+                [listed(rids), *params]))
         return out
 
     def soft_delete_unchanged(self, seen: Sequence[tuple[str, float, str]], at: float) -> set[str]:

@@ -11,11 +11,12 @@ feedback, meta, leases and the consolidation log) build on it, and
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import tempfile
 import time
 import weakref
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any
 
 import apsw
@@ -110,8 +111,7 @@ if hasattr(os, "register_at_fork"):  # POSIX
 
 
 #: Values bound in one ``IN (...)`` list at most: far below SQLite's 32,766 parameters
-#: (one statement of every id failed past that, issue 11), and a power of two, so a
-#: full chunk is its own :func:`padded` length.
+#: (one statement of every id failed past that, issue 11).
 IN_CHUNK = 512
 
 
@@ -121,22 +121,23 @@ def in_chunks(values: Sequence[Any]) -> Iterator[list[Any]]:
         yield list(values[start : start + IN_CHUNK])
 
 
-def padded(values: Sequence[Any]) -> list[Any]:
-    """``values`` padded with NULLs to a power of two (at least 8) for an ``IN (...)`` list.
+#: ``x IN (...)`` over a list bound as one parameter (:func:`listed`, a JSON array): the
+#: statement's text is the same however many values it holds.
+IN_LIST = "IN (SELECT value FROM json_each(?))"
 
-    A statement's text changes with the number of ``?`` it has, and SQLite prepares
-    every new text again (~75 µs for a search's row reads, against ~35 µs to run
-    them): padded, the lists of a search's reads take a few lengths, all kept in the
-    connection's statement cache. ``x IN (..., NULL)`` is never true for the NULLs
-    (never use it with ``NOT IN``). Lists longer than 1,024 are left as they are (far
-    from SQLite's limit of 32,766 parameters).
+
+def listed(values: Iterable[Any]) -> str:
+    """``values`` (text or integers) as the one parameter of an :data:`IN_LIST`.
+
+    A statement's text with one ``?`` a value changes with their number, and SQLite
+    prepares every new text again (~20-60 µs each for a search's reads). Lists padded
+    to powers of two took a few lengths, but a query's first run on a connection still
+    prepared ~3 statements (131 in 40 LongMemEval haystacks' first runs; issue 14's
+    sixth pass): as one JSON array every search runs the same texts, cached after the
+    first. No parameter limit applies (SQLite's 32,766 ``?``), and reading the values
+    costs what binding them did.
     """
-    size = 8
-    while size < len(values):
-        size *= 2
-    if size > 1024:
-        return list(values)
-    return [*values, *[None] * (size - len(values))]
+    return json.dumps(list(values), ensure_ascii=False)
 
 
 def content_counts(api: apsw.FTS5ExtensionApi, *_args: Any) -> bytes | None:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
 
-from .store_base import Database, in_chunks, padded
+from .store_base import Database, in_chunks, listed
 
 #: Per connection (:meth:`EdgeTables.episode_edges`): each trace's ``episode_next`` edges
 #: to live traces as [(dst, weight)], and from live traces as [(src, weight)], once read.
@@ -107,7 +107,7 @@ class EdgeTables(Database):
                             hops: int) -> list[list[tuple[str, str, float]]]:
         """:meth:`episode_edges` read in one statement, and remembered in ``known``:
         each id's edges both ways and, with ``hops=2``, the far ends' forward ones."""
-        marks = ", ".join(f"?{i + 1}" for i in range(len(padded(ids))))
+        marks = "SELECT value FROM json_each(?1)"  # the ids, one JSON array (store_base.listed)
         hop1 = (
             f"SELECT e.src, e.dst, e.weight, 0 AS way FROM edges e JOIN traces t ON t.id = e.dst "
             f"WHERE e.src IN ({marks}) AND e.kind = 'episode_next' AND t.deleted_at IS NULL "
@@ -131,7 +131,7 @@ class EdgeTables(Database):
         backward: dict[str, list[tuple[str, float]]] = {i: [] for i in ids}
         far: dict[str, list[tuple[str, float]]] = {}  # hop 2: all the forward edges of its ends
         out: list[list[tuple[str, str, float]]] = [[], []]
-        for src, dst, weight, way in self.execute(sql, padded(ids)):
+        for src, dst, weight, way in self.execute(sql, (listed(ids),)):
             if way == 2:
                 out[1].append((src, dst, weight))
                 far.setdefault(src, []).append((dst, weight))

@@ -10,8 +10,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from .store_base import IN_LIST, listed
 from .store_base import WriteBusy as WriteBusy  # re-exported: Brain catches it
-from .store_base import padded
 
 
 @dataclass
@@ -71,9 +71,9 @@ class Filters:
             where.append("t.key IS NOT NULL AND substr(CAST(t.key AS BLOB), 1, ?) = ?")
             params.extend([len(prefix), prefix])
         if self.ids is not None:
-            ids = padded(self.ids) if self.ids else []
-            where.append(f"t.id IN ({', '.join('?' * len(ids))})" if ids else "0")
-            params.extend(ids)
+            where.append(f"t.id {IN_LIST}" if self.ids else "0")
+            if self.ids:
+                params.append(listed(self.ids))
         if self.scopes is not None:
             pairs = list(dict.fromkeys((str(s), str(i)) for s, i in self.scopes))
             where.append("(" + (" OR ".join("(t.scope = ? AND t.scope_id = ?)" for _ in pairs) or "0") + ")")

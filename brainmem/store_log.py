@@ -10,7 +10,7 @@ import uuid
 from typing import Any
 
 from .errors import StorageError
-from .store_base import Database, is_disk_full, padded
+from .store_base import IN_LIST, Database, is_disk_full, listed
 
 #: The ``meta`` key of the id of the last feedback row reflect's strengthen step has read.
 FEEDBACK_WATERMARK = "reflect.feedback_watermark"
@@ -130,8 +130,7 @@ class LogTables(Database):
         ended = sorted(_UNRELEASED.get((self._lease_file(), name), ()))[:1024]
         with self.write():
             if ended:
-                self.execute("DELETE FROM leases WHERE name = ? AND owner IN "
-                             f"({', '.join('?' * len(padded(ended)))})", (name, *padded(ended)))
+                self.execute(f"DELETE FROM leases WHERE name = ? AND owner {IN_LIST}", (name, listed(ended)))
             row = self.execute("SELECT owner, expires_at FROM leases WHERE name = ?", (name,)).fetchone()
             if row is None or row[0] == owner or row[1] <= now:
                 self.execute(
