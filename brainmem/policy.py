@@ -176,12 +176,6 @@ class Policy:
     weight_bridge: float = 0.4
     bridge_seeds: int = 3
     bridge_max_share: float = 0.05
-    #: Pseudo-relevance feedback (RM3-like, off by default): the ``feedback_terms`` most
-    #: distinctive words of the best ``feedback_seeds`` candidates that the query lacks
-    #: are searched; their hits gain ``weight_feedback`` × that search's normalised BM25.
-    weight_feedback: float = 0.0
-    feedback_seeds: int = 3
-    feedback_terms: int = 5
     #: Search by meaning (only with an embedder, :mod:`brainmem.hybrid`): the
     #: ``vector_k`` nearest traces by vector join the lexical candidates, and each
     #: candidate's relevance gains ``weight_vector`` × its cosine, min-max scaled

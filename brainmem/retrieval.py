@@ -146,8 +146,6 @@ def _rank_pool(store: Store, compiler: QueryCompiler, policy: Policy, query: str
         exhausted = exhausted and not full
     if policy.weight_bridge and not compiled.syntax and candidates:
         _bridge(store, compiler, policy, filters, compiled, candidates, size, memo)
-    if policy.weight_feedback and not compiled.syntax and candidates:
-        _feedback(store, compiler, policy, filters, compiled, candidates, size, memo)
     if dense is not None:  # search by meaning (brainmem.hybrid): fused before the re-ranking
         # after the second hop: fusing before it (meaning choosing the bridge seeds) was
         # worse on LongMemEval at weight 1 (session all@5 0.877 vs 0.889, any@5 0.988 vs 1.000)
@@ -343,15 +341,7 @@ def _bridge(store: Store, compiler: QueryCompiler, policy: Policy, filters: Filt
     rare = [w for w, s in stem_of.items() if 2 <= df.get(s, 0) <= policy.bridge_max_share * n]
     if not rare:
         return
-    _second_search(store, compiler, policy, filters, compiled, candidates, size, memo,
-                   list(dict.fromkeys([*compiled.terms, *rare])), policy.weight_bridge)
-
-
-def _second_search(store: Store, compiler: QueryCompiler, policy: Policy, filters: Filters,
-                   compiled: CompiledQuery, candidates: Candidates, size: int,
-                   memo: dict[Any, Any] | None, words: list[str], weight: float) -> None:
-    """``words`` searched (any of them); their hits gain ``weight`` × that search's BM25
-    normalised by its best, in units of the candidates' best BM25, and join them."""
+    words = list(dict.fromkeys([*compiled.terms, *rare]))
     second = CompiledQuery(any_of(words), compiled.terms,
                            False, tuple(words))
     # not counted by FTS5: the traces the first search missed are few, and none of
@@ -362,46 +352,11 @@ def _second_search(store: Store, compiler: QueryCompiler, policy: Policy, filter
         return
     best = max((b for _, b in candidates), default=0.0) or 1.0
     best_found = max(b for _, b in found) or 1.0
-    bonus = {t.id: weight * best * max(b, 0.0) / best_found for t, b in found}
+    bonus = {t.id: policy.weight_bridge * best * max(b, 0.0) / best_found for t, b in found}
     for i, (trace, bm25) in enumerate(candidates):
         candidates[i] = (trace, bm25 + bonus.pop(trace.id, 0.0))
     found_by_id = {t.id: t for t, _ in found}
     candidates.extend((found_by_id[i], b) for i, b in bonus.items())
-
-
-def _feedback(store: Store, compiler: QueryCompiler, policy: Policy, filters: Filters,
-              compiled: CompiledQuery, candidates: Candidates, size: int,
-              memo: dict[Any, Any] | None = None) -> None:
-    """Pseudo-relevance feedback (RM3-like): the most distinctive words of the best
-    ``feedback_seeds`` candidates that the query lacks are searched on their own; their
-    hits gain ``weight_feedback`` × that search's normalised BM25. A word's weight is
-    the sum over the seeds of its count there × the seed's share of the best BM25, × its
-    IDF; it must be held by 2 or more traces (it must lead elsewhere)."""
-    top = [c for c in sorted(candidates, key=lambda c: -c[1])[: policy.feedback_seeds] if c[1] > 0]
-    if not top:
-        return
-    best = top[0][1]
-    asked = {s for t in compiled.terms for s in compiler.stems(t)}
-    stem_of: dict[str, str] = {}
-    weight: dict[str, float] = {}
-    for trace, bm25 in top:
-        for word in compiler.words(trace.content):
-            if len(word) <= 2 or not word.isalpha() or word in STOPWORDS:
-                continue
-            stems = compiler.stem_list(word)
-            if not stems or stems[0] in asked:
-                continue
-            stem_of.setdefault(word, stems[0])
-            weight[word] = weight.get(word, 0.0) + bm25 / best
-    if not weight:
-        return
-    n, df = lexical.document_frequencies(store, compiler, list(stem_of), policy.search_budget)
-    scored = {w: v * math.log(1 + (n - df[stem_of[w]] + 0.5) / (df[stem_of[w]] + 0.5))
-              for w, v in weight.items() if df.get(stem_of[w], 0) >= 2}
-    words = sorted(scored, key=lambda w: (-scored[w], w))[: policy.feedback_terms]
-    if words:
-        _second_search(store, compiler, policy, filters, compiled, candidates, size, memo,
-                       list(dict.fromkeys([*compiled.terms, *words])), policy.weight_feedback)
 
 
 def _conversation_context(store: Store, policy: Policy, filters: Filters, candidates: Candidates,
