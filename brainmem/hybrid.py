@@ -87,19 +87,7 @@ class Dense:
         best = best if best > 0 else 1.0
         known = {t.id for t, _ in candidates}
         sims = self._cosines()
-        per = self.policy.vector_per_episode
-        k = self.policy.vector_k
-        near = self.index.nearest(sims, filters, k * 4 if per else k, [t for t, _ in candidates])
-        if per:  # at most ``per`` of an episode's traces join by vector: more episodes considered
-            taken: dict[str | None, int] = {}
-            spread = []
-            for t, c in near:
-                if t.episode is None or taken.get(t.episode, 0) < per:
-                    taken[t.episode] = taken.get(t.episode, 0) + 1
-                    spread.append((t, c))
-                    if len(spread) >= k:
-                        break
-            near = spread
+        near = self.index.nearest(sims, filters, self.policy.vector_k, [t for t, _ in candidates])
         candidates.extend((t, 0.0) for t, _ in near if t.id not in known)
         self.cosine = self.index.similarities(sims, [t for t, _ in candidates])
         if not self.cosine or weight <= 0:

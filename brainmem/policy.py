@@ -184,9 +184,6 @@ class Policy:
     #: folds; benchmarks/fusion_cv.py, benchmarks/results/fusion_cv_joint.txt).
     weight_vector: float = 1.0
     vector_k: int = 50
-    #: Candidate pool diversity (off: 0): at most this many traces of one episode are
-    #: among the ``vector_k`` that join by vector (taken from the 4·vector_k nearest).
-    vector_per_episode: int = 0
     #: How much meaning counts follows the query's lexical evidence: with the best
     #: lexical candidate holding a share ``coverage`` of the query's words (IDF
     #: weighted), meaning counts ``weight_vector · (1 + vector_lexical · (1 − 2·coverage))``,
