@@ -80,7 +80,7 @@ def post_hoc(lexical: BrainSystem, dense: DenseSystem, q, depth: int, weights: l
 #: Fields a --grid may set (adaptive fields of brainmem.hybrid, and the question discount,
 #: whose best value may differ with meaning in the ranking) and the value that switches
 #: each off, which a system's name leaves out (-1: none, always named).
-OFF = {"vector_lexical": 0.0, "vector_weight_question": -1.0, "vector_context": 0.0}
+OFF = {"vector_lexical": 0.0, "vector_weight_question": -1.0}
 
 
 def parse_grid(text: str) -> list[dict]:

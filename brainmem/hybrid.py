@@ -94,30 +94,11 @@ class Dense:
             return
         low, high = min(self.cosine.values()), max(self.cosine.values())
         span = high - low
-        self._scale = (weight, best, low, span)
         for i, (trace, bm25) in enumerate(candidates):
             cos = self.cosine.get(trace.id)
             if cos is None:
                 continue
             add = weight * best * ((cos - low) / span if span > 0 else 1.0)
-            self.added[trace.id] = add
-            candidates[i] = (trace, max(bm25, 0.0) + add)
-
-    def fuse_late(self, candidates: list[tuple[Trace, float]], start: int) -> None:
-        """``candidates[start:]`` (joined after :meth:`fuse`, by conversation context) gain
-        their meaning on the same scale as the others (``Policy.vector_context``)."""
-        scale = getattr(self, "_scale", None)
-        if scale is None or start >= len(candidates):
-            return
-        weight, best, low, span = scale
-        late = self.index.similarities(self._cosines(), [t for t, _ in candidates[start:]])
-        self.cosine.update(late)
-        for i in range(start, len(candidates)):
-            trace, bm25 = candidates[i]
-            cos = late.get(trace.id)
-            if cos is None:
-                continue
-            add = self.policy.vector_context * weight * best * max(0.0, (cos - low) / span if span > 0 else 1.0)
             self.added[trace.id] = add
             candidates[i] = (trace, max(bm25, 0.0) + add)
 

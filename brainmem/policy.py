@@ -184,9 +184,6 @@ class Policy:
     #: folds; benchmarks/fusion_cv.py, benchmarks/results/fusion_cv_joint.txt).
     weight_vector: float = 1.0
     vector_k: int = 50
-    #: Traces that join the candidates by conversation context (after fusion) gain this
-    #: share of their own meaning on the fused scale (off: 0).
-    vector_context: float = 0.0
     #: How much meaning counts follows the query's lexical evidence: with the best
     #: lexical candidate holding a share ``coverage`` of the query's words (IDF
     #: weighted), meaning counts ``weight_vector · (1 + vector_lexical · (1 − 2·coverage))``,

@@ -158,10 +158,7 @@ def _rank_pool(store: Store, compiler: QueryCompiler, policy: Policy, query: str
     if not candidates:
         return [], True
     best = max(score for _, score in candidates) or 1.0
-    joined = len(candidates)
     carried = _conversation_context(store, policy, filters, candidates, best)
-    if dense is not None and policy.vector_context:
-        dense.fuse_late(candidates, joined)
     episode = (_episode_bm25(store, compiler, compiled, candidates, policy.search_budget, filters, memo)
                if policy.weight_episode else {})
     activation = _activation(store, policy, candidates)
