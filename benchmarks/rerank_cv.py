@@ -108,34 +108,8 @@ def policy_name(policy: dict) -> str:
     return ",".join(f"{k}={v:g}" for k, v in policy.items()) or "default"
 
 
-#: --context (experiment): how a hit's score combines the cross-encoder read of the hit alone
-#: (own) with its reads together with the turn before it (prev) and after it (next).
-COMBINE = {
-    "own": lambda o, p, n: o,
-    "prev": lambda o, p, n: p,
-    "next": lambda o, p, n: n,
-    "max": lambda o, p, n: max(o, p, n),
-    "own+max": lambda o, p, n: (o + max(p, n)) / 2,
-}
-CONTEXT_RS = (10, 20)
-
-
-def neighbours(docs, chars: int = 0) -> dict[str, tuple[str, str]]:
-    """{text: (the turn before it, the turn after it)} in its episode ('' at an end); with
-    ``chars``, the turn before cut to its last ``chars`` characters, the turn after to its first."""
-    by_episode: dict = {}
-    for d in docs:
-        by_episode.setdefault(d.episode, []).append(d.text)
-    out: dict[str, tuple[str, str]] = {}
-    for texts in by_episode.values():
-        for i, t in enumerate(texts):
-            before, after = texts[i - 1] if i else "", texts[i + 1] if i + 1 < len(texts) else ""
-            out.setdefault(t, (before[-chars:], after[:chars]) if chars else (before, after))
-    return out
-
-
 def run(dataset: str, data: str, reranker: str, spec: str | None, limit: int | None,
-        policies: list[dict] | None = None, context: bool = False, context_chars: int = 0) -> dict:
+        policies: list[dict] | None = None) -> dict:
     env = dict(os.environ)
     if spec:
         env["BRAINMEM_EMBEDDER"] = spec
@@ -147,9 +121,6 @@ def run(dataset: str, data: str, reranker: str, spec: str | None, limit: int | N
     policies = policies or [{}]
     systems = [f"{policy_name(p)} {system(r, lam)}" for p in policies
                for r in (0, *RS) for lam in (LAMBDAS if r else (0.0,))]
-    if context:
-        systems += [f"{policy_name(p)} {c} {system(r, lam)}" for p in policies for c in COMBINE if c != "own"
-                    for r in CONTEXT_RS for lam in LAMBDAS]
     rows = []
     for hay in ds.haystacks:
         docs, _, _ = prepare_documents(hay.documents)
@@ -157,7 +128,6 @@ def run(dataset: str, data: str, reranker: str, spec: str | None, limit: int | N
         brain = BrainSystem(embedder, "hybrid" if spec else "brainmem")
         brain.index(docs)
         base = brain.brain.policy
-        near = neighbours(docs, context_chars) if context else {}
         for q in hay.questions:
             scores = {}
             for policy in policies:
@@ -175,22 +145,6 @@ def run(dataset: str, data: str, reranker: str, spec: str | None, limit: int | N
                             ranked += brain._docs.get(h.trace.id, [f"insight:{h.trace.id}"])
                         scores[f"{policy_name(policy)} {system(r, lam)}"] = score_question(
                             ds.protocol, ranked[:depth], q, corpus, ks)
-                if context:
-                    head = top[: max(CONTEXT_RS)]
-                    own = [known.scores[t] for t in head]
-                    prev = ce.score(q.text, [f"{near.get(t, ('', ''))[0]}\n{t}".strip() for t in head])
-                    nxt = ce.score(q.text, [f"{t}\n{near.get(t, ('', ''))[1]}".strip() for t in head])
-                    for c, f in COMBINE.items():
-                        if c == "own":
-                            continue
-                        combined = Known({t: f(o, p, n) for t, o, p, n in zip(head, own, prev, nxt)})
-                        for r in CONTEXT_RS:
-                            for lam in LAMBDAS:
-                                ranked = []
-                                for h in reranked(hits, combined, brain.brain.policy, r, lam):
-                                    ranked += brain._docs.get(h.trace.id, [f"insight:{h.trace.id}"])
-                                scores[f"{policy_name(policy)} {c} {system(r, lam)}"] = score_question(
-                                    ds.protocol, ranked[:depth], q, corpus, ks)
             rows.append({"qid": q.qid, "category": q.category, "scores": scores})
             if len(rows) % 50 == 0:
                 print(f"{dataset}: {len(rows)}/{ds.n_questions} ({ce.pairs} pairs, {ce.seconds:.0f} s)",
@@ -280,10 +234,6 @@ def main() -> None:
                     help="also print this system, fixed (e.g. 'weight_vector=1,vector_lexical=0.5 R=10 l=ce')")
     ap.add_argument("--speed", type=int, metavar="N",
                     help="instead: time re-ranking the top Policy.rerank_depth hits of N questions, uncached")
-    ap.add_argument("--context", action="store_true",
-                    help="experiment: also the cross-encoder reading each hit with the turn before / after it")
-    ap.add_argument("--context-chars", type=int, default=0,
-                    help="with --context: the neighbour turn cut to this many characters (0: whole)")
     a = ap.parse_args()
     if a.speed:
         speed(a.dataset, a.data, a.reranker, a.speed)
@@ -293,7 +243,7 @@ def main() -> None:
     else:
         policies = [{k: float(v) for k, v in (f.split("=") for f in block.split(",") if f)}
                     for block in a.policies.split(";") if block.strip()]
-        results = [run(a.dataset, a.data, a.reranker, a.embedder, a.limit, policies, a.context, a.context_chars)]
+        results = [run(a.dataset, a.data, a.reranker, a.embedder, a.limit, policies)]
         if a.json:
             Path(a.json).write_text(json.dumps(results[0]))
         print(f"# cross-encoder: {results[0]['pairs_per_second'] or 0:.0f} pairs/s (uncached)")
