@@ -215,9 +215,26 @@ def hand_back(store: Store, ids: Sequence[str], at: float) -> dict[str, dict[str
     the replacement, unless another live, current fact replaced them too (at or after their
     end; an older edge to a fact said again since does not count). Returns, per deleted
     trace that handed its place back, ``{replaced id: the valid_until it had}``: the note
-    :func:`replace_again` reads when that trace is restored."""
+    :func:`replace_again` reads when that trace is restored.
+
+    Several deleted at once hand back as deleted one by one, newest first: a fact of
+    ``ids`` made current again by another of them hands back in turn (not told as an update:
+    it is deleted), so deleting a chain's newest versions together leaves its oldest current."""
     gone = set(ids)
-    pairs = [(new, old) for new, old in store.supersedes_edges(list(ids)) if new in gone and old not in gone]
+    handed: dict[str, dict[str, float]] = {}
+    news = list(dict.fromkeys(ids))
+    while news:  # ends: a fact is handed back once (it is current after)
+        step = _hand_back_once(store, news, gone, at)
+        for new, olds in step.items():
+            handed.setdefault(new, {}).update(olds)
+        news = list(dict.fromkeys(old for olds in step.values() for old in olds if old in gone))
+    return handed
+
+
+def _hand_back_once(store: Store, news: Sequence[str], gone: set[str], at: float) -> dict[str, dict[str, float]]:
+    """:func:`hand_back` of the facts ``news`` as they are now (``gone``: all the deleted)."""
+    deleting = set(news)
+    pairs = [(new, old) for new, old in store.supersedes_edges(list(news)) if new in deleting and new != old]
     # read whole only the traces that replaced another (a delete of many reads no more)
     current = {t.id: t for t in store.get_many(list(dict.fromkeys(new for new, _ in pairs)))
                if t.valid_until is None and t.merged_into is None}

@@ -128,8 +128,9 @@ class Writer:
         derived = graph.insights_of(self.store, ids, extracted=True)
         # a current fact deleted hands its place back to the facts it replaced (an undo);
         # the note lets a restore replace them again
-        handed = timeline.hand_back(self.store, [*ids, *derived], at)
-        self.side_updates.extend(i for olds in handed.values() for i in olds)
+        gone = [*ids, *derived]
+        handed = timeline.hand_back(self.store, gone, at)
+        self.side_updates.extend(i for olds in handed.values() for i in olds if i not in gone)
         for trace in self.store.get_many([i for i in ids if i in handed]):
             self.store.update_fields(trace.id, {"metadata": {**trace.metadata, HANDED_BACK: handed[trace.id]}})
         for i in ids:

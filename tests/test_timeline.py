@@ -553,3 +553,32 @@ def test_a_delete_hands_back_only_what_it_closed(file_brain: Brain, clock: FakeC
     assert file_brain.get(berlin.id).valid_until is None
     file_brain.delete(berlin.id)  # and with nothing it replaced live, a delete hands nothing back
     assert file_brain.search("where does the user live") == []
+
+
+def _chain(brain: Brain, clock: FakeClock) -> list:
+    """Berlin replaced by Lisbon replaced by Porto, a day apart."""
+    berlin = brain.add("The user lives in Berlin", type="semantic")
+    clock.advance(DAY)
+    lisbon = brain.add("The user lives in Lisbon", type="semantic", supersedes=[berlin.id])
+    clock.advance(DAY)
+    porto = brain.add("The user lives in Porto", type="semantic", supersedes=[lisbon.id])
+    clock.advance(DAY)
+    return [berlin, lisbon, porto]
+
+
+def test_deleting_a_chains_newest_versions_at_once_hands_back_as_one_by_one(file_brain: Brain,
+                                                                            clock: FakeClock) -> None:
+    """Porto and Lisbon deleted in one call left Berlin closed: the brain had no current
+    value, where deleting Porto then Lisbon made Berlin current. One call now does what
+    the deletes one by one do, and restoring both (either order) gives the chain back."""
+    berlin, lisbon, porto = _chain(file_brain, clock)
+    told: list[tuple[str, str]] = []
+    file_brain.subscribe(lambda kind, payload: told.append((kind, payload["id"])))
+    file_brain.delete([porto.id, lisbon.id])
+    assert _ids(file_brain.search("where does the user live")) == [berlin.id]
+    assert sorted(told) == sorted([("delete", porto.id), ("delete", lisbon.id), ("update", berlin.id)])
+    file_brain.restore(lisbon.id)
+    file_brain.restore(porto.id)
+    assert [file_brain.get(t.id).valid_until for t in (berlin, lisbon, porto)] == [T0 + DAY, T0 + 2 * DAY, None]
+    assert _ids(file_brain.search("where does the user live")) == [porto.id]
+
