@@ -263,18 +263,37 @@ def _hand_back_once(store: Store, news: Sequence[str], gone: set[str], at: float
 def replace_again(store: Store, trace: Trace, handed: Any) -> list[str]:
     """Inside a write, ``trace`` just restored: the facts its delete made current again
     (``handed``, the note :func:`hand_back` returned for it) are replaced by it again, until
-    the time they were replaced before, if they are still live and current. Returns the ids
-    updated (the caller tells subscribers)."""
-    if not isinstance(handed, Mapping) or trace.valid_until is not None:
+    the time they were replaced before, if they are still live and current. And if a live,
+    current fact replaced ``trace`` (a later version restored while it was deleted), it is
+    replaced by that one again, from when that one began: a restore never leaves two current
+    versions of a fact. Returns the ids updated other than ``trace`` (the caller tells
+    subscribers; ``trace`` is told as restored)."""
+    if trace.valid_until is not None:
         return []
     changed: list[str] = []
-    for old in store.get_many([i for i in handed if isinstance(i, str)]):
+    for old in store.get_many([i for i in handed if isinstance(i, str)] if isinstance(handed, Mapping) else []):
         end = handed[old.id]
         if (old.valid_until is None and old.merged_into is None and old.id != trace.id
                 and isinstance(end, (int, float)) and not isinstance(end, bool)):
             changed += close(store, trace, [old], float(end))
             trace = store.get(trace.id) or trace
+    holders = [h for h in store.get_many([new for new, old in store.supersedes_edges([trace.id])
+                                          if old == trace.id and new != trace.id])
+               if h.valid_until is None and h.merged_into is None and began(h) >= began(trace)
+               and not _merged_from(h, trace)]
+    if holders:  # (one that began before ``trace`` is a stale edge: ``trace`` was said again since)
+        first = min(holders, key=began)
+        changed += [i for i in close(store, first, [trace], began(first)) if i != trace.id]
     return changed
+
+
+def _merged_from(merged: Trace, source: Trace) -> bool:
+    """Whether ``merged`` is a merge of ``source`` (its edge to it is the merge's, not a
+    replacement: :func:`brainmem.unmerge.fold`)."""
+    record = source.metadata.get("merge")
+    sources = merged.metadata.get("merged_from")
+    return ((isinstance(record, Mapping) and record.get("into") == merged.id)
+            or (isinstance(sources, list) and source.id in sources))
 
 
 def update_events(store: Store, ids: Sequence[str]) -> list[tuple[str, dict[str, Any]]]:

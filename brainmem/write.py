@@ -444,11 +444,10 @@ class Writer:
         restored = self.store.get(trace.id)
         assert restored is not None
         # it replaces again the facts its delete made current again
-        replaced = timeline.replace_again(self.store, restored, trace.metadata.get(HANDED_BACK))
-        if replaced:
-            self.side_updates.extend(replaced)
-            restored = self.store.get(trace.id)
-            assert restored is not None
+        # (and is replaced again by a live, current fact that replaced it)
+        self.side_updates.extend(timeline.replace_again(self.store, restored, trace.metadata.get(HANDED_BACK)))
+        restored = self.store.get(trace.id)
+        assert restored is not None
         return restored
 
     def feedback(self, retrieval_id: Any, used: list[str], ignored: list[str], at: float) -> int:

@@ -582,3 +582,28 @@ def test_deleting_a_chains_newest_versions_at_once_hands_back_as_one_by_one(file
     assert [file_brain.get(t.id).valid_until for t in (berlin, lisbon, porto)] == [T0 + DAY, T0 + 2 * DAY, None]
     assert _ids(file_brain.search("where does the user live")) == [porto.id]
 
+
+
+def test_restoring_a_fact_a_live_current_one_replaced_leaves_it_replaced(file_brain: Brain,
+                                                                        clock: FakeClock) -> None:
+    """Porto deleted, then Lisbon; Porto restored, then Lisbon: Lisbon came back current
+    beside Porto, which replaced it (two current values). A restored fact that a live,
+    current fact replaced is replaced by it again, from when that one began."""
+    berlin, lisbon, porto = _chain(file_brain, clock)
+    file_brain.delete(porto.id)
+    file_brain.delete(lisbon.id)
+    file_brain.restore(porto.id)
+    told: list[tuple[str, str]] = []
+    file_brain.subscribe(lambda kind, payload: told.append((kind, payload["id"])))
+    back = file_brain.restore(lisbon.id)
+    assert back.valid_until == T0 + 2 * DAY
+    assert file_brain.get(berlin.id).valid_until == T0 + DAY
+    assert sorted(told) == sorted([("update", berlin.id), ("restore", lisbon.id)])
+    assert _ids(file_brain.search("where does the user live")) == [porto.id]
+    assert [t.id for t in file_brain.history(porto.id)] == [berlin.id, lisbon.id, porto.id]
+    # a merge's edge to its sources is no replacement: a source restored by its id is current
+    cats = file_brain.add("The user has two cats", type="semantic")
+    dogs = file_brain.add("The user has a dog", type="semantic")
+    merged = file_brain.merge([cats.id, dogs.id])
+    assert file_brain.restore(cats.id).valid_until is None
+    assert set(_ids(file_brain.search("cats"))) == {cats.id, merged.id}
