@@ -54,6 +54,7 @@ prune counts them as pinned and merge leaves them out (``Store.decay_rows`` and
 from __future__ import annotations
 
 import dataclasses
+import math
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -271,11 +272,14 @@ def replace_again(store: Store, trace: Trace, handed: Any) -> list[str]:
     if trace.valid_until is not None:
         return []
     changed: list[str] = []
-    for old in store.get_many([i for i in handed if isinstance(i, str)] if isinstance(handed, Mapping) else []):
+    # the note is metadata the user may edit: only a fact ``trace`` replaced (its edge), and
+    # never after ``trace`` began (a later end would move its start there, hiding it)
+    replaced = {old for new, old in store.supersedes_edges([trace.id]) if new == trace.id}
+    for old in store.get_many([i for i in handed if i in replaced] if isinstance(handed, Mapping) else []):
         end = handed[old.id]
         if (old.valid_until is None and old.merged_into is None and old.id != trace.id
-                and isinstance(end, (int, float)) and not isinstance(end, bool)):
-            changed += close(store, trace, [old], float(end))
+                and isinstance(end, (int, float)) and not isinstance(end, bool) and math.isfinite(end)):
+            changed += close(store, trace, [old], min(float(end), began(trace)))
             trace = store.get(trace.id) or trace
     holders = [h for h in store.get_many([new for new, old in store.supersedes_edges([trace.id])
                                           if old == trace.id and new != trace.id])

@@ -607,3 +607,34 @@ def test_restoring_a_fact_a_live_current_one_replaced_leaves_it_replaced(file_br
     merged = file_brain.merge([cats.id, dogs.id])
     assert file_brain.restore(cats.id).valid_until is None
     assert set(_ids(file_brain.search("cats"))) == {cats.id, merged.id}
+
+
+def test_a_handed_back_note_the_user_wrote_replaces_nothing_on_restore(file_brain: Brain,
+                                                                       clock: FakeClock) -> None:
+    """``metadata["handed_back"]`` is the user's to edit: a note naming a fact the trace never
+    replaced, or a time after the trace began, made its restore close that fact (a
+    ``supersedes`` edge from an unrelated memory) and move the restored trace's start to the
+    note's time, hiding it from every default search. A restore replaces only facts the trace
+    replaced, and never later than it began; bad values do nothing."""
+    berlin, lisbon, porto = _chain(file_brain, clock)
+    cats = file_brain.add("The user has two cats", type="semantic")
+    for note in ({porto.id: T0 + 1000 * DAY}, {porto.id: T0}, 5, [porto.id], {porto.id: True},
+                 {porto.id: "soon"}, {"": -1e300}):
+        file_brain.update(cats.id, metadata={"handed_back": note})
+        file_brain.delete(cats.id)
+        back = file_brain.restore(cats.id)
+        assert back.valid_from is None and back.valid_until is None, note
+        assert "handed_back" not in back.metadata
+        assert file_brain.get(porto.id).valid_until is None, note
+    assert _ids(file_brain.search("cats")) == [cats.id]
+    assert [t.id for t in file_brain.history(cats.id)] == [cats.id]
+    # nor one on a real replacement with a time after the restored fact began
+    file_brain.delete(porto.id)
+    file_brain.delete(lisbon.id)
+    file_brain.restore(porto.id)
+    file_brain.update(porto.id, metadata={"handed_back": {lisbon.id: T0 + 1000 * DAY}})
+    file_brain.delete(porto.id)  # hands Lisbon back... Lisbon is deleted: the note stays the user's
+    file_brain.restore(lisbon.id)
+    file_brain.restore(porto.id)
+    assert file_brain.get(porto.id).valid_from == T0 + 2 * DAY
+    assert _ids(file_brain.search("lives")) == [porto.id]
