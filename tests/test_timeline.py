@@ -638,3 +638,24 @@ def test_a_handed_back_note_the_user_wrote_replaces_nothing_on_restore(file_brai
     file_brain.restore(porto.id)
     assert file_brain.get(porto.id).valid_from == T0 + 2 * DAY
     assert _ids(file_brain.search("lives")) == [porto.id]
+
+
+def test_a_handed_back_note_follows_an_import_with_new_ids(brain_factory: Callable[..., Brain],
+                                                           tmp_path: Path, clock: FakeClock) -> None:
+    """An export (with deleted traces) imported with new ids kept the deleted fact's
+    ``handed_back`` note naming the exporting brain's ids: restoring the imported copy
+    replaced nothing, leaving two current values. The note's ids follow the import's."""
+    source = brain_factory(tmp_path / "a.db")
+    berlin = source.add("The user lives in Berlin", type="semantic")
+    clock.advance(DAY)
+    lisbon = source.add("The user lives in Lisbon", type="semantic", supersedes=[berlin.id])
+    clock.advance(DAY)
+    source.delete(lisbon.id)
+    source.export(tmp_path / "a.jsonl", include_deleted=True)
+    copy = brain_factory(tmp_path / "b.db")
+    id_map = copy.import_jsonl(tmp_path / "a.jsonl", new_ids=True).id_map
+    new_lisbon = copy.get(id_map[lisbon.id], include_deleted=True)
+    assert new_lisbon.metadata["handed_back"] == {id_map[berlin.id]: T0 + DAY}
+    copy.restore(new_lisbon.id)
+    assert _ids(copy.search("lives")) == [new_lisbon.id]
+    assert copy.get(id_map[berlin.id]).valid_until == T0 + DAY
