@@ -55,7 +55,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from . import candidates as lexical
@@ -69,6 +69,10 @@ from .validate import check_ids, scope_of, to_timestamp
 
 if TYPE_CHECKING:
     from .brain import Brain
+
+#: ``metadata`` key of the note a deleted fact keeps of the facts its delete made current
+#: again (:func:`hand_back`; :func:`replace_again` reads it on restore).
+HANDED_BACK = "handed_back"
 
 #: Longest chain ``history`` walks (a guard against a hand-edited cycle or a huge merge tree).
 MAX_HISTORY = 1000
@@ -234,8 +238,8 @@ def hand_back(store: Store, ids: Sequence[str], at: float) -> dict[str, dict[str
 
 def _hand_back_once(store: Store, news: Sequence[str], gone: set[str], at: float) -> dict[str, dict[str, float]]:
     """:func:`hand_back` of the facts ``news`` as they are now (``gone``: all the deleted)."""
-    deleting = set(news)
-    pairs = [(new, old) for new, old in store.supersedes_edges(list(news)) if new in deleting and new != old]
+    # the facts each replaced, and past one deleted since (a middle version), those it replaced
+    pairs = _below(store, news, lambda t: t.deleted_at is not None and t.merged_into is None)
     # read whole only the traces that replaced another (a delete of many reads no more)
     current = {t.id: t for t in store.get_many(list(dict.fromkeys(new for new, _ in pairs)))
                if t.valid_until is None and t.merged_into is None}
@@ -261,6 +265,45 @@ def _hand_back_once(store: Store, news: Sequence[str], gone: set[str], at: float
     return handed
 
 
+def _below(store: Store, ids: Sequence[str], through: Callable[[Trace], bool]) -> list[tuple[str, str]]:
+    """(id of ``ids``, a fact it replaced) pairs, by the ``supersedes`` edges: each id's own,
+    and past a replaced fact for which ``through`` holds, the ones that fact replaced in turn
+    (at most :data:`MAX_HISTORY` deep)."""
+    out: list[tuple[str, str]] = []
+    seen = {(i, i) for i in ids}
+    lead = {i: [i] for i in ids}  # a trace reached: the ids of ``ids`` it leads back to
+    for _ in range(MAX_HISTORY):
+        step = list(dict.fromkeys((top, dst) for src, dst in store.supersedes_edges(list(lead))
+                                  if src in lead for top in lead[src] if (top, dst) not in seen))
+        if not step:
+            break
+        seen.update(step)
+        out += step
+        passing = {t.id for t in store.get_many(list({dst for _, dst in step}), include_deleted=True) if through(t)}
+        lead = {}
+        for top, dst in step:
+            if dst in passing:
+                lead.setdefault(dst, []).append(top)
+    return out
+
+
+def _notes(store: Store, handed: Any) -> dict[str, Any]:
+    """The note ``handed`` (``{id: end}``; anything else: empty) with, for each fact it names
+    that is deleted since, that fact's own note in turn: its delete handed back what it had
+    replaced, and the restored newer version replaces those again (its first word wins)."""
+    out: dict[str, Any] = {}
+    todo = [handed]
+    while todo and len(out) < MAX_HISTORY:
+        note = todo.pop()
+        if not isinstance(note, Mapping):
+            continue
+        fresh = [i for i in note if isinstance(i, str) and i not in out]
+        out.update((i, note[i]) for i in fresh)
+        todo += [t.metadata.get(HANDED_BACK) for t in store.get_many(fresh, include_deleted=True)
+                 if t.deleted_at is not None]
+    return out
+
+
 def replace_again(store: Store, trace: Trace, handed: Any) -> list[str]:
     """Inside a write, ``trace`` just restored: the facts its delete made current again
     (``handed``, the note :func:`hand_back` returned for it) are replaced by it again, until
@@ -272,14 +315,31 @@ def replace_again(store: Store, trace: Trace, handed: Any) -> list[str]:
     if trace.valid_until is not None:
         return []
     changed: list[str] = []
-    # the note is metadata the user may edit: only a fact ``trace`` replaced (its edge), and
-    # never after ``trace`` began (a later end would move its start there, hiding it)
-    replaced = {old for new, old in store.supersedes_edges([trace.id]) if new == trace.id}
-    for old in store.get_many([i for i in handed if i in replaced] if isinstance(handed, Mapping) else []):
+    # the note is metadata the user may edit: only a fact of ``trace``'s chain (replaced by it,
+    # or by a version it replaced), and never after ``trace`` began (a later end would move
+    # its start there, hiding it)
+    direct = {old for new, old in store.supersedes_edges([trace.id]) if new == trace.id}
+    chain = {old for _, old in _below(store, [trace.id], lambda t: t.merged_into is None)}
+    handed = _notes(store, handed)
+    for old in store.get_many([i for i in handed if i in chain]):
         end = handed[old.id]
         if (old.valid_until is None and old.merged_into is None and old.id != trace.id
                 and isinstance(end, (int, float)) and not isinstance(end, bool) and math.isfinite(end)):
-            changed += close(store, trace, [old], min(float(end), began(trace)))
+            end = min(float(end), began(trace))
+            if old.id in direct:
+                changed += close(store, trace, [old], end)
+                trace = store.get(trace.id) or trace
+            else:  # handed back past a version deleted before: closed again, no edge of its own
+                end = max(end, began(old))
+                store.update_fields(old.id, {"valid_until": end, "version": old.version + 1,
+                                             "updated_at": max(end, old.updated_at)})
+                changed += [old.id, *close_insights(store, [old.id], end)]
+    # a fact it replaced that is current now though no note says so (handed back by a delete
+    # passing over this one, or the note edited away) is replaced again from when it began
+    for old in store.get_many(list(direct)):
+        if (old.valid_until is None and old.merged_into is None and began(old) <= began(trace)
+                and not _merged_from(trace, old)):
+            changed += close(store, trace, [old], began(trace))
             trace = store.get(trace.id) or trace
     holders = [h for h in store.get_many([new for new, old in store.supersedes_edges([trace.id])
                                           if old == trace.id and new != trace.id])

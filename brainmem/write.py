@@ -68,7 +68,7 @@ _DELETE_NOTES: dict[str, tuple[str, ...]] = {"evicted": ("evicted_for_quota",), 
 
 #: the note a deleted fact keeps of the facts its delete made current again
 #: (``timeline.hand_back``): its restore replaces them again, and drops the note
-HANDED_BACK = "handed_back"
+HANDED_BACK = timeline.HANDED_BACK
 
 #: Eviction order: (R(now), last_accessed_at, rid), the order ``Store.weakest`` reads.
 VictimKey = tuple[float, float, int]
