@@ -265,18 +265,23 @@ def _hand_back_once(store: Store, news: Sequence[str], gone: set[str], at: float
     return handed
 
 
-def _below(store: Store, ids: Sequence[str], through: Callable[[Trace], bool]) -> list[tuple[str, str]]:
+def _below(store: Store, ids: Sequence[str], through: Callable[[Trace], bool],
+           parents: dict[tuple[str, str], str] | None = None) -> list[tuple[str, str]]:
     """(id of ``ids``, a fact it replaced) pairs, by the ``supersedes`` edges: each id's own,
     and past a replaced fact for which ``through`` holds, the ones that fact replaced in turn
-    (at most :data:`MAX_HISTORY` deep)."""
+    (at most :data:`MAX_HISTORY` deep). ``parents``, when given, gets each pair's replacing
+    fact on the way (the id of ``ids`` itself for its own edges)."""
     out: list[tuple[str, str]] = []
     seen = {(i, i) for i in ids}
     lead = {i: [i] for i in ids}  # a trace reached: the ids of ``ids`` it leads back to
     for _ in range(MAX_HISTORY):
-        step = list(dict.fromkeys((top, dst) for src, dst in store.supersedes_edges(list(lead))
-                                  if src in lead for top in lead[src] if (top, dst) not in seen))
+        found = {(top, dst): src for src, dst in store.supersedes_edges(list(lead))
+                 if src in lead for top in lead[src] if (top, dst) not in seen}
+        step = list(found)
         if not step:
             break
+        if parents is not None:
+            parents.update(found)
         seen.update(step)
         out += step
         passing = {t.id for t in store.get_many(list({dst for _, dst in step}), include_deleted=True) if through(t)}
@@ -305,50 +310,97 @@ def _notes(store: Store, handed: Any) -> dict[str, Any]:
 
 
 def replace_again(store: Store, trace: Trace, handed: Any) -> list[str]:
-    """Inside a write, ``trace`` just restored: the facts its delete made current again
-    (``handed``, the note :func:`hand_back` returned for it) are replaced by it again, until
-    the time they were replaced before, if they are still live and current. And if a live,
-    current fact replaced ``trace`` (a later version restored while it was deleted), it is
-    replaced by that one again, from when that one began: a restore never leaves two current
-    versions of a fact. Returns the ids updated other than ``trace`` (the caller tells
-    subscribers; ``trace`` is told as restored)."""
-    if trace.valid_until is not None:
-        return []
+    """Inside a write, ``trace`` just restored, so that a restore in any order leaves one
+    current version of a fact, as the deletes one by one would have:
+
+    * a live fact that replaced it (directly, or past versions deleted since) replaces it
+      again, from when the version next above it began; with none, a replaced ``trace``
+      is current again (the deletes of those versions would have handed it back);
+    * the facts its delete made current again (``handed``, the note :func:`hand_back`
+      returned for it, and the notes of the deleted versions it names) are replaced again,
+      until the time they were replaced before; so is a fact it replaced itself that is
+      current now, from when ``trace`` began.
+
+    Returns the ids updated other than ``trace`` (the caller tells subscribers; ``trace`` is
+    told as restored)."""
     changed: list[str] = []
+    above = _above(store, trace)
+    if above:
+        holder, end = min(above, key=lambda pair: pair[1])
+        if trace.valid_until is None:
+            changed += [i for i in _close_again(store, holder, trace, end) if i != trace.id]
+            trace = store.get(trace.id) or trace
+    elif trace.valid_until is not None:
+        store.update_fields(trace.id, {"valid_until": None})  # part of the restore (its version)
+        trace = dataclasses.replace(trace, valid_until=None)
+    new = trace if trace.valid_until is None else None  # closes its olds with its own edges
     # the note is metadata the user may edit: only a fact of ``trace``'s chain (replaced by it,
     # or by a version it replaced), and never after ``trace`` began (a later end would move
     # its start there, hiding it)
-    direct = {old for new, old in store.supersedes_edges([trace.id]) if new == trace.id}
+    direct = {old for src, old in store.supersedes_edges([trace.id]) if src == trace.id}
     chain = {old for _, old in _below(store, [trace.id], lambda t: t.merged_into is None)}
-    handed = _notes(store, handed)
-    for old in store.get_many([i for i in handed if i in chain]):
-        end = handed[old.id]
+    notes = _notes(store, handed)
+    for old in store.get_many([i for i in notes if i in chain]):
+        end = notes[old.id]
         if (old.valid_until is None and old.merged_into is None and old.id != trace.id
                 and isinstance(end, (int, float)) and not isinstance(end, bool) and math.isfinite(end)):
-            end = min(float(end), began(trace))
-            if old.id in direct:
-                changed += close(store, trace, [old], end)
-                trace = store.get(trace.id) or trace
-            else:  # handed back past a version deleted before: closed again, no edge of its own
-                end = max(end, began(old))
-                store.update_fields(old.id, {"valid_until": end, "version": old.version + 1,
-                                             "updated_at": max(end, old.updated_at)})
-                changed += [old.id, *close_insights(store, [old.id], end)]
-    # a fact it replaced that is current now though no note says so (handed back by a delete
-    # passing over this one, or the note edited away) is replaced again from when it began
-    for old in store.get_many(list(direct)):
-        if (old.valid_until is None and old.merged_into is None and began(old) <= began(trace)
-                and not _merged_from(trace, old)):
-            changed += close(store, trace, [old], began(trace))
+            changed += _close_again(store, new if old.id in direct else None, old, min(float(end), began(trace)))
             trace = store.get(trace.id) or trace
-    holders = [h for h in store.get_many([new for new, old in store.supersedes_edges([trace.id])
-                                          if old == trace.id and new != trace.id])
-               if h.valid_until is None and h.merged_into is None and began(h) >= began(trace)
-               and not _merged_from(h, trace)]
-    if holders:  # (one that began before ``trace`` is a stale edge: ``trace`` was said again since)
-        first = min(holders, key=began)
-        changed += [i for i in close(store, first, [trace], began(first)) if i != trace.id]
+    # a fact it replaced (or one replaced by a version deleted since) that is current now
+    # though no note says so (handed back by a delete passing over this one, the note edited
+    # away) is replaced again from when the version above it began
+    parents: dict[tuple[str, str], str] = {}
+    below = _below(store, [trace.id], lambda t: t.deleted_at is not None and t.merged_into is None, parents)
+    tops = {t.id: t for t in store.get_many(list(set(parents.values())), include_deleted=True)}
+    for old in store.get_many([old for _, old in below]):
+        top = tops.get(parents[(trace.id, old.id)], trace)
+        if (old.valid_until is None and old.merged_into is None and old.id != trace.id
+                and began(old) <= began(top) and not _merged_from(top, old)):
+            changed += _close_again(store, new if top.id == trace.id else None, old, min(began(top), began(trace)))
+            trace = store.get(trace.id) or trace
     return changed
+
+
+def _close_again(store: Store, new: Trace | None, old: Trace, end: float) -> list[str]:
+    """``old`` replaced again from ``end``: by ``new`` (:func:`close`, its edge) when it is
+    the current fact with an edge to it, else closed alone (no edge of its own). Returns
+    the ids updated."""
+    if new is not None and new.valid_until is None and any(
+            src == new.id and dst == old.id for src, dst in store.supersedes_edges([new.id])):
+        return close(store, new, [old], end)
+    end = max(end, began(old))
+    store.update_fields(old.id, {"valid_until": end, "version": old.version + 1,
+                                 "updated_at": max(end, old.updated_at)})
+    return [old.id, *close_insights(store, [old.id], end)]
+
+
+def _above(store: Store, trace: Trace) -> list[tuple[Trace, float]]:
+    """The live facts that replaced ``trace``, directly or past versions deleted since (not
+    as a merge of it, nor before it began: an older edge, ``trace`` said again since), each
+    with when the version next above ``trace`` on the way began."""
+    out: list[tuple[Trace, float]] = []
+    lead: dict[str, float | None] = {trace.id: None}
+    known = {trace.id: trace}
+    for _ in range(MAX_HISTORY):
+        step = [(src, dst) for src, dst in store.supersedes_edges(list(lead))
+                if dst in lead and src not in known]
+        if not step:
+            break
+        known.update((t.id, t) for t in store.get_many(list({src for src, _ in step}), include_deleted=True))
+        following: dict[str, float | None] = {}
+        for src, dst in step:
+            h = known.get(src)
+            if (h is None or h.merged_into is not None or began(h) < began(trace)
+                    or _merged_from(h, known[dst])):
+                continue
+            first = lead[dst]
+            first = began(h) if first is None else first
+            if h.deleted_at is None:
+                out.append((h, first))
+            else:
+                following.setdefault(src, first)
+        lead = following
+    return out
 
 
 def _merged_from(merged: Trace, source: Trace) -> bool:

@@ -687,3 +687,37 @@ def test_a_middle_version_deleted_before_is_passed_over_by_the_hand_back(file_br
     file_brain.restore(lisbon.id)
     assert [file_brain.get(t.id).valid_until for t in (berlin, lisbon, porto)] == [T0 + DAY, T0 + 2 * DAY, None]
     assert [t.id for t in file_brain.history(porto.id)] == [berlin.id, lisbon.id, porto.id]
+
+
+@pytest.mark.parametrize("steps", [
+    # (delete | restore, chain indexes): orders found by a random walk over a chain of four
+    [("delete", [3]), ("delete", [1]), ("delete", [0]), ("delete", [2]), ("restore", [1])],
+    [("delete", [2]), ("delete", [1]), ("delete", [3]), ("restore", [2])],
+    [("delete", [1, 2]), ("restore", [1])],
+    [("delete", [3, 2]), ("delete", [1]), ("delete", [0]), ("restore", [2]), ("restore", [0])],
+    [("delete", [3]), ("delete", [1]), ("delete", [0]), ("delete", [2]), ("restore", [1]), ("restore", [3])],
+])
+def test_deletes_and_restores_in_any_order_leave_one_current_version(file_brain: Brain, clock: FakeClock,
+                                                                     steps: list) -> None:
+    """A restored version that had been replaced came back closed though every version above
+    it was deleted (no current value), or current though a live version replaced it past one
+    deleted (two); a restore now leaves what the deletes one by one would have: one current
+    version, and the whole chain as it was once every version is back."""
+    chain = [file_brain.add("The user lives in city number 0", type="semantic")]
+    for i in range(1, 4):
+        clock.advance(DAY)
+        chain.append(file_brain.add(f"The user lives in city number {i}", type="semantic",
+                                    supersedes=[chain[-1].id]))
+    ends = [file_brain.get(t.id).valid_until for t in chain]
+    for op, which in steps:
+        clock.advance(60)
+        if op == "delete":
+            file_brain.delete([chain[i].id for i in which])
+        else:
+            file_brain.restore(chain[which[0]].id)
+        live = [t for t in chain if file_brain.get(t.id, include_deleted=True).deleted_at is None]
+        assert [file_brain.get(t.id).valid_until for t in live].count(None) == (1 if live else 0)
+    for t in chain:
+        if file_brain.get(t.id, include_deleted=True).deleted_at is not None:
+            file_brain.restore(t.id)
+    assert [file_brain.get(t.id).valid_until for t in chain] == ends
