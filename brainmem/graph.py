@@ -14,6 +14,7 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 from .model import EDGE_KINDS as EDGE_KINDS  # declared with the other kinds; used here as before
+from .model import EXTRACTED_METHOD as EXTRACTED_METHOD  # declared where a repeat adopts the fact
 from .store import Store
 
 #: Types no insight is derived from (:func:`clusters`): a reminder, task scratch.
@@ -207,8 +208,6 @@ def _clusters(store: Store, min_weight: float, min_size: int, max_size: int, see
 DERIVED_TAG = "derived"
 
 
-#: ``metadata["method"]`` of a fact ``observe`` extracted from turns (``derived_from`` them).
-EXTRACTED_METHOD = "observe"
 
 
 def is_insight(tags: Iterable[str]) -> bool:

@@ -268,8 +268,9 @@ def apply_import(store: Store, spill: Spill, *, new_ids: bool, keep_added: bool,
 
 #: Metadata the engine writes that names other traces by id: merge records and what a
 #: merge made (:mod:`brainmem.unmerge` reads them to undo it), snapshots
-#: (:mod:`brainmem.timeline`), derivations (reflect, observe) and unmerges.
-LINK_KEYS = ("merge", "merged_from", "snapshot_of", "derived_from", "unmerged", "unmerged_into")
+#: (:mod:`brainmem.timeline`), derivations (reflect, observe), unmerges, and the facts a
+#: deleted fact handed its place back to (``handed_back``: ids as keys).
+LINK_KEYS = ("merge", "merged_from", "snapshot_of", "derived_from", "unmerged", "unmerged_into", "handed_back")
 
 
 def _relink(store: Store, before: int, id_map: dict[str, str]) -> None:
@@ -287,13 +288,14 @@ def _relink(store: Store, before: int, id_map: dict[str, str]) -> None:
 
 
 def _mapped(value: Any, id_map: dict[str, str]) -> Any:
-    """``value`` with every string that is a mapped id replaced, through lists and dicts."""
+    """``value`` with every string that is a mapped id replaced, through lists and dicts
+    (a dict's keys too: ``handed_back`` is keyed by id)."""
     if isinstance(value, str):
         return id_map.get(value, value)
     if isinstance(value, list):
         return [_mapped(v, id_map) for v in value]
     if isinstance(value, dict):
-        return {k: _mapped(v, id_map) for k, v in value.items()}
+        return {id_map.get(k, k): _mapped(v, id_map) for k, v in value.items()}
     return value
 
 

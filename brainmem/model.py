@@ -125,14 +125,26 @@ def latest_expiry(expiries: Iterable[float | None]) -> float | None:
     return None if None in times else max(t for t in times if t is not None)
 
 
+#: ``metadata["method"]`` of a fact ``observe`` extracted from turns (``derived_from`` them):
+#: such a fact goes with its turns (deleted, closed at an edit, their expiry), as an insight
+#: goes with its sources.
+EXTRACTED_METHOD = "observe"
+
+
 def outlasting(existing: Trace, repeat: Trace, decided: dict[str, Any] | None = None) -> dict[str, Any]:
     """The fields that keep ``existing`` at least as long as ``repeat``, the same memory
     said again (an add deduplicated, an import skipped), asks: the later expiry (None:
     never), pinned if ``repeat`` is, due no later than ``repeat`` is (a reminder asked
     for sooner comes due sooner); never shortened, never unpinned, never postponed.
+    A fact ``observe`` extracted, said again other than by an extraction, is the user's
+    own from then on: its :data:`EXTRACTED_METHOD` mark goes, so it no longer goes with
+    its turns (as a fact stored before an extraction repeated it never did).
     ``decided``: the changes already chosen for ``existing`` (an earlier repeat in the
     same batch)."""
     longer = dict(decided or {})
+    metadata = longer.get("metadata", existing.metadata)
+    if metadata.get("method") == EXTRACTED_METHOD and repeat.metadata.get("method") != EXTRACTED_METHOD:
+        longer["metadata"] = {k: v for k, v in metadata.items() if k != "method"}
     expiry = longer.get("expires_at", existing.expires_at)
     if latest_expiry([expiry, repeat.expires_at]) != expiry:
         longer["expires_at"] = repeat.expires_at

@@ -54,7 +54,8 @@ prune counts them as pinned and merge leaves them out (``Store.decay_rows`` and
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping, Sequence
+import math
+from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from . import candidates as lexical
@@ -68,6 +69,10 @@ from .validate import check_ids, scope_of, to_timestamp
 
 if TYPE_CHECKING:
     from .brain import Brain
+
+#: ``metadata`` key of the note a deleted fact keeps of the facts its delete made current
+#: again (:func:`hand_back`; :func:`replace_again` reads it on restore).
+HANDED_BACK = "handed_back"
 
 #: Longest chain ``history`` walks (a guard against a hand-edited cycle or a huge merge tree).
 MAX_HISTORY = 1000
@@ -215,9 +220,26 @@ def hand_back(store: Store, ids: Sequence[str], at: float) -> dict[str, dict[str
     the replacement, unless another live, current fact replaced them too (at or after their
     end; an older edge to a fact said again since does not count). Returns, per deleted
     trace that handed its place back, ``{replaced id: the valid_until it had}``: the note
-    :func:`replace_again` reads when that trace is restored."""
+    :func:`replace_again` reads when that trace is restored.
+
+    Several deleted at once hand back as deleted one by one, newest first: a fact of
+    ``ids`` made current again by another of them hands back in turn (not told as an update:
+    it is deleted), so deleting a chain's newest versions together leaves its oldest current."""
     gone = set(ids)
-    pairs = [(new, old) for new, old in store.supersedes_edges(list(ids)) if new in gone and old not in gone]
+    handed: dict[str, dict[str, float]] = {}
+    news = list(dict.fromkeys(ids))
+    while news:  # ends: a fact is handed back once (it is current after)
+        step = _hand_back_once(store, news, gone, at)
+        for new, olds in step.items():
+            handed.setdefault(new, {}).update(olds)
+        news = list(dict.fromkeys(old for olds in step.values() for old in olds if old in gone))
+    return handed
+
+
+def _hand_back_once(store: Store, news: Sequence[str], gone: set[str], at: float) -> dict[str, dict[str, float]]:
+    """:func:`hand_back` of the facts ``news`` as they are now (``gone``: all the deleted)."""
+    # the facts each replaced, and past one deleted since (a middle version), those it replaced
+    pairs = _below(store, news, lambda t: t.deleted_at is not None and t.merged_into is None)
     # read whole only the traces that replaced another (a delete of many reads no more)
     current = {t.id: t for t in store.get_many(list(dict.fromkeys(new for new, _ in pairs)))
                if t.valid_until is None and t.merged_into is None}
@@ -243,21 +265,151 @@ def hand_back(store: Store, ids: Sequence[str], at: float) -> dict[str, dict[str
     return handed
 
 
+def _below(store: Store, ids: Sequence[str], through: Callable[[Trace], bool],
+           parents: dict[tuple[str, str], str] | None = None) -> list[tuple[str, str]]:
+    """(id of ``ids``, a fact it replaced) pairs, by the ``supersedes`` edges: each id's own,
+    and past a replaced fact for which ``through`` holds, the ones that fact replaced in turn
+    (at most :data:`MAX_HISTORY` deep). ``parents``, when given, gets each pair's replacing
+    fact on the way (the id of ``ids`` itself for its own edges)."""
+    out: list[tuple[str, str]] = []
+    seen = {(i, i) for i in ids}
+    lead = {i: [i] for i in ids}  # a trace reached: the ids of ``ids`` it leads back to
+    for _ in range(MAX_HISTORY):
+        found = {(top, dst): src for src, dst in store.supersedes_edges(list(lead))
+                 if src in lead for top in lead[src] if (top, dst) not in seen}
+        step = list(found)
+        if not step:
+            break
+        if parents is not None:
+            parents.update(found)
+        seen.update(step)
+        out += step
+        passing = {t.id for t in store.get_many(list({dst for _, dst in step}), include_deleted=True) if through(t)}
+        lead = {}
+        for top, dst in step:
+            if dst in passing:
+                lead.setdefault(dst, []).append(top)
+    return out
+
+
+def _notes(store: Store, handed: Any) -> dict[str, Any]:
+    """The note ``handed`` (``{id: end}``; anything else: empty) with, for each fact it names
+    that is deleted since, that fact's own note in turn: its delete handed back what it had
+    replaced, and the restored newer version replaces those again (its first word wins)."""
+    out: dict[str, Any] = {}
+    todo = [handed]
+    while todo and len(out) < MAX_HISTORY:
+        note = todo.pop()
+        if not isinstance(note, Mapping):
+            continue
+        fresh = [i for i in note if isinstance(i, str) and i not in out]
+        out.update((i, note[i]) for i in fresh)
+        todo += [t.metadata.get(HANDED_BACK) for t in store.get_many(fresh, include_deleted=True)
+                 if t.deleted_at is not None]
+    return out
+
+
 def replace_again(store: Store, trace: Trace, handed: Any) -> list[str]:
-    """Inside a write, ``trace`` just restored: the facts its delete made current again
-    (``handed``, the note :func:`hand_back` returned for it) are replaced by it again, until
-    the time they were replaced before, if they are still live and current. Returns the ids
-    updated (the caller tells subscribers)."""
-    if not isinstance(handed, Mapping) or trace.valid_until is not None:
-        return []
+    """Inside a write, ``trace`` just restored, so that a restore in any order leaves one
+    current version of a fact, as the deletes one by one would have:
+
+    * a live fact that replaced it (directly, or past versions deleted since) replaces it
+      again, from when the version next above it began; with none, a replaced ``trace``
+      is current again (the deletes of those versions would have handed it back);
+    * the facts its delete made current again (``handed``, the note :func:`hand_back`
+      returned for it, and the notes of the deleted versions it names) are replaced again,
+      until the time they were replaced before; so is a fact it replaced itself that is
+      current now, from when ``trace`` began.
+
+    Returns the ids updated other than ``trace`` (the caller tells subscribers; ``trace`` is
+    told as restored)."""
     changed: list[str] = []
-    for old in store.get_many([i for i in handed if isinstance(i, str)]):
-        end = handed[old.id]
+    above = _above(store, trace)
+    if above:
+        holder, end = min(above, key=lambda pair: pair[1])
+        if trace.valid_until is None:
+            changed += [i for i in _close_again(store, holder, trace, end) if i != trace.id]
+            trace = store.get(trace.id) or trace
+    elif trace.valid_until is not None:
+        store.update_fields(trace.id, {"valid_until": None})  # part of the restore (its version)
+        trace = dataclasses.replace(trace, valid_until=None)
+    new = trace if trace.valid_until is None else None  # closes its olds with its own edges
+    # the note is metadata the user may edit: only a fact of ``trace``'s chain (replaced by it,
+    # or by a version it replaced), and never after ``trace`` began (a later end would move
+    # its start there, hiding it)
+    direct = {old for src, old in store.supersedes_edges([trace.id]) if src == trace.id}
+    chain = {old for _, old in _below(store, [trace.id], lambda t: t.merged_into is None)}
+    notes = _notes(store, handed)
+    for old in store.get_many([i for i in notes if i in chain]):
+        end = notes[old.id]
         if (old.valid_until is None and old.merged_into is None and old.id != trace.id
-                and isinstance(end, (int, float)) and not isinstance(end, bool)):
-            changed += close(store, trace, [old], float(end))
+                and isinstance(end, (int, float)) and not isinstance(end, bool) and math.isfinite(end)):
+            changed += _close_again(store, new if old.id in direct else None, old, min(float(end), began(trace)))
+            trace = store.get(trace.id) or trace
+    # a fact it replaced (or one replaced by a version deleted since) that is current now
+    # though no note says so (handed back by a delete passing over this one, the note edited
+    # away) is replaced again from when the version above it began
+    parents: dict[tuple[str, str], str] = {}
+    below = _below(store, [trace.id], lambda t: t.deleted_at is not None and t.merged_into is None, parents)
+    tops = {t.id: t for t in store.get_many(list(set(parents.values())), include_deleted=True)}
+    for old in store.get_many([old for _, old in below]):
+        top = tops.get(parents[(trace.id, old.id)], trace)
+        if (old.valid_until is None and old.merged_into is None and old.id != trace.id
+                and began(old) <= began(top) and not _merged_from(top, old)):
+            changed += _close_again(store, new if top.id == trace.id else None, old, min(began(top), began(trace)))
             trace = store.get(trace.id) or trace
     return changed
+
+
+def _close_again(store: Store, new: Trace | None, old: Trace, end: float) -> list[str]:
+    """``old`` replaced again from ``end``: by ``new`` (:func:`close`, its edge) when it is
+    the current fact with an edge to it, else closed alone (no edge of its own). Returns
+    the ids updated."""
+    if new is not None and new.valid_until is None and any(
+            src == new.id and dst == old.id for src, dst in store.supersedes_edges([new.id])):
+        return close(store, new, [old], end)
+    end = max(end, began(old))
+    store.update_fields(old.id, {"valid_until": end, "version": old.version + 1,
+                                 "updated_at": max(end, old.updated_at)})
+    return [old.id, *close_insights(store, [old.id], end)]
+
+
+def _above(store: Store, trace: Trace) -> list[tuple[Trace, float]]:
+    """The live facts that replaced ``trace``, directly or past versions deleted since (not
+    as a merge of it, nor before it began: an older edge, ``trace`` said again since), each
+    with when the version next above ``trace`` on the way began."""
+    out: list[tuple[Trace, float]] = []
+    lead: dict[str, float | None] = {trace.id: None}
+    known = {trace.id: trace}
+    for _ in range(MAX_HISTORY):
+        step = [(src, dst) for src, dst in store.supersedes_edges(list(lead))
+                if dst in lead and src not in known]
+        if not step:
+            break
+        known.update((t.id, t) for t in store.get_many(list({src for src, _ in step}), include_deleted=True))
+        following: dict[str, float | None] = {}
+        for src, dst in step:
+            h = known.get(src)
+            if (h is None or h.merged_into is not None or began(h) < began(trace)
+                    or _merged_from(h, known[dst])):
+                continue
+            first = lead[dst]
+            first = began(h) if first is None else first
+            if h.deleted_at is None:
+                out.append((h, first))
+            else:
+                following.setdefault(src, first)
+        lead = following
+    return out
+
+
+def _merged_from(merged: Trace, source: Trace) -> bool:
+    """Whether ``merged`` is a merge of ``source`` (its edge to it is the merge's, not a
+    replacement: :func:`brainmem.unmerge.fold`)."""
+    record = source.metadata.get("merge")
+    sources = merged.metadata.get("merged_from")
+    return ((isinstance(record, Mapping) and record.get("into") == merged.id)
+            or (isinstance(sources, list) and source.id in sources))
 
 
 def update_events(store: Store, ids: Sequence[str]) -> list[tuple[str, dict[str, Any]]]:

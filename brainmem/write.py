@@ -68,7 +68,7 @@ _DELETE_NOTES: dict[str, tuple[str, ...]] = {"evicted": ("evicted_for_quota",), 
 
 #: the note a deleted fact keeps of the facts its delete made current again
 #: (``timeline.hand_back``): its restore replaces them again, and drops the note
-HANDED_BACK = "handed_back"
+HANDED_BACK = timeline.HANDED_BACK
 
 #: Eviction order: (R(now), last_accessed_at, rid), the order ``Store.weakest`` reads.
 VictimKey = tuple[float, float, int]
@@ -128,8 +128,9 @@ class Writer:
         derived = graph.insights_of(self.store, ids, extracted=True)
         # a current fact deleted hands its place back to the facts it replaced (an undo);
         # the note lets a restore replace them again
-        handed = timeline.hand_back(self.store, [*ids, *derived], at)
-        self.side_updates.extend(i for olds in handed.values() for i in olds)
+        gone = [*ids, *derived]
+        handed = timeline.hand_back(self.store, gone, at)
+        self.side_updates.extend(i for olds in handed.values() for i in olds if i not in gone)
         for trace in self.store.get_many([i for i in ids if i in handed]):
             self.store.update_fields(trace.id, {"metadata": {**trace.metadata, HANDED_BACK: handed[trace.id]}})
         for i in ids:
@@ -443,11 +444,10 @@ class Writer:
         restored = self.store.get(trace.id)
         assert restored is not None
         # it replaces again the facts its delete made current again
-        replaced = timeline.replace_again(self.store, restored, trace.metadata.get(HANDED_BACK))
-        if replaced:
-            self.side_updates.extend(replaced)
-            restored = self.store.get(trace.id)
-            assert restored is not None
+        # (and is replaced again by a live, current fact that replaced it)
+        self.side_updates.extend(timeline.replace_again(self.store, restored, trace.metadata.get(HANDED_BACK)))
+        restored = self.store.get(trace.id)
+        assert restored is not None
         return restored
 
     def feedback(self, retrieval_id: Any, used: list[str], ignored: list[str], at: float) -> int:

@@ -318,3 +318,22 @@ def test_a_turn_given_an_expiry_takes_the_fact_observe_extracted_from_it(path: s
         brain.update(turn, expires_at=clock.now + 3600)
         clock.now += 3601
         assert _found(brain, "8841") == []
+
+
+def test_a_fact_the_user_said_after_observe_extracted_it_is_the_users_own(path: str, clock: Clock) -> None:
+    """A fact observe extracted, then added by the user (the add deduplicated to it, pinned
+    even), still went with the chat turn: it expired when the turn was given an expiry, was
+    closed when the turn was edited, and deleted with it. Said outside observe, it is the
+    user's own fact, as one stored before an extraction repeated it is: kept."""
+    brain, turn, fact = _observed(path, clock)
+    with brain:
+        clock.now += 60
+        own = brain.add_result("The user's bank PIN is 8841.", type="semantic", pinned=True)
+        assert not own.created and own.trace.id == fact
+        brain.update(turn, expires_at=clock.now + 3600)
+        assert brain.get(fact).expires_at is None
+        brain.update(turn, content="my PIN is 8841, remember it please", expires_at=None)
+        assert brain.get(fact).valid_until is None
+        brain.delete(turn)
+        clock.now += 4000
+        assert _found(brain, "8841") == [fact]

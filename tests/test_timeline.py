@@ -553,3 +553,171 @@ def test_a_delete_hands_back_only_what_it_closed(file_brain: Brain, clock: FakeC
     assert file_brain.get(berlin.id).valid_until is None
     file_brain.delete(berlin.id)  # and with nothing it replaced live, a delete hands nothing back
     assert file_brain.search("where does the user live") == []
+
+
+def _chain(brain: Brain, clock: FakeClock) -> list:
+    """Berlin replaced by Lisbon replaced by Porto, a day apart."""
+    berlin = brain.add("The user lives in Berlin", type="semantic")
+    clock.advance(DAY)
+    lisbon = brain.add("The user lives in Lisbon", type="semantic", supersedes=[berlin.id])
+    clock.advance(DAY)
+    porto = brain.add("The user lives in Porto", type="semantic", supersedes=[lisbon.id])
+    clock.advance(DAY)
+    return [berlin, lisbon, porto]
+
+
+def test_deleting_a_chains_newest_versions_at_once_hands_back_as_one_by_one(file_brain: Brain,
+                                                                            clock: FakeClock) -> None:
+    """Porto and Lisbon deleted in one call left Berlin closed: the brain had no current
+    value, where deleting Porto then Lisbon made Berlin current. One call now does what
+    the deletes one by one do, and restoring both (either order) gives the chain back."""
+    berlin, lisbon, porto = _chain(file_brain, clock)
+    told: list[tuple[str, str]] = []
+    file_brain.subscribe(lambda kind, payload: told.append((kind, payload["id"])))
+    file_brain.delete([porto.id, lisbon.id])
+    assert _ids(file_brain.search("where does the user live")) == [berlin.id]
+    assert sorted(told) == sorted([("delete", porto.id), ("delete", lisbon.id), ("update", berlin.id)])
+    file_brain.restore(lisbon.id)
+    file_brain.restore(porto.id)
+    assert [file_brain.get(t.id).valid_until for t in (berlin, lisbon, porto)] == [T0 + DAY, T0 + 2 * DAY, None]
+    assert _ids(file_brain.search("where does the user live")) == [porto.id]
+
+
+
+def test_restoring_a_fact_a_live_current_one_replaced_leaves_it_replaced(file_brain: Brain,
+                                                                        clock: FakeClock) -> None:
+    """Porto deleted, then Lisbon; Porto restored, then Lisbon: Lisbon came back current
+    beside Porto, which replaced it (two current values). A restored fact that a live,
+    current fact replaced is replaced by it again, from when that one began."""
+    berlin, lisbon, porto = _chain(file_brain, clock)
+    file_brain.delete(porto.id)
+    file_brain.delete(lisbon.id)
+    file_brain.restore(porto.id)
+    told: list[tuple[str, str]] = []
+    file_brain.subscribe(lambda kind, payload: told.append((kind, payload["id"])))
+    back = file_brain.restore(lisbon.id)
+    assert back.valid_until == T0 + 2 * DAY
+    assert file_brain.get(berlin.id).valid_until == T0 + DAY
+    assert told == [("restore", lisbon.id)]  # Berlin was replaced again by Porto's restore
+    assert _ids(file_brain.search("where does the user live")) == [porto.id]
+    assert [t.id for t in file_brain.history(porto.id)] == [berlin.id, lisbon.id, porto.id]
+    # a merge's edge to its sources is no replacement: a source restored by its id is current
+    cats = file_brain.add("The user has two cats", type="semantic")
+    dogs = file_brain.add("The user has a dog", type="semantic")
+    merged = file_brain.merge([cats.id, dogs.id])
+    assert file_brain.restore(cats.id).valid_until is None
+    assert set(_ids(file_brain.search("cats"))) == {cats.id, merged.id}
+
+
+def test_a_handed_back_note_the_user_wrote_replaces_nothing_on_restore(file_brain: Brain,
+                                                                       clock: FakeClock) -> None:
+    """``metadata["handed_back"]`` is the user's to edit: a note naming a fact the trace never
+    replaced, or a time after the trace began, made its restore close that fact (a
+    ``supersedes`` edge from an unrelated memory) and move the restored trace's start to the
+    note's time, hiding it from every default search. A restore replaces only facts the trace
+    replaced, and never later than it began; bad values do nothing."""
+    berlin, lisbon, porto = _chain(file_brain, clock)
+    cats = file_brain.add("The user has two cats", type="semantic")
+    for note in ({porto.id: T0 + 1000 * DAY}, {porto.id: T0}, 5, [porto.id], {porto.id: True},
+                 {porto.id: "soon"}, {"": -1e300}):
+        file_brain.update(cats.id, metadata={"handed_back": note})
+        file_brain.delete(cats.id)
+        back = file_brain.restore(cats.id)
+        assert back.valid_from is None and back.valid_until is None, note
+        assert "handed_back" not in back.metadata
+        assert file_brain.get(porto.id).valid_until is None, note
+    assert _ids(file_brain.search("cats")) == [cats.id]
+    assert [t.id for t in file_brain.history(cats.id)] == [cats.id]
+    # nor one on a real replacement with a time after the restored fact began
+    file_brain.delete(porto.id)
+    file_brain.delete(lisbon.id)
+    file_brain.restore(porto.id)
+    file_brain.update(porto.id, metadata={"handed_back": {lisbon.id: T0 + 1000 * DAY}})
+    file_brain.delete(porto.id)  # hands Lisbon back... Lisbon is deleted: the note stays the user's
+    file_brain.restore(lisbon.id)
+    file_brain.restore(porto.id)
+    assert file_brain.get(porto.id).valid_from == T0 + 2 * DAY
+    assert _ids(file_brain.search("lives")) == [porto.id]
+
+
+def test_a_handed_back_note_follows_an_import_with_new_ids(brain_factory: Callable[..., Brain],
+                                                           tmp_path: Path, clock: FakeClock) -> None:
+    """An export (with deleted traces) imported with new ids kept the deleted fact's
+    ``handed_back`` note naming the exporting brain's ids: restoring the imported copy
+    replaced nothing, leaving two current values. The note's ids follow the import's."""
+    source = brain_factory(tmp_path / "a.db")
+    berlin = source.add("The user lives in Berlin", type="semantic")
+    clock.advance(DAY)
+    lisbon = source.add("The user lives in Lisbon", type="semantic", supersedes=[berlin.id])
+    clock.advance(DAY)
+    source.delete(lisbon.id)
+    source.export(tmp_path / "a.jsonl", include_deleted=True)
+    copy = brain_factory(tmp_path / "b.db")
+    id_map = copy.import_jsonl(tmp_path / "a.jsonl", new_ids=True).id_map
+    new_lisbon = copy.get(id_map[lisbon.id], include_deleted=True)
+    assert new_lisbon.metadata["handed_back"] == {id_map[berlin.id]: T0 + DAY}
+    copy.restore(new_lisbon.id)
+    assert _ids(copy.search("lives")) == [new_lisbon.id]
+    assert copy.get(id_map[berlin.id]).valid_until == T0 + DAY
+
+
+def test_a_middle_version_deleted_before_is_passed_over_by_the_hand_back(file_brain: Brain,
+                                                                         clock: FakeClock) -> None:
+    """Lisbon (the middle version) deleted, then Porto: Berlin stayed closed and the brain had
+    no current value, where deleting Porto first made Berlin current. A hand back passes over
+    a version deleted before. And Porto restored while Lisbon is deleted left Berlin current
+    beside it: Porto replaces again what Lisbon's delete handed back."""
+    berlin, lisbon, porto = _chain(file_brain, clock)
+    file_brain.delete(lisbon.id)
+    file_brain.delete(porto.id)
+    assert _ids(file_brain.search("where does the user live")) == [berlin.id]
+    file_brain.restore(porto.id)
+    assert _ids(file_brain.search("where does the user live")) == [porto.id]
+    assert file_brain.get(berlin.id).valid_until == T0 + DAY
+    # the other order: Porto, then Lisbon deleted; Porto restored first
+    file_brain.restore(lisbon.id)
+    file_brain.delete(porto.id)
+    file_brain.delete(lisbon.id)
+    assert _ids(file_brain.search("where does the user live")) == [berlin.id]
+    told: list[tuple[str, str]] = []
+    file_brain.subscribe(lambda kind, payload: told.append((kind, payload["id"])))
+    file_brain.restore(porto.id)
+    assert _ids(file_brain.search("where does the user live")) == [porto.id]
+    assert sorted(told) == sorted([("update", berlin.id), ("restore", porto.id)])
+    file_brain.restore(lisbon.id)
+    assert [file_brain.get(t.id).valid_until for t in (berlin, lisbon, porto)] == [T0 + DAY, T0 + 2 * DAY, None]
+    assert [t.id for t in file_brain.history(porto.id)] == [berlin.id, lisbon.id, porto.id]
+
+
+@pytest.mark.parametrize("steps", [
+    # (delete | restore, chain indexes): orders found by a random walk over a chain of four
+    [("delete", [3]), ("delete", [1]), ("delete", [0]), ("delete", [2]), ("restore", [1])],
+    [("delete", [2]), ("delete", [1]), ("delete", [3]), ("restore", [2])],
+    [("delete", [1, 2]), ("restore", [1])],
+    [("delete", [3, 2]), ("delete", [1]), ("delete", [0]), ("restore", [2]), ("restore", [0])],
+    [("delete", [3]), ("delete", [1]), ("delete", [0]), ("delete", [2]), ("restore", [1]), ("restore", [3])],
+])
+def test_deletes_and_restores_in_any_order_leave_one_current_version(file_brain: Brain, clock: FakeClock,
+                                                                     steps: list) -> None:
+    """A restored version that had been replaced came back closed though every version above
+    it was deleted (no current value), or current though a live version replaced it past one
+    deleted (two); a restore now leaves what the deletes one by one would have: one current
+    version, and the whole chain as it was once every version is back."""
+    chain = [file_brain.add("The user lives in city number 0", type="semantic")]
+    for i in range(1, 4):
+        clock.advance(DAY)
+        chain.append(file_brain.add(f"The user lives in city number {i}", type="semantic",
+                                    supersedes=[chain[-1].id]))
+    ends = [file_brain.get(t.id).valid_until for t in chain]
+    for op, which in steps:
+        clock.advance(60)
+        if op == "delete":
+            file_brain.delete([chain[i].id for i in which])
+        else:
+            file_brain.restore(chain[which[0]].id)
+        live = [t for t in chain if file_brain.get(t.id, include_deleted=True).deleted_at is None]
+        assert [file_brain.get(t.id).valid_until for t in live].count(None) == (1 if live else 0)
+    for t in chain:
+        if file_brain.get(t.id, include_deleted=True).deleted_at is not None:
+            file_brain.restore(t.id)
+    assert [file_brain.get(t.id).valid_until for t in chain] == ends
