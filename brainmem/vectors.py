@@ -165,6 +165,8 @@ class VectorIndex:
         #: why the embedder is not the model of those vectors, once found (then ``_checked``:
         #: raised again without paying the provider)
         self._mismatch: str | None = None
+        #: why :meth:`problem`'s check could not be made (the provider failed), until a check is
+        self._unchecked: str | None = None
         self._checking = threading.Lock()  # one probe at a time (threads wait for its answer)
 
     # --- embedding (outside any transaction: a provider may be slow) ---------------
@@ -326,10 +328,18 @@ class VectorIndex:
         """Why this embedder cannot embed for this brain (the model check refused it, its
         probe failed, it declares another dimension than the stored vectors), or None: the
         check made if this index has not made it yet (one provider call, without the
-        brain's lock), as the first embedding would. What ``stats()`` shows."""
+        brain's lock), as the first embedding would. What ``stats()`` shows.
+
+        A provider failing the check is asked once: its failure is said again until a write
+        or search (which try again) gets the check made, so a stats call or an overview page
+        does not pay a failing provider's timeouts and retries each time."""
+        if self._unchecked is not None and not self._checked:
+            return self._unchecked
         try:
             self._dimension()
         except EmbedderError as e:
+            if not self._checked:
+                self._unchecked = str(e)
             return str(e)
         return None
 

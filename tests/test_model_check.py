@@ -184,6 +184,24 @@ def test_the_real_model_reopened_passes_and_another_one_of_its_dimension_is_refu
     assert f"not the model that made this brain's {minilm.model_id!r} vectors" in hits.degraded
 
 
+def test_stats_asks_a_failing_provider_once_not_at_every_call(brain_factory) -> None:
+    """``stats()`` made the check again at every call while the provider failed, so every
+    overview page and ``brainmem stats`` paid a failing provider's timeouts and retries. It
+    asks once; writes and searches still try again, and one that passes clears the error."""
+    emb = ProjectionEmbedder(seed=1)
+    path = written(brain_factory, emb)
+    emb.calls, emb.fail = 0, True
+    brain = brain_factory(path, embedder=emb)
+    for _ in range(3):
+        assert "provider down" in brain.stats()["embedder"]["error"]
+    assert emb.calls == 1
+    assert "provider down" in brain.search("tires", reinforce=False).degraded  # searches try again
+    assert emb.calls == 2
+    emb.fail = False
+    brain.add("We cooked pizza for dinner")  # the probe passes, then the add embeds
+    assert brain.stats()["embedder"]["error"] is None and emb.calls == 4
+
+
 def test_stats_says_the_model_check_refused_the_embedder(brain_factory) -> None:
     """That the model check refused the configured embedder showed only in search's
     ``degraded``, the log and ``embed()``: ``stats()`` (where a user looks to see why search
