@@ -470,6 +470,12 @@ def resolve_provider(value: Any, what: str, protocol: type, from_spec: Callable[
     if isinstance(value, str):
         return from_spec(value)
     check_not_async(value, what, ("embed", "score"))
+    members = {*getattr(protocol, "__annotations__", {}), *dir(protocol)}
+    for name in sorted(n for n in members if not n.startswith("_")):  # what isinstance reads
+        try:
+            getattr(value, name, None)
+        except Exception as e:  # a property of foreign code: refused here, not raised raw from isinstance
+            raise InvalidInput(f"{what}'s {name} raised {type(e).__name__}: {e}") from None
     model_id = getattr(value, "model_id", None)
     if isinstance(value, protocol) and isinstance(model_id, str) and model_id:
         return value

@@ -189,6 +189,27 @@ def test_not_an_embedder_is_refused(tmp_path) -> None:
     assert not (tmp_path / "b.db").exists()  # refused before the file was created
 
 
+def test_an_embedder_whose_attributes_raise_is_refused_clearly(tmp_path) -> None:
+    """An embedder whose ``dimension`` (or ``model_id``) property raised escaped ``Brain()`` as
+    that raw exception (the protocol check reads them); it is refused as :class:`InvalidInput`
+    naming what raised, before the file is created."""
+
+    class Broken:
+        model_id = "broken"
+        batch_size = 8
+
+        @property
+        def dimension(self) -> int:
+            raise RuntimeError("model not loaded")
+
+        def embed(self, texts: list[str], kind: str = "passage") -> None:
+            return None
+
+    with pytest.raises(InvalidInput, match="dimension.*RuntimeError: model not loaded"):
+        Brain(str(tmp_path / "b.db"), embedder=Broken())
+    assert not (tmp_path / "b.db").exists()
+
+
 def test_a_plain_callable_is_an_embedder(brain_factory) -> None:
     from _embedfakes import concept_vectors
 
