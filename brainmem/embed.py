@@ -190,8 +190,6 @@ class OpenAIEmbedder:
                  dimension: int | None = None, batch_size: int = 64, timeout: float = 30.0,
                  max_retries: int = 2, query_prefix: str = "", passage_prefix: str = "",
                  model_id: str | None = None, input_type: bool = False) -> None:
-        import openai
-
         if not isinstance(model, str) or not model.strip():
             raise InvalidInput(f"OpenAIEmbedder needs a model name, not {model!r}")
         _check_model_id(model_id, "embedder")
@@ -206,7 +204,7 @@ class OpenAIEmbedder:
         self._ask: dict[str, Any] = {} if dimension is None else {"dimensions": self.dimension}
         self.batch_size = check_int(batch_size, "batch_size", 1)
         self.max_retries = check_int(max_retries, "max_retries", 0)
-        self.timeout = timeout = check_seconds(timeout, "embedder timeout")
+        self.timeout = check_seconds(timeout, "embedder timeout")
         self.query_prefix, self.passage_prefix = query_prefix, passage_prefix
         self.input_type = check_bool(input_type, "embedder input_type")
         self.model_id = model_id or model + _passage_id(passage_prefix, self.input_type)
@@ -215,13 +213,24 @@ class OpenAIEmbedder:
             raise InvalidInput("OpenAIEmbedder needs an API key: give api_key= or set OPENAI_API_KEY "
                                "(the CLI, the MCP server and embedder_from_env() also read "
                                "BRAINMEM_EMBED_API_KEY), or give base_url for a local server")
-        # retried here (:meth:`_create`), not by the client: it waits out any Retry-After
-        # up to two minutes, whatever the timeout
-        self._client = openai.OpenAI(api_key=key, base_url=base_url, timeout=timeout, max_retries=0)
+        self._key, self.base_url = key, base_url
+        self._client: Any = None
+
+    def _openai(self) -> Any:
+        """The OpenAI client, made at the first request (as the LLM's is): importing the SDK
+        and building its HTTP client (~0.5 s) slowed every command that embeds nothing."""
+        if self._client is None:
+            import openai
+
+            # retried here (:meth:`_create`), not by the client: it waits out any Retry-After
+            # up to two minutes, whatever the timeout
+            self._client = openai.OpenAI(api_key=self._key, base_url=self.base_url, timeout=self.timeout,
+                                         max_retries=0)
+        return self._client
 
     def _create(self, batch: list[str], extra_body: dict[str, str] | None) -> Any:
         """One request of ``batch``, retried as :func:`retrying` says."""
-        return retrying(lambda: self._client.embeddings.create(
+        return retrying(lambda: self._openai().embeddings.create(
             model=self.model, input=batch, encoding_format="float", extra_body=extra_body, **self._ask),
             max_retries=self.max_retries, timeout=self.timeout, server="embedding server", error=EmbedderError)
 

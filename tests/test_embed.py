@@ -149,6 +149,29 @@ def test_openai_without_a_key_is_invalid_input(monkeypatch, tmp_path) -> None:
                       OpenAIEmbedder)
 
 
+def test_a_command_that_embeds_nothing_does_not_load_the_openai_client(tmp_path: Path) -> None:
+    """With an openai: embedder configured, every command (list, show, stats) imported the
+    OpenAI SDK and built its HTTP client, loading the CA certificates, at open: ~0.5 s of a
+    `brainmem list` that embeds nothing (0.76 s against 0.18 s). The client is made at the
+    first request, as the LLM's is; the same commands embed as before (tests above)."""
+    import os
+
+    from brainmem import Brain
+
+    path = tmp_path / "b.db"
+    with Brain(str(path)) as brain:
+        brain.add("a note listed without any vector")
+    env = {**os.environ, "BRAINMEM_EMBEDDER": "openai:text-embedding-3-small",
+           "BRAINMEM_EMBED_BASE_URL": "http://127.0.0.1:9/v1"}  # nothing may be asked of it
+    run = subprocess.run([sys.executable, "-X", "importtime", "-m", "brainmem", "--brain", str(path), "list"],
+                         capture_output=True, text=True, env=env, timeout=60)
+    assert run.returncode == 0, run.stderr
+    assert "a note listed without any vector" in run.stdout
+    imported = {line.rsplit("|", 1)[-1].strip() for line in run.stderr.splitlines() if line.startswith("import time:")}
+    assert "brainmem.embed" in imported  # the embedder was made
+    assert "openai" not in imported and "httpx" not in imported
+
+
 @pytest.mark.parametrize(("kwargs", "words"), [
     ({"dimension": "768"}, "embedder dimension must be an integer >= 1"),
     ({"dimension": 0}, "embedder dimension must be an integer >= 1"),

@@ -11,6 +11,7 @@ from __future__ import annotations
 import ast
 import functools
 import re
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -40,18 +41,31 @@ def parsed(path: Path) -> ast.Module:
     return ast.parse(path.read_text(encoding="utf-8"))
 
 
+#: the fields of a statement that hold statements (an import is a statement, so it is
+#: only ever in these: never inside an expression)
+_BODIES = ("body", "orelse", "finalbody", "handlers", "cases")
+
+
+def statements(node: ast.AST, skip_type_checking: bool = False) -> Iterator[ast.AST]:
+    """Every statement under ``node`` (an except handler or a match case counts), without
+    walking the expressions: ``ast.walk`` visited ~440,000 nodes for the three tests, most of
+    them expressions, and took ~1.5 s. With ``skip_type_checking`` an ``if`` whose test
+    names TYPE_CHECKING is passed over whole, its ``else`` too."""
+    for field in _BODIES:
+        for child in getattr(node, field, None) or ():
+            if skip_type_checking and isinstance(child, ast.If) and "TYPE_CHECKING" in ast.unparse(child.test):
+                continue
+            yield child
+            yield from statements(child, skip_type_checking)
+
+
 @functools.cache
 def imports_of(path: Path) -> frozenset[str]:
     """Top-level brainmem modules ``path`` imports, outside TYPE_CHECKING blocks."""
-    tree = parsed(path)
-    skip: set[int] = set()
-    for node in ast.walk(tree):
-        if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
-            skip.update(id(n) for n in ast.walk(node))
     in_subpackage = path.parent != PACKAGE
     found = set()
-    for node in ast.walk(tree):
-        if id(node) in skip or not isinstance(node, ast.ImportFrom):
+    for node in statements(parsed(path), skip_type_checking=True):
+        if not isinstance(node, ast.ImportFrom):
             continue
         level = node.level - (1 if in_subpackage else 0)
         if node.level == 0 and (node.module or "").startswith("brainmem"):
@@ -102,7 +116,7 @@ def test_nothing_below_the_root_imports_the_root() -> None:
     for path in PACKAGE.rglob("*.py"):
         if path.parent == PACKAGE and path.name in ("__init__.py", "__main__.py") or "bench" in path.parts:
             continue  # the root itself; bench/ is a user of the public API
-        for node in ast.walk(parsed(path)):
+        for node in statements(parsed(path)):
             if not isinstance(node, ast.ImportFrom):
                 continue
             at_root = (node.module is None and node.level == (1 if path.parent == PACKAGE else 2)) \
