@@ -13,6 +13,7 @@ import json
 from collections.abc import Iterable, Sequence
 from typing import Any
 
+from .model import DERIVED_TAG as DERIVED_TAG  # declared where a repeat adopts the insight
 from .model import EDGE_KINDS as EDGE_KINDS  # declared with the other kinds; used here as before
 from .model import EXTRACTED_METHOD as EXTRACTED_METHOD  # declared where a repeat adopts the fact
 from .store import Store
@@ -202,12 +203,6 @@ def _clusters(store: Store, min_weight: float, min_size: int, max_size: int, see
                 found.append(sorted(names[i] for i in part))
     found.sort(key=lambda c: (-len(c), c))
     return found
-
-
-#: The tag of reflect's insights (``consolidation.derive``).
-DERIVED_TAG = "derived"
-
-
 
 
 def is_insight(tags: Iterable[str]) -> bool:

@@ -130,6 +130,10 @@ def latest_expiry(expiries: Iterable[float | None]) -> float | None:
 #: goes with its sources.
 EXTRACTED_METHOD = "observe"
 
+#: The tag of reflect's insights (``consolidation.derive``): an insight goes with its
+#: sources (``derived_from`` them; :func:`brainmem.graph.insights_of`).
+DERIVED_TAG = "derived"
+
 
 def outlasting(existing: Trace, repeat: Trace, decided: dict[str, Any] | None = None) -> dict[str, Any]:
     """The fields that keep ``existing`` at least as long as ``repeat``, the same memory
@@ -138,13 +142,19 @@ def outlasting(existing: Trace, repeat: Trace, decided: dict[str, Any] | None = 
     for sooner comes due sooner); never shortened, never unpinned, never postponed.
     A fact ``observe`` extracted, said again other than by an extraction, is the user's
     own from then on: its :data:`EXTRACTED_METHOD` mark goes, so it no longer goes with
-    its turns (as a fact stored before an extraction repeated it never did).
+    its turns (as a fact stored before an extraction repeated it never did). So is one of
+    reflect's insights said again other than as an insight or an extraction: its
+    :data:`DERIVED_TAG` goes, so it no longer goes with its sources.
     ``decided``: the changes already chosen for ``existing`` (an earlier repeat in the
     same batch)."""
     longer = dict(decided or {})
     metadata = longer.get("metadata", existing.metadata)
     if metadata.get("method") == EXTRACTED_METHOD and repeat.metadata.get("method") != EXTRACTED_METHOD:
         longer["metadata"] = {k: v for k, v in metadata.items() if k != "method"}
+    tags = longer.get("tags", existing.tags)
+    if (DERIVED_TAG in tags and DERIVED_TAG not in repeat.tags
+            and repeat.metadata.get("method") != EXTRACTED_METHOD):
+        longer["tags"] = [tag for tag in tags if tag != DERIVED_TAG]
     expiry = longer.get("expires_at", existing.expires_at)
     if latest_expiry([expiry, repeat.expires_at]) != expiry:
         longer["expires_at"] = repeat.expires_at

@@ -21,7 +21,9 @@ A fact is replaced, never deleted. Three ways lead to a replacement:
 
 Deleting the current version of a fact undoes its replacements (:func:`hand_back`): the
 facts it replaced are current again, and restoring it replaces them again
-(:func:`replace_again`), so a delete never leaves a fact with no current value.
+(:func:`replace_again`), so a delete never leaves a fact with no current value. A fact
+closed because the turn it was extracted from was edited hands back the same way
+(:func:`close_insights`), and is withdrawn (:data:`WITHDRAWN`): passed over as a deleted version.
 
 An insight derived from a fact replaced in any of these ways is closed with it
 (:func:`close_insights`): a copy must not keep the old value current.
@@ -73,6 +75,12 @@ if TYPE_CHECKING:
 #: ``metadata`` key of the note a deleted fact keeps of the facts its delete made current
 #: again (:func:`hand_back`; :func:`replace_again` reads it on restore).
 HANDED_BACK = "handed_back"
+
+#: ``metadata`` key of a fact closed because its source no longer says it (an edited turn's
+#: extracted fact, :func:`close_insights`; the source ids): withdrawn, not replaced, it is
+#: passed over as a deleted version is (never current again but said again, and no holder
+#: of the facts it replaced), and its :data:`HANDED_BACK` note is that of its close.
+WITHDRAWN = "closed_with"
 
 #: Longest chain ``history`` walks (a guard against a hand-edited cycle or a huge merge tree).
 MAX_HISTORY = 1000
@@ -189,9 +197,15 @@ def close(store: Store, new: Trace, olds: Sequence[Trace], at: float | None = No
         keep_snapshot(store, new, at, new.valid_until)
         start = max(at, start)
         reopened = {"version": new.version + 1, "updated_at": max(at, new.updated_at)}
+        if _withdrawn(new):  # said again: no longer withdrawn, and replaces again what it handed back
+            reopened["metadata"] = {k: v for k, v in new.metadata.items() if k not in (WITHDRAWN, HANDED_BACK)}
         changed.append(new.id)
     store.update_fields(new.id, {"valid_from": start, "valid_until": None, **reopened})
     graph.add_edges(store, [(new.id, old.id, "supersedes", 1.0) for old in olds], at)
+    if "metadata" in reopened:
+        now_ = store.get(new.id)
+        if now_ is not None:
+            changed += [i for i in replace_again(store, now_, new.metadata.get(HANDED_BACK)) if i not in changed]
     return changed + close_insights(store, [old.id for old in olds], at)
 
 
@@ -203,19 +217,29 @@ def close_insights(store: Store, ids: Sequence[str], at: float) -> list[str]:
     from the current sources. The facts ``observe`` extracted from them (an edited turn's)
     are closed too: they state the old text (nothing extracts again from the new text:
     extraction runs in ``observe`` only; a fact said again is current again, ``Writer.said_again``).
-    Returns the ids closed (the caller tells subscribers)."""
-    closed = []
-    for insight in store.get_many(list(graph.insights_of(store, ids, extracted=True))):
-        if insight.valid_until is None:
-            store.update_fields(insight.id, {"valid_until": max(at, began(insight)),
-                                             "version": insight.version + 1,
-                                             "updated_at": max(at, insight.updated_at)})
-            closed.append(insight.id)
-    return closed
+    A fact closed so that had replaced others hands them back first (:func:`hand_back`), as
+    its delete would: its source no longer says it, so what it replaced is current again.
+    Returns the ids closed and handed back (the caller tells subscribers)."""
+    derived = graph.insights_of(store, ids, extracted=True)
+    found = store.get_many(list(derived))
+    for done in found:  # closed before (replaced): withdrawn too, so no delete hands it back
+        if done.valid_until is not None and WITHDRAWN not in done.metadata:
+            store.update_fields(done.id, {"metadata": {**done.metadata, WITHDRAWN: derived[done.id]}})
+    current = [t for t in found if t.valid_until is None]
+    handed = hand_back(store, [t.id for t in current], at)
+    for insight in current:
+        note = {HANDED_BACK: handed[insight.id]} if insight.id in handed else {}
+        metadata = {k: v for k, v in insight.metadata.items() if k != HANDED_BACK}
+        store.update_fields(insight.id, {"valid_until": max(at, began(insight)),
+                                         "version": insight.version + 1,
+                                         "updated_at": max(at, insight.updated_at),
+                                         "metadata": {**metadata, WITHDRAWN: derived[insight.id], **note}})
+    return [*(t.id for t in current), *dict.fromkeys(old for olds in handed.values() for old in olds)]
 
 
 def hand_back(store: Store, ids: Sequence[str], at: float) -> dict[str, dict[str, float]]:
-    """Inside a write, as the traces ``ids`` are deleted: the facts a current one of them
+    """Inside a write, as the traces ``ids`` are deleted (or, current, closed because their
+    source no longer says them, :func:`close_insights`): the facts a current one of them
     replaced are current again (``valid_until`` cleared, ``version`` + 1), as an undo of
     the replacement, unless another live, current fact replaced them too (at or after their
     end; an older edge to a fact said again since does not count). Returns, per deleted
@@ -239,7 +263,7 @@ def hand_back(store: Store, ids: Sequence[str], at: float) -> dict[str, dict[str
 def _hand_back_once(store: Store, news: Sequence[str], gone: set[str], at: float) -> dict[str, dict[str, float]]:
     """:func:`hand_back` of the facts ``news`` as they are now (``gone``: all the deleted)."""
     # the facts each replaced, and past one deleted since (a middle version), those it replaced
-    pairs = _below(store, news, lambda t: t.deleted_at is not None and t.merged_into is None)
+    pairs = _below(store, news, _passed)
     # read whole only the traces that replaced another (a delete of many reads no more)
     current = {t.id: t for t in store.get_many(list(dict.fromkeys(new for new, _ in pairs)))
                if t.valid_until is None and t.merged_into is None}
@@ -250,7 +274,7 @@ def _hand_back_once(store: Store, news: Sequence[str], gone: set[str], at: float
     handed: dict[str, dict[str, float]] = {}
     for new, old_id in pairs:
         old = olds.get(old_id)
-        if old is None or old.valid_until is None or old.merged_into is not None:
+        if old is None or old.valid_until is None or old.merged_into is not None or _withdrawn(old):
             continue
         end = old.valid_until
         if began(current[new]) < end:  # a stale edge: the fact was said again after this one
@@ -305,7 +329,7 @@ def _notes(store: Store, handed: Any) -> dict[str, Any]:
         fresh = [i for i in note if isinstance(i, str) and i not in out]
         out.update((i, note[i]) for i in fresh)
         todo += [t.metadata.get(HANDED_BACK) for t in store.get_many(fresh, include_deleted=True)
-                 if t.deleted_at is not None]
+                 if t.deleted_at is not None or _withdrawn(t)]
     return out
 
 
@@ -324,6 +348,8 @@ def replace_again(store: Store, trace: Trace, handed: Any) -> list[str]:
     Returns the ids updated other than ``trace`` (the caller tells subscribers; ``trace`` is
     told as restored)."""
     changed: list[str] = []
+    if _withdrawn(trace):  # closed by its source: replaces nothing (its delete handed nothing back)
+        return changed
     above = _above(store, trace)
     if above:
         holder, end = min(above, key=lambda pair: pair[1])
@@ -350,7 +376,7 @@ def replace_again(store: Store, trace: Trace, handed: Any) -> list[str]:
     # though no note says so (handed back by a delete passing over this one, the note edited
     # away) is replaced again from when the version above it began
     parents: dict[tuple[str, str], str] = {}
-    below = _below(store, [trace.id], lambda t: t.deleted_at is not None and t.merged_into is None, parents)
+    below = _below(store, [trace.id], _passed, parents)
     tops = {t.id: t for t in store.get_many(list(set(parents.values())), include_deleted=True)}
     for old in store.get_many([old for _, old in below]):
         top = tops.get(parents[(trace.id, old.id)], trace)
@@ -395,12 +421,22 @@ def _above(store: Store, trace: Trace) -> list[tuple[Trace, float]]:
                 continue
             first = lead[dst]
             first = began(h) if first is None else first
-            if h.deleted_at is None:
+            if h.deleted_at is None and not _withdrawn(h):
                 out.append((h, first))
             else:
                 following.setdefault(src, first)
         lead = following
     return out
+
+
+def _withdrawn(trace: Trace) -> bool:
+    """Whether ``trace`` is live and closed because its source no longer says it (:data:`WITHDRAWN`)."""
+    return trace.deleted_at is None and trace.valid_until is not None and WITHDRAWN in trace.metadata
+
+
+def _passed(trace: Trace) -> bool:
+    """Whether a version is passed over down a chain, as gone: deleted (not merged) or withdrawn."""
+    return (trace.deleted_at is not None and trace.merged_into is None) or _withdrawn(trace)
 
 
 def _merged_from(merged: Trace, source: Trace) -> bool:

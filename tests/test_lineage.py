@@ -337,3 +337,57 @@ def test_a_fact_the_user_said_after_observe_extracted_it_is_the_users_own(path: 
         brain.delete(turn)
         clock.now += 4000
         assert _found(brain, "8841") == [fact]
+
+
+def test_an_insight_the_user_then_said_is_the_users_own(brain: Brain, clock: Clock) -> None:
+    """An add deduplicated onto a reflect insight (the user says its very words) left it an
+    insight: a source's expiry reached it, an edit of a source closed it and a source's
+    delete deleted it, though the user had said it themselves. Said again outside reflect,
+    it is the user's own (its ``derived`` tag goes), as an extracted fact said again is."""
+    ids, insight = _derived(brain)
+    text = brain.get(insight).content
+    clock.now += 60
+    own = brain.add_result(text, type="semantic")
+    assert not own.created and own.trace.id == insight and "derived" not in own.trace.tags
+    brain.update(ids[0], expires_at=clock.now + 3600)
+    assert brain.get(insight).expires_at is None
+    brain.update(ids[0], content="The user asked about a loan once.", expires_at=None)
+    assert brain.get(insight).valid_until is None
+    brain.delete(ids[0])
+    clock.now += 4000
+    assert brain.get(insight).live and insight in _found(brain, '"' + text.split(".")[0] + '"')
+
+
+def test_an_insight_said_again_by_an_add_many_or_an_import_is_the_users_own(
+        path: str, clock: Clock, tmp_path: Path) -> None:
+    """The same by ``add_many`` and by an import skipped onto the insight; an insight
+    imported (reflect said it, tagged ``derived``) stays an insight."""
+    for way in ("add_many", "import", "insight"):
+        with Brain(str(tmp_path / f"{way}.brain"), clock=clock) as brain:
+            ids, insight = _derived(brain)
+            text = brain.get(insight).content
+            if way == "add_many":
+                brain.add_many([{"content": text, "type": "semantic"}])
+            else:
+                with Brain(str(tmp_path / f"{way}.other"), clock=clock) as other:
+                    other.add(text, type="semantic", tags=["derived"] if way == "insight" else None)
+                    other.export(str(tmp_path / f"{way}.jsonl"))
+                brain.import_jsonl(str(tmp_path / f"{way}.jsonl"))
+            assert ("derived" in brain.get(insight).tags) == (way == "insight")
+            brain.delete(ids[0])
+            assert brain.get(insight, include_deleted=True).live == (way != "insight")
+
+
+def test_reflect_does_not_make_a_users_memory_its_insight(brain: Brain, clock: Clock) -> None:
+    """Reflect deriving the very words of a memory the user stored leaves that memory the
+    user's own: no ``derived`` tag, not deleted or closed with the sources."""
+    ids, insight = _derived(brain)
+    with brain._store.write():  # the same brain as if the user had said it before reflect
+        brain._store.update_fields(insight, {"tags": [t for t in brain.get(insight).tags if t != "derived"]})
+    clock.now += 60
+    brain.update(ids[-1], content="The user asked about a loan once.")
+    report = brain.reflect()
+    assert insight not in report.derived_ids and any(insight in note for note in report.notes)
+    assert "derived" not in brain.get(insight).tags
+    brain.delete(ids[0])
+    assert brain.get(insight).live

@@ -344,3 +344,52 @@ def test_deleting_the_turn_of_a_replacing_fact_makes_the_replaced_one_current_ag
     brain.delete(report.stored[0])
     assert brain.get(berlin.id).valid_until is None
     assert [h.trace.id for h in brain.search("where does the user live", type="semantic")] == [berlin.id]
+
+
+def test_editing_the_turn_of_a_replacing_fact_makes_the_replaced_one_current_again(tmp_path: Path) -> None:
+    """Editing a turn closes the fact observe extracted from its old text; when that fact had
+    replaced a known one, the known one stayed closed and the brain had no current value
+    (deleting the turn hands it back). The edit now hands it back too, told as an update."""
+    holder: dict[str, str] = {}
+    now = [T0]
+    brain = Brain(str(tmp_path / "b.db"), clock=lambda: now[0],
+                  llm=lambda texts: json.dumps({"facts": [{"content": "The user lives in Porto.", "turns": [0],
+                                                           "supersedes": [holder["id"]]}]}))
+    berlin = brain.add("The user lives in Berlin.", type="semantic", created_at=T0 - 100)
+    holder["id"] = berlin.id
+    report = brain.observe([{"role": "user", "content": "I moved to Porto!"}])
+    porto = report.facts[0]
+    assert report.superseded == [berlin.id] and brain.get(berlin.id).valid_until is not None
+    now[0] += 60
+    told: list[tuple[str, str]] = []
+    brain.subscribe(lambda kind, payload: told.append((kind, payload["id"])))
+    brain.update(report.stored[0], content="I thought of moving to Porto, but did not.")
+    assert brain.get(porto).valid_until == now[0] and brain.get(berlin.id).valid_until is None
+    assert ("update", berlin.id) in told and ("update", porto) in told
+    assert [h.trace.id for h in brain.search("where does the user live", type="semantic")] == [berlin.id]
+    # restoring, deleting and editing again keep one current version
+    now[0] += 60
+    brain.update(report.stored[0], content="I moved to Porto!")
+    brain.delete(report.stored[0])
+    assert brain.get(berlin.id).valid_until is None
+    brain.restore(porto)
+    assert [brain.get(i).valid_until for i in (berlin.id, porto)].count(None) == 1
+
+
+def test_a_fact_closed_by_an_edit_of_its_turn_then_said_again_replaces_again(tmp_path: Path) -> None:
+    """The user says again the fact the edit closed: it is current again and replaces again
+    what the edit handed back (one current version, not two)."""
+    holder: dict[str, str] = {}
+    now = [T0]
+    brain = Brain(str(tmp_path / "b.db"), clock=lambda: now[0],
+                  llm=lambda texts: json.dumps({"facts": [{"content": "The user lives in Porto.", "turns": [0],
+                                                           "supersedes": [holder["id"]]}]}))
+    berlin = brain.add("The user lives in Berlin.", type="semantic", created_at=T0 - 100)
+    holder["id"] = berlin.id
+    report = brain.observe([{"role": "user", "content": "I moved to Porto!"}])
+    now[0] += 60
+    brain.update(report.stored[0], content="I thought of moving to Porto, but did not.")
+    now[0] += 60
+    assert brain.add("The user lives in Porto.", type="semantic").id == report.facts[0]
+    assert brain.get(report.facts[0]).valid_until is None and brain.get(berlin.id).valid_until is not None
+    assert [h.trace.id for h in brain.search("where does the user live", type="semantic")] == [report.facts[0]]

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import json
+import random
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 from conftest import T0, FakeClock
@@ -721,3 +724,78 @@ def test_deletes_and_restores_in_any_order_leave_one_current_version(file_brain:
         if file_brain.get(t.id, include_deleted=True).deleted_at is not None:
             file_brain.restore(t.id)
     assert [file_brain.get(t.id).valid_until for t in chain] == ends
+
+
+def _observed_chain(brain_factory: Callable[..., Brain], clock: FakeClock) -> tuple[Brain, list[str], list[str]]:
+    """Four versions of a fact, each extracted by observe from its own turn and replacing the
+    one before: (brain, turns, facts), oldest first."""
+    said: dict[str, Any] = {}
+    brain = brain_factory(llm=lambda texts: json.dumps({"facts": [said]}))
+    turns: list[str] = []
+    facts: list[str] = []
+    for i in range(4):
+        clock.advance(DAY)
+        said.clear()
+        said.update({"content": f"The user lives in city number {i}.", "turns": [0],
+                     "supersedes": facts[-1:]})
+        report = brain.observe([{"role": "user", "content": f"I live in city {i} now"}], episode=f"c{i}")
+        turns.append(report.stored[0])
+        facts.append(report.facts[0])
+    return brain, turns, facts
+
+
+@pytest.mark.parametrize("steps", [
+    [("edit", 3)],
+    [("edit", 3), ("edit", 2), ("delete", 0), ("restore", 0)],
+    [("edit", 3), ("delete", 2), ("restore", 2)],
+    [("delete", 3), ("edit", 2), ("restore", 3)],
+    [("edit", 1), ("delete", 3), ("edit", 2), ("restore", 3)],
+    [("edit", 3), ("delete", 2), ("delete", 1), ("restore", 2), ("restore", 1)],
+    [("edit", 0), ("edit", 3), ("edit", 2), ("edit", 1)],
+])
+def test_turn_edits_deletes_and_restores_leave_one_current_version(brain_factory: Callable[..., Brain],
+                                                                   clock: FakeClock, steps: list) -> None:
+    """An edit of a turn closed the fact extracted from it and left the fact it had replaced
+    closed too (no current value), where deleting the turn hands it back. An edit now hands
+    back as a delete does: while a version whose turn still says it is live, one version is
+    current (the newest such one), whatever order edits, deletes and restores come in."""
+    brain, turns, facts = _observed_chain(brain_factory, clock)
+    edited: set[int] = set()
+    for n, (op, i) in enumerate(steps):
+        clock.advance(60)
+        if op == "edit":
+            brain.update(turns[i], content=f"edit {n}: I did not live in city {i}")
+            edited.add(i)
+        elif op == "delete":
+            brain.delete(facts[i])
+        else:
+            brain.restore(facts[i])
+        live = [i for i, f in enumerate(facts) if brain.get(f, include_deleted=True).deleted_at is None]
+        current = [i for i in live if brain.get(facts[i]).valid_until is None]
+        said = [i for i in live if i not in edited]
+        assert current == said[-1:], (op, i, current, said)
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_random_turn_edits_deletes_and_restores_leave_one_current_version(
+        brain_factory: Callable[..., Brain], clock: FakeClock, seed: int) -> None:
+    """The same over random walks: the newest live version whose turn still says it (not
+    edited while the version was live) is the one current version."""
+    rng = random.Random(seed)
+    brain, turns, facts = _observed_chain(brain_factory, clock)
+    edited: set[int] = set()
+    for n in range(8):
+        clock.advance(60)
+        i = rng.randrange(4)
+        gone = brain.get(facts[i], include_deleted=True).deleted_at is not None
+        op = rng.choice(["edit", "restore" if gone else "delete"])
+        if op == "edit":
+            brain.update(turns[i], content=f"edit {n}: I did not live in city {i}")
+            edited |= set() if gone else {i}
+        elif op == "delete":
+            brain.delete(facts[i])
+        else:
+            brain.restore(facts[i])
+        live = [i for i, f in enumerate(facts) if brain.get(f, include_deleted=True).deleted_at is None]
+        current = [i for i in live if brain.get(facts[i]).valid_until is None]
+        assert current == [i for i in live if i not in edited][-1:], (seed, n, op, i)
