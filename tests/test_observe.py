@@ -346,10 +346,9 @@ def test_deleting_the_turn_of_a_replacing_fact_makes_the_replaced_one_current_ag
     assert [h.trace.id for h in brain.search("where does the user live", type="semantic")] == [berlin.id]
 
 
-def test_editing_the_turn_of_a_replacing_fact_makes_the_replaced_one_current_again(tmp_path: Path) -> None:
-    """Editing a turn closes the fact observe extracted from its old text; when that fact had
-    replaced a known one, the known one stayed closed and the brain had no current value
-    (deleting the turn hands it back). The edit now hands it back too, told as an update."""
+def _moved_to_porto(tmp_path: Path) -> tuple[Brain, list[float], Any, Any]:
+    """A brain whose user lived in Berlin, then observed saying they moved to Porto: the fact
+    extracted from that turn replaces Berlin. Returns the brain, its clock, Berlin and the report."""
     holder: dict[str, str] = {}
     now = [T0]
     brain = Brain(str(tmp_path / "b.db"), clock=lambda: now[0],
@@ -357,7 +356,14 @@ def test_editing_the_turn_of_a_replacing_fact_makes_the_replaced_one_current_aga
                                                            "supersedes": [holder["id"]]}]}))
     berlin = brain.add("The user lives in Berlin.", type="semantic", created_at=T0 - 100)
     holder["id"] = berlin.id
-    report = brain.observe([{"role": "user", "content": "I moved to Porto!"}])
+    return brain, now, berlin, brain.observe([{"role": "user", "content": "I moved to Porto!"}])
+
+
+def test_editing_the_turn_of_a_replacing_fact_makes_the_replaced_one_current_again(tmp_path: Path) -> None:
+    """Editing a turn closes the fact observe extracted from its old text; when that fact had
+    replaced a known one, the known one stayed closed and the brain had no current value
+    (deleting the turn hands it back). The edit now hands it back too, told as an update."""
+    brain, now, berlin, report = _moved_to_porto(tmp_path)
     porto = report.facts[0]
     assert report.superseded == [berlin.id] and brain.get(berlin.id).valid_until is not None
     now[0] += 60
@@ -379,14 +385,7 @@ def test_editing_the_turn_of_a_replacing_fact_makes_the_replaced_one_current_aga
 def test_a_fact_closed_by_an_edit_of_its_turn_then_said_again_replaces_again(tmp_path: Path) -> None:
     """The user says again the fact the edit closed: it is current again and replaces again
     what the edit handed back (one current version, not two)."""
-    holder: dict[str, str] = {}
-    now = [T0]
-    brain = Brain(str(tmp_path / "b.db"), clock=lambda: now[0],
-                  llm=lambda texts: json.dumps({"facts": [{"content": "The user lives in Porto.", "turns": [0],
-                                                           "supersedes": [holder["id"]]}]}))
-    berlin = brain.add("The user lives in Berlin.", type="semantic", created_at=T0 - 100)
-    holder["id"] = berlin.id
-    report = brain.observe([{"role": "user", "content": "I moved to Porto!"}])
+    brain, now, berlin, report = _moved_to_porto(tmp_path)
     now[0] += 60
     brain.update(report.stored[0], content="I thought of moving to Porto, but did not.")
     now[0] += 60

@@ -744,6 +744,25 @@ def _observed_chain(brain_factory: Callable[..., Brain], clock: FakeClock) -> tu
     return brain, turns, facts
 
 
+def _walk_step(brain: Brain, clock: FakeClock, turns: list[str], facts: list[str], edited: set[int],
+               n: int, op: str, i: int, *where: object) -> None:
+    """One step of a walk over an observed chain (an edit of turn ``i``, a delete or a restore
+    of fact ``i``), then the rule: the newest live version whose turn still says it (not
+    edited while the version was live) is the one current version."""
+    clock.advance(60)
+    if op == "edit":
+        if brain.get(facts[i], include_deleted=True).deleted_at is None:  # a deleted version's: nothing
+            edited.add(i)
+        brain.update(turns[i], content=f"edit {n}: I did not live in city {i}")
+    elif op == "delete":
+        brain.delete(facts[i])
+    else:
+        brain.restore(facts[i])
+    live = [i for i, f in enumerate(facts) if brain.get(f, include_deleted=True).deleted_at is None]
+    current = [i for i in live if brain.get(facts[i]).valid_until is None]
+    assert current == [i for i in live if i not in edited][-1:], (*where, n, op, i, current)
+
+
 @pytest.mark.parametrize("steps", [
     [("edit", 3)],
     [("edit", 3), ("edit", 2), ("delete", 0), ("restore", 0)],
@@ -762,18 +781,7 @@ def test_turn_edits_deletes_and_restores_leave_one_current_version(brain_factory
     brain, turns, facts = _observed_chain(brain_factory, clock)
     edited: set[int] = set()
     for n, (op, i) in enumerate(steps):
-        clock.advance(60)
-        if op == "edit":
-            brain.update(turns[i], content=f"edit {n}: I did not live in city {i}")
-            edited.add(i)
-        elif op == "delete":
-            brain.delete(facts[i])
-        else:
-            brain.restore(facts[i])
-        live = [i for i, f in enumerate(facts) if brain.get(f, include_deleted=True).deleted_at is None]
-        current = [i for i in live if brain.get(facts[i]).valid_until is None]
-        said = [i for i in live if i not in edited]
-        assert current == said[-1:], (op, i, current, said)
+        _walk_step(brain, clock, turns, facts, edited, n, op, i)
 
 
 @pytest.mark.parametrize("seed", range(12))
@@ -785,17 +793,7 @@ def test_random_turn_edits_deletes_and_restores_leave_one_current_version(
     brain, turns, facts = _observed_chain(brain_factory, clock)
     edited: set[int] = set()
     for n in range(8):
-        clock.advance(60)
         i = rng.randrange(4)
         gone = brain.get(facts[i], include_deleted=True).deleted_at is not None
         op = rng.choice(["edit", "restore" if gone else "delete"])
-        if op == "edit":
-            brain.update(turns[i], content=f"edit {n}: I did not live in city {i}")
-            edited |= set() if gone else {i}
-        elif op == "delete":
-            brain.delete(facts[i])
-        else:
-            brain.restore(facts[i])
-        live = [i for i, f in enumerate(facts) if brain.get(f, include_deleted=True).deleted_at is None]
-        current = [i for i in live if brain.get(facts[i]).valid_until is None]
-        assert current == [i for i in live if i not in edited][-1:], (seed, n, op, i)
+        _walk_step(brain, clock, turns, facts, edited, n, op, i, seed)
