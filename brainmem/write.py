@@ -66,10 +66,6 @@ _NEW_RID = 1 << 62
 _DELETE_NOTES: dict[str, tuple[str, ...]] = {"evicted": ("evicted_for_quota",), "archived": ("archived",),
                                              "source_deleted": ("deleted_with",)}
 
-#: the note a deleted fact keeps of the facts its delete made current again
-#: (``timeline.hand_back``): its restore replaces them again, and drops the note
-HANDED_BACK = timeline.HANDED_BACK
-
 #: Eviction order: (R(now), last_accessed_at, rid), the order ``Store.weakest`` reads.
 VictimKey = tuple[float, float, int]
 
@@ -132,7 +128,7 @@ class Writer:
         handed = timeline.hand_back(self.store, gone, at)
         self.side_updates.extend(i for olds in handed.values() for i in olds if i not in gone)
         for trace in self.store.get_many([i for i in ids if i in handed]):
-            self.store.update_fields(trace.id, {"metadata": {**trace.metadata, HANDED_BACK: handed[trace.id]}})
+            self.store.update_fields(trace.id, {"metadata": {**trace.metadata, timeline.HANDED_BACK: handed[trace.id]}})
         for i in ids:
             self.store.update_fields(i, {"deleted_at": at, "updated_at": at})
         self._drop(derived, at, handed)
@@ -145,7 +141,7 @@ class Writer:
     def _drop(self, derived: Mapping[str, list[str]], at: float,
               handed: Mapping[str, dict[str, float]] | None = None) -> None:
         for insight in self.store.get_many(list(derived)):
-            note = {HANDED_BACK: handed[insight.id]} if handed and insight.id in handed else {}
+            note = {timeline.HANDED_BACK: handed[insight.id]} if handed and insight.id in handed else {}
             self.soft_delete(insight, at, "source_deleted", deleted_with=derived[insight.id], **note)
 
     def follow_expiry(self, ids: Sequence[str], at: float) -> None:
@@ -434,7 +430,7 @@ class Writer:
         self.before_insert(trace, at)
         reason = trace.metadata.get("deleted_reason")
         notes = {"deleted_reason", *_DELETE_NOTES.get(reason, ())} if isinstance(reason, str) else set()
-        notes.add(HANDED_BACK)
+        notes.add(timeline.HANDED_BACK)
         expired = trace.expires_at is not None and trace.expires_at <= at
         self.store.update_fields(trace.id, {"deleted_at": None, "merged_into": None, "updated_at": at,
                                             "version": trace.version + 1,
@@ -445,7 +441,7 @@ class Writer:
         assert restored is not None
         # it replaces again the facts its delete made current again
         # (and is replaced again by a live, current fact that replaced it)
-        self.side_updates.extend(timeline.replace_again(self.store, restored, trace.metadata.get(HANDED_BACK)))
+        self.side_updates.extend(timeline.replace_again(self.store, restored, trace.metadata.get(timeline.HANDED_BACK)))
         restored = self.store.get(trace.id)
         assert restored is not None
         return restored
