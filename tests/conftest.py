@@ -5,6 +5,7 @@ Keep this file small; add a fixture with a short, targeted edit.
 
 from __future__ import annotations
 
+import contextlib
 import os
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -18,6 +19,19 @@ from brainmem import Brain
 # this checkout's brainmem, not whichever one pip installed elsewhere.
 os.environ["PYTHONPATH"] = os.pathsep.join(
     p for p in (str(Path(__file__).resolve().parent.parent), os.environ.get("PYTHONPATH")) if p)
+
+
+@contextlib.contextmanager
+def statements_run(brain: Any) -> Iterator[list[str]]:
+    """The SQL statements a block runs on the connection of ``brain`` (a Brain or its
+    Store), in order (apsw's ``exec_trace``)."""
+    db = getattr(brain, "_store", brain).db
+    ran: list[str] = []
+    db.exec_trace = lambda _cursor, sql, _bindings: ran.append(sql) or True
+    try:
+        yield ran
+    finally:
+        db.exec_trace = None
 
 
 #: packages pytest marks for assert rewriting because they ship a pytest plugin

@@ -8,6 +8,7 @@ from dataclasses import replace
 from typing import Any
 
 import pytest
+from conftest import statements_run
 
 from brainmem import Brain, InvalidInput, NotFound, Policy, QuotaExceeded, VersionConflict
 from brainmem.validate import LIMIT_MAX, READ_MAX
@@ -496,10 +497,8 @@ def test_quota_eviction_reads_a_full_scope_once_per_batch(tmp_path, clock) -> No
     for brain in (batch, single):
         _full_scope(brain, clock, 60)
     clock.advance(3600)
-    scans: list[str] = []
-    batch._store.db.exec_trace = lambda _c, sql, _b: scans.append(sql) or True
-    batch.add_many(_batch(40, clock))
-    batch._store.db.exec_trace = None
+    with statements_run(batch) as scans:
+        batch.add_many(_batch(40, clock))
     for item in _batch(40, clock):
         single.add(**item)
     assert sum("ORDER BY retrievability" in sql for sql in scans) == 1

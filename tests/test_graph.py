@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+from conftest import statements_run
 
 from brainmem import Brain, graph
 
@@ -122,10 +123,8 @@ def test_edge_kinds_are_read_without_reading_the_edges(tmp_path) -> None:
         assert brain._store.edge_kinds() == {"episode_next"}
         ids = [t.id for t in other.add_many(["tea", "green tea"])]
         graph.add_edges(other._store, [(ids[0], ids[1], "co_activated", 0.5)], other.now())
-        ran: list[str] = []
-        brain._store.db.exec_trace = lambda _c, sql, _b: ran.append(sql) or True
-        assert brain._store.edge_kinds() == {"episode_next", "co_activated"}
-        brain._store.db.exec_trace = None
+        with statements_run(brain) as ran:
+            assert brain._store.edge_kinds() == {"episode_next", "co_activated"}
         assert ran and not any("FROM edges" in sql for sql in ran)
 
 

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from conftest import statements_run
+
 from brainmem import Brain, Policy
 from brainmem.store import Filters
 
@@ -146,12 +148,8 @@ def _conversation(make: Callable[..., Brain]) -> tuple[Brain, list[str]]:
 
 
 def _edge_reads(brain: Brain) -> list[str]:
-    ran: list[str] = []
-    brain._store.db.exec_trace = lambda _c, sql, _b: ran.append(sql) or True
-    try:
+    with statements_run(brain) as ran:
         brain.search("pets names", reinforce=False)
-    finally:
-        brain._store.db.exec_trace = None
     return [s for s in ran if "episode_next" in s]
 
 

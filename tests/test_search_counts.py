@@ -8,6 +8,7 @@ import random
 from collections.abc import Callable, Iterator
 
 import pytest
+from conftest import statements_run
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from test_search_speed import WORDS, _text  # the same chat-like texts
@@ -103,14 +104,12 @@ def test_small_index_frequencies_in_one_statement_are_the_posting_lists(brain: B
     lexical._DF.pop(store, None)
     stats = lexical._stats(store)  # the index's totals and apsw's view of its table, read
     store.fts.fts5vocab_name("row")  # before the count: they are cached per connection
-    statements: list[str] = []
     nested: list[str] = []  # every statement SQLite runs, those FTS5 runs for itself too
-    store.db.exec_trace = lambda _c, sql, _b: statements.append(sql) or True
     store.db.trace_v2(apsw.SQLITE_TRACE_STMT, lambda event: nested.append(event["sql"]), id="counts")
     try:
-        df = lexical._frequencies(store, stats, stems, budget=10_000)
+        with statements_run(store) as statements:
+            df = lexical._frequencies(store, stats, stems, budget=10_000)
     finally:
-        store.db.exec_trace = None
         store.db.trace_v2(0, None, id="counts")
     assert len([s for s in statements if "PRAGMA" not in s]) == 1  # every word at once
     # Issue 14's sixth pass: FTS5 counts each word's matches; fts5vocab's cursor prepared a

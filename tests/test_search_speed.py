@@ -9,6 +9,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
+from conftest import statements_run
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -260,12 +261,8 @@ def test_the_second_hops_ranking_is_fts5_alone_and_its_rows_are_still_filtered(b
     brain = brain_factory()
     made = _mentors(brain, clock.now)
     clock.advance(120)  # "gone" expired
-    ran: list[str] = []
-    brain._store.db.exec_trace = lambda _c, sql, _b: ran.append(sql) or True
-    try:
+    with statements_run(brain) as ran:
         hits = brain.search("What should I never cook for my mentor?", limit=20, reinforce=False)
-    finally:
-        brain._store.db.exec_trace = None
     ids = [h.trace.id for h in hits]
     assert made["kiwi"] in ids  # found by the second hop
     assert made["gone"] not in ids and made["old"] not in ids  # expired, superseded: still filtered
@@ -279,12 +276,8 @@ def test_the_candidates_are_ranked_by_fts5_alone_then_read_with_the_filters(brai
     brain = brain_factory()
     made = _mentors(brain, clock.now)
     clock.advance(120)  # "gone" expired: a winner of the ranking, refused by the filters
-    ran: list[str] = []
-    brain._store.db.exec_trace = lambda _c, sql, _b: ran.append(sql) or True
-    try:
+    with statements_run(brain) as ran:
         hits = brain.search("Katarina kiwi", limit=20, reinforce=False)
-    finally:
-        brain._store.db.exec_trace = None
     ids = [h.trace.id for h in hits]
     assert made["kiwi"] in ids and made["gone"] not in ids and made["old"] not in ids
     ranking = [s for s in ran if "bm25(traces_fts" in s]
