@@ -146,23 +146,18 @@ class Store(IndexTables, EdgeTables, LogTables, InspectTables, VectorTables, Mai
             return []
         where, params = Filters(include_deleted=include_deleted, now=now).sql()
         found: dict[str, Trace] = {}
-        for chunk in in_chunks(ids):
-            rows = self.execute(
-                f"SELECT {_SELECT} FROM traces t WHERE t.id IN ({', '.join('?' * len(chunk))}) AND {where}",
-                [*chunk, *params],
-            )
-            for row in rows:
-                trace = row_to_trace(row)
-                found[trace.id] = trace
+        for row in self.execute(f"SELECT {_SELECT} FROM traces t WHERE t.id {IN_LIST} AND {where}",
+                                [listed(ids), *params]):
+            trace = row_to_trace(row)
+            found[trace.id] = trace
         return [found[i] for i in ids if i in found]
 
     def rids_of(self, ids: Sequence[str]) -> dict[str, int]:
         """The row id (the order rows were written in) of each of ``ids`` that exists."""
-        found: dict[str, int] = {}
-        for chunk in in_chunks(ids):
-            found.update((str(i), int(r)) for i, r in self.execute(
-                f"SELECT id, rid FROM traces WHERE id IN ({', '.join('?' * len(chunk))})", list(chunk)))
-        return found
+        if not ids:
+            return {}
+        return {str(i): int(r) for i, r in self.execute(f"SELECT id, rid FROM traces WHERE id {IN_LIST}",
+                                                        (listed(ids),))}
 
     def find_duplicate(self, content_hash: str, type: str, scope: str, scope_id: str, *,
                        max_rid: int | None = None, other_than: str | None = None) -> Trace | None:
@@ -213,12 +208,12 @@ class Store(IndexTables, EdgeTables, LogTables, InspectTables, VectorTables, Mai
     def supersedes_edges(self, ids: Sequence[str]) -> list[tuple[str, str]]:
         """(newer, older) pairs of the ``supersedes`` edges touching ``ids`` (timeline),
         the newest edge first."""
-        pairs: list[tuple[float, str, str]] = []
-        for chunk in in_chunks(list(ids)):
-            marks = ", ".join("?" * len(chunk))
-            pairs += self.execute(
-                f"SELECT updated_at, src, dst FROM edges WHERE kind = 'supersedes' AND (src IN ({marks}) "
-                f"OR dst IN ({marks}))", [*chunk, *chunk])
+        if not ids:
+            return []
+        marks = "IN (SELECT value FROM json_each(?1))"  # IN_LIST, its one list bound once for both
+        pairs: list[tuple[float, str, str]] = list(self.execute(
+            f"SELECT updated_at, src, dst FROM edges WHERE kind = 'supersedes' AND (src {marks} OR dst {marks})",
+            (listed(ids),)))
         return [(src, dst) for _, src, dst in sorted(pairs, key=lambda p: -p[0])]
 
     def update_fields(self, trace_id: str, fields: dict[str, Any], *, run_stamp: bool = False) -> None:
@@ -265,10 +260,7 @@ class Store(IndexTables, EdgeTables, LogTables, InspectTables, VectorTables, Mai
     def live_ids(self, ids: Sequence[str]) -> set[str]:
         """Which of ``ids`` are live traces, from the id index alone (no row read whole:
         a delete of many checks them all first)."""
-        live: set[str] = set()
-        for chunk in in_chunks(ids):
-            live.update(self.ids_passing(Filters(ids=chunk), len(chunk)))
-        return live
+        return set(self.ids_passing(Filters(ids=ids), len(ids))) if ids else set()
 
     def count(self, filters: Filters) -> int:
         where, params = filters.sql()

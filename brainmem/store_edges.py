@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
 
-from .store_base import Database, in_chunks, listed
+from .store_base import IN_LIST, Database, listed
 
 #: Per connection (:meth:`EdgeTables.episode_edges`): each trace's ``episode_next`` edges
 #: to live traces as [(dst, weight)], and from live traces as [(src, weight)], once read.
@@ -191,12 +191,9 @@ class EdgeTables(Database):
 
     def node_attributes(self, ids: Sequence[str]) -> Iterator[tuple[str, str, str, str, str, float | None]]:
         """(id, type, scope, scope_id, tags JSON, valid_until) of each trace in ``ids``."""
-        for chunk in in_chunks(ids):
+        if ids:
             yield from self.execute(
-                "SELECT id, type, scope, scope_id, tags, valid_until FROM traces "
-                f"WHERE id IN ({', '.join('?' * len(chunk))})",
-                chunk,
-            )
+                f"SELECT id, type, scope, scope_id, tags, valid_until FROM traces WHERE id {IN_LIST}", (listed(ids),))
 
     def live_derivations(self) -> Iterator[tuple[str, str]]:
         """(insight, source) pairs of ``derived_from`` edges from live, current insights (one

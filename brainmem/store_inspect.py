@@ -10,7 +10,7 @@ import json
 from collections.abc import Iterable
 from typing import Any
 
-from .store_base import Database, in_chunks
+from .store_base import IN_LIST, Database, listed
 
 
 class InspectTables(Database):
@@ -19,15 +19,11 @@ class InspectTables(Database):
     def briefs(self, ids: Iterable[str]) -> list[tuple[str, str, str, bool, bool]]:
         """(id, content, type, deleted, derived) of the traces among ``ids`` that exist."""
         wanted = list(dict.fromkeys(ids))
-        rows: list[tuple[str, str, str, bool, bool]] = []
-        for chunk in in_chunks(wanted):
-            rows += [
-                (tid, content, type_, deleted_at is not None, '"derived"' in tags)
+        if not wanted:
+            return []
+        return [(tid, content, type_, deleted_at is not None, '"derived"' in tags)
                 for tid, content, type_, deleted_at, tags in self.execute(
-                    "SELECT id, content, type, deleted_at, tags FROM traces "
-                    f"WHERE id IN ({', '.join('?' * len(chunk))})", chunk)
-            ]
-        return rows
+                    f"SELECT id, content, type, deleted_at, tags FROM traces WHERE id {IN_LIST}", (listed(wanted),))]
 
     def merged_into_rows(self, trace_id: str, limit: int) -> list[tuple[str, bool, int]]:
         """(id, is an update snapshot, how many) of the traces merged or snapshotted into
