@@ -570,7 +570,7 @@ def _reopen(store: Store, insight: Trace, sources: Sequence[Trace], now: float) 
     gone = [dst for dst in graph.sources_of(store, insight.id) if dst not in kept]
     store.delete_edges(insight.id, gone, "derived_from")
     store.update_fields(insight.id, {"metadata": {**insight.metadata,
-                                                  "derived_from": [t.id for t in sources]}})
+                                                  graph.DERIVED_FROM: [t.id for t in sources]}})
 
 
 def _fitting(sentences: Sequence[str], limit: int) -> str:
@@ -598,7 +598,7 @@ def _insight(policy: Policy, sources: Sequence[Trace], text: str, method: str, l
             counts[tag] = counts.get(tag, 0) + 1
     shared = [tag for tag, n in counts.items() if 2 * n >= len(sources) and tag != DERIVED_TAG]
     importance = policy.derive_importance
-    metadata: dict[str, Any] = {"derived_from": [t.id for t in sources], "method": method}
+    metadata: dict[str, Any] = {graph.DERIVED_FROM: [t.id for t in sources], "method": method}
     if llm is not None:
         metadata["llm"] = llm_mod.describe(llm)
     if not has_visible(text):

@@ -82,6 +82,14 @@ HANDED_BACK = "handed_back"
 #: of the facts it replaced), and its :data:`HANDED_BACK` note is that of its close.
 WITHDRAWN = "closed_with"
 
+#: ``metadata`` key of an update snapshot (:func:`keep_snapshot`): the id of the live trace
+#: it is an earlier version of.
+SNAPSHOT_OF = "snapshot_of"
+
+#: The ``metadata`` keys this module writes that name other traces by id (an import with new
+#: ids rewrites them: :data:`brainmem.import_stream.LINK_KEYS`).
+LINK_KEYS = (SNAPSHOT_OF, HANDED_BACK, WITHDRAWN)
+
 #: Longest chain ``history`` walks (a guard against a hand-edited cycle or a huge merge tree).
 MAX_HISTORY = 1000
 
@@ -460,7 +468,7 @@ def keep_snapshot(store: Store, trace: Trace, at: float, until: float | None) ->
     the old content, and what a fact said again keeps of its closed period."""
     snap = Trace(**{**trace.to_dict(), "id": new_id(), "key": None, "deleted_at": at,
                     "merged_into": trace.id, "valid_from": began(trace), "valid_until": until,
-                    "metadata": {**trace.metadata, "snapshot_of": trace.id,
+                    "metadata": {**trace.metadata, SNAPSHOT_OF: trace.id,
                                  "snapshot_version": trace.version}})
     store.insert(snap)
     graph.add_edges(store, [(trace.id, snap.id, "supersedes", 1.0)], at)

@@ -797,3 +797,28 @@ def test_random_turn_edits_deletes_and_restores_leave_one_current_version(
         gone = brain.get(facts[i], include_deleted=True).deleted_at is not None
         op = rng.choice(["edit", "restore" if gone else "delete"])
         _walk_step(brain, clock, turns, facts, edited, n, op, i, seed)
+
+
+def test_withdrawn_and_source_deleted_marks_follow_an_import_with_new_ids(
+        brain_factory: Callable[..., Brain], tmp_path: Path, clock: FakeClock) -> None:
+    """An import with new ids rewrote ``handed_back`` but not ``closed_with`` (a fact whose
+    turn was edited: the turn) nor ``deleted_with`` (a fact deleted with its turn): both kept
+    naming the exporting brain's ids, which the new brain does not have. They follow the
+    import's ids as every other link the engine writes does."""
+    said: dict[str, Any] = {}
+    source = brain_factory(tmp_path / "a.db", llm=lambda texts: json.dumps({"facts": [said]}))
+    made = []
+    for city in ("Oslo", "Rome"):
+        said.update({"content": f"The user visited {city}.", "turns": [0]})
+        made.append(source.observe([{"role": "user", "content": f"I went to {city}"}], episode=city))
+        clock.advance(60)
+    (oslo_turn, oslo), (rome_turn, rome) = [(r.stored[0], r.facts[0]) for r in made]
+    source.update(oslo_turn, content="I never went there")
+    source.delete(rome_turn)
+    assert source.get(oslo).metadata["closed_with"] == [oslo_turn]
+    assert source.get(rome, include_deleted=True).metadata["deleted_with"] == [rome_turn]
+    source.export(tmp_path / "a.jsonl", include_deleted=True)
+    copy = brain_factory(tmp_path / "b.db")
+    id_map = copy.import_jsonl(tmp_path / "a.jsonl", new_ids=True).id_map
+    assert copy.get(id_map[oslo]).metadata["closed_with"] == [id_map[oslo_turn]]
+    assert copy.get(id_map[rome], include_deleted=True).metadata["deleted_with"] == [id_map[rome_turn]]
