@@ -32,7 +32,8 @@ the same ``now`` changes nothing.
 4. :func:`derive` — clusters of traces *used together* (``co_activated`` edges of
    weight ≥ ``derive_min_weight``, i.e. at least two co-uses by default, within one
    scope; a superseded fact, a reminder and task scratch are left out) that no live,
-   current insight covers (one closed when a source was replaced does not) become one
+   current insight covers (one closed when a source was replaced does not; one the user
+   has said again since, their own now, still does) become one
    ``semantic`` trace tagged
    ``derived``, linked ``derived_from`` each source. Episode chains are not
    clusters: a user expects insights from what keeps being useful together, not a
@@ -497,7 +498,8 @@ def derive(ctx: _Run) -> None:
         # which live insights each trace is a source of: a cluster is compared only with
         # the insights sharing a member (every insight with every cluster: seconds a run)
         insights_of: dict[str, list[str]] = {}
-        for insight_id, source_ids in graph.insight_sources(store).items():
+        # (one the user has said again since, their own now, still says it: no new insight)
+        for insight_id, source_ids in graph.insight_sources(store, said_again=True).items():
             for source in source_ids:
                 insights_of.setdefault(source, []).append(insight_id)
     use_llm = ctx.llm is not None
