@@ -206,6 +206,16 @@ class EdgeTables(Database):
             "WHERE e.kind = 'derived_from' AND t.deleted_at IS NULL AND t.valid_until IS NULL"
         )
 
+    def deleted_derivations(self, ids: Sequence[str]) -> list[tuple[str, str]]:
+        """(trace, source) of the ``derived_from`` edges to ``ids`` from soft-deleted traces
+        that are neither merged nor snapshots (``merged_into`` unset): what a restore can bring back."""
+        if not ids:
+            return []
+        return [(str(src), str(dst)) for src, dst in self.execute(
+            "SELECT e.src, e.dst FROM edges e JOIN traces t ON t.id = e.src "
+            f"WHERE e.kind = 'derived_from' AND e.dst {IN_LIST} "
+            "AND t.deleted_at IS NOT NULL AND t.merged_into IS NULL", (listed(ids),))]
+
     def deleted_sources(self, before: float | None) -> list[str]:
         """Traces the user deleted (before ``before``; no ``deleted_reason``, not merged nor
         snapshots) that a live trace still derives from (``derived_from``): for purge."""
