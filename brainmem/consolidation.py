@@ -611,7 +611,7 @@ def _insight(policy: Policy, sources: Sequence[Trace], text: str, method: str, l
                         "scope_id": sources[0].scope_id, "importance": importance,
                         "expires_at": latest_expiry(t.expires_at for t in sources),
                         "tags": [DERIVED_TAG, *shared][: policy.max_tags], "metadata": metadata},
-                       now, policy)
+                       now, policy, engine=True)
 
 
 # --- 5. compact -------------------------------------------------------------------------

@@ -39,6 +39,7 @@ from .validate import (
     check_changes,
     check_choice,
     check_int,
+    check_own_tags,
     check_reminder_change,
 )
 
@@ -488,6 +489,8 @@ class Writer:
         if expected_version is not None and check_int(expected_version, "expected_version", 0) != current.version:
             raise VersionConflict(current.id, expected_version, current.version)
         fields = check_changes(changes, self.policy)
+        if "tags" in fields:
+            check_own_tags(fields["tags"], current.tags)
         if all(getattr(current, name) == value for name, value in fields.items()):
             return current  # every field already holds the value given: nothing to write
         check_reminder_change(current.type, current.due_at, fields)  # a due time stays a reminder's
@@ -603,7 +606,7 @@ class Writer:
              "episode": first.episode, "tags": kept["tags"],  # validated: over max_tags refuses
              "due_at": kept["due_at"], "cue": kept["cue"],  # validated: a cue over its limit refuses
              "metadata": {unmerge.MERGED_FROM: unmerge.merged_from([], [s.id for s in sources]), "merged_by": "merge"}},
-            at, self.policy,
+            at, self.policy, engine=True,  # an insight merged keeps its tag
         )
         merged = dataclasses.replace(built, **kept, updated_at=max(at, kept["created_at"]))
         self.store.insert(merged)
