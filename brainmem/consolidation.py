@@ -32,7 +32,8 @@ the same ``now`` changes nothing.
 4. :func:`derive` — clusters of traces *used together* (``co_activated`` edges of
    weight ≥ ``derive_min_weight``, i.e. at least two co-uses by default, within one
    scope; a superseded fact, a reminder and task scratch are left out) that no live,
-   current insight covers (one closed when a source was replaced does not) become one
+   current insight covers (one closed when a source was replaced does not; one the user
+   has said again since, their own now, still does) become one
    ``semantic`` trace tagged
    ``derived``, linked ``derived_from`` each source. Episode chains are not
    clusters: a user expects insights from what keeps being useful together, not a
@@ -497,7 +498,8 @@ def derive(ctx: _Run) -> None:
         # which live insights each trace is a source of: a cluster is compared only with
         # the insights sharing a member (every insight with every cluster: seconds a run)
         insights_of: dict[str, list[str]] = {}
-        for insight_id, source_ids in graph.insight_sources(store).items():
+        # (one the user has said again since, their own now, still says it: no new insight)
+        for insight_id, source_ids in graph.insight_sources(store, said_again=True).items():
             for source in source_ids:
                 insights_of.setdefault(source, []).append(insight_id)
     use_llm = ctx.llm is not None
@@ -570,7 +572,7 @@ def _reopen(store: Store, insight: Trace, sources: Sequence[Trace], now: float) 
     gone = [dst for dst in graph.sources_of(store, insight.id) if dst not in kept]
     store.delete_edges(insight.id, gone, "derived_from")
     store.update_fields(insight.id, {"metadata": {**insight.metadata,
-                                                  "derived_from": [t.id for t in sources]}})
+                                                  graph.DERIVED_FROM: [t.id for t in sources]}})
 
 
 def _fitting(sentences: Sequence[str], limit: int) -> str:
@@ -598,7 +600,7 @@ def _insight(policy: Policy, sources: Sequence[Trace], text: str, method: str, l
             counts[tag] = counts.get(tag, 0) + 1
     shared = [tag for tag, n in counts.items() if 2 * n >= len(sources) and tag != DERIVED_TAG]
     importance = policy.derive_importance
-    metadata: dict[str, Any] = {"derived_from": [t.id for t in sources], "method": method}
+    metadata: dict[str, Any] = {graph.DERIVED_FROM: [t.id for t in sources], "method": method}
     if llm is not None:
         metadata["llm"] = llm_mod.describe(llm)
     if not has_visible(text):
@@ -609,7 +611,7 @@ def _insight(policy: Policy, sources: Sequence[Trace], text: str, method: str, l
                         "scope_id": sources[0].scope_id, "importance": importance,
                         "expires_at": latest_expiry(t.expires_at for t in sources),
                         "tags": [DERIVED_TAG, *shared][: policy.max_tags], "metadata": metadata},
-                       now, policy)
+                       now, policy, engine=True)
 
 
 # --- 5. compact -------------------------------------------------------------------------

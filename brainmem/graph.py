@@ -13,10 +13,18 @@ import json
 from collections.abc import Iterable, Sequence
 from typing import Any
 
+from .model import DERIVE_METHODS as DERIVE_METHODS  # declared with the mark of an extracted fact
 from .model import DERIVED_TAG as DERIVED_TAG  # declared where a repeat adopts the insight
 from .model import EDGE_KINDS as EDGE_KINDS  # declared with the other kinds; used here as before
 from .model import EXTRACTED_METHOD as EXTRACTED_METHOD  # declared where a repeat adopts the fact
 from .store import Store
+
+#: ``metadata`` key of an insight (reflect's derive) or a fact ``observe`` extracted: the ids
+#: of the traces it came from (as its ``derived_from`` edges)
+DERIVED_FROM = "derived_from"
+#: The ``metadata`` keys derivations write that name other traces by id (an import with new
+#: ids rewrites them: :data:`brainmem.import_stream.LINK_KEYS`).
+LINK_KEYS = (DERIVED_FROM,)
 
 #: Types no insight is derived from (:func:`clusters`): a reminder, task scratch.
 NOT_FACTS = ("prospective", "working")
@@ -243,13 +251,20 @@ def sources_of(store: Store, insight_id: str) -> list[str]:
             if kind == "derived_from" and src == insight_id]
 
 
-def insight_sources(store: Store) -> dict[str, set[str]]:
+def insight_sources(store: Store, *, said_again: bool = False) -> dict[str, set[str]]:
     """``{insight id: source ids}`` over live insights (``derived_from`` edges); a fact
-    ``observe`` extracted from turns is no insight about them (:func:`is_insight`)."""
+    ``observe`` extracted from turns is no insight about them (:func:`is_insight`).
+    ``said_again``: with the insights the user said again since (their own now, the
+    ``derived`` tag gone, :func:`brainmem.model.outlasting`; still ``derived_from`` their
+    sources, and their ``metadata["method"]`` one of :data:`DERIVE_METHODS`), which still
+    state what their sources have in common: what covers a cluster for derive."""
     sources: dict[str, set[str]] = {}
-    for src, dst in store.live_derivations():
+    methods: dict[str, Any] = {}
+    for src, dst, method in store.live_derivations():
         sources.setdefault(src, set()).add(dst)
-    insights = {row[0] for row in store.node_attributes(list(sources)) if is_insight(json.loads(row[4]))}
+        methods[src] = method
+    insights = {row[0] for row in store.node_attributes(list(sources)) if is_insight(json.loads(row[4]))
+                or (said_again and methods[row[0]] in DERIVE_METHODS)}
     return {i: s for i, s in sources.items() if i in insights}
 
 

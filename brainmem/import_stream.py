@@ -33,6 +33,7 @@ from dataclasses import dataclass, fields
 from operator import attrgetter
 from typing import IO, Any
 
+from . import graph, timeline, unmerge, write
 from .errors import InvalidInput, StorageError
 from .model import Trace, new_id, outlasting
 from .policy import Policy
@@ -266,11 +267,13 @@ def apply_import(store: Store, spill: Spill, *, new_ids: bool, keep_added: bool,
     return report
 
 
-#: Metadata the engine writes that names other traces by id: merge records and what a
-#: merge made (:mod:`brainmem.unmerge` reads them to undo it), snapshots
-#: (:mod:`brainmem.timeline`), derivations (reflect, observe), unmerges, and the facts a
-#: deleted fact handed its place back to (``handed_back``: ids as keys).
-LINK_KEYS = ("merge", "merged_from", "snapshot_of", "derived_from", "unmerged", "unmerged_into", "handed_back")
+#: Metadata the engine writes that names other traces by id, gathered from the modules that
+#: write it (each declares its own ``LINK_KEYS``): merge records, what a merge made and
+#: unmerges (:mod:`brainmem.unmerge` reads them to undo it); snapshots, the facts a deleted
+#: fact handed its place back to (``handed_back``: ids as keys) and the turns a withdrawn
+#: fact's edit closed it with (:mod:`brainmem.timeline`); derivations (reflect, observe:
+#: :mod:`brainmem.graph`); the sources a copy was deleted with (:mod:`brainmem.write`).
+LINK_KEYS = (*unmerge.LINK_KEYS, *timeline.LINK_KEYS, *graph.LINK_KEYS, *write.LINK_KEYS)
 
 
 def _relink(store: Store, before: int, id_map: dict[str, str]) -> None:

@@ -155,7 +155,7 @@ def absorb(store: Store, policy: Policy, survivor: Trace, losers: Sequence[Trace
     store.update_fields(survivor.id, {
         **kept,
         "tags": kept["tags"][: policy.max_tags],
-        "metadata": {**survivor.metadata, "merged_from": merged_from},
+        "metadata": {**survivor.metadata, unmerge_mod.MERGED_FROM: merged_from},
         "version": survivor.version + 1,
         "updated_at": now,
     }, run_stamp=True)  # a reflect step (merge, compact): the run's stamp

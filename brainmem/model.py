@@ -130,6 +130,11 @@ def latest_expiry(expiries: Iterable[float | None]) -> float | None:
 #: goes with its sources.
 EXTRACTED_METHOD = "observe"
 
+#: ``metadata["method"]`` of reflect's insights (``consolidation.derive``): an extractive
+#: summary of their sources, or an LLM's. It stays when the user says the insight again
+#: (:func:`outlasting`), which marks what they derive from as covered still.
+DERIVE_METHODS = ("extractive", "llm")
+
 #: The tag of reflect's insights (``consolidation.derive``): an insight goes with its
 #: sources (``derived_from`` them; :func:`brainmem.graph.insights_of`).
 DERIVED_TAG = "derived"

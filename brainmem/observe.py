@@ -346,7 +346,7 @@ def _write_facts(brain: Brain, facts: list[dict[str, Any]], turns: list[_Turn], 
             sources = [stored[n].id for n in fact["turns"]] or [
                 s.id for s, t in zip(stored, turns, strict=True) if t.role == "user"]
             fields: dict[str, Any] = {"type": "semantic", "scope": scope, "scope_id": scope_id, "created_at": at,
-                      "metadata": {"derived_from": sources, "method": graph.EXTRACTED_METHOD}}
+                      "metadata": {graph.DERIVED_FROM: sources, "method": graph.EXTRACTED_METHOD}}
             olds = [by_id[i] for i in fact["supersedes"] if i not in closed
                     and by_id[i].key is None and by_id[i].content_hash != content_hash(fact["content"])]
             # a fact said again after it was replaced (the add deduplicated to the closed

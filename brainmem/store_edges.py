@@ -7,6 +7,7 @@ updates, clusters) and calls these; nothing else touches ``edges``.
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
+from typing import Any
 
 from .store_base import IN_LIST, Database, listed
 
@@ -195,13 +196,25 @@ class EdgeTables(Database):
             yield from self.execute(
                 f"SELECT id, type, scope, scope_id, tags, valid_until FROM traces WHERE id {IN_LIST}", (listed(ids),))
 
-    def live_derivations(self) -> Iterator[tuple[str, str]]:
-        """(insight, source) pairs of ``derived_from`` edges from live, current insights (one
-        closed when a source was replaced covers its cluster no more)."""
+    def live_derivations(self) -> Iterator[tuple[str, str, Any]]:
+        """(insight, source, the insight's ``metadata["method"]``) of ``derived_from`` edges
+        from live, current traces (an insight closed when a source was replaced covers its
+        cluster no more)."""
         yield from self.execute(
-            "SELECT e.src, e.dst FROM edges e JOIN traces t ON t.id = e.src "
+            "SELECT e.src, e.dst, CASE WHEN json_valid(t.metadata) THEN t.metadata ->> '$.method' END "
+            "FROM edges e JOIN traces t ON t.id = e.src "
             "WHERE e.kind = 'derived_from' AND t.deleted_at IS NULL AND t.valid_until IS NULL"
         )
+
+    def deleted_derivations(self, ids: Sequence[str]) -> list[tuple[str, str]]:
+        """(trace, source) of the ``derived_from`` edges to ``ids`` from soft-deleted traces
+        that are neither merged nor snapshots (``merged_into`` unset): what a restore can bring back."""
+        if not ids:
+            return []
+        return [(str(src), str(dst)) for src, dst in self.execute(
+            "SELECT e.src, e.dst FROM edges e JOIN traces t ON t.id = e.src "
+            f"WHERE e.kind = 'derived_from' AND e.dst {IN_LIST} "
+            "AND t.deleted_at IS NOT NULL AND t.merged_into IS NULL", (listed(ids),))]
 
     def deleted_sources(self, before: float | None) -> list[str]:
         """Traces the user deleted (before ``before``; no ``deleted_reason``, not merged nor

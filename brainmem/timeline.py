@@ -82,6 +82,14 @@ HANDED_BACK = "handed_back"
 #: of the facts it replaced), and its :data:`HANDED_BACK` note is that of its close.
 WITHDRAWN = "closed_with"
 
+#: ``metadata`` key of an update snapshot (:func:`keep_snapshot`): the id of the live trace
+#: it is an earlier version of.
+SNAPSHOT_OF = "snapshot_of"
+
+#: The ``metadata`` keys this module writes that name other traces by id (an import with new
+#: ids rewrites them: :data:`brainmem.import_stream.LINK_KEYS`).
+LINK_KEYS = (SNAPSHOT_OF, HANDED_BACK, WITHDRAWN)
+
 #: Longest chain ``history`` walks (a guard against a hand-edited cycle or a huge merge tree).
 MAX_HISTORY = 1000
 
@@ -219,12 +227,14 @@ def close_insights(store: Store, ids: Sequence[str], at: float) -> list[str]:
     extraction runs in ``observe`` only; a fact said again is current again, ``Writer.said_again``).
     A fact closed so that had replaced others hands them back first (:func:`hand_back`), as
     its delete would: its source no longer says it, so what it replaced is current again.
+    Those deleted already are withdrawn too, for their restore (:func:`_withdraw_deleted`).
     Returns the ids closed and handed back (the caller tells subscribers)."""
     derived = graph.insights_of(store, ids, extracted=True)
     found = store.get_many(list(derived))
     for done in found:  # closed before (replaced): withdrawn too, so no delete hands it back
         if done.valid_until is not None and WITHDRAWN not in done.metadata:
             store.update_fields(done.id, {"metadata": {**done.metadata, WITHDRAWN: derived[done.id]}})
+    _withdraw_deleted(store, ids, at)
     current = [t for t in found if t.valid_until is None]
     handed = hand_back(store, [t.id for t in current], at)
     for insight in current:
@@ -235,6 +245,22 @@ def close_insights(store: Store, ids: Sequence[str], at: float) -> list[str]:
                                          "updated_at": max(at, insight.updated_at),
                                          "metadata": {**metadata, WITHDRAWN: derived[insight.id], **note}})
     return [*(t.id for t in current), *dict.fromkeys(old for olds in handed.values() for old in olds)]
+
+
+def _withdraw_deleted(store: Store, ids: Sequence[str], at: float) -> None:
+    """:func:`close_insights` for the deleted insights and extracted facts derived from
+    ``ids``: each is withdrawn as a live one is (closed at ``at`` if it was current, marked
+    :data:`WITHDRAWN`), so a restore brings it back closed, as the edit would have left it,
+    not current though its source no longer says it. Its delete handed back already."""
+    sources: dict[str, list[str]] = {}
+    for src, dst in store.deleted_derivations(ids):
+        sources.setdefault(src, []).append(dst)
+    for gone in store.get_many(list(sources), include_deleted=True):
+        if WITHDRAWN in gone.metadata or not (
+                graph.is_insight(gone.tags) or gone.metadata.get("method") == graph.EXTRACTED_METHOD):
+            continue
+        closed = {} if gone.valid_until is not None else {"valid_until": max(at, began(gone))}
+        store.update_fields(gone.id, {**closed, "metadata": {**gone.metadata, WITHDRAWN: sources[gone.id]}})
 
 
 def hand_back(store: Store, ids: Sequence[str], at: float) -> dict[str, dict[str, float]]:
@@ -460,7 +486,7 @@ def keep_snapshot(store: Store, trace: Trace, at: float, until: float | None) ->
     the old content, and what a fact said again keeps of its closed period."""
     snap = Trace(**{**trace.to_dict(), "id": new_id(), "key": None, "deleted_at": at,
                     "merged_into": trace.id, "valid_from": began(trace), "valid_until": until,
-                    "metadata": {**trace.metadata, "snapshot_of": trace.id,
+                    "metadata": {**trace.metadata, SNAPSHOT_OF: trace.id,
                                  "snapshot_version": trace.version}})
     store.insert(snap)
     graph.add_edges(store, [(trace.id, snap.id, "supersedes", 1.0)], at)

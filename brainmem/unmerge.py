@@ -35,6 +35,17 @@ from .model import Trace, merge_fields
 from .store import Store
 
 RECORD_KEY = "merge"
+#: ``metadata`` key of a merge's result: the ids merged into it (the newest
+#: :data:`MERGED_FROM_KEPT`)
+MERGED_FROM = "merged_from"
+#: ``metadata`` key of a trace an unmerge put back: what it came back from, or (a reflect
+#: survivor) the ids restored
+UNMERGED = "unmerged"
+#: ``metadata`` key of a ``Brain.merge`` result an unmerge deleted: the ids it gave back
+UNMERGED_INTO = "unmerged_into"
+#: The ``metadata`` keys this module's merges and unmerges write that name other traces by
+#: id (an import with new ids rewrites them: :data:`brainmem.import_stream.LINK_KEYS`).
+LINK_KEYS = (RECORD_KEY, MERGED_FROM, UNMERGED, UNMERGED_INTO)
 #: a merge made before records existed counts as reflect's only when the two texts have
 #: at least this TF-IDF cosine (fitted on the pair): reflect merged at ≥ 0.95 over the
 #: whole brain, which a pair-fitted cosine lowers a little for genuinely close texts
@@ -143,14 +154,14 @@ def unmerge(store: Store, trace_id: str, now: float,
     if by == "merge":  # first, so a quota counts the live traces the unmerge leaves
         store.update_fields(target.id, {
             "deleted_at": now, "updated_at": now,
-            "metadata": {**target.metadata, "deleted_reason": "unmerged", "unmerged_into": [s.id for s in sources]},
+            "metadata": {**target.metadata, "deleted_reason": "unmerged", UNMERGED_INTO: [s.id for s in sources]},
         })
     for source in sources:
         if before_restore is not None:
             before_restore(source)
         record = source.metadata.get(RECORD_KEY)
         metadata = {k: v for k, v in source.metadata.items() if k != RECORD_KEY}
-        metadata["unmerged"] = {"from": target.id, "at": now, "by": by}
+        metadata[UNMERGED] = {"from": target.id, "at": now, "by": by}
         store.update_fields(source.id, {"deleted_at": None, "merged_into": None, "updated_at": now,
                                         "version": source.version + 1, "metadata": metadata})
         if isinstance(record, dict):
@@ -187,10 +198,10 @@ def _reset_survivor(store: Store, target: Trace, sources: Sequence[Trace], recor
     remaining = [i for i in fields.pop("merged_from", target.metadata.get("merged_from", []))
                  if i not in ids]
     if remaining:
-        metadata["merged_from"] = remaining
+        metadata[MERGED_FROM] = remaining
     else:
-        metadata.pop("merged_from", None)
-    metadata["unmerged"] = {"restored": ids, "at": now}
+        metadata.pop(MERGED_FROM, None)
+    metadata[UNMERGED] = {"restored": ids, "at": now}
     if not fields:
         notes.append(f"{target.id} was merged into before merges were recorded: it keeps its merged "
                      "tags, strength and counts")

@@ -28,6 +28,7 @@ from .model import (
     DEFAULT_SCOPE,
     DEFAULT_SCOPE_ID,
     DEFAULT_TYPE,
+    DERIVED_TAG,
     SCOPES,
     TYPES,
     TimeLike,
@@ -176,6 +177,20 @@ def check_tags(tags: Any, max_tags: int, max_chars: int) -> list[str]:
     if len(out) > max_tags:
         raise InvalidInput(f"{len(out)} tags, over the limit of {max_tags}")
     return out
+
+
+#: Tags the engine sets and a user may not give a trace: :data:`brainmem.model.DERIVED_TAG`
+#: marks reflect's insights (one that carries it goes with its sources, is never merged nor
+#: clustered, and loses it when the user says it again).
+RESERVED_TAGS = (DERIVED_TAG,)
+
+
+def check_own_tags(tags: Sequence[str], had: Sequence[str] = ()) -> None:
+    """Refuse a reserved tag (:data:`RESERVED_TAGS`) that a user's write gives a trace not
+    carrying it already (an insight's edit keeps its own)."""
+    for tag in RESERVED_TAGS:
+        if tag in tags and tag not in had:
+            raise InvalidInput(f"tag {tag!r} is reserved: reflect marks its insights with it")
 
 
 #: SQLite's largest integer: a bigger one cannot be stored nor bound to a statement.
@@ -440,14 +455,16 @@ def read_filters(policy: Policy, *, type: Any = None, scope: Any = None, scope_i
 
 
 def build_trace(item: Mapping[str, Any], now: float, policy: Policy, *,
-                trace_id: str | None = None, imported: bool = False) -> Trace:
+                trace_id: str | None = None, imported: bool = False, engine: bool = False) -> Trace:
     """Validate one trace's fields (:data:`ADD_FIELDS`) and build it, not yet stored.
 
     The one factory: ``add``, ``put``, ``update`` (which checks the fields it changes
     through it), ``merge``, reflect's merge and derive and import all make traces here.
     ``trace_id``: the id, already checked (import keeps the file's); default a new one.
     A ``due_at`` makes a reminder (:func:`type_of`), except with ``imported``: an exported
-    trace comes back as it was, whatever its type.
+    trace comes back as it was, whatever its type. A reserved tag (:func:`check_own_tags`)
+    is refused unless ``imported`` or ``engine`` (reflect's derive, a merge keeping its
+    sources' tags) makes the trace.
     """
     if len(item) == 1 and "content" in item:
         # fast path (add_many of plain strings): every other field at its default
@@ -469,6 +486,9 @@ def build_trace(item: Mapping[str, Any], now: float, policy: Policy, *,
     created = to_timestamp(item.get("created_at"), "created_at")
     created = now if created is None else created
     key = item.get("key")
+    tags = check_tags(item.get("tags"), policy.max_tags, policy.max_tag_chars)
+    if not (imported or engine):
+        check_own_tags(tags)
     return Trace(
         id=trace_id or new_id(),
         content=content,
@@ -478,7 +498,7 @@ def build_trace(item: Mapping[str, Any], now: float, policy: Policy, *,
         scope_id=scope_id,
         episode=check_text(item.get("episode"), "episode", max_chars=MAX_ID_CHARS),
         key=None if key is None else check_key(key, policy.max_key_chars),
-        tags=check_tags(item.get("tags"), policy.max_tags, policy.max_tag_chars),
+        tags=tags,
         strength=1.0,
         stability=policy.stability_for(type_, importance),
         importance=importance,

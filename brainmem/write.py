@@ -39,6 +39,7 @@ from .validate import (
     check_changes,
     check_choice,
     check_int,
+    check_own_tags,
     check_reminder_change,
 )
 
@@ -61,10 +62,15 @@ VICTIM_PAGE = 256
 #: A sort position after every rid a stored trace has: traces added in the current
 #: transaction (their rids come later, in the order they are added).
 _NEW_RID = 1 << 62
+#: ``metadata`` key of an insight or extracted fact deleted with its source: the source ids
+DELETED_WITH = "deleted_with"
+#: The ``metadata`` keys this module writes that name other traces by id (an import with new
+#: ids rewrites them: :data:`brainmem.import_stream.LINK_KEYS`).
+LINK_KEYS = (DELETED_WITH,)
 #: the notes :meth:`Writer.soft_delete` adds beside ``deleted_reason``, by reason: a
 #: restore drops them with the reason (a live trace does not say why it was deleted)
 _DELETE_NOTES: dict[str, tuple[str, ...]] = {"evicted": ("evicted_for_quota",), "archived": ("archived",),
-                                             "source_deleted": ("deleted_with",)}
+                                             "source_deleted": (DELETED_WITH,)}
 
 #: Eviction order: (R(now), last_accessed_at, rid), the order ``Store.weakest`` reads.
 VictimKey = tuple[float, float, int]
@@ -142,7 +148,7 @@ class Writer:
               handed: Mapping[str, dict[str, float]] | None = None) -> None:
         for insight in self.store.get_many(list(derived)):
             note = {timeline.HANDED_BACK: handed[insight.id]} if handed and insight.id in handed else {}
-            self.soft_delete(insight, at, "source_deleted", deleted_with=derived[insight.id], **note)
+            self.soft_delete(insight, at, "source_deleted", **{DELETED_WITH: derived[insight.id]}, **note)
 
     def follow_expiry(self, ids: Sequence[str], at: float) -> None:
         """The traces ``ids`` were given a new expiry: their insights, and the facts ``observe``
@@ -483,6 +489,8 @@ class Writer:
         if expected_version is not None and check_int(expected_version, "expected_version", 0) != current.version:
             raise VersionConflict(current.id, expected_version, current.version)
         fields = check_changes(changes, self.policy)
+        if "tags" in fields:
+            check_own_tags(fields["tags"], current.tags)
         if all(getattr(current, name) == value for name, value in fields.items()):
             return current  # every field already holds the value given: nothing to write
         check_reminder_change(current.type, current.due_at, fields)  # a due time stays a reminder's
@@ -597,8 +605,8 @@ class Writer:
             {"content": text, "type": first.type, "scope": first.scope, "scope_id": first.scope_id,
              "episode": first.episode, "tags": kept["tags"],  # validated: over max_tags refuses
              "due_at": kept["due_at"], "cue": kept["cue"],  # validated: a cue over its limit refuses
-             "metadata": {"merged_from": unmerge.merged_from([], [s.id for s in sources]), "merged_by": "merge"}},
-            at, self.policy,
+             "metadata": {unmerge.MERGED_FROM: unmerge.merged_from([], [s.id for s in sources]), "merged_by": "merge"}},
+            at, self.policy, engine=True,  # an insight merged keeps its tag
         )
         merged = dataclasses.replace(built, **kept, updated_at=max(at, kept["created_at"]))
         self.store.insert(merged)

@@ -409,9 +409,9 @@ def test_derive_checks_a_cluster_only_against_insights_sharing_a_member(
 
     ids = _cluster(brain)
     real = graph.insight_sources
-    monkeypatch.setattr(graph, "insight_sources", lambda store: {
+    monkeypatch.setattr(graph, "insight_sources", lambda store, **kw: {
         **{f"unrelated-{n}": Sources({f"elsewhere-{n}"}) for n in range(200)},
-        "half": Sources(ids[:1]), **{k: Sources(v) for k, v in real(store).items()}})
+        "half": Sources(ids[:1]), **{k: Sources(v) for k, v in real(store, **kw).items()}})
     report = brain.reflect()
     assert report.derived == 1 and not intersected
     assert brain.reflect().derived == 0  # covered by its insight, found by the shared members
@@ -1079,3 +1079,22 @@ def test_the_consolidation_log_keeps_the_newest_policy_reflect_log_runs(tmp_path
         for _ in range(3):
             brain.reflect()
         assert len(brain.reflect_log(20)) == 6
+
+
+def test_an_insight_the_user_said_again_is_not_derived_again_each_reflect(brain: Brain, clock: Clock) -> None:
+    """An insight the user then said themselves (an add of its very words: the user's own,
+    its ``derived`` tag gone) no longer covered its cluster, so every later reflect derived
+    the same words again and noted "equals live trace ...; not added": an agent reflecting
+    daily got that line every day. The memory still derived from the cluster covers it:
+    reflect has nothing to do there and says nothing."""
+    ids = _cluster(brain)
+    (insight,) = brain.reflect().derived_ids
+    clock.now += 60
+    own = brain.add_result(brain.get(insight).content, type="semantic")
+    assert own.trace.id == insight and "derived" not in own.trace.tags
+    for _ in range(2):
+        clock.now += DAY
+        _use_together(brain, "Miso cat", ids)
+        report = brain.reflect()
+        assert report.derived == 0 and not [n for n in report.notes if insight in n], report.notes
+    assert "derived" not in brain.get(insight).tags

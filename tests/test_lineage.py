@@ -11,6 +11,7 @@ import pytest
 from conftest import FakeClock as Clock
 
 from brainmem import Brain
+from brainmem.errors import InvalidInput
 
 
 @pytest.fixture
@@ -370,7 +371,10 @@ def test_an_insight_said_again_by_an_add_many_or_an_import_is_the_users_own(
                 brain.add_many([{"content": text, "type": "semantic"}])
             else:
                 with Brain(str(tmp_path / f"{way}.other"), clock=clock) as other:
-                    other.add(text, type="semantic", tags=["derived"] if way == "insight" else None)
+                    said = other.add(text, type="semantic")
+                    if way == "insight":  # an insight of that brain's reflect (a user may not tag one)
+                        with other._store.write():
+                            other._store.update_fields(said.id, {"tags": ["derived"]})
                     other.export(str(tmp_path / f"{way}.jsonl"))
                 brain.import_jsonl(str(tmp_path / f"{way}.jsonl"))
             assert ("derived" in brain.get(insight).tags) == (way == "insight")
@@ -383,7 +387,9 @@ def test_reflect_does_not_make_a_users_memory_its_insight(brain: Brain, clock: C
     user's own: no ``derived`` tag, not deleted or closed with the sources."""
     ids, insight = _derived(brain)
     with brain._store.write():  # the same brain as if the user had said it before reflect
-        brain._store.update_fields(insight, {"tags": [t for t in brain.get(insight).tags if t != "derived"]})
+        before = brain.get(insight)
+        brain._store.update_fields(insight, {"tags": [t for t in before.tags if t != "derived"],
+                                             "metadata": {k: v for k, v in before.metadata.items() if k != "method"}})
     clock.now += 60
     brain.update(ids[-1], content="The user asked about a loan once.")
     report = brain.reflect()
@@ -391,3 +397,26 @@ def test_reflect_does_not_make_a_users_memory_its_insight(brain: Brain, clock: C
     assert "derived" not in brain.get(insight).tags
     brain.delete(ids[0])
     assert brain.get(insight).live
+
+
+def test_a_user_cannot_tag_a_memory_as_reflects_insight(brain: Brain, path: str, clock: Clock) -> None:
+    """The ``derived`` tag marks reflect's insights, but a user could set it: their memory
+    was then taken for an insight (never merged nor clustered, its words reopened as an
+    insight by a derive) and saying it again removed the tag, the user's own data. The tag is
+    refused on add, add_many, put and an update adding it, naming it, with nothing written;
+    an insight keeps it through an edit of its other tags."""
+    for write in (lambda: brain.add("The proof follows from lemma 2.", tags=["math", "derived"]),
+                  lambda: brain.add_many(["fine", {"content": "The proof follows.", "tags": ["derived"]}]),
+                  lambda: brain.put("proof", "The proof follows.", tags=["derived"])):
+        with pytest.raises(InvalidInput, match="'derived' is reserved"):
+            write()
+    assert brain.list().items == []
+    own = brain.add("The proof follows from lemma 2.", tags=["math"])
+    with pytest.raises(InvalidInput, match="'derived' is reserved"):
+        brain.update(own.id, tags=["math", "derived"])
+    assert brain.get(own.id).tags == ["math"] and brain.get(own.id).version == own.version
+    out = clirun.run("--brain", path, "add", "Another proof.", "--tag", "derived")
+    assert out.returncode != 0 and "'derived' is reserved" in out.stderr and "Traceback" not in out.stderr
+    _, insight = _derived(brain)
+    tags = brain.get(insight).tags
+    assert brain.update(insight, tags=[*tags, "reviewed"]).tags == [*tags, "reviewed"]

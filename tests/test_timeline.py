@@ -748,11 +748,10 @@ def _walk_step(brain: Brain, clock: FakeClock, turns: list[str], facts: list[str
                n: int, op: str, i: int, *where: object) -> None:
     """One step of a walk over an observed chain (an edit of turn ``i``, a delete or a restore
     of fact ``i``), then the rule: the newest live version whose turn still says it (not
-    edited while the version was live) is the one current version."""
+    edited, whether the version was live or deleted then) is the one current version."""
     clock.advance(60)
-    if op == "edit":
-        if brain.get(facts[i], include_deleted=True).deleted_at is None:  # a deleted version's: nothing
-            edited.add(i)
+    if op == "edit":  # a deleted version's too: restored, it is withdrawn as if edited live
+        edited.add(i)
         brain.update(turns[i], content=f"edit {n}: I did not live in city {i}")
     elif op == "delete":
         brain.delete(facts[i])
@@ -788,7 +787,7 @@ def test_turn_edits_deletes_and_restores_leave_one_current_version(brain_factory
 def test_random_turn_edits_deletes_and_restores_leave_one_current_version(
         brain_factory: Callable[..., Brain], clock: FakeClock, seed: int) -> None:
     """The same over random walks: the newest live version whose turn still says it (not
-    edited while the version was live) is the one current version."""
+    edited) is the one current version."""
     rng = random.Random(seed)
     brain, turns, facts = _observed_chain(brain_factory, clock)
     edited: set[int] = set()
@@ -797,3 +796,50 @@ def test_random_turn_edits_deletes_and_restores_leave_one_current_version(
         gone = brain.get(facts[i], include_deleted=True).deleted_at is not None
         op = rng.choice(["edit", "restore" if gone else "delete"])
         _walk_step(brain, clock, turns, facts, edited, n, op, i, seed)
+
+
+def test_withdrawn_and_source_deleted_marks_follow_an_import_with_new_ids(
+        brain_factory: Callable[..., Brain], tmp_path: Path, clock: FakeClock) -> None:
+    """An import with new ids rewrote ``handed_back`` but not ``closed_with`` (a fact whose
+    turn was edited: the turn) nor ``deleted_with`` (a fact deleted with its turn): both kept
+    naming the exporting brain's ids, which the new brain does not have. They follow the
+    import's ids as every other link the engine writes does."""
+    said: dict[str, Any] = {}
+    source = brain_factory(tmp_path / "a.db", llm=lambda texts: json.dumps({"facts": [said]}))
+    made = []
+    for city in ("Oslo", "Rome"):
+        said.update({"content": f"The user visited {city}.", "turns": [0]})
+        made.append(source.observe([{"role": "user", "content": f"I went to {city}"}], episode=city))
+        clock.advance(60)
+    (oslo_turn, oslo), (rome_turn, rome) = [(r.stored[0], r.facts[0]) for r in made]
+    source.update(oslo_turn, content="I never went there")
+    source.delete(rome_turn)
+    assert source.get(oslo).metadata["closed_with"] == [oslo_turn]
+    assert source.get(rome, include_deleted=True).metadata["deleted_with"] == [rome_turn]
+    source.export(tmp_path / "a.jsonl", include_deleted=True)
+    copy = brain_factory(tmp_path / "b.db")
+    id_map = copy.import_jsonl(tmp_path / "a.jsonl", new_ids=True).id_map
+    assert copy.get(id_map[oslo]).metadata["closed_with"] == [id_map[oslo_turn]]
+    assert copy.get(id_map[rome], include_deleted=True).metadata["deleted_with"] == [id_map[rome_turn]]
+
+
+def test_a_fact_deleted_before_its_turn_is_edited_comes_back_withdrawn(brain_factory: Callable[..., Brain],
+                                                                       clock: FakeClock) -> None:
+    """An extracted fact deleted, then its turn edited so it no longer says it: the edit
+    passed over the deleted fact, and restoring it made it current again (replacing again
+    what it had replaced) though its turn no longer says it, where the edit of a live fact
+    withdraws it. The deleted fact stays deleted at the edit; restored, it is withdrawn
+    (``closed_with`` the turn), and the fact it had replaced stays current."""
+    brain, turns, facts = _observed_chain(brain_factory, clock)
+    brain.delete(facts[3])
+    clock.advance(60)
+    brain.update(turns[3], content="I never lived in city 3")
+    gone = brain.get(facts[3], include_deleted=True)
+    assert gone.deleted_at is not None
+    assert brain.get(facts[2]).valid_until is None  # handed back by the delete, still current
+    clock.advance(60)
+    brain.restore(facts[3])
+    back = brain.get(facts[3])
+    assert back.valid_until is not None and back.metadata["closed_with"] == [turns[3]]
+    assert [f for f in facts if brain.get(f).valid_until is None] == [facts[2]]
+    assert _ids(brain.search("where does the user live", type="semantic")) == [facts[2]]
