@@ -323,8 +323,12 @@ def _is_question(content: str) -> bool:
 
 
 #: Capitalised words: names, mostly. Sentence-initial ones count too (names start
-#: sentences); the stopword list and the rarity test keep ordinary words out.
-_NAME = re.compile(r"\b([A-Z][a-z]+(?:\s+[A-Z][a-z]+)*)")
+#: sentences); the stopword list and the rarity test keep ordinary words out. A word
+#: start is tested after its capital (``\b`` before it, as a lookbehind): a pattern
+#: opening with a character class lets ``re`` skip ahead to the next capital, where one
+#: opening with ``\b`` tried every position (5.8 → 2.6 µs a chat message; the same
+#: matches, a test compares them).
+_NAME = re.compile(r"([A-Z](?<!\w[A-Z])[a-z]+(?:\s+[A-Z][a-z]+)*)")
 
 
 def _bridge(store: Store, compiler: QueryCompiler, policy: Policy, filters: Filters,

@@ -71,6 +71,17 @@ def test_question_test_reads_from_the_end(text: str) -> None:
     assert retrieval._is_question(text) == (_OLD_QUESTION.search(text) is not None)
 
 
+_OLD_NAME = re.compile(r"\b([A-Z][a-z]+(?:\s+[A-Z][a-z]+)*)")
+
+
+@settings(max_examples=1000)
+@given(st.text(alphabet=st.sampled_from(list("aZbK_9 \t\n'-.\u00e9\u00c9\u03a3\u2019")), max_size=24))
+def test_names_found_as_the_word_boundary_pattern_found_them(text: str) -> None:
+    # issue 14's seventh pass: the second hop's name pattern tests the word start after
+    # the capital (2.2x faster over chat text), finding exactly the same names
+    assert [(m.span(1), m.group(1)) for m in retrieval._NAME.finditer(text)] == \
+        [(m.span(1), m.group(1)) for m in _OLD_NAME.finditer(text)]
+
 CUES = ("3 days ago", "last week", "yesterday", "last night", "today", "this morning",
         "on Monday", "last Friday", "on Valentine's day", "at Christmas", "new year's eve",
         "March 3", "on the 4th of July", "in October", "in May 2023", "last summer",
