@@ -135,9 +135,14 @@ def listed(values: Iterable[Any]) -> str:
     prepared ~3 statements (131 in 40 LongMemEval haystacks' first runs; issue 14's
     sixth pass): as one JSON array every search runs the same texts, cached after the
     first. No parameter limit applies (SQLite's 32,766 ``?``), and reading the values
-    costs what binding them did.
+    costs what binding them did. The encoder is made once (``json.dumps`` with an option
+    made one a call: ~0.8 of ~4 µs, ~3 lists a search).
     """
-    return json.dumps(list(values), ensure_ascii=False)
+    return _LISTED(list(values))
+
+
+#: :func:`listed`'s encoder: ``json.dumps(values, ensure_ascii=False)``'s.
+_LISTED = json.JSONEncoder(ensure_ascii=False).encode
 
 
 def content_counts(api: apsw.FTS5ExtensionApi, *_args: Any) -> bytes | None:

@@ -319,3 +319,20 @@ def test_the_score_loop_computes_decay_itself_as_decay_does(brain_factory, clock
     assert [h.trace.id for h in hits] == list(expected)
     assert all(h.explain is not None and (h.explain["retrievability"], h.explain["recency"]) == expected[h.trace.id]
                for h in hits)
+
+
+def test_listed_values_use_one_encoder_made_once(monkeypatch) -> None:
+    # issue 14's seventh pass: json.dumps with ensure_ascii=False built a JSONEncoder at
+    # each call (~0.8 of ~4 µs; a search binds ~3 lists); the text is dumps' own
+    import json
+
+    from brainmem.store_base import listed
+
+    made: list[object] = []
+    init = json.JSONEncoder.__init__
+    monkeypatch.setattr(json.JSONEncoder, "__init__", lambda self, *a, **k: made.append(self) or init(self, *a, **k))
+    values = [[1, 2, 3], ["é", 'a"b', "\u2028", "東京"], [], [1.5, None, True]]
+    texts = [listed(v) for v in values]
+    assert not made
+    monkeypatch.undo()
+    assert texts == [json.dumps(v, ensure_ascii=False) for v in values]
