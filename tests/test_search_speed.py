@@ -336,3 +336,26 @@ def test_listed_values_use_one_encoder_made_once(monkeypatch) -> None:
     assert not made
     monkeypatch.undo()
     assert texts == [json.dumps(v, ensure_ascii=False) for v in values]
+
+
+def test_translating_errors_is_one_reused_context_and_still_chains_the_cause() -> None:
+    # issue 14's seventh pass: a class, not a generator made anew at each statement
+    import apsw
+
+    from brainmem.errors import BrainFileError, QueryError, StorageError
+    from brainmem.store_base import is_disk_full, is_lock_wait, translate_errors
+
+    assert translate_errors() is translate_errors()
+    for raised, wanted, test in ((apsw.BusyError("locked"), StorageError, is_lock_wait),
+                                 (apsw.FullError("full"), StorageError, is_disk_full),
+                                 (apsw.CorruptError("bad"), BrainFileError, None)):
+        with pytest.raises(wanted) as caught:
+            with translate_errors():
+                raise raised
+        assert caught.value.__cause__ is raised and (test is None or test(caught.value))
+    with pytest.raises(QueryError):  # the brainmem tree passes through
+        with translate_errors():
+            raise QueryError("no")
+    with pytest.raises(KeyError):  # and so does anything else
+        with translate_errors():
+            raise KeyError("x")
