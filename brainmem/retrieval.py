@@ -50,7 +50,7 @@ from operator import itemgetter
 from typing import Any
 
 from . import candidates as lexical
-from . import decay, graph, scripts, temporal
+from . import graph, scripts, temporal
 from .errors import QueryError
 from .hybrid import Dense
 from .model import Hit, Trace
