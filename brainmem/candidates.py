@@ -218,15 +218,22 @@ def content_counts(memo: dict[Any, Any], compiler: QueryCompiler, compiled: Comp
                    filters: Filters, wanted: frozenset[str]) -> tuple[dict[str, dict[str, int] | None], bool]:
     """What the search's gathers counted with FTS5 (see :func:`_exact`): {trace id:
     {stem: occurrences in its content} for the ``wanted`` stems, or None where FTS5
-    could not say}; and whether a trace not in it holds none of ``compiled``'s
+    could not say; equal counts share one dict, not to be changed}; and whether a trace not in it holds none of ``compiled``'s
     phrases under ``filters`` (every match was counted)."""
     out: dict[str, dict[str, int] | None] = {}
     picks: dict[tuple[str, ...], list[tuple[str, int]]] = {}
     if not wanted:
         return out, False
+    # traces with the same counts of the same phrases share one dict (read only): most
+    # matches hold one or two of the words once (~35 dicts a search, ~10 distinct)
+    made: dict[tuple[tuple[str, ...], bytes], dict[str, int] | None] = {}
     for trace_id, (phrases, counts) in memo.get("counts", {}).items():
         if counts is None:
             out[trace_id] = None
+            continue
+        key = (phrases, counts)
+        if key in made:
+            out[trace_id] = made[key]
             continue
         pick = picks.get(phrases)
         if pick is None:  # a wanted stem's count is that of the first phrase that is it
@@ -237,7 +244,7 @@ def content_counts(memo: dict[Any, Any], compiler: QueryCompiler, compiled: Comp
                     first.setdefault(stems[0], i)
             # a wanted stem no phrase is (another query's counts): not known here
             pick = picks[phrases] = list(first.items()) if len(first) == len(wanted) else []
-        out[trace_id] = {stem: counts[i] for stem, i in pick if counts[i]} if pick else None
+        out[trace_id] = made[key] = {stem: counts[i] for stem, i in pick if counts[i]} if pick else None
     complete = _complete_key(compiled.expression, filters) in memo
     return out, complete
 

@@ -50,7 +50,7 @@ from operator import itemgetter
 from typing import Any
 
 from . import candidates as lexical
-from . import decay, graph, scripts, temporal
+from . import graph, scripts, temporal
 from .errors import QueryError
 from .hybrid import Dense
 from .model import Hit, Trace
@@ -171,13 +171,16 @@ def _rank_pool(store: Store, compiler: QueryCompiler, policy: Policy, query: str
                           policy.weight_activation)
     half_life = policy.recency_half_life
     match = cues.match if cues.windows else None
-    retrievability, recency_of = decay.retrievability, decay.recency
+    exp = math.exp
     carried_of, episode_of = carried.get, episode.get
     activation_of = activation.get if activation else None
     question = 1 - w_question
+    # decay.retrievability and decay.recency written out (the same arithmetic): two calls
+    # less for each of ~50 candidates (issue 14's seventh pass)
+    positive, halving = best > 0, half_life > 0
     for trace, bm25 in candidates:
         # (comparisons rather than max(): ~45 candidates a search, each a few calls less)
-        own = (bm25 if bm25 > 0.0 else 0.0) / best if best > 0 else 0.0
+        own = (bm25 if bm25 > 0.0 else 0.0) / best if positive else 0.0
         if w_question and _is_question(trace.content):
             own *= question
         when = match(trace.created_at) if match is not None else 0.0
@@ -189,8 +192,17 @@ def _rank_pool(store: Store, compiler: QueryCompiler, policy: Policy, query: str
         if not topical and when > relevance:
             relevance = when
         context = w_episode * (episode_of(trace.episode, 0.0) if trace.episode else own)
-        r = retrievability(trace.strength, trace.stability, trace.last_accessed_at, now)
-        recency = recency_of(trace.created_at, now, half_life)
+        stability = trace.stability
+        if stability <= 0:
+            r = 0.0
+        else:
+            elapsed = now - trace.last_accessed_at
+            r = trace.strength * exp(-(elapsed if elapsed > 0.0 else 0.0) / stability)
+        if halving:
+            age = now - trace.created_at
+            recency = 0.5 ** ((age if age > 0.0 else 0.0) / half_life)
+        else:
+            recency = 1.0
         act = activation_of(trace.id, 0.0) if activation_of is not None else 0.0
         score = (
             (relevance + context)
@@ -311,8 +323,12 @@ def _is_question(content: str) -> bool:
 
 
 #: Capitalised words: names, mostly. Sentence-initial ones count too (names start
-#: sentences); the stopword list and the rarity test keep ordinary words out.
-_NAME = re.compile(r"\b([A-Z][a-z]+(?:\s+[A-Z][a-z]+)*)")
+#: sentences); the stopword list and the rarity test keep ordinary words out. A word
+#: start is tested after its capital (``\b`` before it, as a lookbehind): a pattern
+#: opening with a character class lets ``re`` skip ahead to the next capital, where one
+#: opening with ``\b`` tried every position (5.8 → 2.6 µs a chat message; the same
+#: matches, a test compares them).
+_NAME = re.compile(r"([A-Z](?<!\w[A-Z])[a-z]+(?:\s+[A-Z][a-z]+)*)")
 
 
 def _bridge(store: Store, compiler: QueryCompiler, policy: Policy, filters: Filters,

@@ -102,6 +102,10 @@ _GATES: dict[str, tuple[str, ...]] = {
     "recently": ("recently", "lately", "these days"),
     "elapsed": ("ago",),
 }
+#: Every gate once (months gate three kinds), and each kind's gates as a set: a query's
+#: gates are looked for once each, not once for each kind they gate (~11 → ~5 µs a query).
+_GATE_WORDS = tuple(dict.fromkeys(g for gates in _GATES.values() for g in gates))
+_GATE_SETS = {kind: frozenset(gates) for kind, gates in _GATES.items()}
 
 
 @dataclass(frozen=True)
@@ -169,8 +173,9 @@ def parse(text: str, now: float, tz: tzinfo = timezone.utc) -> TemporalCues:
     text = text.replace("\u2019", "'")
     # the gates are exact for ASCII text; other text (case folding beyond ASCII) runs all
     low = text.lower() if text.isascii() else None
+    present = None if low is None else {g for g in _GATE_WORDS if g in low}
     for kind, pattern in _PATTERNS:
-        if low is not None and not any(g in low for g in _GATES[kind]):
+        if present is not None and present.isdisjoint(_GATE_SETS[kind]):
             continue
         for m in pattern.finditer(text):
             if any(s < m.end() and m.start() < e for s, e in taken):

@@ -239,3 +239,21 @@ def test_best_first_is_one_sort_by_score_then_tie_order(rows: list[tuple[float, 
     scored = [(score, _Tied((when, text)), None) for score, when, text in rows]
     expected = sorted(scored, key=lambda r: (-r[0], r[1].tie_order))
     assert retrieval._best_first(list(scored)) == expected  # type: ignore[arg-type]
+
+
+def test_equal_counts_share_one_dict(brain: Brain) -> None:
+    # issue 14's seventh pass: ~35 counted matches a search hold ~10 distinct counts; each
+    # distinct one is made into a dict once (read only), as FTS5 counted it
+    store, compiler, policy = brain._store, brain._compiler, brain.policy
+    compiled = compiler.compile("garden tomato basil")
+    wanted = frozenset(s for t in compiled.terms for s in compiler.stems(t))
+    filters = Filters(now=brain.now())
+    memo: dict = {}
+    found = lexical.gather(store, compiler, compiled, filters, 500, policy.bm25_weights, 10_000, memo)
+    counted, _ = lexical.content_counts(memo, compiler, compiled, filters, wanted)
+    by_value: dict = {}
+    for trace, _ in found:
+        counts = counted[trace.id]
+        assert counts == lexical.stem_counts(trace.content, wanted, length=False)[1]
+        by_value.setdefault(tuple(sorted(counts.items())) if counts is not None else None, set()).add(id(counts))
+    assert len(found) > len(by_value) and all(len(objects) == 1 for objects in by_value.values())
