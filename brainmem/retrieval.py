@@ -50,7 +50,7 @@ from operator import itemgetter
 from typing import Any
 
 from . import candidates as lexical
-from . import graph, scripts, temporal
+from . import decay, graph, scripts, temporal
 from .errors import QueryError
 from .hybrid import Dense
 from .model import Hit, Trace
@@ -171,16 +171,13 @@ def _rank_pool(store: Store, compiler: QueryCompiler, policy: Policy, query: str
                           policy.weight_activation)
     half_life = policy.recency_half_life
     match = cues.match if cues.windows else None
-    exp = math.exp
+    retrievability, recency_of = decay.retrievability, decay.recency
     carried_of, episode_of = carried.get, episode.get
     activation_of = activation.get if activation else None
     question = 1 - w_question
-    # decay.retrievability and decay.recency written out (the same arithmetic): two calls
-    # less for each of ~50 candidates (issue 14's seventh pass)
-    positive, halving = best > 0, half_life > 0
     for trace, bm25 in candidates:
         # (comparisons rather than max(): ~45 candidates a search, each a few calls less)
-        own = (bm25 if bm25 > 0.0 else 0.0) / best if positive else 0.0
+        own = (bm25 if bm25 > 0.0 else 0.0) / best if best > 0 else 0.0
         if w_question and _is_question(trace.content):
             own *= question
         when = match(trace.created_at) if match is not None else 0.0
@@ -192,17 +189,8 @@ def _rank_pool(store: Store, compiler: QueryCompiler, policy: Policy, query: str
         if not topical and when > relevance:
             relevance = when
         context = w_episode * (episode_of(trace.episode, 0.0) if trace.episode else own)
-        stability = trace.stability
-        if stability <= 0:
-            r = 0.0
-        else:
-            elapsed = now - trace.last_accessed_at
-            r = trace.strength * exp(-(elapsed if elapsed > 0.0 else 0.0) / stability)
-        if halving:
-            age = now - trace.created_at
-            recency = 0.5 ** ((age if age > 0.0 else 0.0) / half_life)
-        else:
-            recency = 1.0
+        r = retrievability(trace.strength, trace.stability, trace.last_accessed_at, now)
+        recency = recency_of(trace.created_at, now, half_life)
         act = activation_of(trace.id, 0.0) if activation_of is not None else 0.0
         score = (
             (relevance + context)

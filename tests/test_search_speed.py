@@ -297,30 +297,6 @@ def test_the_candidates_are_ranked_by_fts5_alone_then_read_with_the_filters(brai
     assert [h.trace.id for h in narrowed if h.trace.type == "semantic"] == [h.trace.id for h in narrowed]
 
 
-def test_the_score_loop_computes_decay_itself_as_decay_does(brain_factory, clock, monkeypatch) -> None:
-    # issue 14's seventh pass: the score loop writes out R(now) and recency instead of
-    # calling decay's functions for each of ~50 candidates; the factors are still decay's
-    from brainmem import decay
-
-    brain = brain_factory()
-    _mentors(brain, clock.now)
-    brain.search("Katarina kiwi", limit=2)  # recalled: strength and stability move
-    clock.advance(3 * 86400)
-    traces = [h.trace for h in brain.search("Katarina kiwi weather", limit=20, reinforce=False)]
-    expected = {t.id: (decay.retrievability(t.strength, t.stability, t.last_accessed_at, clock.now),
-                       decay.recency(t.created_at, clock.now, brain.policy.recency_half_life))
-                for t in traces}
-    assert len({r for r, _ in expected.values()}) > 1  # recalled and not
-    calls: list[tuple[float, ...]] = []
-    monkeypatch.setattr(decay, "retrievability", lambda *a: calls.append(a) or 0.0)
-    monkeypatch.setattr(decay, "recency", lambda *a: calls.append(a) or 0.0)
-    hits = brain.search("Katarina kiwi weather", limit=20, reinforce=False, explain=True)
-    assert not calls
-    assert [h.trace.id for h in hits] == list(expected)
-    assert all(h.explain is not None and (h.explain["retrievability"], h.explain["recency"]) == expected[h.trace.id]
-               for h in hits)
-
-
 def test_listed_values_use_one_encoder_made_once(monkeypatch) -> None:
     # issue 14's seventh pass: json.dumps with ensure_ascii=False built a JSONEncoder at
     # each call (~0.8 of ~4 µs; a search binds ~3 lists); the text is dumps' own
