@@ -155,9 +155,31 @@ LONGEST_FIRST = ("test_crash", "test_stateful", "test_concurrency", "test_ui_bro
                  "test_cli_bench", "test_vectors", "test_import_stream", "test_notebooks",
                  "test_unmerge", "test_mcp", "test_folds", "test_cli_agent")
 
+#: modules that load what a worker loads once run right beside the module named: xdist
+#: hands out runs of consecutive tests, so one worker loads it instead of both (the
+#: preloaded MCP server, ~1.2 s of CPU and its start-up waited for; numba and its compiled
+#: kernel, ~0.7 s, and test_vector_kernel, alphabetically last, was split between the
+#: workers at the end of every run; the MiniLM model, ~0.4 s)
+BESIDE = {"test_mcp_http": "test_mcp", "test_rerank": "test_mcp",
+          "test_vector_kernel": "test_vectors",
+          "test_bert_onnx": "test_embed", "test_hybrid_weight": "test_embed", "test_model_check": "test_embed"}
+
+#: modules of short tests and no module fixtures, run last: xdist deals the end of a run
+#: out two tests at a time to whichever worker is free, splitting what is there
+SHORT_LAST = ("test_faces", "test_timeline", "test_brain")
+
 
 @pytest.hookimpl(trylast=True)
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """Whole modules move (their order inside is kept, so module fixtures still run once)."""
     rank = {name: i for i, name in enumerate(LONGEST_FIRST)}
-    items.sort(key=lambda item: rank.get(item.path.stem, len(rank)))
+    last = {name: len(rank) + 1 + i for i, name in enumerate(SHORT_LAST)}
+
+    def place(item: pytest.Item) -> tuple[int, str]:
+        module = BESIDE.get(item.path.stem, item.path.stem)
+        if module in last:
+            return last[module], ""
+        # the rest keep their (alphabetical) order, each beside the module it names
+        return rank.get(module, len(rank)), "" if module in rank else module
+
+    items.sort(key=place)
