@@ -90,7 +90,10 @@ def encoder_graph(m: dict, name: str = "encoder", token_type_ids: bool = False,
                   producer: str = "brainmem benchmarks/bert_onnx.py"):  # -> onnx.ModelProto
     """The encoder of ``m`` (``tensors``, ``H``, ``NL``, ``NH``, ``FF``, ``eps``) as ONNX:
     inputs ``input_ids``, ``attention_mask`` (+ ``token_type_ids`` when asked; otherwise
-    type row 0 is added to every token), output ``last_hidden_state``."""
+    type row 0 is added to every token, or nothing for a model without ``emb.type``),
+    output ``last_hidden_state``. Optional, for MPNet (``benchmarks/mpnet_onnx.py``):
+    ``pos_start``, the first row of the position table (default 0), and ``rel_bias``, an
+    ``(NH, P, P)`` array added to every layer's attention scores (its top-left S × S)."""
     import onnx
     from onnx import TensorProto, helper, numpy_helper
 
@@ -118,15 +121,17 @@ def encoder_graph(m: dict, name: str = "encoder", token_type_ids: bool = False,
 
     word = init("word", t["emb.word"].reshape(-1, H))
     pos = init("pos", t["emb.pos"].reshape(-1, H))
-    if token_type_ids:
-        typ = node("Gather", [init("type", t["emb.type"].reshape(-1, H)), "token_type_ids"], "emb_t")
-    else:
-        typ = init("type0", t["emb.type"].reshape(-1, H)[0])
     seq = node("Shape", ["input_ids"], "seq_len", start=1, end=2)  # 1-D [S]
     zero = init("zero_i", np.array([0], np.int64))
-    pos_s = node("Slice", [pos, zero, seq, zero], "emb_p")  # rows 0..S-1
+    start = init("pos_start", np.array([m.get("pos_start", 0)], np.int64))
+    pos_s = node("Slice", [pos, start, node("Add", [start, seq], "pos_end"), zero], "emb_p")  # S rows
     x = node("Add", [node("Gather", [word, "input_ids"], "emb_w"), pos_s], "emb_wp")
-    x = layernorm(node("Add", [x, typ], "emb_sum"), "emb.ln.w", "emb.ln.b", "emb_ln")
+    if token_type_ids:
+        typ = node("Gather", [init("type", t["emb.type"].reshape(-1, H)), "token_type_ids"], "emb_t")
+        x = node("Add", [x, typ], "emb_sum")
+    elif "emb.type" in t:
+        x = node("Add", [x, init("type0", t["emb.type"].reshape(-1, H)[0])], "emb_sum")
+    x = layernorm(x, "emb.ln.w", "emb.ln.b", "emb_ln")
     # additive mask: 0 where attended, -1e4 on padding; shape (B, 1, 1, S)
     maskf = node("Cast", ["attention_mask"], "mask_f", to=TensorProto.FLOAT)
     bias = node("Mul", [node("Sub", [init("one_f", np.array(1.0, np.float32)), maskf], "mask_inv"),
@@ -135,6 +140,12 @@ def encoder_graph(m: dict, name: str = "encoder", token_type_ids: bool = False,
     heads = init("heads_shape", np.array([0, 0, NH, hd], np.int64))
     merged = init("merged_shape", np.array([0, 0, H], np.int64))
     scale = init("scale", np.array(1.0 / np.sqrt(hd), np.float32))
+    if m.get("rel_bias") is not None:  # (1, NH, S, S) + the padding mask
+        ends = node("Concat", [seq, seq], "rel_ends", axis=0)
+        rel = node("Slice", [init("rel_bias", m["rel_bias"][None].astype(np.float32)),
+                             init("zero2", np.array([0, 0], np.int64)), ends,
+                             init("axes23", np.array([2, 3], np.int64))], "rel_s")
+        bias = node("Add", [bias, rel], "mask_rel_bias")
     for ln in range(m["NL"]):
         p = f"l{ln}"
 
