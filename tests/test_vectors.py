@@ -1076,7 +1076,7 @@ def test_dropping_other_models_vectors_grows_linearly_with_their_number(tmp_path
     # re-embedded brain (both models on every trace) was dropped in quadratic time, 1.1 s
     # at 200,000 vectors, 24 s at a million (2.1 s now). Counted in SQLite steps, not seconds.
     def steps(n: int) -> int:
-        brain = Brain(str(tmp_path / f"drop{n}.db"), embedder=ConceptEmbedder("new-model"),
+        brain = Brain(str(tmp_path / f"drop{n}.db"), embedder=ConceptEmbedder("new-model", dim=4),
                       policy=replace(Policy(), reflect_chunk=100))
         blob = encode(np.ones(4, dtype=np.float32))
         with brain._store.write():
