@@ -427,6 +427,8 @@ class Brain(FacesMixin, AdminMixin):
         a model change left: this brain never reads them), ``Policy.reflect_chunk`` a
         write, counted by model under ``dropped``; not when the backfill failed (``error``):
         the other models' vectors may be all the brain has (``dropped`` is then empty).
+        With nothing to embed, ``error`` still says why this embedder cannot embed for the
+        brain (the model check refused it: :meth:`stats` ``["embedder"]["error"]``).
         """
         if self._vectors is None:
             raise InvalidInput("this brain has no embedder: open it with Brain(path, embedder=...)")
@@ -437,6 +439,9 @@ class Brain(FacesMixin, AdminMixin):
             check_int(limit, "limit", 1, 10**9)
         check_bool(drop_other_models, "drop_other_models")
         result = {"model": self._vectors.model_id, **self._vectors.backfill(batch_size, limit, self._lock)}
+        if not result["embedded"] and result["error"] is None and result["skipped"] is None:
+            # nothing was embedded, so nothing checked the model: a refused one must not pass for done
+            result["error"] = self._vectors.problem()
         if drop_other_models:  # a failed backfill keeps them: they may be all the brain has
             result["dropped"] = ({} if result["error"] else
                                  self._vectors.drop_other_models(self.policy.reflect_chunk, self._lock))

@@ -23,7 +23,6 @@ A provider that fails on the query leaves a lexical search, flagged on the resul
 
 from __future__ import annotations
 
-import logging
 from contextlib import AbstractContextManager
 from typing import Any
 
@@ -35,8 +34,6 @@ from .model import Trace
 from .policy import Policy
 from .store import Filters, Store
 from .vectors import VectorIndex
-
-log = logging.getLogger("brainmem")
 
 __all__ = ["Dense", "embed_query", "open_index", "query_index", "resolve_embedder", "stats"]
 
@@ -128,8 +125,7 @@ def embed_query(index: VectorIndex, query: str) -> tuple[np.ndarray | None, str 
     Called outside the brain's lock: a provider may take a network round trip."""
     try:
         return index.embed([query], kind="query")[0], None
-    except EmbedderError as e:
-        log.warning("brainmem: embedding the query failed, searching lexically: %s", e)
+    except EmbedderError as e:  # said by the hits (``degraded``), as a reranker's failure is: not logged too
         return None, f"lexical only: the embedder failed on the query ({e})"
 
 

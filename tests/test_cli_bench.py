@@ -216,3 +216,19 @@ def test_bench_refuses_the_flags_it_would_ignore(tmp_path: Path, capsys, monkeyp
     flag = next(a for a in argv if a in ("--brain", "--readonly", "--create", "--embedder", "--reranker"))
     assert err.startswith("brainmem: error:") and "\n" not in err and flag in err
     assert captured.out == "" and list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize("command, refused", [
+    ("recall", ("--brain", "--create", "--readonly")),
+    ("perf", ("--brain", "--create", "--readonly", "--embedder", "--reranker")),
+])
+def test_bench_help_does_not_offer_the_flags_it_refuses(capsys, command: str, refused: tuple[str, ...]) -> None:
+    # Before: `bench recall --help` listed "--brain PATH  brain file (default: ...)" and
+    # `bench perf --help` "--embedder SPEC  search by meaning ...", each then refused.
+    with pytest.raises(SystemExit) as done:
+        main(["bench", command, "--help"])
+    assert done.value.code == 0
+    out = capsys.readouterr().out
+    assert "--quiet" in out and not [flag for flag in refused if flag in out]
+    if command == "recall":
+        assert "--embedder" in out and "--reranker" in out  # it takes these

@@ -140,6 +140,28 @@ def test_the_cli_embed_reports_the_mismatch_and_a_model_id_of_its_own_recovers(
         assert "5 embedded with fake-embed-2" in out and "dropped 4 vectors of fake-embed" in out
 
 
+def test_embed_with_nothing_to_embed_still_says_the_model_check_refused_it(
+        brain_factory, monkeypatch, capsys) -> None:
+    """Every trace has a vector of the old model: ``embed`` has nothing to embed, yet it
+    must not report success while every search goes lexical (README: it fails saying it)."""
+    path = written(brain_factory, ProjectionEmbedder(seed=1))
+    other = ProjectionEmbedder(seed=2)  # another model, same id and dimension
+    result = brain_factory(path, embedder=other).embed(drop_other_models=True)
+    assert result["embedded"] == 0 and result["missing"] == 0
+    assert "not the model that made this brain's 'shared' vectors" in result["error"]
+    assert result["dropped"] == {}
+    assert other.calls == 1  # the probe, once
+    brain = brain_factory(Path(path).with_name("cli.db"), embedder=ProjectionEmbedder(seed=3, model_id="fake-embed", dim=8))
+    brain.add_many(STORY)
+    brain.close()
+    with fake_server() as srv:  # concept vectors: not the projection's model
+        monkeypatch.setenv("BRAINMEM_EMBEDDER", "openai:fake-embed")
+        monkeypatch.setenv("BRAINMEM_EMBED_BASE_URL", srv.url)
+        assert main(["--brain", brain.path, "embed"]) == 1
+    err = capsys.readouterr().err
+    assert "the embedder failed" in err and "not the model that made this brain's 'fake-embed' vectors" in err
+
+
 def test_threads_embedding_at_once_probe_once(brain_factory) -> None:
     emb = ProjectionEmbedder(seed=1)
     path = written(brain_factory, emb)

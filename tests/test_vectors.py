@@ -769,6 +769,29 @@ def test_a_context_block_says_when_its_search_went_lexical(brain_factory, emb, t
         assert "lexical only" in json.loads(capsys.readouterr().out)["degraded"]
 
 
+def test_the_cli_says_a_failed_query_embedding_once(tmp_path, monkeypatch, capsys) -> None:
+    """The CLI's note was preceded by a library warning saying the same (Python's last-resort
+    log handler writes it to stderr when no logging is set up, as in the shell)."""
+    import logging
+
+    from _embedfakes import fake_server
+
+    path = str(tmp_path / "cli.db")
+    assert main(["--brain", path, "--create", "add", "We adopted a kitten"]) == 0
+    monkeypatch.setattr(logging.getLogger(), "handlers", [])  # as in a shell: no handler anywhere
+    with fake_server() as srv:
+        monkeypatch.setenv("BRAINMEM_EMBEDDER", "openai:fake-embed")
+        monkeypatch.setenv("BRAINMEM_EMBED_BASE_URL", srv.url)
+        monkeypatch.setenv("BRAINMEM_EMBED_MAX_RETRIES", "0")
+        assert main(["--brain", path, "embed"]) == 0
+        srv.mode = "500"
+        capsys.readouterr()
+        for command in ("search", "context"):
+            assert main(["--brain", path, command, "which kitten"]) == 0
+            err = capsys.readouterr().err
+            assert err.startswith("note: lexical only") and err.count("\n") == 1, err
+
+
 def test_a_callable_whose_second_parameter_is_an_option_is_not_given_the_kind(brain_factory, tmp_path) -> None:
     """Like sentence-transformers' ``model.encode(sentences, batch_size=32, ...)``: it got
     "passage" as its batch size, so no trace ever had a vector."""
@@ -1076,7 +1099,7 @@ def test_dropping_other_models_vectors_grows_linearly_with_their_number(tmp_path
     # re-embedded brain (both models on every trace) was dropped in quadratic time, 1.1 s
     # at 200,000 vectors, 24 s at a million (2.1 s now). Counted in SQLite steps, not seconds.
     def steps(n: int) -> int:
-        brain = Brain(str(tmp_path / f"drop{n}.db"), embedder=ConceptEmbedder("new-model"),
+        brain = Brain(str(tmp_path / f"drop{n}.db"), embedder=ConceptEmbedder("new-model", dim=4),
                       policy=replace(Policy(), reflect_chunk=100))
         blob = encode(np.ones(4, dtype=np.float32))
         with brain._store.write():

@@ -60,6 +60,17 @@ def register(commands: Any) -> None:
     perf.add_argument("--json", metavar="OUT", help="also write the full report as JSON to OUT")
     perf.add_argument("--quiet", action="store_true", help="no progress bar")
     perf.set_defaults(handler=_perf)
+    _hide_refused(recall, "--brain", "--create", "--readonly")
+    _hide_refused(perf, "--brain", "--create", "--readonly", "--embedder", "--reranker")
+
+
+def _hide_refused(parser: argparse.ArgumentParser, *flags: str) -> None:
+    """Take the global ``flags`` after the command (so :func:`_refuse_ignored` says why they
+    do not apply) without listing them in its ``--help`` as if they worked."""
+    for flag in flags:
+        kind: dict[str, Any] = ({"action": "store_true"} if flag in ("--create", "--readonly")
+                                else {"metavar": "X"})
+        parser.add_argument(flag, **kind, default=argparse.SUPPRESS, help=argparse.SUPPRESS)
 
 
 def _refuse_ignored(args: argparse.Namespace, *also: str) -> None:
