@@ -274,6 +274,12 @@ def apply_import(store: Store, spill: Spill, *, new_ids: bool, keep_added: bool,
 #: fact's edit closed it with (:mod:`brainmem.timeline`); derivations (reflect, observe:
 #: :mod:`brainmem.graph`); the sources a copy was deleted with (:mod:`brainmem.write`).
 LINK_KEYS = (*unmerge.LINK_KEYS, *timeline.LINK_KEYS, *graph.LINK_KEYS, *write.LINK_KEYS)
+#: The ``metadata`` keys the engine owns: a user's write (add, add_many, put, update; the
+#: tools and the CLI through them) that gives a trace one, or changes the value one it
+#: carries, is refused (:func:`brainmem.validate.check_own_metadata`); import carries them.
+#: Every link key but :data:`brainmem.timeline.HANDED_BACK`, a note the user may edit (a
+#: restore replaces only facts the trace did replace, README "Facts that change").
+OWN_KEYS = tuple(key for key in LINK_KEYS if key != timeline.HANDED_BACK)
 
 
 def _relink(store: Store, before: int, id_map: dict[str, str]) -> None:

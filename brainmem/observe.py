@@ -352,7 +352,7 @@ def _write_facts(brain: Brain, facts: list[dict[str, Any]], turns: list[_Turn], 
             # a fact said again after it was replaced (the add deduplicated to the closed
             # trace) is current again from ``at``, its earlier period kept, whether or not the
             # model named what it replaces now: the add does it (``Writer.said_again``)
-            trace = brain._add_one(fact["content"], fields, prepared).trace
+            trace = brain._add_one(fact["content"], fields, prepared, engine=True).trace
             if olds and trace.id not in {o.id for o in olds}:
                 changed = timeline.close(brain._store, trace, olds, at)
                 told.extend(timeline.update_events(brain._store, changed))

@@ -193,6 +193,23 @@ def check_own_tags(tags: Sequence[str], had: Sequence[str] = ()) -> None:
             raise InvalidInput(f"tag {tag!r} is reserved: reflect marks its insights with it")
 
 
+def reserved_metadata() -> tuple[str, ...]:
+    """The ``metadata`` keys the engine owns (:data:`brainmem.import_stream.OWN_KEYS`,
+    gathered from the modules that write them, which import this one)."""
+    from .import_stream import OWN_KEYS  # noqa: PLC0415 - its modules import this one
+
+    return OWN_KEYS
+
+
+def check_own_metadata(metadata: Mapping[str, Any], had: Mapping[str, Any] | None = None) -> None:
+    """Refuse an engine-owned ``metadata`` key (:func:`reserved_metadata`) that a user's
+    write gives a trace; ``had``: the trace's metadata (an update may keep what it carries)."""
+    had = had or {}
+    for key in reserved_metadata():
+        if key in metadata and (key not in had or had[key] != metadata[key]):
+            raise InvalidInput(f"metadata key {key!r} is reserved: the engine keeps its own links there")
+
+
 #: SQLite's largest integer: a bigger one cannot be stored nor bound to a statement.
 INT64_MAX = 2**63 - 1
 
@@ -463,8 +480,9 @@ def build_trace(item: Mapping[str, Any], now: float, policy: Policy, *,
     ``trace_id``: the id, already checked (import keeps the file's); default a new one.
     A ``due_at`` makes a reminder (:func:`type_of`), except with ``imported``: an exported
     trace comes back as it was, whatever its type. A reserved tag (:func:`check_own_tags`)
-    is refused unless ``imported`` or ``engine`` (reflect's derive, a merge keeping its
-    sources' tags) makes the trace.
+    or metadata key (:func:`check_own_metadata`) is refused unless ``imported`` or
+    ``engine`` (reflect's derive, a merge keeping its sources' tags, observe's facts)
+    makes the trace.
     """
     if len(item) == 1 and "content" in item:
         # fast path (add_many of plain strings): every other field at its default
@@ -487,8 +505,10 @@ def build_trace(item: Mapping[str, Any], now: float, policy: Policy, *,
     created = now if created is None else created
     key = item.get("key")
     tags = check_tags(item.get("tags"), policy.max_tags, policy.max_tag_chars)
+    metadata = check_metadata(item.get("metadata"), policy.max_metadata_bytes)
     if not (imported or engine):
         check_own_tags(tags)
+        check_own_metadata(metadata)
     return Trace(
         id=trace_id or new_id(),
         content=content,
@@ -508,7 +528,7 @@ def build_trace(item: Mapping[str, Any], now: float, policy: Policy, *,
         last_accessed_at=created,
         access_count=0,
         expires_at=expiry(item.get("ttl"), item.get("expires_at"), now),
-        metadata=check_metadata(item.get("metadata"), policy.max_metadata_bytes),
+        metadata=metadata,
         task_id=check_text(item.get("task_id"), "task_id", max_chars=MAX_ID_CHARS),
         due_at=due_at,
         cue=check_text(item.get("cue"), "cue", max_chars=MAX_CUE_CHARS),

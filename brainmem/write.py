@@ -39,6 +39,7 @@ from .validate import (
     check_changes,
     check_choice,
     check_int,
+    check_own_metadata,
     check_own_tags,
     check_reminder_change,
 )
@@ -491,6 +492,8 @@ class Writer:
         fields = check_changes(changes, self.policy)
         if "tags" in fields:
             check_own_tags(fields["tags"], current.tags)
+        if "metadata" in fields:
+            check_own_metadata(fields["metadata"], current.metadata)
         if all(getattr(current, name) == value for name, value in fields.items()):
             return current  # every field already holds the value given: nothing to write
         check_reminder_change(current.type, current.due_at, fields)  # a due time stays a reminder's

@@ -1,0 +1,78 @@
+"""Metadata keys the engine owns, written by a user: refused, naming the key."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+
+import clirun
+import pytest
+from conftest import FakeClock
+
+from brainmem import Brain
+from brainmem.errors import InvalidInput
+
+DAY = 86_400.0
+
+
+def test_a_users_closed_with_note_does_not_hide_a_replaced_fact(file_brain: Brain, clock: FakeClock) -> None:
+    """``metadata["closed_with"]`` marks a fact withdrawn (its turn no longer says it). A user
+    writing it on a replaced fact made it look withdrawn: deleting the newer fact then did
+    not make it current again, leaving no current value (a ``merged_from`` on the newer fact
+    made the replacement look like a merge: the older restored was current beside it). The
+    engine's keys are refused on every user
+    write, naming it, with nothing written; a write-back of the same value is kept."""
+    berlin = file_brain.add("The user lives in Berlin", type="semantic")
+    clock.advance(DAY)
+    lisbon = file_brain.add("The user lives in Lisbon", type="semantic", supersedes=[berlin.id])
+    with pytest.raises(InvalidInput, match="'closed_with' is reserved"):
+        file_brain.update(berlin.id, metadata={"closed_with": ["t1"], "source": "chat"})
+    assert file_brain.get(berlin.id).metadata == {}
+    # a merge's note: the replacement looked like a merge, and Berlin, deleted and restored,
+    # was current beside Lisbon
+    with pytest.raises(InvalidInput, match="'merged_from' is reserved"):
+        file_brain.update(lisbon.id, metadata={"merged_from": [berlin.id]})
+    assert file_brain.get(lisbon.id).version == lisbon.version
+    file_brain.delete(lisbon.id)
+    assert file_brain.get(berlin.id).valid_until is None  # current again
+    for write in (lambda: file_brain.add("x", metadata={"closed_with": ["t1"]}),
+                  lambda: file_brain.add_many(["y", {"content": "z", "metadata": {"derived_from": ["a"]}}]),
+                  lambda: file_brain.put("home", "Porto", metadata={"snapshot_of": berlin.id})):
+        with pytest.raises(InvalidInput, match="is reserved"):
+            write()
+    assert [t.id for t in file_brain.list().items] == [berlin.id]
+
+
+def test_an_insight_written_back_keeps_its_marks_and_tools_and_cli_refuse(
+        brain_factory: Callable[..., Brain], tmp_path: object, clock: FakeClock) -> None:
+    """An agent reading a trace and writing its metadata back (the engine's keys at the
+    same values) is not refused; changing one is; the CLI prints one line, the tool an error."""
+    path = str(tmp_path) + "/b.db"  # type: ignore[operator]
+    brain = brain_factory(path)
+    turn = brain.observe([{"role": "user", "content": "I moved to Porto last week."}], extract=False)
+    fact = brain._add_one("The user lives in Porto", {"type": "semantic", "metadata": {
+        "derived_from": turn.stored, "method": "observe"}}, engine=True).trace
+    same = brain.update(fact.id, metadata={**fact.metadata, "checked": True})
+    assert same.metadata == {**fact.metadata, "checked": True}
+    with pytest.raises(InvalidInput, match="'derived_from' is reserved"):
+        brain.update(fact.id, metadata={**fact.metadata, "derived_from": ["other"]})
+    result = brain.call_tool("memory_add", {"content": "a", "metadata": {"merged_from": ["x"]}})
+    assert "reserved" in json.dumps(result) and "trace_id" not in result
+    brain.close()
+    out = clirun.run("--brain", path, "add", "b", "--metadata", '{"deleted_with": ["x"]}')
+    assert out.returncode != 0 and "'deleted_with' is reserved" in out.stderr and "Traceback" not in out.stderr
+
+
+def test_the_reserved_keys_are_listed_where_users_read(mem_brain: Brain) -> None:
+    """The README and the write tools' schemas name every reserved metadata key, taken
+    from the one declaration (a key added there and not to the README fails here)."""
+    from pathlib import Path
+
+    from brainmem.validate import reserved_metadata
+
+    readme = (Path(__file__).parent.parent / "README.md").read_text(encoding="utf-8")
+    schema = next(t for t in mem_brain.tools() if t["function"]["name"] == "memory_add")
+    described = json.dumps(schema)
+    for key in reserved_metadata():
+        assert f"`{key}`" in readme and key in described, key
+    assert "handed_back" not in reserved_metadata()
