@@ -135,6 +135,10 @@ EXTRACTED_METHOD = "observe"
 #: (:func:`outlasting`), which marks what they derive from as covered still.
 DERIVE_METHODS = ("extractive", "llm")
 
+#: The ``metadata["method"]`` values that are the engine's marks (a user's write may not
+#: give a trace one: :func:`brainmem.validate.check_own_metadata`); any other is the user's.
+ENGINE_METHODS = (EXTRACTED_METHOD, *DERIVE_METHODS)
+
 #: The tag of reflect's insights (``consolidation.derive``): an insight goes with its
 #: sources (``derived_from`` them; :func:`brainmem.graph.insights_of`).
 DERIVED_TAG = "derived"

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 from . import decay
 from .errors import InvalidInput, QueryError, VersionConflict
-from .model import SCOPES, TYPES, Hit, Trace
+from .model import ENGINE_METHODS, SCOPES, TYPES, Hit, Trace
 from .policy import Policy
 from .schemacheck import json_type
 from .validate import (
@@ -162,10 +162,11 @@ _IMPORTANCE = {"type": "number", "minimum": 0, "maximum": 1,
 _PINNED = {"type": "boolean", "description": "Pinned memories are never forgotten automatically."}
 def _metadata_prop(max_bytes: int) -> JSON:
     reserved = ", ".join(reserved_metadata())
+    methods = ", ".join(f'"{m}"' for m in ENGINE_METHODS)
     return {"type": "object", "description": f"Free-form JSON object kept with the memory "
                                              f"(at most {max_bytes:,} bytes as JSON). Reserved, the "
-                                             f"engine's own: the keys {reserved} (refused unless kept "
-                                             f"as the memory has them)."}
+                                             f"engine's own: the keys {reserved}, and \"method\" "
+                                             f"{methods} (refused unless kept as the memory has them)."}
 
 
 _METADATA = _metadata_prop(_POLICY.max_metadata_bytes)

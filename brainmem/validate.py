@@ -29,6 +29,7 @@ from .model import (
     DEFAULT_SCOPE_ID,
     DEFAULT_TYPE,
     DERIVED_TAG,
+    ENGINE_METHODS,
     SCOPES,
     TYPES,
     TimeLike,
@@ -202,12 +203,17 @@ def reserved_metadata() -> tuple[str, ...]:
 
 
 def check_own_metadata(metadata: Mapping[str, Any], had: Mapping[str, Any] | None = None) -> None:
-    """Refuse an engine-owned ``metadata`` key (:func:`reserved_metadata`) that a user's
-    write gives a trace; ``had``: the trace's metadata (an update may keep what it carries)."""
+    """Refuse an engine-owned ``metadata`` key (:func:`reserved_metadata`), or a ``method``
+    that is the engine's mark (:data:`brainmem.model.ENGINE_METHODS`), that a user's write
+    gives a trace; ``had``: the trace's metadata (an update may keep what it carries)."""
     had = had or {}
     for key in reserved_metadata():
         if key in metadata and (key not in had or had[key] != metadata[key]):
             raise InvalidInput(f"metadata key {key!r} is reserved: the engine keeps its own links there")
+    method = metadata.get("method")
+    if method in ENGINE_METHODS and had.get("method") != method:
+        raise InvalidInput(f"metadata 'method' {method!r} is reserved: it marks the engine's "
+                           "extracted facts and insights")
 
 
 #: SQLite's largest integer: a bigger one cannot be stored nor bound to a statement.

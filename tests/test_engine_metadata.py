@@ -43,6 +43,18 @@ def test_a_users_closed_with_note_does_not_hide_a_replaced_fact(file_brain: Brai
     assert [t.id for t in file_brain.list().items] == [berlin.id]
 
 
+def test_a_users_observe_method_is_refused_not_removed_when_said_again(file_brain: Brain) -> None:
+    """A user's ``metadata={"method": "observe"}`` (the mark of an extracted fact) was
+    removed when they said the same thing again, the engine taking it for its own mark.
+    That value of ``method`` is refused (so are reflect's "extractive" and "llm"); the
+    user's own methods are kept."""
+    for method in ("observe", "extractive", "llm"):
+        with pytest.raises(InvalidInput, match="'method'"):
+            file_brain.add("Paid by card", metadata={"method": method})
+    mine = file_brain.add("Paid by card", metadata={"method": "card"})
+    assert file_brain.add("Paid by card").metadata == {"method": "card"} == mine.metadata
+
+
 def test_an_insight_written_back_keeps_its_marks_and_tools_and_cli_refuse(
         brain_factory: Callable[..., Brain], tmp_path: object, clock: FakeClock) -> None:
     """An agent reading a trace and writing its metadata back (the engine's keys at the
@@ -56,6 +68,8 @@ def test_an_insight_written_back_keeps_its_marks_and_tools_and_cli_refuse(
     assert same.metadata == {**fact.metadata, "checked": True}
     with pytest.raises(InvalidInput, match="'derived_from' is reserved"):
         brain.update(fact.id, metadata={**fact.metadata, "derived_from": ["other"]})
+    with pytest.raises(InvalidInput, match="'method'"):
+        brain.update(turn.stored[0], metadata={"method": "observe"})
     result = brain.call_tool("memory_add", {"content": "a", "metadata": {"merged_from": ["x"]}})
     assert "reserved" in json.dumps(result) and "trace_id" not in result
     brain.close()
@@ -68,6 +82,7 @@ def test_the_reserved_keys_are_listed_where_users_read(mem_brain: Brain) -> None
     from the one declaration (a key added there and not to the README fails here)."""
     from pathlib import Path
 
+    from brainmem.model import ENGINE_METHODS
     from brainmem.validate import reserved_metadata
 
     readme = (Path(__file__).parent.parent / "README.md").read_text(encoding="utf-8")
@@ -75,4 +90,6 @@ def test_the_reserved_keys_are_listed_where_users_read(mem_brain: Brain) -> None
     described = json.dumps(schema)
     for key in reserved_metadata():
         assert f"`{key}`" in readme and key in described, key
+    for method in ENGINE_METHODS:
+        assert f'`"{method}"`' in readme and method in described, method
     assert "handed_back" not in reserved_metadata()
