@@ -278,8 +278,9 @@ LINK_KEYS = (*unmerge.LINK_KEYS, *timeline.LINK_KEYS, *graph.LINK_KEYS, *write.L
 #: tools and the CLI through them) that gives a trace one, or changes the value one it
 #: carries, is refused (:func:`brainmem.validate.check_own_metadata`); import carries them.
 #: Every link key but :data:`brainmem.timeline.HANDED_BACK`, a note the user may edit (a
-#: restore replaces only facts the trace did replace, README "Facts that change").
-OWN_KEYS = tuple(key for key in LINK_KEYS if key != timeline.HANDED_BACK)
+#: restore replaces only facts the trace did replace, README "Facts that change"), and
+#: :data:`brainmem.write.DELETED_REASON` (a restore drops it, and the notes of its reason).
+OWN_KEYS = (*(key for key in LINK_KEYS if key != timeline.HANDED_BACK), write.DELETED_REASON)
 
 
 def _relink(store: Store, before: int, id_map: dict[str, str]) -> None:

@@ -209,7 +209,7 @@ def check_own_metadata(metadata: Mapping[str, Any], had: Mapping[str, Any] | Non
     had = had or {}
     for key in reserved_metadata():
         if key in metadata and (key not in had or had[key] != metadata[key]):
-            raise InvalidInput(f"metadata key {key!r} is reserved: the engine keeps its own links there")
+            raise InvalidInput(f"metadata key {key!r} is reserved: the engine keeps its own marks there")
     method = metadata.get("method")
     if method in ENGINE_METHODS and had.get("method") != method:
         raise InvalidInput(f"metadata 'method' {method!r} is reserved: it marks the engine's "

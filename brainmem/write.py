@@ -68,6 +68,9 @@ DELETED_WITH = "deleted_with"
 #: The ``metadata`` keys this module writes that name other traces by id (an import with new
 #: ids rewrites them: :data:`brainmem.import_stream.LINK_KEYS`).
 LINK_KEYS = (DELETED_WITH,)
+#: ``metadata`` key of why the engine deleted a trace (expired, evicted, archived, ...; a
+#: user's delete sets none): a restore drops it with its notes
+DELETED_REASON = "deleted_reason"
 #: the notes :meth:`Writer.soft_delete` adds beside ``deleted_reason``, by reason: a
 #: restore drops them with the reason (a live trace does not say why it was deleted)
 _DELETE_NOTES: dict[str, tuple[str, ...]] = {"evicted": ("evicted_for_quota",), "archived": ("archived",),
@@ -118,7 +121,7 @@ class Writer:
 
     def soft_delete(self, trace: Trace, at: float, reason: str, **note: Any) -> None:
         """Soft-delete noting why in ``metadata["deleted_reason"]``; queue its event."""
-        metadata = {**trace.metadata, "deleted_reason": reason, **note}
+        metadata = {**trace.metadata, DELETED_REASON: reason, **note}
         self.store.update_fields(trace.id, {"deleted_at": at, "updated_at": at, "metadata": metadata})
         self.side_deletes.append({"id": trace.id, "reason": reason})
 
@@ -435,8 +438,8 @@ class Writer:
         if duplicate is not None:
             raise InvalidInput(f"cannot restore {trace.id}: its content is live as {duplicate.id}")
         self.before_insert(trace, at)
-        reason = trace.metadata.get("deleted_reason")
-        notes = {"deleted_reason", *_DELETE_NOTES.get(reason, ())} if isinstance(reason, str) else set()
+        reason = trace.metadata.get(DELETED_REASON)
+        notes = {DELETED_REASON, *_DELETE_NOTES.get(reason, ())} if isinstance(reason, str) else set()
         notes.add(timeline.HANDED_BACK)
         expired = trace.expires_at is not None and trace.expires_at <= at
         self.store.update_fields(trace.id, {"deleted_at": None, "merged_into": None, "updated_at": at,

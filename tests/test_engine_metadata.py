@@ -93,3 +93,18 @@ def test_the_reserved_keys_are_listed_where_users_read(mem_brain: Brain) -> None
     for method in ENGINE_METHODS:
         assert f'`"{method}"`' in readme and method in described, method
     assert "handed_back" not in reserved_metadata()
+
+
+def test_a_users_deleted_reason_is_refused_not_lost_on_restore(file_brain: Brain) -> None:
+    """``metadata["deleted_reason"]`` says why the engine deleted a trace (expired, evicted,
+    archived, ...); a restore drops it with its notes. A user's own ``deleted_reason`` on a
+    live memory was lost at its first delete and restore (and with the value "archived" the
+    user's ``archived`` key too), and purge took the user's delete for the engine's. It is
+    refused as the other reserved keys are."""
+    with pytest.raises(InvalidInput, match="'deleted_reason' is reserved"):
+        file_brain.add("Ticket 4 closed", metadata={"deleted_reason": "archived", "archived": "2025"})
+    own = file_brain.add("Ticket 4 closed", metadata={"archived": "2025"})
+    with pytest.raises(InvalidInput, match="'deleted_reason' is reserved"):
+        file_brain.update(own.id, metadata={"deleted_reason": "duplicate"})
+    file_brain.delete(own.id)
+    assert file_brain.restore(own.id).metadata == {"archived": "2025"}
