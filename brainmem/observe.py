@@ -215,7 +215,8 @@ def _mark_failed(brain: Brain, traces: list[Trace], failed: bool) -> None:
     for trace in traces:
         metadata = {k: v for k, v in trace.metadata.items() if k != FAILED_MARK}
         try:
-            brain.update(trace.id, metadata={**metadata, FAILED_MARK: True} if failed else metadata)
+            brain._update(trace.id, {"metadata": {**metadata, FAILED_MARK: True} if failed else metadata},
+                          engine=True)
         except BrainmemError:
             pass
 

@@ -486,16 +486,17 @@ class Writer:
     # --- updates ----------------------------------------------------------------------
 
     def update(self, current: Trace, changes: Mapping[str, Any], expected_version: int | None,
-               at: float) -> Trace:
+               at: float, *, engine: bool = False) -> Trace:
         """Validate and write ``changes`` to ``current``; only the changed fields are checked.
-        Changes that leave every field as it is write nothing: ``current`` comes back as it was."""
+        Changes that leave every field as it is write nothing: ``current`` comes back as it was.
+        ``engine``: the engine's own change, which may set its tag and metadata marks."""
         self._victims.clear()  # a new type or importance may lower a stability: read again
         if expected_version is not None and check_int(expected_version, "expected_version", 0) != current.version:
             raise VersionConflict(current.id, expected_version, current.version)
         fields = check_changes(changes, self.policy)
-        if "tags" in fields:
+        if "tags" in fields and not engine:
             check_own_tags(fields["tags"], current.tags)
-        if "metadata" in fields:
+        if "metadata" in fields and not engine:
             check_own_metadata(fields["metadata"], current.metadata)
         if all(getattr(current, name) == value for name, value in fields.items()):
             return current  # every field already holds the value given: nothing to write

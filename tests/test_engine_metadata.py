@@ -108,3 +108,28 @@ def test_a_users_deleted_reason_is_refused_not_lost_on_restore(file_brain: Brain
         file_brain.update(own.id, metadata={"deleted_reason": "duplicate"})
     file_brain.delete(own.id)
     assert file_brain.restore(own.id).metadata == {"archived": "2025"}
+
+
+def test_a_users_extraction_failed_mark_is_refused(tmp_path: object) -> None:
+    """``metadata["extraction_failed"]`` marks turns whose extraction failed: observing them
+    again extracts again, and a success removes the mark. A user's own mark made every
+    observe of those turns call the LLM again, then removed the user's key. It is refused
+    as the other reserved keys are; the engine still marks a failed extraction."""
+    calls: list[object] = []
+
+    def llm(texts: object) -> str:
+        calls.append(texts)
+        return '{"facts": []}' if len(calls) < 3 else "not JSON"
+
+    brain = Brain(str(tmp_path) + "/b.db", llm=llm)
+    turns = [{"role": "user", "content": "I like tea"}]
+    turn = brain.get(brain.observe(turns).stored[0])
+    assert len(calls) == 1
+    with pytest.raises(InvalidInput, match="'extraction_failed' is reserved"):
+        brain.update(turn.id, metadata={**turn.metadata, "extraction_failed": True})
+    brain.observe(turns)
+    assert len(calls) == 1 and brain.get(turn.id).metadata == turn.metadata
+    calls.append("second")
+    failed = brain.observe([{"role": "user", "content": "I like coffee"}])
+    assert brain.get(failed.stored[0]).metadata["extraction_failed"] is True
+    brain.close()
