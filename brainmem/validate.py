@@ -210,10 +210,20 @@ def check_own_metadata(metadata: Mapping[str, Any], had: Mapping[str, Any] | Non
     for key in reserved_metadata():
         if key in metadata and (key not in had or had[key] != metadata[key]):
             raise InvalidInput(f"metadata key {key!r} is reserved: the engine keeps its own marks there")
-    method = metadata.get("method")
-    if method in ENGINE_METHODS and had.get("method") != method:
-        raise InvalidInput(f"metadata 'method' {method!r} is reserved: it marks the engine's "
-                           "extracted facts and insights")
+    method, mark = metadata.get("method"), had.get("method")
+    if (method in ENGINE_METHODS or ("method" in metadata and mark in ENGINE_METHODS)) and method != mark:
+        raise InvalidInput(f"metadata 'method' {(mark if mark in ENGINE_METHODS else method)!r} is "
+                           "reserved: it marks the engine's extracted facts and insights")
+
+
+def with_own_metadata(metadata: dict[str, Any], had: Mapping[str, Any]) -> dict[str, Any]:
+    """A user's new ``metadata`` for a trace whose metadata was ``had``, with the engine's
+    keys (:func:`reserved_metadata`, a ``method`` of :data:`brainmem.model.ENGINE_METHODS`)
+    that ``had`` carries and ``metadata`` leaves out: a user's write replaces their own keys,
+    never the engine's marks."""
+    kept = {key: had[key] for key in (*reserved_metadata(), "method") if key in had and key not in metadata
+            and (key != "method" or had[key] in ENGINE_METHODS)}
+    return {**metadata, **kept} if kept else metadata
 
 
 #: SQLite's largest integer: a bigger one cannot be stored nor bound to a statement.

@@ -42,6 +42,7 @@ from .validate import (
     check_own_metadata,
     check_own_tags,
     check_reminder_change,
+    with_own_metadata,
 )
 
 
@@ -498,6 +499,7 @@ class Writer:
             check_own_tags(fields["tags"], current.tags)
         if "metadata" in fields and not engine:
             check_own_metadata(fields["metadata"], current.metadata)
+            fields["metadata"] = with_own_metadata(fields["metadata"], current.metadata)
         if all(getattr(current, name) == value for name, value in fields.items()):
             return current  # every field already holds the value given: nothing to write
         check_reminder_change(current.type, current.due_at, fields)  # a due time stays a reminder's

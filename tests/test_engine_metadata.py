@@ -133,3 +133,21 @@ def test_a_users_extraction_failed_mark_is_refused(tmp_path: object) -> None:
     failed = brain.observe([{"role": "user", "content": "I like coffee"}])
     assert brain.get(failed.stored[0]).metadata["extraction_failed"] is True
     brain.close()
+
+
+def test_a_users_metadata_write_keeps_the_engines_marks(tmp_path: object) -> None:
+    """``update(metadata=...)`` replaces the metadata; on a fact ``observe`` extracted it
+    also dropped the engine's marks (``method``, ``derived_from``), so the fact no longer
+    went with its turn: deleting the turn left it live. A user's metadata write replaces
+    their own keys only; the engine's stay (and a ``method`` mark cannot be changed)."""
+    reply = json.dumps({"facts": [{"content": "The user likes tea.", "turns": [0]}]})
+    brain = Brain(str(tmp_path) + "/b.db", llm=lambda texts: reply)
+    report = brain.observe([{"role": "user", "content": "I like tea"}])
+    fact = brain.get(report.facts[0])
+    checked = brain.update(fact.id, metadata={"checked": True})
+    assert checked.metadata == {**fact.metadata, "checked": True}
+    with pytest.raises(InvalidInput, match="'method'"):
+        brain.update(fact.id, metadata={"method": "card"})
+    brain.delete(report.stored[0])
+    assert not brain.get(fact.id, include_deleted=True).live
+    brain.close()
