@@ -33,7 +33,7 @@ from dataclasses import dataclass, fields
 from operator import attrgetter
 from typing import IO, Any
 
-from . import graph, observe, timeline, unmerge, write
+from . import graph, timeline, unmerge, write
 from .errors import InvalidInput, StorageError
 from .model import Trace, new_id, outlasting
 from .policy import Policy
@@ -274,15 +274,6 @@ def apply_import(store: Store, spill: Spill, *, new_ids: bool, keep_added: bool,
 #: fact's edit closed it with (:mod:`brainmem.timeline`); derivations (reflect, observe:
 #: :mod:`brainmem.graph`); the sources a copy was deleted with (:mod:`brainmem.write`).
 LINK_KEYS = (*unmerge.LINK_KEYS, *timeline.LINK_KEYS, *graph.LINK_KEYS, *write.LINK_KEYS)
-#: The ``metadata`` keys the engine owns: a user's write (add, add_many, put, update; the
-#: tools and the CLI through them) that gives a trace one, or changes the value one it
-#: carries, is refused (:func:`brainmem.validate.check_own_metadata`); import carries them.
-#: Every link key but :data:`brainmem.timeline.HANDED_BACK`, a note the user may edit (a
-#: restore replaces only facts the trace did replace, README "Facts that change"), and
-#: :data:`brainmem.write.DELETED_REASON` (a restore drops it, and the notes of its reason),
-#: and :data:`brainmem.observe.FAILED_MARK` (observing the turns again extracts again).
-OWN_KEYS = (*(key for key in LINK_KEYS if key != timeline.HANDED_BACK), write.DELETED_REASON,
-            observe.FAILED_MARK)
 
 
 def _relink(store: Store, before: int, id_map: dict[str, str]) -> None:

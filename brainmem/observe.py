@@ -42,6 +42,7 @@ from typing import TYPE_CHECKING, Any
 from . import graph, timeline
 from . import llm as llm_mod
 from .errors import BrainmemError, InvalidInput
+from .model import FAILED_MARK as FAILED_MARK  # declared with the engine's other metadata keys
 from .model import Hit, TimeLike, Trace, clip, content_hash, has_visible, normalise_whitespace
 from .validate import check_bool, check_content, check_text, to_timestamp
 
@@ -62,8 +63,6 @@ KNOWN_FACT_CHARS = 500
 MAX_PROMPT_CHARS = 24_000
 #: Most places a JSON object is looked for in a model's reply (a "{" where none starts).
 JSON_TRIES = 20
-#: Metadata key on the turns an extraction failed on: observing them again retries it.
-FAILED_MARK = "extraction_failed"
 
 EXTRACT_PROMPT = (
     "You maintain an AI agent's long-term memory. From the conversation below, extract the "

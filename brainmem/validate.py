@@ -30,6 +30,7 @@ from .model import (
     DEFAULT_TYPE,
     DERIVED_TAG,
     ENGINE_METHODS,
+    OWN_KEYS,
     SCOPES,
     TYPES,
     TimeLike,
@@ -195,10 +196,7 @@ def check_own_tags(tags: Sequence[str], had: Sequence[str] = ()) -> None:
 
 
 def reserved_metadata() -> tuple[str, ...]:
-    """The ``metadata`` keys the engine owns (:data:`brainmem.import_stream.OWN_KEYS`,
-    gathered from the modules that write them, which import this one)."""
-    from .import_stream import OWN_KEYS  # noqa: PLC0415 - its modules import this one
-
+    """The ``metadata`` keys the engine owns (:data:`brainmem.model.OWN_KEYS`)."""
     return OWN_KEYS
 
 

@@ -29,6 +29,10 @@ from typing import Any
 
 from . import decay, graph, timeline, unmerge
 from .errors import InvalidInput, NotFound, QuotaExceeded, VersionConflict, listed
+from .model import (
+    DELETED_REASON as DELETED_REASON,  # declared with the engine's other metadata keys
+)
+from .model import DELETED_WITH as DELETED_WITH  # declared with the engine's other metadata keys
 from .model import Trace, latest_expiry, merge_fields, outlasting
 from .policy import DAY, Policy
 from .store import Filters, Store
@@ -64,14 +68,9 @@ VICTIM_PAGE = 256
 #: A sort position after every rid a stored trace has: traces added in the current
 #: transaction (their rids come later, in the order they are added).
 _NEW_RID = 1 << 62
-#: ``metadata`` key of an insight or extracted fact deleted with its source: the source ids
-DELETED_WITH = "deleted_with"
 #: The ``metadata`` keys this module writes that name other traces by id (an import with new
 #: ids rewrites them: :data:`brainmem.import_stream.LINK_KEYS`).
 LINK_KEYS = (DELETED_WITH,)
-#: ``metadata`` key of why the engine deleted a trace (expired, evicted, archived, ...; a
-#: user's delete sets none): a restore drops it with its notes
-DELETED_REASON = "deleted_reason"
 #: the notes :meth:`Writer.soft_delete` adds beside ``deleted_reason``, by reason: a
 #: restore drops them with the reason (a live trace does not say why it was deleted)
 _DELETE_NOTES: dict[str, tuple[str, ...]] = {"evicted": ("evicted_for_quota",), "archived": ("archived",),

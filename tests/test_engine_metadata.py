@@ -93,6 +93,10 @@ def test_the_reserved_keys_are_listed_where_users_read(mem_brain: Brain) -> None
     for method in ENGINE_METHODS:
         assert f'`"{method}"`' in readme and method in described, method
     assert "handed_back" not in reserved_metadata()
+    # every key that names other traces (declared by the modules that write them) is reserved
+    from brainmem.import_stream import LINK_KEYS
+
+    assert set(LINK_KEYS) - set(reserved_metadata()) == {"handed_back"}
 
 
 def test_a_users_deleted_reason_is_refused_not_lost_on_restore(file_brain: Brain) -> None:
