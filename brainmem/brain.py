@@ -111,10 +111,12 @@ class Brain(FacesMixin, AdminMixin):
         return self._add_one(content, fields)
 
     def _add_one(self, content: Any, fields: Mapping[str, Any],
-                 prepared: Mapping[str, Any] | None = None) -> AddResult:
+                 prepared: Mapping[str, Any] | None = None, *, engine: bool = False) -> AddResult:
         """One :meth:`add`; ``prepared``: its vector, computed by a caller that embeds
-        before taking the lock for a write of its own (observe, supersedes)."""
-        return self._add_items([{"content": content, **fields}], None, numbered=False, prepared=prepared)[0]
+        before taking the lock for a write of its own (observe, supersedes); ``engine``:
+        the engine's own trace, which may carry its metadata marks (observe's facts)."""
+        return self._add_items([{"content": content, **fields}], None, numbered=False, prepared=prepared,
+                               engine=engine)[0]
 
     @overload
     def add_many(self, items: Iterable[str | Mapping[str, Any]], *, now: TimeLike | None = ...,
@@ -141,7 +143,8 @@ class Brain(FacesMixin, AdminMixin):
         return results if report else [r.trace for r in results]
 
     def _add_items(self, items: Iterable[str | Mapping[str, Any]], now: TimeLike | None,
-                   numbered: bool, prepared: Mapping[str, Any] | None = None) -> list[AddResult]:
+                   numbered: bool, prepared: Mapping[str, Any] | None = None,
+                   engine: bool = False) -> list[AddResult]:
         """add/add_many; ``numbered`` errors name the batch item (``item 3: ...``), a
         single add's do not. ``prepared``: vectors computed before the lock
         (:meth:`_prepare_vectors`); by default they are computed here."""
@@ -151,7 +154,7 @@ class Brain(FacesMixin, AdminMixin):
             where = f"item {index}: " if numbered else ""
             try:
                 built.append(build_trace({"content": item} if isinstance(item, str) else item, at,
-                                         self.policy))
+                                         self.policy, engine=engine))
             except InvalidInput as exc:
                 raise type(exc)(f"{where}{exc}") from None
             except TypeError:

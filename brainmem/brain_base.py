@@ -281,12 +281,18 @@ class BrainBase:
         give every field the value it already has write nothing: the trace comes back
         as it is (same ``version``) and no event is sent.
         """
+        return self._update(trace_id, changes, expected_version, now)
+
+    def _update(self, trace_id: str, changes: dict[str, Any], expected_version: int | None = None,
+                now: TimeLike | None = None, *, engine: bool = False) -> Trace:
+        """:meth:`update`; ``engine``: the engine's own change, which may set its metadata
+        marks (observe's :data:`brainmem.observe.FAILED_MARK`)."""
         check_changes(changes, self.policy)  # before the lock: bad input never waits
         at = self.now(now)
         prepared = self._prepare_vectors([changes["content"]] if "content" in changes else [])
         with self._write_with_events() as closed:  # insights of a replaced content are closed
             current = self.get(trace_id, now=at)
-            trace = self._writer.update(current, changes, expected_version, at)
+            trace = self._writer.update(current, changes, expected_version, at, engine=engine)
             if trace is current:
                 return trace
             self._write_vectors([trace], prepared)

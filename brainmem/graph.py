@@ -14,14 +14,12 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 from .model import DERIVE_METHODS as DERIVE_METHODS  # declared with the mark of an extracted fact
+from .model import DERIVED_FROM as DERIVED_FROM  # declared with the engine's other metadata keys
 from .model import DERIVED_TAG as DERIVED_TAG  # declared where a repeat adopts the insight
 from .model import EDGE_KINDS as EDGE_KINDS  # declared with the other kinds; used here as before
 from .model import EXTRACTED_METHOD as EXTRACTED_METHOD  # declared where a repeat adopts the fact
 from .store import Store
 
-#: ``metadata`` key of an insight (reflect's derive) or a fact ``observe`` extracted: the ids
-#: of the traces it came from (as its ``derived_from`` edges)
-DERIVED_FROM = "derived_from"
 #: The ``metadata`` keys derivations write that name other traces by id (an import with new
 #: ids rewrites them: :data:`brainmem.import_stream.LINK_KEYS`).
 LINK_KEYS = (DERIVED_FROM,)

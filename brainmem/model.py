@@ -135,6 +135,56 @@ EXTRACTED_METHOD = "observe"
 #: (:func:`outlasting`), which marks what they derive from as covered still.
 DERIVE_METHODS = ("extractive", "llm")
 
+#: The ``metadata["method"]`` values that are the engine's marks (a user's write may not
+#: give a trace one: :func:`brainmem.validate.check_own_metadata`); any other is the user's.
+ENGINE_METHODS = (EXTRACTED_METHOD, *DERIVE_METHODS)
+
+# --- the metadata keys the engine owns ------------------------------------------------
+# Declared here, below validate, which refuses them in a user's write (OWN_KEYS); the
+# modules that write them import them from here.
+
+#: ``metadata`` key of a merge's sources: the merge record :func:`brainmem.unmerge.unmerge` undoes
+RECORD_KEY = "merge"
+#: ``metadata`` key of a merge's result: the ids merged into it (the newest
+#: :data:`brainmem.unmerge.MERGED_FROM_KEPT`)
+MERGED_FROM = "merged_from"
+#: ``metadata`` key of a trace an unmerge put back: what it came back from, or (a reflect
+#: survivor) the ids restored
+UNMERGED = "unmerged"
+#: ``metadata`` key of a ``Brain.merge`` result an unmerge deleted: the ids it gave back
+UNMERGED_INTO = "unmerged_into"
+#: ``metadata`` key of the note a deleted fact keeps of the facts its delete made current
+#: again (:func:`brainmem.timeline.hand_back`; ``replace_again`` reads it on restore).
+HANDED_BACK = "handed_back"
+#: ``metadata`` key of a fact closed because its source no longer says it (an edited turn's
+#: extracted fact, :func:`brainmem.timeline.close_insights`; the source ids): withdrawn, not replaced, it is
+#: passed over as a deleted version is (never current again but said again, and no holder
+#: of the facts it replaced), and its :data:`HANDED_BACK` note is that of its close.
+WITHDRAWN = "closed_with"
+#: ``metadata`` key of an update snapshot (:func:`brainmem.timeline.keep_snapshot`): the id of the live trace
+#: it is an earlier version of.
+SNAPSHOT_OF = "snapshot_of"
+#: ``metadata`` key of an insight (reflect's derive) or a fact ``observe`` extracted: the ids
+#: of the traces it came from (as its ``derived_from`` edges)
+DERIVED_FROM = "derived_from"
+#: ``metadata`` key of an insight or extracted fact deleted with its source: the source ids
+DELETED_WITH = "deleted_with"
+#: ``metadata`` key of why the engine deleted a trace (expired, evicted, archived, ...; a
+#: user's delete sets none): a restore drops it with its notes
+DELETED_REASON = "deleted_reason"
+#: ``metadata`` key on the turns an extraction failed on (:mod:`brainmem.observe`):
+#: observing them again retries it.
+FAILED_MARK = "extraction_failed"
+#: The ``metadata`` keys the engine owns: a user's write (add, add_many, put, update; the
+#: tools and the CLI through them) that gives a trace one, or changes or drops the value one
+#: it carries, is refused or kept (:func:`brainmem.validate.check_own_metadata`); import
+#: carries them. Every link key (:data:`brainmem.import_stream.LINK_KEYS`) but
+#: :data:`HANDED_BACK`, a note the user may edit (a restore replaces only facts the trace did
+#: replace, README "Facts that change"); :data:`DELETED_REASON` (a restore drops it, and the
+#: notes of its reason); :data:`FAILED_MARK` (observing the turns again extracts again).
+OWN_KEYS = (RECORD_KEY, MERGED_FROM, UNMERGED, UNMERGED_INTO, SNAPSHOT_OF, WITHDRAWN, DERIVED_FROM,
+            DELETED_WITH, DELETED_REASON, FAILED_MARK)
+
 #: The tag of reflect's insights (``consolidation.derive``): an insight goes with its
 #: sources (``derived_from`` them; :func:`brainmem.graph.insights_of`).
 DERIVED_TAG = "derived"

@@ -42,6 +42,7 @@ from typing import TYPE_CHECKING, Any
 from . import graph, timeline
 from . import llm as llm_mod
 from .errors import BrainmemError, InvalidInput
+from .model import FAILED_MARK as FAILED_MARK  # declared with the engine's other metadata keys
 from .model import Hit, TimeLike, Trace, clip, content_hash, has_visible, normalise_whitespace
 from .validate import check_bool, check_content, check_text, to_timestamp
 
@@ -62,8 +63,6 @@ KNOWN_FACT_CHARS = 500
 MAX_PROMPT_CHARS = 24_000
 #: Most places a JSON object is looked for in a model's reply (a "{" where none starts).
 JSON_TRIES = 20
-#: Metadata key on the turns an extraction failed on: observing them again retries it.
-FAILED_MARK = "extraction_failed"
 
 EXTRACT_PROMPT = (
     "You maintain an AI agent's long-term memory. From the conversation below, extract the "
@@ -215,7 +214,8 @@ def _mark_failed(brain: Brain, traces: list[Trace], failed: bool) -> None:
     for trace in traces:
         metadata = {k: v for k, v in trace.metadata.items() if k != FAILED_MARK}
         try:
-            brain.update(trace.id, metadata={**metadata, FAILED_MARK: True} if failed else metadata)
+            brain._update(trace.id, {"metadata": {**metadata, FAILED_MARK: True} if failed else metadata},
+                          engine=True)
         except BrainmemError:
             pass
 
@@ -352,7 +352,7 @@ def _write_facts(brain: Brain, facts: list[dict[str, Any]], turns: list[_Turn], 
             # a fact said again after it was replaced (the add deduplicated to the closed
             # trace) is current again from ``at``, its earlier period kept, whether or not the
             # model named what it replaces now: the add does it (``Writer.said_again``)
-            trace = brain._add_one(fact["content"], fields, prepared).trace
+            trace = brain._add_one(fact["content"], fields, prepared, engine=True).trace
             if olds and trace.id not in {o.id for o in olds}:
                 changed = timeline.close(brain._store, trace, olds, at)
                 told.extend(timeline.update_events(brain._store, changed))

@@ -63,6 +63,9 @@ from typing import TYPE_CHECKING, Any
 from . import candidates as lexical
 from . import graph
 from .errors import InvalidInput
+from .model import HANDED_BACK as HANDED_BACK  # declared with the engine's other metadata keys
+from .model import SNAPSHOT_OF as SNAPSHOT_OF  # declared with the engine's other metadata keys
+from .model import WITHDRAWN as WITHDRAWN  # declared with the engine's other metadata keys
 from .model import Hit, TimeLike, Trace, content_hash, iso, new_id
 from .policy import Policy
 from .query import QueryCompiler
@@ -72,19 +75,8 @@ from .validate import check_ids, scope_of, to_timestamp
 if TYPE_CHECKING:
     from .brain import Brain
 
-#: ``metadata`` key of the note a deleted fact keeps of the facts its delete made current
-#: again (:func:`hand_back`; :func:`replace_again` reads it on restore).
-HANDED_BACK = "handed_back"
 
-#: ``metadata`` key of a fact closed because its source no longer says it (an edited turn's
-#: extracted fact, :func:`close_insights`; the source ids): withdrawn, not replaced, it is
-#: passed over as a deleted version is (never current again but said again, and no holder
-#: of the facts it replaced), and its :data:`HANDED_BACK` note is that of its close.
-WITHDRAWN = "closed_with"
 
-#: ``metadata`` key of an update snapshot (:func:`keep_snapshot`): the id of the live trace
-#: it is an earlier version of.
-SNAPSHOT_OF = "snapshot_of"
 
 #: The ``metadata`` keys this module writes that name other traces by id (an import with new
 #: ids rewrites them: :data:`brainmem.import_stream.LINK_KEYS`).

@@ -31,18 +31,13 @@ from typing import Any
 
 from . import graph, sameness, similarity
 from .errors import InvalidInput, NotFound
+from .model import MERGED_FROM as MERGED_FROM  # declared with the engine's other metadata keys
+from .model import RECORD_KEY as RECORD_KEY  # declared with the engine's other metadata keys
+from .model import UNMERGED as UNMERGED  # declared with the engine's other metadata keys
+from .model import UNMERGED_INTO as UNMERGED_INTO  # declared with the engine's other metadata keys
 from .model import Trace, merge_fields
 from .store import Store
 
-RECORD_KEY = "merge"
-#: ``metadata`` key of a merge's result: the ids merged into it (the newest
-#: :data:`MERGED_FROM_KEPT`)
-MERGED_FROM = "merged_from"
-#: ``metadata`` key of a trace an unmerge put back: what it came back from, or (a reflect
-#: survivor) the ids restored
-UNMERGED = "unmerged"
-#: ``metadata`` key of a ``Brain.merge`` result an unmerge deleted: the ids it gave back
-UNMERGED_INTO = "unmerged_into"
 #: The ``metadata`` keys this module's merges and unmerges write that name other traces by
 #: id (an import with new ids rewrites them: :data:`brainmem.import_stream.LINK_KEYS`).
 LINK_KEYS = (RECORD_KEY, MERGED_FROM, UNMERGED, UNMERGED_INTO)

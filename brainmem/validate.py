@@ -29,6 +29,8 @@ from .model import (
     DEFAULT_SCOPE_ID,
     DEFAULT_TYPE,
     DERIVED_TAG,
+    ENGINE_METHODS,
+    OWN_KEYS,
     SCOPES,
     TYPES,
     TimeLike,
@@ -191,6 +193,35 @@ def check_own_tags(tags: Sequence[str], had: Sequence[str] = ()) -> None:
     for tag in RESERVED_TAGS:
         if tag in tags and tag not in had:
             raise InvalidInput(f"tag {tag!r} is reserved: reflect marks its insights with it")
+
+
+def reserved_metadata() -> tuple[str, ...]:
+    """The ``metadata`` keys the engine owns (:data:`brainmem.model.OWN_KEYS`)."""
+    return OWN_KEYS
+
+
+def check_own_metadata(metadata: Mapping[str, Any], had: Mapping[str, Any] | None = None) -> None:
+    """Refuse an engine-owned ``metadata`` key (:func:`reserved_metadata`), or a ``method``
+    that is the engine's mark (:data:`brainmem.model.ENGINE_METHODS`), that a user's write
+    gives a trace; ``had``: the trace's metadata (an update may keep what it carries)."""
+    had = had or {}
+    for key in reserved_metadata():
+        if key in metadata and (key not in had or had[key] != metadata[key]):
+            raise InvalidInput(f"metadata key {key!r} is reserved: the engine keeps its own marks there")
+    method, mark = metadata.get("method"), had.get("method")
+    if (method in ENGINE_METHODS or ("method" in metadata and mark in ENGINE_METHODS)) and method != mark:
+        raise InvalidInput(f"metadata 'method' {(mark if mark in ENGINE_METHODS else method)!r} is "
+                           "reserved: it marks the engine's extracted facts and insights")
+
+
+def with_own_metadata(metadata: dict[str, Any], had: Mapping[str, Any]) -> dict[str, Any]:
+    """A user's new ``metadata`` for a trace whose metadata was ``had``, with the engine's
+    keys (:func:`reserved_metadata`, a ``method`` of :data:`brainmem.model.ENGINE_METHODS`)
+    that ``had`` carries and ``metadata`` leaves out: a user's write replaces their own keys,
+    never the engine's marks."""
+    kept = {key: had[key] for key in (*reserved_metadata(), "method") if key in had and key not in metadata
+            and (key != "method" or had[key] in ENGINE_METHODS)}
+    return {**metadata, **kept} if kept else metadata
 
 
 #: SQLite's largest integer: a bigger one cannot be stored nor bound to a statement.
@@ -463,8 +494,9 @@ def build_trace(item: Mapping[str, Any], now: float, policy: Policy, *,
     ``trace_id``: the id, already checked (import keeps the file's); default a new one.
     A ``due_at`` makes a reminder (:func:`type_of`), except with ``imported``: an exported
     trace comes back as it was, whatever its type. A reserved tag (:func:`check_own_tags`)
-    is refused unless ``imported`` or ``engine`` (reflect's derive, a merge keeping its
-    sources' tags) makes the trace.
+    or metadata key (:func:`check_own_metadata`) is refused unless ``imported`` or
+    ``engine`` (reflect's derive, a merge keeping its sources' tags, observe's facts)
+    makes the trace.
     """
     if len(item) == 1 and "content" in item:
         # fast path (add_many of plain strings): every other field at its default
@@ -487,8 +519,10 @@ def build_trace(item: Mapping[str, Any], now: float, policy: Policy, *,
     created = now if created is None else created
     key = item.get("key")
     tags = check_tags(item.get("tags"), policy.max_tags, policy.max_tag_chars)
+    metadata = check_metadata(item.get("metadata"), policy.max_metadata_bytes)
     if not (imported or engine):
         check_own_tags(tags)
+        check_own_metadata(metadata)
     return Trace(
         id=trace_id or new_id(),
         content=content,
@@ -508,7 +542,7 @@ def build_trace(item: Mapping[str, Any], now: float, policy: Policy, *,
         last_accessed_at=created,
         access_count=0,
         expires_at=expiry(item.get("ttl"), item.get("expires_at"), now),
-        metadata=check_metadata(item.get("metadata"), policy.max_metadata_bytes),
+        metadata=metadata,
         task_id=check_text(item.get("task_id"), "task_id", max_chars=MAX_ID_CHARS),
         due_at=due_at,
         cue=check_text(item.get("cue"), "cue", max_chars=MAX_CUE_CHARS),

@@ -29,6 +29,10 @@ from typing import Any
 
 from . import decay, graph, timeline, unmerge
 from .errors import InvalidInput, NotFound, QuotaExceeded, VersionConflict, listed
+from .model import (
+    DELETED_REASON as DELETED_REASON,  # declared with the engine's other metadata keys
+)
+from .model import DELETED_WITH as DELETED_WITH  # declared with the engine's other metadata keys
 from .model import Trace, latest_expiry, merge_fields, outlasting
 from .policy import DAY, Policy
 from .store import Filters, Store
@@ -39,8 +43,10 @@ from .validate import (
     check_changes,
     check_choice,
     check_int,
+    check_own_metadata,
     check_own_tags,
     check_reminder_change,
+    with_own_metadata,
 )
 
 
@@ -62,8 +68,6 @@ VICTIM_PAGE = 256
 #: A sort position after every rid a stored trace has: traces added in the current
 #: transaction (their rids come later, in the order they are added).
 _NEW_RID = 1 << 62
-#: ``metadata`` key of an insight or extracted fact deleted with its source: the source ids
-DELETED_WITH = "deleted_with"
 #: The ``metadata`` keys this module writes that name other traces by id (an import with new
 #: ids rewrites them: :data:`brainmem.import_stream.LINK_KEYS`).
 LINK_KEYS = (DELETED_WITH,)
@@ -117,7 +121,7 @@ class Writer:
 
     def soft_delete(self, trace: Trace, at: float, reason: str, **note: Any) -> None:
         """Soft-delete noting why in ``metadata["deleted_reason"]``; queue its event."""
-        metadata = {**trace.metadata, "deleted_reason": reason, **note}
+        metadata = {**trace.metadata, DELETED_REASON: reason, **note}
         self.store.update_fields(trace.id, {"deleted_at": at, "updated_at": at, "metadata": metadata})
         self.side_deletes.append({"id": trace.id, "reason": reason})
 
@@ -434,8 +438,8 @@ class Writer:
         if duplicate is not None:
             raise InvalidInput(f"cannot restore {trace.id}: its content is live as {duplicate.id}")
         self.before_insert(trace, at)
-        reason = trace.metadata.get("deleted_reason")
-        notes = {"deleted_reason", *_DELETE_NOTES.get(reason, ())} if isinstance(reason, str) else set()
+        reason = trace.metadata.get(DELETED_REASON)
+        notes = {DELETED_REASON, *_DELETE_NOTES.get(reason, ())} if isinstance(reason, str) else set()
         notes.add(timeline.HANDED_BACK)
         expired = trace.expires_at is not None and trace.expires_at <= at
         self.store.update_fields(trace.id, {"deleted_at": None, "merged_into": None, "updated_at": at,
@@ -482,15 +486,19 @@ class Writer:
     # --- updates ----------------------------------------------------------------------
 
     def update(self, current: Trace, changes: Mapping[str, Any], expected_version: int | None,
-               at: float) -> Trace:
+               at: float, *, engine: bool = False) -> Trace:
         """Validate and write ``changes`` to ``current``; only the changed fields are checked.
-        Changes that leave every field as it is write nothing: ``current`` comes back as it was."""
+        Changes that leave every field as it is write nothing: ``current`` comes back as it was.
+        ``engine``: the engine's own change, which may set its tag and metadata marks."""
         self._victims.clear()  # a new type or importance may lower a stability: read again
         if expected_version is not None and check_int(expected_version, "expected_version", 0) != current.version:
             raise VersionConflict(current.id, expected_version, current.version)
         fields = check_changes(changes, self.policy)
-        if "tags" in fields:
+        if "tags" in fields and not engine:
             check_own_tags(fields["tags"], current.tags)
+        if "metadata" in fields and not engine:
+            check_own_metadata(fields["metadata"], current.metadata)
+            fields["metadata"] = with_own_metadata(fields["metadata"], current.metadata)
         if all(getattr(current, name) == value for name, value in fields.items()):
             return current  # every field already holds the value given: nothing to write
         check_reminder_change(current.type, current.due_at, fields)  # a due time stays a reminder's
