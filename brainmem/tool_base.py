@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 from . import decay
 from .errors import InvalidInput, QueryError, VersionConflict
-from .model import ENGINE_METHODS, SCOPES, TYPES, Hit, Trace
+from .model import ENGINE_METHODS, OWN_KEYS, SCOPES, TYPES, Hit, Trace
 from .policy import Policy
 from .schemacheck import json_type
 from .validate import (
@@ -30,7 +30,6 @@ from .validate import (
     MAX_ID_CHARS,
     MAX_TTL,
     check_unicode,
-    reserved_metadata,
 )
 
 if TYPE_CHECKING:  # the Toolbox sits above this module; imported for types only
@@ -161,7 +160,7 @@ _IMPORTANCE = {"type": "number", "minimum": 0, "maximum": 1,
                "description": "0..1 (default 0.5); important memories are forgotten more slowly."}
 _PINNED = {"type": "boolean", "description": "Pinned memories are never forgotten automatically."}
 def _metadata_prop(max_bytes: int) -> JSON:
-    reserved = ", ".join(reserved_metadata())
+    reserved = ", ".join(OWN_KEYS)
     methods = ", ".join(f'"{m}"' for m in ENGINE_METHODS)
     return {"type": "object", "description": f"Free-form JSON object kept with the memory "
                                              f"(at most {max_bytes:,} bytes as JSON). Reserved, the "

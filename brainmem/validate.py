@@ -195,17 +195,12 @@ def check_own_tags(tags: Sequence[str], had: Sequence[str] = ()) -> None:
             raise InvalidInput(f"tag {tag!r} is reserved: reflect marks its insights with it")
 
 
-def reserved_metadata() -> tuple[str, ...]:
-    """The ``metadata`` keys the engine owns (:data:`brainmem.model.OWN_KEYS`)."""
-    return OWN_KEYS
-
-
 def check_own_metadata(metadata: Mapping[str, Any], had: Mapping[str, Any] | None = None) -> None:
-    """Refuse an engine-owned ``metadata`` key (:func:`reserved_metadata`), or a ``method``
+    """Refuse an engine-owned ``metadata`` key (:data:`brainmem.model.OWN_KEYS`), or a ``method``
     that is the engine's mark (:data:`brainmem.model.ENGINE_METHODS`), that a user's write
     gives a trace; ``had``: the trace's metadata (an update may keep what it carries)."""
     had = had or {}
-    for key in reserved_metadata():
+    for key in OWN_KEYS:
         if key in metadata and (key not in had or had[key] != metadata[key]):
             raise InvalidInput(f"metadata key {key!r} is reserved: the engine keeps its own marks there")
     method, mark = metadata.get("method"), had.get("method")
@@ -216,10 +211,10 @@ def check_own_metadata(metadata: Mapping[str, Any], had: Mapping[str, Any] | Non
 
 def with_own_metadata(metadata: dict[str, Any], had: Mapping[str, Any]) -> dict[str, Any]:
     """A user's new ``metadata`` for a trace whose metadata was ``had``, with the engine's
-    keys (:func:`reserved_metadata`, a ``method`` of :data:`brainmem.model.ENGINE_METHODS`)
+    keys (:data:`brainmem.model.OWN_KEYS`, a ``method`` of :data:`brainmem.model.ENGINE_METHODS`)
     that ``had`` carries and ``metadata`` leaves out: a user's write replaces their own keys,
     never the engine's marks."""
-    kept = {key: had[key] for key in (*reserved_metadata(), "method") if key in had and key not in metadata
+    kept = {key: had[key] for key in (*OWN_KEYS, "method") if key in had and key not in metadata
             and (key != "method" or had[key] in ENGINE_METHODS)}
     return {**metadata, **kept} if kept else metadata
 

@@ -82,21 +82,20 @@ def test_the_reserved_keys_are_listed_where_users_read(mem_brain: Brain) -> None
     from the one declaration (a key added there and not to the README fails here)."""
     from pathlib import Path
 
-    from brainmem.model import ENGINE_METHODS
-    from brainmem.validate import reserved_metadata
+    from brainmem.model import ENGINE_METHODS, OWN_KEYS
 
     readme = (Path(__file__).parent.parent / "README.md").read_text(encoding="utf-8")
     schema = next(t for t in mem_brain.tools() if t["function"]["name"] == "memory_add")
     described = json.dumps(schema)
-    for key in reserved_metadata():
+    for key in OWN_KEYS:
         assert f"`{key}`" in readme and key in described, key
     for method in ENGINE_METHODS:
         assert f'`"{method}"`' in readme and method in described, method
-    assert "handed_back" not in reserved_metadata()
+    assert "handed_back" not in OWN_KEYS
     # every key that names other traces (declared by the modules that write them) is reserved
     from brainmem.import_stream import LINK_KEYS
 
-    assert set(LINK_KEYS) - set(reserved_metadata()) == {"handed_back"}
+    assert set(LINK_KEYS) - set(OWN_KEYS) == {"handed_back"}
 
 
 def test_a_users_deleted_reason_is_refused_not_lost_on_restore(file_brain: Brain) -> None:
