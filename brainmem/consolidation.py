@@ -82,7 +82,7 @@ from dataclasses import asdict, dataclass, field
 from itertools import combinations
 from typing import Any
 
-from . import decay, graph, merge_step, sameness, similarity, timeline
+from . import decay, graph, merge_step, sameness, similarity, store_log, timeline
 from . import llm as llm_mod
 from .errors import StorageError
 from .merge_step import absorb
@@ -230,17 +230,18 @@ def run(
         report.log_id = store.log_consolidation(started, float(clock()), now, report.status, report.to_dict(),
                                                 policy.reflect_log_runs, policy.reflect_chunk)
         return report
-    current, renewed_at = ["prune"], [time.perf_counter()]
+    current, lease_until = ["prune"], [float(until or 0.0)]
 
     def keep() -> None:
         # a step over a big brain can outlast the lease: renew it a page at a time, at most
-        # every quarter lease, so no second reflect takes it over mid-step
-        if time.perf_counter() - renewed_at[0] < policy.lease_seconds / 4:
+        # every quarter lease, so no second reflect takes it over mid-step. Judged by the
+        # lease's own clock and stamp: the stamp is taken before the write lock is waited for
+        if lease_until[0] - store_log.lease_clock() > policy.lease_seconds * 3 / 4:
             return
-        renewed, holder, _ = store.lease_acquire(LEASE_NAME, owner, policy.lease_seconds)
+        renewed, holder, until = store.lease_acquire(LEASE_NAME, owner, policy.lease_seconds)
         if not renewed:
             raise StorageError(f"reflect lost its lease to {holder} during step {current[0]}")
-        renewed_at[0] = time.perf_counter()
+        lease_until[0] = float(until or 0.0)
 
     ctx = _Run(store, policy, now, report, llm, keep)
     store.longest_write, serial = 0.0, store.tx_serial
@@ -252,8 +253,8 @@ def run(
             step_start = time.perf_counter()
             _STEP_FUNCTIONS[name](ctx)
             report.step_ms[name] = round((time.perf_counter() - step_start) * 1000, 2)
-            renewed, holder, _ = store.lease_acquire(LEASE_NAME, owner, policy.lease_seconds)
-            renewed_at[0] = time.perf_counter()
+            renewed, holder, until = store.lease_acquire(LEASE_NAME, owner, policy.lease_seconds)
+            lease_until[0] = float(until or 0.0)
             if not renewed:
                 raise StorageError(
                     f"reflect lost its lease to {holder} after step {name} "

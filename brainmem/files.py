@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import errno
 import os
+import time
 import urllib.parse
 from typing import Any
 
@@ -385,6 +386,26 @@ def _optimize(db: apsw.Connection) -> None:
         apsw.bestpractice.connection_optimize(db)
 
 
+def _to_wal(db: apsw.Connection, busy_timeout_ms: int) -> None:
+    """bestpractice's ``journal_mode=wal``, waiting up to the busy timeout like every other
+    write. Switching a rollback-journal file (an old brain, a new empty file) needs the
+    write lock, which SQLite asks for once, without the busy handler, as the switch already
+    holds a read (https://sqlite.org/c3ref/busy_handler.html): of processes opening an old
+    brain at once, all but the first failed at once with "the brain stayed locked"."""
+    deadline = time.monotonic() + busy_timeout_ms / 1000
+    pause = 0.001
+    while True:
+        try:
+            apsw.bestpractice.connection_wal(db)
+            return
+        except apsw.BusyError:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise
+            time.sleep(min(pause, left))
+            pause = min(pause * 2, 0.05)
+
+
 def open_connection(path: str, readonly: bool, busy_timeout_ms: int) -> apsw.Connection:
     """An apsw connection to the brain at ``path``, checked, configured and migrated.
 
@@ -414,11 +435,12 @@ def open_connection(path: str, readonly: bool, busy_timeout_ms: int) -> apsw.Con
         # (ANALYZE), and under contention 100 ms made opening fail with "locked".
         skip: tuple[Any, ...] = (apsw.bestpractice.library_logging,
                                  apsw.bestpractice.connection_busy_timeout)
-        if readonly:  # journal_mode=wal is a write; a read-only open takes the file as it is
-            skip += (apsw.bestpractice.connection_wal,)
         for setting in apsw.bestpractice.recommended:
             if setting is apsw.bestpractice.connection_optimize:
                 _optimize(db)
+            elif setting is apsw.bestpractice.connection_wal:
+                if not readonly:  # journal_mode=wal is a write; a read-only open takes the file as it is
+                    _to_wal(db, busy_timeout_ms)
             elif setting not in skip:
                 setting(db)
         db.set_busy_timeout(busy_timeout_ms)  # bestpractice sets a short one

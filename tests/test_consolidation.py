@@ -482,19 +482,26 @@ def test_derive_never_states_a_reminder_or_task_scratch_as_a_fact(brain: Brain, 
                 and ("Call" in h.trace.content or "parser" in h.trace.content)]
 
 
-def test_a_slow_llm_never_lets_the_lease_lapse_mid_derive(tmp_path: Path, clock: Clock) -> None:
+def test_a_slow_llm_never_lets_the_lease_lapse_mid_derive(tmp_path: Path, clock: Clock,
+                                                          monkeypatch: pytest.MonkeyPatch) -> None:
     """derive renewed the lease only between steps: insights written by a slow LLM (a local
     model, 20 per run) could outlast Policy.lease_seconds, and a second reflect (cron) took
-    the lease over and consolidated alongside. The lease is now renewed per insight."""
+    the lease over and consolidated alongside. The lease is now renewed per insight.
+
+    Lease time is the fake ``lease_clock`` (it once was a real 0.05 s lease, which a busy
+    machine let lapse): each insight takes 0.6 of the lease, three of them 1.8 leases, and
+    the second reflect tries at the end of each, when an unrenewed lease would be over."""
     path = str(tmp_path / "lease.brain")
-    policy = replace(Policy(), lease_seconds=0.05)
+    policy = replace(Policy(), lease_seconds=100.0)
+    lease_now = [T0]
+    monkeypatch.setattr(store_log, "lease_clock", lambda: lease_now[0])
     others: list[ReflectReport] = []
 
-    def slow_llm(texts: list[str]) -> str:  # each insight takes longer than the whole lease
+    def slow_llm(texts: list[str]) -> str:
+        lease_now[0] += 60
+        clock.now += 1
         with Brain(path, clock=clock, policy=policy) as other:
             others.append(other.reflect())
-        clock.now += 1
-        time.sleep(0.02)
         return f"The user keeps notes about {texts[0].split()[-1]}"
 
     with Brain(path, clock=clock, policy=policy, llm=slow_llm) as brain:

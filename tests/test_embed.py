@@ -539,14 +539,18 @@ def test_a_server_refusing_the_dimensions_field_is_a_clear_configuration_error(t
 
 def test_a_retry_after_past_the_timeout_fails_at_once_and_a_short_one_is_waited() -> None:
     """A 429's Retry-After is waited only while it ends inside the request's timeout: a
-    server asking for 30 s more than a 0.5 s timeout held the call 30 s per retry."""
-    with fake_server("429") as srv:
-        srv.retry_after = "30"
-        e = OpenAIEmbedder("fake", base_url=srv.url, timeout=0.5, max_retries=2)
+    server asking for 60 s more than a 5 s timeout held the call 60 s per retry.
+    (A 5 s timeout, not 0.5 s: on a busy machine the first answer alone took a 0.5 s
+    timeout's room for the short wait; and the first call, timed, imported openai: seconds.)"""
+    with fake_server("ok") as srv:
+        e = OpenAIEmbedder("fake", base_url=srv.url, timeout=5, max_retries=2)
+        e.embed(["a warm-up"])  # the client is made and openai imported before the clock starts
+        srv.mode, srv.retry_after = "429", "60"
+        srv.requests.clear()
         start = time.monotonic()
-        with pytest.raises(EmbedderError, match="retry in 30 s, past the 0.5 s timeout") as caught:
+        with pytest.raises(EmbedderError, match="retry in 60 s, past the 5 s timeout") as caught:
             e.embed(["a cat"])
-        assert time.monotonic() - start < 0.5 and len(srv.requests) == 1 and not caught.value.refused
+        assert time.monotonic() - start < 5 and len(srv.requests) == 1 and not caught.value.refused
         srv.retry_after, srv.mode, srv.modes = "0.05", "ok", ["429"]
         assert e.embed(["a cat"]).shape == (1, DIM) and len(srv.requests) == 3  # waited, then answered
 

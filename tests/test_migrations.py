@@ -165,6 +165,30 @@ def test_processes_opening_an_old_brain_at_once_migrate_it_once(tmp_path: Path) 
         assert brain.check()["ok"]
 
 
+def test_opening_an_old_brain_another_process_is_writing_waits_the_busy_timeout(tmp_path: Path) -> None:
+    # Before: switching an old rollback-journal file to WAL, on opening it, needs the write
+    # lock, and SQLite asks for it once, without the busy handler, after the switch's own
+    # read: a process opening the brain while another held it (four processes opening an
+    # old brain at once) failed at once with "stayed locked" instead of waiting.
+    import time
+
+    from brainmem.errors import StorageError
+
+    path = tmp_path / "v1.db"
+    build_old_brain(path, 1)
+    holder = apsw.Connection(str(path))
+    holder.execute("BEGIN IMMEDIATE")  # another process upgrading or writing the old file
+    started = time.monotonic()
+    with pytest.raises(StorageError, match="stayed locked"):
+        Brain(str(path), busy_timeout=0.3)
+    assert time.monotonic() - started >= 0.3  # it waited the whole busy timeout
+    holder.execute("COMMIT")
+    holder.close()
+    assert _version(path) == 1
+    with Brain(str(path)) as brain:
+        assert brain.stats()["schema_version"] == schema.SCHEMA_VERSION
+
+
 def test_reading_an_old_brain_read_only_says_how_to_upgrade_and_writes_nothing(
         tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     from brainmem.cli import main
