@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from _signals import default_signals
 
 from brainmem import Brain
 from brainmem.cli import main
@@ -133,7 +134,7 @@ def test_a_signal_ends_the_process_by_it_and_leaves_nothing(tmp_path: Path, sig:
     # session dropped) left the same until it did too.
     path = tmp_path / "new.brain"
     proc = subprocess.Popen([sys.executable, "-m", "brainmem", "--brain", str(path), "import", "-"],
-                            stdin=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                            stdin=subprocess.PIPE, stderr=subprocess.PIPE, text=True, preexec_fn=default_signals)
     try:
         assert proc.stdin is not None
         proc.stdin.write('{"brainmem": "0", "schema": 9}\n')

@@ -21,6 +21,7 @@ if importlib.util.find_spec("mcp") is None:
     pytest.skip("could not import 'mcp'", allow_module_level=True)
 
 import anyio  # noqa: E402
+from _signals import default_signals  # noqa: E402
 
 from brainmem import Brain  # noqa: E402
 
@@ -181,7 +182,8 @@ def test_serve_http_stops_cleanly_on_ctrl_c_as_it_says(tmp_path: Path) -> None:
     # where the inspector (`brainmem ui`) says "stopped" and exits 0
     path = tmp_path / "http.brain"
     proc = subprocess.Popen([sys.executable, "-m", "brainmem", "--brain", str(path), "serve",
-                             "--http", "127.0.0.1:0"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                             "--http", "127.0.0.1:0"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            preexec_fn=default_signals)
     try:
         match = re.search(r"at http://127\.0\.0\.1:(\d+)/mcp ", _first_line(proc))
         assert match

@@ -9,6 +9,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from _signals import default_signals
+
 from brainmem import Brain
 
 XSS = "<script>alert('xss')</script> notes about <b>bold</b> & friends"
@@ -50,7 +52,8 @@ def build(path: str, clock: Any) -> dict[str, str]:
 def start_ui(path: Path, *extra: str) -> tuple[subprocess.Popen[str], str]:
     """``python -m brainmem ui`` on a free port; returns the process and its URL."""
     proc = subprocess.Popen([sys.executable, "-m", "brainmem", "ui", "--brain", str(path), "--port", "0",
-                             *extra], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                             *extra], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            preexec_fn=default_signals)  # the signal tests send it SIGINT, SIGHUP
     assert proc.stdout is not None
     line = proc.stdout.readline()
     match = re.search(r"(http://127\.0\.0\.1:\d+/)", line)
