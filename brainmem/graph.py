@@ -20,10 +20,6 @@ from .model import EDGE_KINDS as EDGE_KINDS  # declared with the other kinds; us
 from .model import EXTRACTED_METHOD as EXTRACTED_METHOD  # declared where a repeat adopts the fact
 from .store import Store
 
-#: The ``metadata`` keys derivations write that name other traces by id (an import with new
-#: ids rewrites them: :data:`brainmem.import_stream.LINK_KEYS`).
-LINK_KEYS = (DERIVED_FROM,)
-
 #: Types no insight is derived from (:func:`clusters`): a reminder, task scratch.
 NOT_FACTS = ("prospective", "working")
 

@@ -33,9 +33,8 @@ from dataclasses import dataclass, fields
 from operator import attrgetter
 from typing import IO, Any
 
-from . import graph, timeline, unmerge, write
 from .errors import InvalidInput, StorageError
-from .model import Trace, new_id, outlasting
+from .model import LINK_KEYS, Trace, new_id, outlasting
 from .policy import Policy
 from .schema import SCHEMA_VERSION
 from .store import Store
@@ -267,17 +266,8 @@ def apply_import(store: Store, spill: Spill, *, new_ids: bool, keep_added: bool,
     return report
 
 
-#: Metadata the engine writes that names other traces by id, gathered from the modules that
-#: write it (each declares its own ``LINK_KEYS``): merge records, what a merge made and
-#: unmerges (:mod:`brainmem.unmerge` reads them to undo it); snapshots, the facts a deleted
-#: fact handed its place back to (``handed_back``: ids as keys) and the turns a withdrawn
-#: fact's edit closed it with (:mod:`brainmem.timeline`); derivations (reflect, observe:
-#: :mod:`brainmem.graph`); the sources a copy was deleted with (:mod:`brainmem.write`).
-LINK_KEYS = (*unmerge.LINK_KEYS, *timeline.LINK_KEYS, *graph.LINK_KEYS, *write.LINK_KEYS)
-
-
 def _relink(store: Store, before: int, id_map: dict[str, str]) -> None:
-    """Rewrite the ids in the :data:`LINK_KEYS` metadata of the traces this import wrote
+    """Rewrite the ids in the :data:`~brainmem.model.LINK_KEYS` metadata of the traces this import wrote
     (rids after ``before``) through ``id_map``, so a merge imported with new ids (or
     onto a deduplicated trace) can still be undone. A page of rows at a time, after
     every row is written (a merge source names the later trace it went into)."""

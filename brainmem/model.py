@@ -175,15 +175,19 @@ DELETED_REASON = "deleted_reason"
 #: ``metadata`` key on the turns an extraction failed on (:mod:`brainmem.observe`):
 #: observing them again retries it.
 FAILED_MARK = "extraction_failed"
+#: The ``metadata`` keys that name other traces by id: an import with new ids rewrites them
+#: (:func:`brainmem.import_stream.apply_import`), through lists and dicts (``handed_back`` is
+#: keyed by id).
+LINK_KEYS = (RECORD_KEY, MERGED_FROM, UNMERGED, UNMERGED_INTO, SNAPSHOT_OF, HANDED_BACK, WITHDRAWN,
+             DERIVED_FROM, DELETED_WITH)
 #: The ``metadata`` keys the engine owns: a user's write (add, add_many, put, update; the
 #: tools and the CLI through them) that gives a trace one, or changes or drops the value one
 #: it carries, is refused or kept (:func:`brainmem.validate.check_own_metadata`); import
-#: carries them. Every link key (:data:`brainmem.import_stream.LINK_KEYS`) but
-#: :data:`HANDED_BACK`, a note the user may edit (a restore replaces only facts the trace did
-#: replace, README "Facts that change"); :data:`DELETED_REASON` (a restore drops it, and the
-#: notes of its reason); :data:`FAILED_MARK` (observing the turns again extracts again).
-OWN_KEYS = (RECORD_KEY, MERGED_FROM, UNMERGED, UNMERGED_INTO, SNAPSHOT_OF, WITHDRAWN, DERIVED_FROM,
-            DELETED_WITH, DELETED_REASON, FAILED_MARK)
+#: carries them. Every link key but :data:`HANDED_BACK`, a note the user may edit (a restore
+#: replaces only facts the trace did replace, README "Facts that change");
+#: :data:`DELETED_REASON` (a restore drops it, and the notes of its reason);
+#: :data:`FAILED_MARK` (observing the turns again extracts again).
+OWN_KEYS = (*(key for key in LINK_KEYS if key != HANDED_BACK), DELETED_REASON, FAILED_MARK)
 
 #: The tag of reflect's insights (``consolidation.derive``): an insight goes with its
 #: sources (``derived_from`` them; :func:`brainmem.graph.insights_of`).

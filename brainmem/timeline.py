@@ -75,13 +75,6 @@ from .validate import check_ids, scope_of, to_timestamp
 if TYPE_CHECKING:
     from .brain import Brain
 
-
-
-
-#: The ``metadata`` keys this module writes that name other traces by id (an import with new
-#: ids rewrites them: :data:`brainmem.import_stream.LINK_KEYS`).
-LINK_KEYS = (SNAPSHOT_OF, HANDED_BACK, WITHDRAWN)
-
 #: Longest chain ``history`` walks (a guard against a hand-edited cycle or a huge merge tree).
 MAX_HISTORY = 1000
 

@@ -24,13 +24,7 @@ from .errors import InvalidInput, QueryError, VersionConflict
 from .model import ENGINE_METHODS, OWN_KEYS, SCOPES, TYPES, Hit, Trace
 from .policy import Policy
 from .schemacheck import json_type
-from .validate import (
-    LIMIT_MAX,
-    LOOKUP_CHARS,
-    MAX_ID_CHARS,
-    MAX_TTL,
-    check_unicode,
-)
+from .validate import LIMIT_MAX, LOOKUP_CHARS, MAX_ID_CHARS, MAX_TTL, check_unicode
 
 if TYPE_CHECKING:  # the Toolbox sits above this module; imported for types only
     from .tools import Toolbox

@@ -22,7 +22,7 @@ Import decisions:
   (importing a file twice is harmless). A live trace whose content hash matches a
   live trace of the same type, scope and scope_id *already in the brain* is skipped
   and its id mapped onto that trace (edges, ``merged_into`` and the ids in the engine's
-  metadata links, :data:`brainmem.import_stream.LINK_KEYS`, follow the mapping, as they
+  metadata links, :data:`brainmem.model.LINK_KEYS`, follow the mapping, as they
   do with ``new_ids``). The brain's trace then lasts as long as the file's asks, as
   for a repeated add (:func:`brainmem.model.outlasting`: pinned if it was, the later
   expiry, the earlier due time).

@@ -31,16 +31,13 @@ from typing import Any
 
 from . import graph, sameness, similarity
 from .errors import InvalidInput, NotFound
+from .model import DELETED_REASON, Trace, merge_fields
 from .model import MERGED_FROM as MERGED_FROM  # declared with the engine's other metadata keys
 from .model import RECORD_KEY as RECORD_KEY  # declared with the engine's other metadata keys
 from .model import UNMERGED as UNMERGED  # declared with the engine's other metadata keys
 from .model import UNMERGED_INTO as UNMERGED_INTO  # declared with the engine's other metadata keys
-from .model import Trace, merge_fields
 from .store import Store
 
-#: The ``metadata`` keys this module's merges and unmerges write that name other traces by
-#: id (an import with new ids rewrites them: :data:`brainmem.import_stream.LINK_KEYS`).
-LINK_KEYS = (RECORD_KEY, MERGED_FROM, UNMERGED, UNMERGED_INTO)
 #: a merge made before records existed counts as reflect's only when the two texts have
 #: at least this TF-IDF cosine (fitted on the pair): reflect merged at ≥ 0.95 over the
 #: whole brain, which a pair-fitted cosine lowers a little for genuinely close texts
@@ -149,7 +146,7 @@ def unmerge(store: Store, trace_id: str, now: float,
     if by == "merge":  # first, so a quota counts the live traces the unmerge leaves
         store.update_fields(target.id, {
             "deleted_at": now, "updated_at": now,
-            "metadata": {**target.metadata, "deleted_reason": "unmerged", UNMERGED_INTO: [s.id for s in sources]},
+            "metadata": {**target.metadata, DELETED_REASON: "unmerged", UNMERGED_INTO: [s.id for s in sources]},
         })
     for source in sources:
         if before_restore is not None:
@@ -190,7 +187,7 @@ def _reset_survivor(store: Store, target: Trace, sources: Sequence[Trace], recor
         if isinstance(record.get("survivor_before"), dict):
             fields = dict(record["survivor_before"])
     metadata = dict(target.metadata)
-    remaining = [i for i in fields.pop("merged_from", target.metadata.get("merged_from", []))
+    remaining = [i for i in fields.pop(MERGED_FROM, target.metadata.get(MERGED_FROM, []))
                  if i not in ids]
     if remaining:
         metadata[MERGED_FROM] = remaining

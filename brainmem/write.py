@@ -68,9 +68,6 @@ VICTIM_PAGE = 256
 #: A sort position after every rid a stored trace has: traces added in the current
 #: transaction (their rids come later, in the order they are added).
 _NEW_RID = 1 << 62
-#: The ``metadata`` keys this module writes that name other traces by id (an import with new
-#: ids rewrites them: :data:`brainmem.import_stream.LINK_KEYS`).
-LINK_KEYS = (DELETED_WITH,)
 #: the notes :meth:`Writer.soft_delete` adds beside ``deleted_reason``, by reason: a
 #: restore drops them with the reason (a live trace does not say why it was deleted)
 _DELETE_NOTES: dict[str, tuple[str, ...]] = {"evicted": ("evicted_for_quota",), "archived": ("archived",),

@@ -93,7 +93,7 @@ def test_the_reserved_keys_are_listed_where_users_read(mem_brain: Brain) -> None
         assert f'`"{method}"`' in readme and method in described, method
     assert "handed_back" not in OWN_KEYS
     # every key that names other traces (declared by the modules that write them) is reserved
-    from brainmem.import_stream import LINK_KEYS
+    from brainmem.model import LINK_KEYS
 
     assert set(LINK_KEYS) - set(OWN_KEYS) == {"handed_back"}
 
