@@ -78,12 +78,18 @@ def minilm_weights(st: dict[str, np.ndarray], config: dict) -> dict:
     parts = {"q": "attention.self.query", "k": "attention.self.key", "v": "attention.self.value",
              "ao": "attention.output.dense", "aln": "attention.output.LayerNorm",
              "fi": "intermediate.dense", "fo": "output.dense", "oln": "output.LayerNorm"}
-    for i in range(config["num_hidden_layers"]):
-        for short, hf in parts.items():
-            t[f"l{i}.{short}.w"] = st[f"encoder.layer.{i}.{hf}.weight"]
-            t[f"l{i}.{short}.b"] = st[f"encoder.layer.{i}.{hf}.bias"]
+    t.update(layer_tensors(st, parts, config["num_hidden_layers"]))
     return dict(tensors=t, H=config["hidden_size"], NL=config["num_hidden_layers"],
                 NH=config["num_attention_heads"], FF=config["intermediate_size"], eps=config["layer_norm_eps"])
+
+
+def layer_tensors(st: dict[str, np.ndarray], parts: dict[str, str], layers: int,
+                  prefix: str = "") -> dict[str, np.ndarray]:
+    """:func:`encoder_graph`'s per-layer tensors (``l{i}.{short}.w``/``.b``) from a Hugging Face
+    checkpoint's ``{prefix}encoder.layer.{i}.{name}.weight``/``.bias``, ``parts`` mapping
+    each short name to the architecture's own (BERT's, MPNet's)."""
+    return {f"l{i}.{short}.{end[0]}": st[f"{prefix}encoder.layer.{i}.{hf}.{end}"]
+            for i in range(layers) for short, hf in parts.items() for end in ("weight", "bias")}
 
 
 def encoder_graph(m: dict, name: str = "encoder", token_type_ids: bool = False,

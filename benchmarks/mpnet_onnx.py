@@ -37,7 +37,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from bert_onnx import encoder_graph, read_safetensors  # noqa: E402
+from bert_onnx import encoder_graph, layer_tensors, read_safetensors  # noqa: E402
 
 FILES = ("tokenizer.json", "config.json", "README.md")
 MAX_POSITIONS = 512
@@ -69,10 +69,7 @@ def mpnet_weights(st: dict[str, np.ndarray], config: dict) -> dict:
     parts = {"q": "attention.attn.q", "k": "attention.attn.k", "v": "attention.attn.v",
              "ao": "attention.attn.o", "aln": "attention.LayerNorm",
              "fi": "intermediate.dense", "fo": "output.dense", "oln": "output.LayerNorm"}
-    for i in range(config["num_hidden_layers"]):
-        for short, hf in parts.items():
-            t[f"l{i}.{short}.w"] = st[f"{pre}encoder.layer.{i}.{hf}.weight"]
-            t[f"l{i}.{short}.b"] = st[f"{pre}encoder.layer.{i}.{hf}.bias"]
+    t.update(layer_tensors(st, parts, config["num_hidden_layers"], pre))
     table = st[f"{pre}encoder.relative_attention_bias.weight"]  # (buckets, heads)
     buckets = relative_buckets(MAX_POSITIONS, config.get("relative_attention_num_buckets", 32))
     rel_bias = np.transpose(table[buckets], (2, 0, 1))  # (heads, P, P)
